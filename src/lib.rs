@@ -1,0 +1,52 @@
+//! # exitcrawl — the pure policy core
+//!
+//! exitcrawl fetches as fast as a target site allows, from several fixed egress source IPs,
+//! without getting banned and without hurting the site. This crate holds every *decision*
+//! the crawler makes; the crate `exitcrawl-actors` (in `actors/`) carries them out.
+//!
+//! # Layout
+//!
+//! ```text
+//! Cargo.toml          workspace + this crate (`exitcrawl`)
+//! src/                the pure policy core: no actix, no sockets, no sleeping
+//!   clock.rs          Clock trait, MonotonicClock, FakeClock (advance(d) moves time)
+//!   decision.rs       Decision::{Allow, Wait(Duration)}
+//!   rng.rs            injected randomness for jitter (RandomSource, SplitMix64)
+//!   limiter/          one file per algorithm behind the RateLimiter trait:
+//!                     fixed window, sliding log, sliding window, token bucket,
+//!                     leaky bucket, GCRA
+//!   aimd.rs           the adaptive controller (slow start, capacity estimate, hold,
+//!                     gentle probe, latency early warning), alone in one file
+//!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
+//!   select.rs         which exit takes the next request
+//!   health.rs         per-exit health state machine (healthy → ejected → probing)
+//!   config/           settings schema (serde), loading (file + env), validate()
+//! actors/             crate exitcrawl-actors: actix actors that own I/O, timers, messages
+//! config/             default.toml (every key, commented) and example files
+//! examples/           the `crawl` binary and bench examples
+//! tests/              integration tests (real local servers, fake clock for the core)
+//! benches/            criterion benches
+//! ```
+//!
+//! Why the split: every policy here is a plain function of its state and `now`, returning
+//! a decision. That makes each one testable with a fake clock in microseconds — a minute of
+//! simulated crawling against a modelled site runs in milliseconds — and keeps the actor
+//! layer thin: it owns sockets, timers and mailboxes, and asks the core what to do.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod aimd;
+pub mod clock;
+pub mod config;
+pub mod decision;
+pub mod headers;
+pub mod health;
+pub mod limiter;
+pub mod rng;
+pub mod select;
+
+pub use clock::{Clock, FakeClock, MonotonicClock};
+pub use decision::Decision;
+pub use limiter::{Quota, RateLimiter};
+pub use rng::{RandomSource, SplitMix64};

@@ -1,0 +1,16 @@
+//! PLACEHOLDER: being written.
+use std::time::Instant;
+use super::{Decision, Quota, RateLimiter};
+/// PLACEHOLDER
+#[derive(Debug)]
+pub struct Gcra { quota: Quota }
+impl Gcra {
+    /// PLACEHOLDER
+    pub fn new(quota: Quota, _now: Instant) -> Self { Self { quota } }
+}
+impl RateLimiter for Gcra {
+    fn check(&mut self, _now: Instant) -> Decision { todo!() }
+    fn set_rate(&mut self, _rps: f64, _now: Instant) { todo!() }
+    fn drain(&mut self, _now: Instant) { todo!() }
+    fn quota(&self) -> Quota { self.quota }
+}
