@@ -15,8 +15,10 @@
 //!   limiter/          one file per algorithm behind the RateLimiter trait:
 //!                     fixed window, sliding log, sliding window, token bucket,
 //!                     leaky bucket, GCRA
+//!   pacer.rs          carries out the controller: interval grid, pause, jitter
 //!   aimd.rs           the adaptive controller (slow start, capacity estimate, hold,
 //!                     gentle probe, latency early warning), alone in one file
+//!   sim.rs            closes the loop on fake time: controller + pacer vs a modelled site
 //!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
 //!   select.rs         which exit takes the next request
 //!   health.rs         per-exit health state machine (healthy → ejected → probing)
@@ -43,8 +45,10 @@ pub mod decision;
 pub mod headers;
 pub mod health;
 pub mod limiter;
+pub mod pacer;
 pub mod rng;
 pub mod select;
+pub mod sim;
 
 pub use clock::{Clock, FakeClock, MonotonicClock};
 pub use decision::Decision;

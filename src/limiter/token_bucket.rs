@@ -1,16 +1,28 @@
 //! PLACEHOLDER: being written.
-use std::time::Instant;
 use super::{Decision, Quota, RateLimiter};
+use std::time::Instant;
 /// PLACEHOLDER
 #[derive(Debug)]
-pub struct TokenBucket { quota: Quota }
+pub struct TokenBucket {
+    quota: Quota,
+}
 impl TokenBucket {
     /// PLACEHOLDER
-    pub fn new(quota: Quota, _now: Instant) -> Self { Self { quota } }
+    pub fn new(quota: Quota, _now: Instant) -> Self {
+        Self { quota }
+    }
 }
 impl RateLimiter for TokenBucket {
-    fn check(&mut self, _now: Instant) -> Decision { todo!() }
-    fn set_rate(&mut self, _rps: f64, _now: Instant) { todo!() }
-    fn drain(&mut self, _now: Instant) { todo!() }
-    fn quota(&self) -> Quota { self.quota }
+    fn check(&mut self, _now: Instant) -> Decision {
+        todo!()
+    }
+    fn set_rate(&mut self, _rps: f64, _now: Instant) {
+        todo!()
+    }
+    fn drain(&mut self, _now: Instant) {
+        todo!()
+    }
+    fn quota(&self) -> Quota {
+        self.quota
+    }
 }

@@ -1,0 +1,238 @@
+//! The pacer: carries out the adaptive controller's decisions for one limiter key.
+//!
+//! The controller ([`crate::aimd`]) decides *how fast* (an interval) and *when not at all*
+//! (a pause); the pacer, owned by whoever sends (an exit), turns that into per-request
+//! [`Decision`]s. It is a [`RateLimiter`], so the sending side treats the adaptive
+//! algorithm like any fixed one.
+//!
+//! Why a grid: send slots sit on a grid spaced exactly one interval apart, and jitter only
+//! *delays* a send within its slot (by up to `jitter × interval`). The long-run rate is then
+//! exact, no send is ever ahead of the grid (a site's token bucket never sees us run ahead of
+//! the announced rate), and keys that resume together after a pause spread out instead of
+//! all firing at the same instant (the thundering herd).
+//!
+//! Why a pause reaches queued requests: a pause is state that every later `check` consults,
+//! so the 99 requests that were already waiting behind a 429 get `Wait` too, and after the
+//! pause the grid restarts at the pause's end: the saved-up slots are dropped, not fired.
+
+use std::time::{Duration, Instant};
+
+use crate::decision::Decision;
+use crate::limiter::{interval_of, Quota, RateLimiter};
+use crate::rng::{RandomSource, SplitMix64};
+
+/// Paces one key: an interval between sends, an optional pause, jitter within each slot.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    interval: Duration,
+    /// The current grid slot: the earliest instant the next send may go (before jitter).
+    slot: Instant,
+    /// Jitter drawn for the current slot; drawn once so that `Wait(d)` stays exact.
+    offset: Option<Duration>,
+    pause_until: Option<Instant>,
+    jitter: f64,
+    rng: SplitMix64,
+    latest: Instant,
+}
+
+impl Pacer {
+    /// A pacer sending one request per `interval`, the first one at once.
+    /// `jitter` in `[0, 1)` is the fraction of an interval by which a send may be delayed.
+    pub fn new(interval: Duration, jitter: f64, seed: u64, now: Instant) -> Self {
+        Self {
+            interval: interval.max(Duration::from_nanos(1)),
+            slot: now,
+            offset: None,
+            pause_until: None,
+            jitter: if jitter.is_finite() {
+                jitter.clamp(0.0, 0.99)
+            } else {
+                0.0
+            },
+            rng: SplitMix64::new(seed),
+            latest: now,
+        }
+    }
+
+    /// The current interval.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// The pause in force, if any.
+    pub fn pause_until(&self) -> Option<Instant> {
+        self.pause_until
+    }
+
+    /// Change the interval. The slot already granted stands; the next one is re-spaced.
+    pub fn set_interval(&mut self, interval: Duration, now: Instant) {
+        let now = self.observe(now);
+        let interval = interval.max(Duration::from_nanos(1));
+        // The pending slot was computed as last_send + old interval: re-space it so a
+        // slow-down takes effect for the very next send, and a speed-up does not wait out
+        // the old, longer interval.
+        if self.slot > now {
+            let last = self.slot.checked_sub(self.interval).unwrap_or(now);
+            self.slot = (last + interval).max(now);
+        }
+        self.interval = interval;
+        self.offset = None;
+    }
+
+    /// No send before `until`. Extends, never shortens, a pause in force; the grid restarts
+    /// at `until`, so slots saved up during the pause are dropped.
+    pub fn pause(&mut self, until: Instant, now: Instant) {
+        let now = self.observe(now);
+        if until <= now {
+            return;
+        }
+        let until = self.pause_until.map_or(until, |p| p.max(until));
+        self.pause_until = Some(until);
+        if self.slot < until {
+            self.slot = until;
+            self.offset = None;
+        }
+    }
+
+    fn observe(&mut self, now: Instant) -> Instant {
+        if now > self.latest {
+            self.latest = now;
+        }
+        self.latest
+    }
+
+    fn offset(&mut self) -> Duration {
+        if self.jitter == 0.0 {
+            return Duration::ZERO;
+        }
+        if self.offset.is_none() {
+            self.offset = Some(self.interval.mul_f64(self.jitter * self.rng.next_f64()));
+        }
+        self.offset.unwrap_or_default()
+    }
+}
+
+impl RateLimiter for Pacer {
+    fn check(&mut self, now: Instant) -> Decision {
+        let now = self.observe(now);
+        if let Some(p) = self.pause_until {
+            if now < p {
+                return Decision::Wait(p - now);
+            }
+            self.pause_until = None;
+        }
+        // An idle key may catch up by one slot, no more: that keeps the long-run rate
+        // when the sender is a little late, without a burst after a quiet spell.
+        let floor = now.checked_sub(self.interval).unwrap_or(now);
+        if self.slot < floor {
+            self.slot = floor;
+            self.offset = None;
+        }
+        let due = self.slot + self.offset();
+        if now >= due {
+            self.slot += self.interval;
+            self.offset = None;
+            Decision::Allow
+        } else {
+            Decision::Wait(due - now)
+        }
+    }
+
+    fn set_rate(&mut self, rps: f64, now: Instant) {
+        self.set_interval(interval_of(rps), now);
+    }
+
+    fn drain(&mut self, now: Instant) {
+        let now = self.observe(now);
+        let next = now + self.interval;
+        if self.slot < next {
+            self.slot = next;
+            self.offset = None;
+        }
+    }
+
+    fn quota(&self) -> Quota {
+        Quota::new(1.0e9 / self.interval.as_nanos() as f64, 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, FakeClock};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn paces_one_per_interval_and_waits_exactly() {
+        let c = FakeClock::new();
+        let mut p = Pacer::new(100 * MS, 0.0, 1, c.now());
+        assert_eq!(p.check(c.now()), Decision::Allow);
+        assert_eq!(p.check(c.now()), Decision::Wait(100 * MS));
+        c.advance(40 * MS);
+        assert_eq!(p.check(c.now()), Decision::Wait(60 * MS));
+        c.advance(60 * MS);
+        assert_eq!(p.check(c.now()), Decision::Allow);
+    }
+
+    #[test]
+    fn jittered_wait_is_exact_and_within_the_slot() {
+        let c = FakeClock::new();
+        let mut p = Pacer::new(100 * MS, 0.5, 7, c.now());
+        let mut sends = vec![];
+        for _ in 0..200 {
+            match p.check(c.now()) {
+                Decision::Allow => sends.push(c.elapsed()),
+                Decision::Wait(d) => {
+                    c.advance(d);
+                    assert_eq!(p.check(c.now()), Decision::Allow, "Wait must be exact");
+                    sends.push(c.elapsed());
+                }
+            }
+        }
+        for (n, t) in sends.iter().enumerate() {
+            let slot = 100 * MS * n as u32;
+            assert!(*t >= slot && *t < slot + 50 * MS, "send {n} at {t:?}");
+        }
+    }
+
+    #[test]
+    fn pause_reaches_waiting_requests_and_drops_saved_slots() {
+        let c = FakeClock::new();
+        let mut p = Pacer::new(10 * MS, 0.0, 1, c.now());
+        assert!(p.check(c.now()).is_allow());
+        p.pause(c.now() + Duration::from_secs(1), c.now());
+        assert_eq!(p.check(c.now()), Decision::Wait(Duration::from_secs(1)));
+        // A shorter pause does not cut the longer one short.
+        p.pause(c.now() + 10 * MS, c.now());
+        assert_eq!(p.pause_until(), Some(c.now() + Duration::from_secs(1)));
+        c.advance(Duration::from_secs(1));
+        assert!(p.check(c.now()).is_allow());
+        // 100 slots passed during the pause: none of them are sent now.
+        assert_eq!(p.check(c.now()), Decision::Wait(10 * MS));
+    }
+
+    #[test]
+    fn interval_changes_apply_to_the_next_send() {
+        let c = FakeClock::new();
+        let mut p = Pacer::new(100 * MS, 0.0, 1, c.now());
+        assert!(p.check(c.now()).is_allow());
+        p.set_interval(300 * MS, c.now());
+        assert_eq!(p.check(c.now()), Decision::Wait(300 * MS));
+        p.set_interval(10 * MS, c.now());
+        assert_eq!(p.check(c.now()), Decision::Wait(10 * MS));
+        p.drain(c.now());
+        assert_eq!(p.check(c.now()), Decision::Wait(10 * MS));
+    }
+
+    #[test]
+    fn idle_key_catches_up_one_slot_only() {
+        let c = FakeClock::new();
+        let mut p = Pacer::new(10 * MS, 0.0, 1, c.now());
+        assert!(p.check(c.now()).is_allow());
+        c.advance(Duration::from_secs(5));
+        assert!(p.check(c.now()).is_allow());
+        assert!(p.check(c.now()).is_allow());
+        assert_eq!(p.check(c.now()), Decision::Wait(10 * MS));
+    }
+}

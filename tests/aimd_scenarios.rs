@@ -1,0 +1,64 @@
+//! The adaptive controller against modelled sites, on fake time: every scenario in
+//! `tests/scenarios/*.toml`, for each of its seeds, must land in the file's expected ranges.
+
+use std::path::{Path, PathBuf};
+
+use exitcrawl::sim::{simulate, Scenario};
+
+fn scenario_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("tests/scenarios exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_scenario_meets_its_expected_ranges() {
+    let files = scenario_files();
+    assert!(files.len() >= 9, "scenario files went missing: {files:?}");
+    let mut failures = vec![];
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("readable");
+        let sc = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(!sc.run.seeds.is_empty(), "{}: no seeds", path.display());
+        for &seed in &sc.run.seeds {
+            let r = simulate(&sc.sim_config(seed).expect("valid scenario"));
+            let [glo, ghi] = sc.expect.goodput;
+            let [tlo, thi] = sc.expect.throttled;
+            let lat_ok = sc
+                .expect
+                .max_mean_latency_ms
+                .is_none_or(|m| r.mean_latency.as_secs_f64() * 1000.0 <= m);
+            let rate_ok = sc
+                .expect
+                .final_rps
+                .is_none_or(|[lo, hi]| (lo..=hi).contains(&r.final_rps));
+            if !(glo..=ghi).contains(&r.goodput)
+                || !rate_ok
+                || !(tlo..=thi).contains(&r.throttled_fraction)
+                || !lat_ok
+            {
+                failures.push(format!("{} (seed {seed}): {r:?}", sc.name));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "out of range:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_bad_scenario_file_is_reported() {
+    let err = Scenario::parse("name = 1\n[site]\nkind = \"x\"\ncapacity = 1.0\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\nbogus = 1\n")
+        .unwrap_err();
+    assert!(err.contains("bogus"), "{err}");
+    let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"tide\"\ncapacity = 1.0\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n")
+        .unwrap();
+    assert!(sc.sim_config(1).unwrap_err().contains("site.kind"));
+}
