@@ -20,6 +20,7 @@
 //!                     gentle probe, latency early warning), alone in one file
 //!   sim.rs            closes the loop on fake time: controller + pacer vs a modelled site
 //!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
+//!   retry.rs          backoff with full jitter, retry budget
 //!   select.rs         which exit takes the next request
 //!   health.rs         per-exit health state machine (healthy → ejected → probing)
 //!   config/           settings schema (serde), loading (file + env), validate()
@@ -46,6 +47,7 @@ pub mod headers;
 pub mod health;
 pub mod limiter;
 pub mod pacer;
+pub mod retry;
 pub mod rng;
 pub mod select;
 pub mod sim;
