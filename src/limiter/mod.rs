@@ -3,14 +3,23 @@
 //! Why several: they differ in how bursts pass and what they cost. A site's own limit is
 //! usually one of these shapes, and a crawler that mirrors the shape wastes less.
 //!
-//! | algorithm | admitted in any window of length W (the exact bound is in each module) |
+//! Every limiter here is a plain state machine over integer nanoseconds since it was built:
+//! no floats after the quota is read, so waits are exact (a check made exactly the returned
+//! `Wait(d)` later is allowed) and long-run rates do not drift.
+//!
+//! Notation for the bounds: `T` = [`Quota::interval`] in whole nanoseconds, `B` = burst, and
+//! for the window algorithms the window `P = B × T` holding a limit of `B` (so every
+//! algorithm has the same long-run rate 1/T and lets the same `B` go at once after a quiet
+//! period). "Any window of length W" means any closed interval `[s, s + W]`.
+//!
+//! | algorithm | admitted in any window of length W ≤ |
 //! |---|---|
-//! | fixed window | up to 2 × limit across a window boundary (inherent) |
-//! | sliding log | limit per window, exactly |
-//! | sliding window (two-window weighted counter) | about limit per window (approximation) |
-//! | token bucket | rate × W + burst |
-//! | leaky bucket (meter) | rate × W + burst |
-//! | GCRA | rate × W + burst |
+//! | fixed window | `B × (⌈W/P⌉ + 1)`: up to 2B across a window boundary (inherent) |
+//! | sliding log | `B × (⌊W/P⌋ + 1)`: exactly B per half-open window of length P |
+//! | sliding window (two-window weighted counter) | `⌈(W - 1 ns)/T⌉ + B` (W ≥ 1 ns): an approximation of the log |
+//! | token bucket | `⌊W/T⌋ + B` |
+//! | leaky bucket (meter) | `⌊W/T⌋ + B` |
+//! | GCRA | `⌊W/T⌋ + B` |
 
 use std::time::{Duration, Instant};
 
@@ -35,8 +44,9 @@ pub use token_bucket::TokenBucket;
 pub struct Quota {
     /// Sustained requests per second (> 0, finite).
     pub rps: f64,
-    /// Requests that may go at once after a quiet period (≥ 1). For window algorithms this
-    /// is the window's limit minus what the rate alone allows; see each module.
+    /// Requests that may go at once after a quiet period (≥ 1; 0 is read as 1). For the
+    /// window algorithms it is the window's limit, and the window is `burst / rps` long, so
+    /// that the long-run rate stays `rps`; see each module.
     pub burst: u32,
 }
 
@@ -68,7 +78,8 @@ pub fn interval_of(rps: f64) -> Duration {
 pub trait RateLimiter: Send + std::fmt::Debug {
     /// Ask for one permit at `now`. `Allow` takes it; `Wait(d)` takes nothing and means a
     /// check at `now + d` is allowed if nothing else changed the state in between.
-    /// `now` must not go backwards between calls (earlier instants are treated as the latest one seen).
+    /// `now` must not go backwards between calls (earlier instants are treated as the latest one seen,
+    /// and a `Wait` is then measured from that latest instant).
     fn check(&mut self, now: Instant) -> Decision;
 
     /// Change the sustained rate from `now` on; what was admitted before still counts.
@@ -109,5 +120,92 @@ pub fn build(kind: Kind, quota: Quota, now: Instant) -> Box<dyn RateLimiter> {
         Kind::TokenBucket => Box::new(TokenBucket::new(quota, now)),
         Kind::LeakyBucket => Box::new(LeakyBucket::new(quota, now)),
         Kind::Gcra => Box::new(Gcra::new(quota, now)),
+    }
+}
+
+/// Nanoseconds since a limiter was built, never going backwards: a `now` earlier than the
+/// latest one seen reads as the latest one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticks {
+    origin: Instant,
+    latest: u64,
+}
+
+impl Ticks {
+    pub(crate) fn new(origin: Instant) -> Self {
+        Self { origin, latest: 0 }
+    }
+
+    /// The latest tick seen.
+    pub(crate) fn latest(&self) -> u64 {
+        self.latest
+    }
+
+    /// `now` as a tick, clamped to be no earlier than the latest one seen.
+    #[inline]
+    pub(crate) fn at(&mut self, now: Instant) -> u64 {
+        let ns = now.saturating_duration_since(self.origin).as_nanos();
+        // u64 nanoseconds last 584 years; saturating beyond that is harmless.
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        self.latest = self.latest.max(ns);
+        self.latest
+    }
+}
+
+/// The emission interval of `rps` in whole nanoseconds (≥ 1).
+pub(crate) fn interval_ns(rps: f64) -> u64 {
+    // interval_of clamps to 1e18 ns, which fits in u64.
+    interval_of(rps).as_nanos() as u64
+}
+
+/// `Wait` for `ns` nanoseconds.
+#[inline]
+pub(crate) fn wait_ns(ns: u64) -> Decision {
+    Decision::Wait(Duration::from_nanos(ns))
+}
+
+/// `x × num / den` rounded up (or down), in u128 so it cannot overflow before saturating.
+/// Used by `set_rate` to carry saved state over to a new interval.
+pub(crate) fn rescale(x: u64, num: u64, den: u64, round_up: bool) -> u64 {
+    let n = u128::from(x) * u128::from(num);
+    let d = u128::from(den.max(1));
+    let q = if round_up { n.div_ceil(d) } else { n / d };
+    u64::try_from(q).unwrap_or(u64::MAX)
+}
+
+/// Helpers shared by the per-algorithm unit tests.
+#[cfg(test)]
+pub(crate) mod testkit {
+    use super::*;
+
+    pub(crate) const NS: Duration = Duration::from_nanos(1);
+
+    /// Asserts `check(now)` says `Wait(d)` with `d > 0`, that `d` is exact (one nanosecond
+    /// earlier still waits, exactly `d` later is allowed), and returns `now + d`.
+    pub(crate) fn exact_wait(l: &mut dyn RateLimiter, now: Instant) -> Instant {
+        let d = l.check(now).wait();
+        assert!(d > Duration::ZERO, "expected a wait at {now:?}, got Allow");
+        assert_eq!(
+            l.check(now + d - NS),
+            Decision::Wait(NS),
+            "wait {d:?} too long"
+        );
+        assert_eq!(l.check(now + d), Decision::Allow, "wait {d:?} too short");
+        now + d
+    }
+
+    /// How many checks at `now` are allowed before the first wait.
+    pub(crate) fn take_all(l: &mut dyn RateLimiter, now: Instant) -> u32 {
+        let mut n = 0;
+        while l.check(now).is_allow() {
+            n += 1;
+            assert!(n <= 1_000_000, "limiter never said wait");
+        }
+        n
+    }
+
+    /// The unit-test clock: an instant and offsets from it in milliseconds.
+    pub(crate) fn ms(t0: Instant, ms: u64) -> Instant {
+        t0 + Duration::from_millis(ms)
     }
 }
