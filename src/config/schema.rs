@@ -1,0 +1,537 @@
+//! The settings schema: what each key means, its default and its allowed range.
+//!
+//! The key names are a public contract (config files in the wild use them); rename nothing.
+//! Ranges stated here are enforced by [`Settings::validate`](super::Settings::validate);
+//! `config/default.toml` repeats every key with its default, and a test checks that it
+//! documents every field of these structs.
+//!
+//! Every struct denies unknown keys: a misspelt key (`concurency = 64`) silently falling
+//! back to the default is the worst kind of config bug, so it is an error instead.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::strict;
+use crate::limiter::{Kind, Quota};
+
+/// The whole configuration: the `[crawler]`, `[limiter]`, `[health]` and `[metrics]`
+/// tables (each optional, all keys defaulted) and the `[[exits]]` array (required, ≥ 1
+/// enabled entry).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// `[crawler]`: fetching limits, timeouts and retries.
+    #[serde(default)]
+    pub crawler: CrawlerSettings,
+    /// `[limiter]`: how fast each limiter key (see [`Scope`]) may send.
+    #[serde(default)]
+    pub limiter: LimiterSettings,
+    /// `[health]`: when an exit is ejected and how it is probed back.
+    #[serde(default)]
+    pub health: HealthSettings,
+    /// `[metrics]`: the optional metrics endpoint.
+    #[serde(default)]
+    pub metrics: MetricsSettings,
+    /// `[[exits]]`: the egress source addresses. No default — there is no sensible one —
+    /// but a missing array deserializes as empty so that `validate` can say exactly what
+    /// is wrong: at least one entry, with unique names and addresses, must be present and
+    /// at least one must be enabled.
+    #[serde(default)]
+    pub exits: Vec<ExitSettings>,
+}
+
+impl Settings {
+    /// Every table at its default, with these exits. Not validated: call
+    /// [`validate`](Settings::validate) before use.
+    pub fn with_exits(exits: Vec<ExitSettings>) -> Self {
+        Self {
+            crawler: CrawlerSettings::default(),
+            limiter: LimiterSettings::default(),
+            health: HealthSettings::default(),
+            metrics: MetricsSettings::default(),
+            exits,
+        }
+    }
+
+    /// The exits with `enabled = true`, in file order (the order selection uses for ties).
+    pub fn enabled_exits(&self) -> impl Iterator<Item = &ExitSettings> + '_ {
+        self.exits.iter().filter(|e| e.enabled)
+    }
+}
+
+/// `[crawler]`: fetching limits, timeouts and retries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CrawlerSettings {
+    /// Most fetches in flight at once, all exits together. Default 256; 1..=100000.
+    #[serde(deserialize_with = "strict::int")]
+    pub concurrency: u32,
+    /// Whole-request deadline (connect, send, headers and body), in ms. Default 10000;
+    /// 1..=3600000 and ≥ `connect_timeout_ms`.
+    #[serde(deserialize_with = "strict::int")]
+    pub timeout_ms: u64,
+    /// Deadline for establishing the TCP (and TLS) connection, in ms. Default 5000;
+    /// 1..=`timeout_ms`. Shorter than the whole request so that a dead exit or host fails
+    /// fast instead of eating the whole timeout.
+    #[serde(deserialize_with = "strict::int")]
+    pub connect_timeout_ms: u64,
+    /// Further attempts per URL after the first (0 = never retry). Default 3; 0..=100.
+    #[serde(deserialize_with = "strict::int")]
+    pub max_retries: u32,
+    /// `User-Agent` header sent with every request. Default `"exitcrawl/<crate version>"`;
+    /// 1..=512 bytes of visible ASCII and spaces (a header value must not hold control
+    /// characters, and sites log this to find who is crawling them).
+    pub user_agent: String,
+    /// Bodies longer than this are cut off and the fetch reported as truncated, in bytes.
+    /// Default 2097152 (2 MiB); 1..=1073741824 (1 GiB). Bounds memory per fetch.
+    #[serde(deserialize_with = "strict::int")]
+    pub max_body_bytes: u64,
+    /// Redirects followed per fetch (0 = do not follow). Default 10; 0..=100.
+    #[serde(deserialize_with = "strict::int")]
+    pub max_redirects: u32,
+    /// Capacity of the bounded scheduler queue (URLs waiting for a permit); a full queue
+    /// pushes back on whoever submits URLs instead of growing without bound.
+    /// Default 10000; 1..=10000000.
+    #[serde(deserialize_with = "strict::int")]
+    pub queue_capacity: u32,
+    /// First retry delay, in ms; each further retry doubles it (with jitter), capped at
+    /// `retry_backoff_max_ms`. Default 500; 1..=`retry_backoff_max_ms`.
+    #[serde(deserialize_with = "strict::int")]
+    pub retry_backoff_base_ms: u64,
+    /// Cap on a single retry delay, in ms. Default 30000; `retry_backoff_base_ms`..=3600000.
+    #[serde(deserialize_with = "strict::int")]
+    pub retry_backoff_max_ms: u64,
+    /// Retries may add at most this fraction of extra load on top of first attempts
+    /// (0.2 = at most one retry per five fresh fetches, measured over a sliding window).
+    /// Stops retry storms when a site is failing. Default 0.2; 0.0..=1.0.
+    #[serde(deserialize_with = "strict::float")]
+    pub retry_budget: f64,
+    /// Open connections per (exit, host) pair. Default 32; 1..=10000.
+    #[serde(deserialize_with = "strict::int")]
+    pub per_host_connections: u32,
+    /// How long an idle pooled connection is kept for reuse, in ms (0 = close after each
+    /// request). Default 15000; 0..=3600000. Kept below the idle timeouts common servers
+    /// use so a reused connection is rarely one the server has just closed.
+    #[serde(deserialize_with = "strict::int")]
+    pub keep_alive_ms: u64,
+    /// How long a resolved host address is cached, in ms (0 = resolve every connection).
+    /// Default 60000; 0..=86400000.
+    #[serde(deserialize_with = "strict::int")]
+    pub dns_ttl_ms: u64,
+    /// How the actor system is laid out over threads. Default `"single"`; see [`Arbiters`].
+    pub arbiters: Arbiters,
+}
+
+impl Default for CrawlerSettings {
+    fn default() -> Self {
+        Self {
+            concurrency: 256,
+            timeout_ms: 10_000,
+            connect_timeout_ms: 5_000,
+            max_retries: 3,
+            user_agent: default_user_agent(),
+            max_body_bytes: 2 * 1024 * 1024,
+            max_redirects: 10,
+            queue_capacity: 10_000,
+            retry_backoff_base_ms: 500,
+            retry_backoff_max_ms: 30_000,
+            retry_budget: 0.2,
+            per_host_connections: 32,
+            keep_alive_ms: 15_000,
+            dns_ttl_ms: 60_000,
+            arbiters: Arbiters::Single,
+        }
+    }
+}
+
+impl CrawlerSettings {
+    /// `timeout_ms` as a Duration.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+    /// `connect_timeout_ms` as a Duration.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+    /// `retry_backoff_base_ms` as a Duration.
+    pub fn retry_backoff_base(&self) -> Duration {
+        Duration::from_millis(self.retry_backoff_base_ms)
+    }
+    /// `retry_backoff_max_ms` as a Duration.
+    pub fn retry_backoff_max(&self) -> Duration {
+        Duration::from_millis(self.retry_backoff_max_ms)
+    }
+    /// `keep_alive_ms` as a Duration.
+    pub fn keep_alive(&self) -> Duration {
+        Duration::from_millis(self.keep_alive_ms)
+    }
+    /// `dns_ttl_ms` as a Duration.
+    pub fn dns_ttl(&self) -> Duration {
+        Duration::from_millis(self.dns_ttl_ms)
+    }
+}
+
+/// `"exitcrawl/<crate version>"`, the default `User-Agent`.
+pub fn default_user_agent() -> String {
+    concat!("exitcrawl/", env!("CARGO_PKG_VERSION")).to_string()
+}
+
+/// `[crawler] arbiters`: threads for the actor system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arbiters {
+    /// All actors on one thread (`"single"`). The default: a crawler waits on the network,
+    /// not the CPU, and one thread keeps ordering simple.
+    Single,
+    /// One thread per exit (`"per_exit"`), for many exits or heavy body processing.
+    PerExit,
+}
+
+impl Arbiters {
+    /// Every value, in documentation order.
+    pub const ALL: [Arbiters; 2] = [Arbiters::Single, Arbiters::PerExit];
+
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arbiters::Single => "single",
+            Arbiters::PerExit => "per_exit",
+        }
+    }
+}
+
+/// `[limiter]`: how fast each limiter key may send, and how the adaptive controller reacts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimiterSettings {
+    /// Which algorithm paces each limiter key. Default `"aimd"`; see [`Algorithm`].
+    pub algorithm: Algorithm,
+    /// What one limiter covers. Default `"exit_host"`; see [`Scope`].
+    pub scope: Scope,
+    /// With `aimd`: the starting rate; with the other algorithms: their fixed rate — in
+    /// requests/s per limiter key. Default 5.0; > 0 and ≤ `max_rps`, and with `aimd` also
+    /// ≥ `min_rps`.
+    #[serde(deserialize_with = "strict::float")]
+    pub initial_rps: f64,
+    /// Burst allowed on top of the fixed rate (the non-adaptive algorithms; the adaptive
+    /// one paces strictly). Default 1 (no burst); 1..=100000.
+    #[serde(deserialize_with = "strict::int")]
+    pub burst: u32,
+    /// `aimd` never goes below this rate, requests/s. Default 0.1; > 0 and ≤ `max_rps`.
+    /// Not zero: at zero a throttled key could never send the request that shows it has
+    /// recovered.
+    #[serde(deserialize_with = "strict::float")]
+    pub min_rps: f64,
+    /// `aimd` never goes above, and fixed rates may not exceed, this rate, requests/s.
+    /// Default 1000.0; ≥ `min_rps` and ≤ 1000000.
+    #[serde(deserialize_with = "strict::float")]
+    pub max_rps: f64,
+    /// `aimd` additive increase: requests/s added per step of good responses.
+    /// Default 1.0; > 0 and ≤ `max_rps`.
+    #[serde(deserialize_with = "strict::float")]
+    pub increase_rps: f64,
+    /// `aimd` multiplicative decrease: the rate is multiplied by this on a throttle signal.
+    /// Default 0.7; strictly between 0 and 1. 0.7 (CUBIC's β) gets under a limit
+    /// overshot by up to ~40 % in one cut while giving up less than halving (0.5) does;
+    /// 0.9 would need ~7 cuts, each paid for with a 429, to recover from 2× over.
+    #[serde(deserialize_with = "strict::float")]
+    pub decrease: f64,
+    /// `aimd` latency early warning: a response slower than this many times the key's
+    /// baseline latency counts as a (soft) throttle signal — servers slow down before they
+    /// start refusing. Default 2.0; > 1 and ≤ 100.
+    #[serde(deserialize_with = "strict::float")]
+    pub latency_tolerance: f64,
+    /// After a throttle response, every request to that host (all exits) pauses this long,
+    /// in ms, so the requests already queued behind it do not all hit the site too.
+    /// Default 250; 0..=60000 (0 = no hold).
+    #[serde(deserialize_with = "strict::int")]
+    pub hold_ms: u64,
+    /// Random spread applied to every wait, as a fraction (0.1 = ±10 %), so that keys
+    /// released together do not stay in lock-step. Default 0.1; 0.0..=0.5.
+    #[serde(deserialize_with = "strict::float")]
+    pub jitter: f64,
+    /// HTTP statuses that mean "slow down". Default `[429, 503]`; each 100..=599, may be
+    /// empty (then only timeouts/resets, if enabled, throttle). From the environment:
+    /// a comma-separated list, e.g. `EXITCRAWL__LIMITER__THROTTLE_STATUSES=429,503,520`.
+    #[serde(deserialize_with = "strict::status_list")]
+    pub throttle_statuses: Vec<u16>,
+    /// Treat a request timeout as a throttle signal. Default true.
+    #[serde(deserialize_with = "strict::boolean")]
+    pub throttle_on_timeout: bool,
+    /// Treat a connection reset / refused connection as a throttle signal. Default true.
+    #[serde(deserialize_with = "strict::boolean")]
+    pub throttle_on_reset: bool,
+}
+
+impl Default for LimiterSettings {
+    fn default() -> Self {
+        Self {
+            algorithm: Algorithm::Aimd,
+            scope: Scope::ExitHost,
+            initial_rps: 5.0,
+            burst: 1,
+            min_rps: 0.1,
+            max_rps: 1000.0,
+            increase_rps: 1.0,
+            decrease: 0.7,
+            latency_tolerance: 2.0,
+            hold_ms: 250,
+            jitter: 0.1,
+            throttle_statuses: vec![429, 503],
+            throttle_on_timeout: true,
+            throttle_on_reset: true,
+        }
+    }
+}
+
+impl LimiterSettings {
+    /// The quota of the fixed-rate algorithms: `initial_rps` with `burst`.
+    pub fn quota(&self) -> Quota {
+        Quota::new(self.initial_rps, self.burst)
+    }
+    /// `hold_ms` as a Duration.
+    pub fn hold(&self) -> Duration {
+        Duration::from_millis(self.hold_ms)
+    }
+    /// Whether `status` is one of `throttle_statuses`.
+    pub fn is_throttle_status(&self, status: u16) -> bool {
+        self.throttle_statuses.contains(&status)
+    }
+}
+
+/// `[limiter] algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    /// `"aimd"`: adaptive; starts at `initial_rps`, adds `increase_rps` while responses
+    /// are good, multiplies by `decrease` on a throttle signal. The default, because the
+    /// site's limit is not known in advance.
+    Aimd,
+    /// `"token_bucket"`: fixed rate, bursts up to `burst` after quiet periods.
+    TokenBucket,
+    /// `"leaky_bucket"`: fixed rate, as a meter (same bound as the token bucket).
+    LeakyBucket,
+    /// `"fixed_window"`: counter reset every window; up to 2× the limit across a boundary.
+    FixedWindow,
+    /// `"sliding_window"`: two-window weighted counter; approximately the limit per window,
+    /// constant memory.
+    SlidingWindow,
+    /// `"sliding_log"`: exact log of send times; exactly the limit per window, memory
+    /// grows with the limit.
+    SlidingLog,
+    /// `"gcra"`: generic cell rate algorithm; token-bucket behaviour with one timestamp.
+    Gcra,
+    /// `"none"`: no pacing at all (only `concurrency` limits). For tests and sites you own.
+    None,
+}
+
+impl Algorithm {
+    /// Every value, in documentation order.
+    pub const ALL: [Algorithm; 8] = [
+        Algorithm::Aimd,
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::Gcra,
+        Algorithm::None,
+    ];
+
+    /// The fixed-rate limiter this algorithm builds with [`crate::limiter::build`];
+    /// `None` for `aimd` (the adaptive controller, which is not a `limiter::Kind`) and
+    /// for `none` (no limiter at all).
+    pub fn limiter_kind(&self) -> Option<Kind> {
+        match self {
+            Algorithm::Aimd | Algorithm::None => None,
+            Algorithm::TokenBucket => Some(Kind::TokenBucket),
+            Algorithm::LeakyBucket => Some(Kind::LeakyBucket),
+            Algorithm::FixedWindow => Some(Kind::FixedWindow),
+            Algorithm::SlidingWindow => Some(Kind::SlidingWindow),
+            Algorithm::SlidingLog => Some(Kind::SlidingLog),
+            Algorithm::Gcra => Some(Kind::Gcra),
+        }
+    }
+
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::Aimd => "aimd",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::LeakyBucket => "leaky_bucket",
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::Gcra => "gcra",
+            Algorithm::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `[limiter] scope`: what one limiter (and one AIMD controller) covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// `"exit_host"`: one per (exit, host) pair. The default: sites limit per client IP
+    /// and per host, which is exactly this pair.
+    ExitHost,
+    /// `"host"`: one per host, shared by all exits (for sites that limit the crawler as a
+    /// whole, e.g. by User-Agent).
+    Host,
+    /// `"exit"`: one per exit, shared by all hosts.
+    Exit,
+    /// `"global"`: one for everything.
+    Global,
+}
+
+impl Scope {
+    /// Every value, in documentation order.
+    pub const ALL: [Scope; 4] = [Scope::ExitHost, Scope::Host, Scope::Exit, Scope::Global];
+
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::ExitHost => "exit_host",
+            Scope::Host => "host",
+            Scope::Exit => "exit",
+            Scope::Global => "global",
+        }
+    }
+}
+
+/// `[health]`: passive (from real fetches) and optional active health checking per exit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthSettings {
+    /// URL fetched through each exit to probe it (active checks). Default absent: health
+    /// is judged passively from real fetches only, and an ejected exit is retried with
+    /// real traffic. When set: `http://` or `https://` with a host, ≤ 2048 bytes.
+    pub url: Option<String>,
+    /// Time between active probes of one exit, in ms. Default 10000; 100..=3600000.
+    #[serde(deserialize_with = "strict::int")]
+    pub interval_ms: u64,
+    /// Deadline of one probe, in ms. Default 2000; 1..=`interval_ms`.
+    #[serde(deserialize_with = "strict::int")]
+    pub timeout_ms: u64,
+    /// Consecutive failures (connect errors, timeouts, resets — not HTTP errors, which
+    /// are the site's answer) that eject an exit. Default 3; 1..=1000.
+    #[serde(deserialize_with = "strict::int")]
+    pub consecutive_failures: u32,
+    /// First ejection length, in ms; each ejection in a row doubles it up to
+    /// `max_ejection_ms`. Default 30000; 1..=`max_ejection_ms`.
+    #[serde(deserialize_with = "strict::int")]
+    pub base_ejection_ms: u64,
+    /// Longest ejection, in ms. Default 300000; `base_ejection_ms`..=86400000.
+    #[serde(deserialize_with = "strict::int")]
+    pub max_ejection_ms: u64,
+}
+
+impl Default for HealthSettings {
+    fn default() -> Self {
+        Self {
+            url: None,
+            interval_ms: 10_000,
+            timeout_ms: 2_000,
+            consecutive_failures: 3,
+            base_ejection_ms: 30_000,
+            max_ejection_ms: 300_000,
+        }
+    }
+}
+
+impl HealthSettings {
+    /// `interval_ms` as a Duration.
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms)
+    }
+    /// `timeout_ms` as a Duration.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+    /// `base_ejection_ms` as a Duration.
+    pub fn base_ejection(&self) -> Duration {
+        Duration::from_millis(self.base_ejection_ms)
+    }
+    /// `max_ejection_ms` as a Duration.
+    pub fn max_ejection(&self) -> Duration {
+        Duration::from_millis(self.max_ejection_ms)
+    }
+}
+
+/// `[metrics]`: the optional Prometheus-style metrics endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSettings {
+    /// Socket address to serve metrics on, e.g. `"127.0.0.1:9090"`. Default absent:
+    /// no metrics endpoint.
+    pub listen: Option<SocketAddr>,
+}
+
+/// One `[[exits]]` entry: an egress source address the crawler binds to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExitSettings {
+    /// Unique name, used in logs, metrics and limiter keys. Required; 1..=64 characters
+    /// from `A-Z a-z 0-9 _ - .`.
+    pub name: String,
+    /// Local address outgoing connections bind to. Required; unique across exits, not
+    /// unspecified (`0.0.0.0`/`::`, which would let the OS pick) nor multicast.
+    pub source_ip: IpAddr,
+    /// Most fetches in flight on this exit. Default 100; 1..=100000.
+    #[serde(default = "default_max_concurrent", deserialize_with = "strict::int")]
+    pub max_concurrent: u32,
+    /// Optional cap for this exit as a whole, requests/s (a token bucket in front of the
+    /// per-host limiters, e.g. a provider's per-IP quota). Default absent (no cap);
+    /// > 0 and ≤ 1000000.
+    #[serde(default, deserialize_with = "strict::opt_float")]
+    pub rate: Option<f64>,
+    /// Burst of that token bucket. Only together with `rate`. Default 1 when `rate` is
+    /// set; 1..=100000.
+    #[serde(default, deserialize_with = "strict::opt_int")]
+    pub burst: Option<u32>,
+    /// Free-form region label (e.g. `"eu-west"`) for logs and metrics. Default absent;
+    /// 1..=64 characters, no control characters.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// `false` keeps the entry in the file but unused. Default true.
+    #[serde(default = "default_true", deserialize_with = "strict::boolean")]
+    pub enabled: bool,
+}
+
+impl ExitSettings {
+    /// An enabled exit with defaults for everything but its name and address.
+    pub fn new(name: impl Into<String>, source_ip: IpAddr) -> Self {
+        Self {
+            name: name.into(),
+            source_ip,
+            max_concurrent: default_max_concurrent(),
+            rate: None,
+            burst: None,
+            region: None,
+            enabled: true,
+        }
+    }
+
+    /// The per-exit token bucket quota, if `rate` is set (burst defaults to 1).
+    pub fn quota(&self) -> Option<Quota> {
+        self.rate
+            .map(|rps| Quota::new(rps, self.burst.unwrap_or(1)))
+    }
+}
+
+fn default_max_concurrent() -> u32 {
+    100
+}
+
+fn default_true() -> bool {
+    true
+}

@@ -1,0 +1,439 @@
+//! Range and consistency checks: [`Settings::validate`].
+//!
+//! Serde only checks types; everything a type cannot say (ranges, cross-key relations,
+//! uniqueness) is checked here. The first problem found is returned, as
+//! `key.path: <value> <what is wrong / what is allowed>`.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use super::error::ConfigError;
+use super::schema::{Algorithm, CrawlerSettings, ExitSettings, HealthSettings, LimiterSettings};
+use super::Settings;
+
+type Result<T = ()> = std::result::Result<T, ConfigError>;
+
+/// Longest timeout / interval accepted anywhere, in ms (one hour).
+const HOUR_MS: u64 = 3_600_000;
+/// One day, in ms.
+const DAY_MS: u64 = 86_400_000;
+/// The highest rate accepted anywhere, requests/s.
+const MAX_RATE: f64 = 1_000_000.0;
+
+impl Settings {
+    /// Check every range and every relation between keys; see the field docs for what is
+    /// allowed. Loading calls this; call it yourself on settings built in code.
+    ///
+    /// The error names the key path (`exits[1].source_ip`), the value found and what is
+    /// allowed.
+    pub fn validate(&self) -> Result {
+        validate_crawler(&self.crawler)?;
+        validate_limiter(&self.limiter)?;
+        validate_health(&self.health)?;
+        validate_exits(&self.exits)
+    }
+}
+
+fn validate_crawler(c: &CrawlerSettings) -> Result {
+    uint("crawler.concurrency", c.concurrency.into(), 1, 100_000)?;
+    uint("crawler.timeout_ms", c.timeout_ms, 1, HOUR_MS)?;
+    uint(
+        "crawler.connect_timeout_ms",
+        c.connect_timeout_ms,
+        1,
+        HOUR_MS,
+    )?;
+    if c.connect_timeout_ms > c.timeout_ms {
+        return Err(ConfigError::invalid(
+            "crawler.connect_timeout_ms",
+            format!(
+                "{} must be ≤ crawler.timeout_ms ({}): the whole request includes connecting",
+                c.connect_timeout_ms, c.timeout_ms
+            ),
+        ));
+    }
+    uint("crawler.max_retries", c.max_retries.into(), 0, 100)?;
+    let ua = &c.user_agent;
+    if ua.is_empty() || ua.len() > 512 || !ua.chars().all(|ch| (' '..='~').contains(&ch)) {
+        return Err(ConfigError::invalid(
+            "crawler.user_agent",
+            format!(
+                "{} must be 1..=512 characters of visible ASCII or spaces (it is sent as an HTTP header)",
+                show(ua)
+            ),
+        ));
+    }
+    uint("crawler.max_body_bytes", c.max_body_bytes, 1, 1 << 30)?;
+    uint("crawler.max_redirects", c.max_redirects.into(), 0, 100)?;
+    uint(
+        "crawler.queue_capacity",
+        c.queue_capacity.into(),
+        1,
+        10_000_000,
+    )?;
+    uint(
+        "crawler.retry_backoff_max_ms",
+        c.retry_backoff_max_ms,
+        1,
+        HOUR_MS,
+    )?;
+    uint(
+        "crawler.retry_backoff_base_ms",
+        c.retry_backoff_base_ms,
+        1,
+        HOUR_MS,
+    )?;
+    if c.retry_backoff_base_ms > c.retry_backoff_max_ms {
+        return Err(ConfigError::invalid(
+            "crawler.retry_backoff_base_ms",
+            format!(
+                "{} must be ≤ crawler.retry_backoff_max_ms ({})",
+                c.retry_backoff_base_ms, c.retry_backoff_max_ms
+            ),
+        ));
+    }
+    float_in(
+        "crawler.retry_budget",
+        c.retry_budget,
+        0.0,
+        1.0,
+        "in 0.0..=1.0",
+    )?;
+    uint(
+        "crawler.per_host_connections",
+        c.per_host_connections.into(),
+        1,
+        10_000,
+    )?;
+    uint("crawler.keep_alive_ms", c.keep_alive_ms, 0, HOUR_MS)?;
+    uint("crawler.dns_ttl_ms", c.dns_ttl_ms, 0, DAY_MS)
+}
+
+fn validate_limiter(l: &LimiterSettings) -> Result {
+    if !(l.max_rps > 0.0 && l.max_rps <= MAX_RATE) {
+        return Err(ConfigError::invalid(
+            "limiter.max_rps",
+            format!("{} must be > 0 and ≤ {}", num(l.max_rps), num(MAX_RATE)),
+        ));
+    }
+    positive_up_to("limiter.min_rps", l.min_rps, l.max_rps, "limiter.max_rps")?;
+    positive_up_to(
+        "limiter.initial_rps",
+        l.initial_rps,
+        l.max_rps,
+        "limiter.max_rps",
+    )?;
+    if l.algorithm == Algorithm::Aimd && l.initial_rps < l.min_rps {
+        return Err(ConfigError::invalid(
+            "limiter.initial_rps",
+            format!(
+                "{} must be ≥ limiter.min_rps ({}) with algorithm = \"aimd\"",
+                num(l.initial_rps),
+                num(l.min_rps)
+            ),
+        ));
+    }
+    positive_up_to(
+        "limiter.increase_rps",
+        l.increase_rps,
+        l.max_rps,
+        "limiter.max_rps",
+    )?;
+    if !(l.decrease > 0.0 && l.decrease < 1.0) {
+        return Err(ConfigError::invalid(
+            "limiter.decrease",
+            format!(
+                "{} must be strictly between 0 and 1 (the factor the rate is multiplied by on a throttle signal)",
+                num(l.decrease)
+            ),
+        ));
+    }
+    if !(l.latency_tolerance > 1.0 && l.latency_tolerance <= 100.0) {
+        return Err(ConfigError::invalid(
+            "limiter.latency_tolerance",
+            format!("{} must be > 1 and ≤ 100", num(l.latency_tolerance)),
+        ));
+    }
+    uint("limiter.burst", l.burst.into(), 1, 100_000)?;
+    uint("limiter.hold_ms", l.hold_ms, 0, 60_000)?;
+    float_in("limiter.jitter", l.jitter, 0.0, 0.5, "in 0.0..=0.5")?;
+    for (i, &s) in l.throttle_statuses.iter().enumerate() {
+        uint(
+            &format!("limiter.throttle_statuses[{i}]"),
+            s.into(),
+            100,
+            599,
+        )?;
+    }
+    Ok(())
+}
+
+fn validate_health(h: &HealthSettings) -> Result {
+    if let Some(url) = &h.url {
+        if !is_http_url(url) {
+            return Err(ConfigError::invalid(
+                "health.url",
+                format!(
+                    "{} is not an http:// or https:// URL with a host (expected e.g. \"http://example.com/health\", or leave it out for passive health checks only)",
+                    show(url)
+                ),
+            ));
+        }
+    }
+    uint("health.interval_ms", h.interval_ms, 100, HOUR_MS)?;
+    uint("health.timeout_ms", h.timeout_ms, 1, HOUR_MS)?;
+    if h.timeout_ms > h.interval_ms {
+        return Err(ConfigError::invalid(
+            "health.timeout_ms",
+            format!(
+                "{} must be ≤ health.interval_ms ({}): a probe must end before the next starts",
+                h.timeout_ms, h.interval_ms
+            ),
+        ));
+    }
+    uint(
+        "health.consecutive_failures",
+        h.consecutive_failures.into(),
+        1,
+        1000,
+    )?;
+    uint("health.max_ejection_ms", h.max_ejection_ms, 1, DAY_MS)?;
+    uint("health.base_ejection_ms", h.base_ejection_ms, 1, DAY_MS)?;
+    if h.base_ejection_ms > h.max_ejection_ms {
+        return Err(ConfigError::invalid(
+            "health.base_ejection_ms",
+            format!(
+                "{} must be ≤ health.max_ejection_ms ({})",
+                h.base_ejection_ms, h.max_ejection_ms
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_exits(exits: &[ExitSettings]) -> Result {
+    if exits.is_empty() {
+        return Err(ConfigError::invalid(
+            "exits",
+            "empty; at least one [[exits]] entry is required (name and source_ip)",
+        ));
+    }
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut ips: HashMap<IpAddr, usize> = HashMap::new();
+    for (i, e) in exits.iter().enumerate() {
+        let key = |field: &str| format!("exits[{i}].{field}");
+        let name_ok = (1..=64).contains(&e.name.len())
+            && e.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !name_ok {
+            return Err(ConfigError::invalid(
+                key("name"),
+                format!(
+                    "{} must be 1..=64 characters from A-Z a-z 0-9 _ - . (it appears in logs and metric labels)",
+                    show(&e.name)
+                ),
+            ));
+        }
+        if let Some(first) = names.insert(&e.name, i) {
+            return Err(ConfigError::invalid(
+                key("name"),
+                format!(
+                    "{} is used twice (also exits[{first}].name); exit names must be unique",
+                    show(&e.name)
+                ),
+            ));
+        }
+        if e.source_ip.is_unspecified() || e.source_ip.is_multicast() {
+            return Err(ConfigError::invalid(
+                key("source_ip"),
+                format!(
+                    "\"{}\" cannot be a source address (unspecified or multicast); expected a local unicast address, e.g. \"127.0.0.2\"",
+                    e.source_ip
+                ),
+            ));
+        }
+        if let Some(first) = ips.insert(e.source_ip, i) {
+            return Err(ConfigError::invalid(
+                key("source_ip"),
+                format!(
+                    "\"{}\" is used twice (also exits[{first}].source_ip); each exit needs its own source address",
+                    e.source_ip
+                ),
+            ));
+        }
+        uint(&key("max_concurrent"), e.max_concurrent.into(), 1, 100_000)?;
+        if let Some(rate) = e.rate {
+            if !(rate > 0.0 && rate <= MAX_RATE) {
+                return Err(ConfigError::invalid(
+                    key("rate"),
+                    format!(
+                        "{} must be > 0 and ≤ {} requests/s (or leave it out for no per-exit cap)",
+                        num(rate),
+                        num(MAX_RATE)
+                    ),
+                ));
+            }
+        }
+        if let Some(burst) = e.burst {
+            if e.rate.is_none() {
+                return Err(ConfigError::invalid(
+                    key("burst"),
+                    format!("set without rate; burst = {burst} only applies to the per-exit token bucket, so also set exits[{i}].rate or remove burst"),
+                ));
+            }
+            uint(&key("burst"), burst.into(), 1, 100_000)?;
+        }
+        if let Some(region) = &e.region {
+            if region.is_empty()
+                || region.chars().count() > 64
+                || region.chars().any(char::is_control)
+            {
+                return Err(ConfigError::invalid(
+                    key("region"),
+                    format!(
+                        "{} must be 1..=64 characters without control characters (or leave it out)",
+                        show(region)
+                    ),
+                ));
+            }
+        }
+    }
+    if !exits.iter().any(|e| e.enabled) {
+        return Err(ConfigError::invalid(
+            "exits",
+            format!(
+                "all {} entries have enabled = false; at least one exit must be enabled",
+                exits.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn uint(key: &str, v: u64, lo: u64, hi: u64) -> Result {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            key,
+            format!("{v} is out of range; allowed {lo}..={hi}"),
+        ))
+    }
+}
+
+/// `lo ≤ v ≤ hi`; false for NaN.
+fn float_in(key: &str, v: f64, lo: f64, hi: f64, allowed: &str) -> Result {
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            key,
+            format!("{} must be {allowed}", num(v)),
+        ))
+    }
+}
+
+/// `0 < v ≤ max`; false for NaN.
+fn positive_up_to(key: &str, v: f64, max: f64, max_key: &str) -> Result {
+    if v > 0.0 && v <= max {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            key,
+            format!("{} must be > 0 and ≤ {max_key} ({})", num(v), num(max)),
+        ))
+    }
+}
+
+fn is_http_url(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    let rest = if let Some(r) = lower.strip_prefix("http://") {
+        r
+    } else if let Some(r) = lower.strip_prefix("https://") {
+        r
+    } else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    url.len() <= 2048
+        && !host.is_empty()
+        && !host.starts_with(':')
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// A number for an error message: plain for everyday magnitudes (`-5`, `0.1`, `1000`),
+/// scientific otherwise, so that `1e-300` is not printed with 300 zeros.
+pub(super) fn num(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-6..1e15).contains(&x.abs()) {
+        x.to_string()
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// A string for an error message: quoted and escaped, cut at 80 characters.
+pub(super) fn show(s: &str) -> String {
+    const MAX: usize = 80;
+    if s.chars().count() <= MAX {
+        format!("{s:?}")
+    } else {
+        let cut: String = s.chars().take(MAX).collect();
+        format!("{cut:?}… ({} characters)", s.chars().count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_plainly_unless_extreme() {
+        assert_eq!(num(-5.0), "-5");
+        assert_eq!(num(0.1), "0.1");
+        assert_eq!(num(1000.0), "1000");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(f64::NAN), "NaN");
+        assert_eq!(num(f64::INFINITY), "inf");
+        assert_eq!(num(1.25e-300), "1.25e-300");
+        assert_eq!(num(-3e20), "-3e20");
+    }
+
+    #[test]
+    fn strings_are_quoted_escaped_and_cut() {
+        assert_eq!(show("a\nb"), "\"a\\nb\"");
+        let long = "x".repeat(200);
+        let s = show(&long);
+        assert_eq!(s, format!("\"{}\"… (200 characters)", "x".repeat(80)));
+    }
+
+    #[test]
+    fn http_urls_need_a_scheme_and_a_host() {
+        for ok in [
+            "http://a",
+            "https://example.com/health?x=1",
+            "HTTP://[::1]:8080/",
+            "http://u@h/",
+        ] {
+            assert!(is_http_url(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "ftp://a",
+            "http://",
+            "http:///x",
+            "http://:80/",
+            "http://a b",
+            "example.com",
+        ] {
+            assert!(!is_http_url(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn defaults_with_one_exit_are_valid() {
+        let s = Settings::with_exits(vec![ExitSettings::new("e2", "127.0.0.2".parse().unwrap())]);
+        s.validate().unwrap();
+    }
+}
