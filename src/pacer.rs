@@ -113,6 +113,12 @@ impl Pacer {
 }
 
 impl RateLimiter for Pacer {
+    fn peek(&self, now: Instant) -> Duration {
+        // A check on a copy: the state is a few words, and the answer is then exactly
+        // what `check` would say.
+        self.clone().check(now).wait()
+    }
+
     fn check(&mut self, now: Instant) -> Decision {
         let now = self.observe(now);
         if let Some(p) = self.pause_until {

@@ -90,8 +90,8 @@ impl RetryBudget {
     /// Ask to retry once: `true` (and the retry is counted) if the budget allows it.
     pub fn try_withdraw(&mut self, now: Instant) -> bool {
         self.expire(now);
-        let allowed = self.ratio * self.deposits.len() as f64
-            + self.min_per_sec * self.ttl.as_secs_f64();
+        let allowed =
+            self.ratio * self.deposits.len() as f64 + self.min_per_sec * self.ttl.as_secs_f64();
         if (self.withdrawals.len() as f64) + 1.0 <= allowed {
             self.withdrawals.push_back(now);
             true
@@ -125,7 +125,10 @@ mod tests {
                 .min(Duration::from_secs(30));
             for _ in 0..100 {
                 let d = b.delay(retry, None, &mut rng);
-                assert!(d >= cap / 2 && d <= cap, "retry {retry}: {d:?} vs cap {cap:?}");
+                assert!(
+                    d >= cap / 2 && d <= cap,
+                    "retry {retry}: {d:?} vs cap {cap:?}"
+                );
             }
         }
         let d = b.delay(1, Some(Duration::from_secs(7)), &mut NoJitter);

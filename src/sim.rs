@@ -407,9 +407,11 @@ impl Scenario {
                 capacity: s.capacity,
                 max_wait: Duration::from_millis(s.max_wait_ms.unwrap_or(5000)),
             },
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "site.kind: {other:?} is not a site model (expected \"token_bucket\" or \"queue\")"
-            )),
+            ))
+            }
         };
         let ms = Duration::from_millis;
         Ok(SimConfig {

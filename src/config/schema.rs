@@ -229,14 +229,15 @@ pub struct LimiterSettings {
     /// Default 1000.0; ≥ `min_rps` and ≤ 1000000.
     #[serde(deserialize_with = "strict::float")]
     pub max_rps: f64,
-    /// `aimd` additive increase: requests/s added per step of good responses.
-    /// Default 1.0; > 0 and ≤ `max_rps`.
+    /// `aimd` additive increase: once the probe has passed the capacity estimate, the rate
+    /// grows at least this many requests/s per second. Default 1.0; > 0 and ≤ `max_rps`.
     #[serde(deserialize_with = "strict::float")]
     pub increase_rps: f64,
-    /// `aimd` multiplicative decrease: the rate is multiplied by this on a throttle signal.
-    /// Default 0.7; strictly between 0 and 1. 0.7 (CUBIC's β) gets under a limit
-    /// overshot by up to ~40 % in one cut while giving up less than halving (0.5) does;
-    /// 0.9 would need ~7 cuts, each paid for with a 429, to recover from 2× over.
+    /// `aimd` multiplicative decrease: on a throttle the rate becomes this times the
+    /// capacity estimate. Default 0.9 (vector's adaptive concurrency); strictly between 0
+    /// and 1. The estimate, not the overshooting rate, is what gets cut, so a mild factor
+    /// is enough to get under the limit; the scenario tests (`tests/scenarios/`) are run
+    /// with 0.9.
     #[serde(deserialize_with = "strict::float")]
     pub decrease: f64,
     /// `aimd` latency early warning: a response slower than this many times the key's
@@ -244,13 +245,14 @@ pub struct LimiterSettings {
     /// start refusing. Default 2.0; > 1 and ≤ 100.
     #[serde(deserialize_with = "strict::float")]
     pub latency_tolerance: f64,
-    /// After a throttle response, every request to that host (all exits) pauses this long,
-    /// in ms, so the requests already queued behind it do not all hit the site too.
-    /// Default 250; 0..=60000 (0 = no hold).
+    /// After a throttle response without Retry-After, the limiter key pauses for
+    /// max(smoothed RTT, two intervals), at most this many ms, so the requests already
+    /// queued behind it do not all hit the site too. Default 250; 0..=60000 (0 = no hold).
     #[serde(deserialize_with = "strict::int")]
     pub hold_ms: u64,
-    /// Random spread applied to every wait, as a fraction (0.1 = ±10 %), so that keys
-    /// released together do not stay in lock-step. Default 0.1; 0.0..=0.5.
+    /// `aimd` pacing jitter: each send is delayed within its slot by up to this fraction
+    /// of the interval, so keys released together do not stay in lock-step (the long-run
+    /// rate is unchanged). Default 0.1; 0.0..=0.5.
     #[serde(deserialize_with = "strict::float")]
     pub jitter: f64,
     /// HTTP statuses that mean "slow down". Default `[429, 503]`; each 100..=599, may be
@@ -276,7 +278,7 @@ impl Default for LimiterSettings {
             min_rps: 0.1,
             max_rps: 1000.0,
             increase_rps: 1.0,
-            decrease: 0.7,
+            decrease: 0.9,
             latency_tolerance: 2.0,
             hold_ms: 250,
             jitter: 0.1,

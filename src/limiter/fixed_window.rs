@@ -68,6 +68,12 @@ impl FixedWindow {
 }
 
 impl RateLimiter for FixedWindow {
+    fn peek(&self, now: Instant) -> std::time::Duration {
+        // A check on a copy: the state is a few words, and the answer is then exactly
+        // what `check` would say.
+        self.clone().check(now).wait()
+    }
+
     #[inline]
     fn check(&mut self, now: Instant) -> Decision {
         let now = self.ticks.at(now);

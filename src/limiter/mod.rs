@@ -92,6 +92,9 @@ pub trait RateLimiter: Send + std::fmt::Debug {
 
     /// The current quota.
     fn quota(&self) -> Quota;
+
+    /// How long until `check` would allow (zero: now), without taking anything.
+    fn peek(&self, now: Instant) -> Duration;
 }
 
 /// The algorithms, as named in the config (`[limiter] algorithm`), minus the adaptive one.

@@ -72,6 +72,12 @@ impl SlidingLog {
 }
 
 impl RateLimiter for SlidingLog {
+    fn peek(&self, now: Instant) -> std::time::Duration {
+        // A check on a copy: the state is a few words, and the answer is then exactly
+        // what `check` would say.
+        self.clone().check(now).wait()
+    }
+
     fn check(&mut self, now: Instant) -> Decision {
         let now = self.advance(now);
         match self.log.front() {

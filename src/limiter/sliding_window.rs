@@ -105,6 +105,12 @@ impl SlidingWindow {
 }
 
 impl RateLimiter for SlidingWindow {
+    fn peek(&self, now: Instant) -> std::time::Duration {
+        // A check on a copy: the state is a few words, and the answer is then exactly
+        // what `check` would say.
+        self.clone().check(now).wait()
+    }
+
     fn check(&mut self, now: Instant) -> Decision {
         let now = self.ticks.at(now);
         self.roll(now);
