@@ -49,6 +49,10 @@ pub struct AimdConfig {
     pub decrease: f64,
     /// RTT above this multiple of the baseline counts as overload (default 2.0).
     pub latency_tolerance: f64,
+    /// Latency counts as a warning only when the smoothed RTT is also this much above the
+    /// baseline (default 10 ms): on a LAN or loopback, sub-millisecond jitter makes ratios
+    /// meaningless.
+    pub latency_floor: Duration,
     /// Longest host-wide hold after a throttle without Retry-After (default 250 ms).
     pub hold: Duration,
     /// Shortest slow-start doubling time (default 250 ms).
@@ -68,6 +72,7 @@ impl Default for AimdConfig {
             increase_rps: 1.0,
             decrease: 0.9,
             latency_tolerance: 2.0,
+            latency_floor: Duration::from_millis(10),
             hold: Duration::from_millis(250),
             doubling: Duration::from_millis(250),
             probe_time: Duration::from_secs(2),
@@ -378,7 +383,7 @@ impl Controller {
 
     fn latency_ratio(&self) -> f64 {
         match (self.srtt, self.baseline) {
-            (Some(s), Some(b)) if b > 0.0 => s / b,
+            (Some(s), Some(b)) if b > 0.0 && s - b > self.cfg.latency_floor.as_secs_f64() => s / b,
             _ => 1.0,
         }
     }

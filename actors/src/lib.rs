@@ -1,5 +1,34 @@
-//! # exitcrawl-actors
+//! # exitcrawl-actors — the I/O side of exitcrawl
 //!
-//! The actix actors that carry out the decisions of the `exitcrawl` policy core: one
-//! `ExitActor` per source IP, a `SchedulerActor`, a `LimiterActor` and a `HealthActor`.
-//! Being built (issue 3); the core crate is usable on its own meanwhile.
+//! The pure core (`exitcrawl`) decides; this crate carries the decisions out. It owns
+//! sockets, timers and mailboxes.
+//!
+//! # Layout
+//!
+//! - [`messages`]: every message, in one file. Commands are verbs (`Fetch`,
+//!   `SetInterval`), reports are past tense (`Succeeded`, `Throttled`, `Failed`).
+//! - [`exit::ExitActor`]: one per source IP; owns the awc client bound to it and the
+//!   exit's counters.
+//! - [`scheduler::SchedulerActor`]: takes `Fetch`, picks the least-loaded healthy exit
+//!   that may send to the host now (the core's `select`), paces each limiter key, retries
+//!   within a budget, replies exactly once.
+//! - [`limiter::LimiterActor`]: runs the core's adaptive controller per key and
+//!   broadcasts `SetInterval`.
+//! - [`health::HealthActor`]: pings exits on a timer, runs the health state machine.
+//! - [`crawler`]: `Crawler::start(settings) -> CrawlerHandle`, the embedding API.
+//! - [`net`]: how one exit talks to the network — an awc client whose every TCP connection
+//!   leaves from the exit's own source IP, a shared DNS cache, and the classification of
+//!   connection failures (exit's fault or site's fault).
+
+#![warn(missing_docs)]
+
+pub mod crawler;
+pub mod exit;
+pub mod health;
+pub mod limiter;
+pub mod messages;
+pub mod net;
+pub mod scheduler;
+
+pub use crawler::{Crawler, CrawlerHandle, StartError};
+pub use messages::{ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse};

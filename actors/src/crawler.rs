@@ -1,0 +1,208 @@
+//! The embedding API: start the actors inside a running actix System, get a handle.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use exitcrawl::config::{Arbiters, ConfigError, Settings};
+use exitcrawl::health::HealthPolicy;
+use exitcrawl::limiter::TokenBucket;
+
+use crate::exit::{ExitActor, ExitOptions};
+use crate::health::{HealthActor, HealthOptions};
+use crate::limiter::LimiterActor;
+use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Shutdown};
+use crate::net::{ClientOptions, DnsCache};
+use crate::scheduler::{ExitSlot, SchedulerActor};
+
+/// Why the crawler could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The settings are invalid.
+    Config(ConfigError),
+    /// `start` was called outside a running actix System.
+    NoSystem,
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Config(e) => write!(f, "invalid settings: {e}"),
+            StartError::NoSystem => {
+                write!(
+                    f,
+                    "Crawler::start must be called inside a running actix System"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Config(e) => Some(e),
+            StartError::NoSystem => None,
+        }
+    }
+}
+
+/// Starts the actor system.
+pub struct Crawler;
+
+impl Crawler {
+    /// Start every actor of `settings` in the current actix System.
+    pub fn start(settings: Settings) -> Result<CrawlerHandle, StartError> {
+        settings.validate().map_err(StartError::Config)?;
+        if System::try_current().is_none() {
+            return Err(StartError::NoSystem);
+        }
+        let settings = Arc::new(settings);
+        let c = &settings.crawler;
+        let dns = DnsCache::new(c.dns_ttl());
+        let mut arbiters = Vec::new();
+        let mut slots = Vec::new();
+        for e in &settings.exits {
+            let client = ClientOptions {
+                source_ip: e.source_ip,
+                max_concurrent: e.max_concurrent as usize,
+                per_host_connections: c.per_host_connections as usize,
+                connect_timeout: c.connect_timeout(),
+                timeout: c.timeout(),
+                keep_alive: c.keep_alive(),
+                max_redirects: c.max_redirects as usize,
+                user_agent: c.user_agent.clone(),
+                dns_ttl: c.dns_ttl(),
+            };
+            let opts = ExitOptions {
+                client,
+                max_body_bytes: usize::try_from(c.max_body_bytes).unwrap_or(usize::MAX),
+                throttle_statuses: settings.limiter.throttle_statuses.clone(),
+            };
+            let dns = dns.clone();
+            let addr = match c.arbiters {
+                Arbiters::Single => ExitActor::new(opts, dns).start(),
+                Arbiters::PerExit => {
+                    // The awc client is !Send: it is built on the exit's own thread.
+                    let arbiter = Arbiter::new();
+                    let addr = ExitActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                        ExitActor::new(opts, dns)
+                    });
+                    arbiters.push(arbiter);
+                    addr
+                }
+            };
+            let now = std::time::Instant::now();
+            slots.push(ExitSlot {
+                name: Arc::from(e.name.as_str()),
+                source_ip: e.source_ip,
+                region: e.region.clone(),
+                enabled: e.enabled,
+                healthy: true,
+                addr,
+                max_concurrent: e.max_concurrent,
+                active: 0,
+                bucket: e.quota().map(|q| TokenBucket::new(q, now)),
+            });
+        }
+        let exit_addrs: Vec<_> = slots.iter().map(|s| s.addr.clone()).collect();
+        let names: Vec<_> = slots.iter().map(|s| s.name.to_string()).collect();
+        let h = &settings.health;
+        let health_opts = HealthOptions {
+            url: h.url.clone(),
+            interval: h.interval(),
+            timeout: h.timeout(),
+            policy: HealthPolicy {
+                consecutive_failures: h.consecutive_failures,
+                base_ejection: h.base_ejection(),
+                max_ejection: h.max_ejection(),
+                ..HealthPolicy::default()
+            },
+        };
+        let limiter_settings = settings.limiter.clone();
+        let sched_settings = settings.clone();
+        let mut limiter_addr = None;
+        let mut health_addr = None;
+        let scheduler = SchedulerActor::create(|ctx| {
+            let me = ctx.address();
+            let limiter = LimiterActor::new(limiter_settings, vec![me.clone().recipient()]).start();
+            let health = HealthActor::new(
+                health_opts,
+                exit_addrs.clone(),
+                names,
+                me.clone().recipient(),
+                me.recipient(),
+            )
+            .start();
+            let mut s = SchedulerActor::new(sched_settings, slots);
+            s.connect(limiter.clone(), health.clone());
+            limiter_addr = Some(limiter);
+            health_addr = Some(health);
+            s
+        });
+        Ok(CrawlerHandle {
+            scheduler,
+            exits: exit_addrs,
+            _limiter: limiter_addr,
+            _health: health_addr,
+            _arbiters: Arc::new(arbiters),
+            settings,
+        })
+    }
+}
+
+/// A running crawler.
+#[derive(Clone)]
+pub struct CrawlerHandle {
+    scheduler: Addr<SchedulerActor>,
+    exits: Vec<Addr<ExitActor>>,
+    _limiter: Option<Addr<LimiterActor>>,
+    _health: Option<Addr<HealthActor>>,
+    _arbiters: Arc<Vec<Arbiter>>,
+    settings: Arc<Settings>,
+}
+
+impl CrawlerHandle {
+    /// The scheduler: send it `Fetch` messages (from any actor or task).
+    pub fn scheduler(&self) -> Addr<SchedulerActor> {
+        self.scheduler.clone()
+    }
+
+    /// The exits' addresses, in configuration order.
+    pub fn exits(&self) -> &[Addr<ExitActor>] {
+        &self.exits
+    }
+
+    /// The settings the crawler runs with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Fetch one URL (a `Fetch` sent to the scheduler).
+    pub async fn fetch(&self, fetch: Fetch) -> Result<FetchResponse, FetchError> {
+        let url = fetch.url.clone();
+        match self.scheduler.send(fetch).await {
+            Ok(r) => r,
+            Err(e) => Err(FetchError {
+                kind: crate::messages::FetchErrorKind::Shutdown,
+                message: format!("scheduler unavailable: {e}"),
+                url,
+                exit: None,
+                attempts: 0,
+                throttled: 0,
+            }),
+        }
+    }
+
+    /// Every exit's figures.
+    pub async fn stats(&self) -> Vec<ExitStats> {
+        self.scheduler.send(GetStats).await.unwrap_or_default()
+    }
+
+    /// Stop: queued fetches fail with `Shutdown`, in-flight ones get `grace` to finish.
+    /// Returns when every fetch has had its reply.
+    pub async fn shutdown(&self, grace: Duration) {
+        let _ = self.scheduler.send(Shutdown { grace }).await;
+    }
+}

@@ -1,0 +1,259 @@
+//! `ExitActor`: one per source IP. Owns the HTTP client whose connections leave from that
+//! address, and the exit's counters.
+//!
+//! Why an actor per exit: the awc client is `!Send`, so it must live on one Arbiter; an
+//! actor gives it a home there and a mailbox the scheduler can reach from anywhere. The
+//! actor decides nothing: the scheduler chose this exit and paced the request, the exit
+//! just sends it and reports what happened.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use actix::clock::Instant;
+use actix::prelude::*;
+use awc::error::{PayloadError, SendRequestError};
+use awc::http::header::{HeaderName, HeaderValue};
+
+use crate::messages::{
+    Answer, AttemptFailure, Attempted, FetchErrorKind, GetCounters, Ping, SendRequest,
+};
+use crate::net::{build_client, classify, ClientOptions, DnsCache, FailureKind};
+
+/// An exit's counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    /// Requests in flight.
+    pub active: u32,
+    /// Requests sent (attempted).
+    pub total: u64,
+    /// Answered with a status that was not a throttle.
+    pub ok: u64,
+    /// Answered with a throttle status.
+    pub throttled: u64,
+    /// No answer.
+    pub errors: u64,
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+    /// Smoothed latency of answers.
+    pub latency_ewma: Option<Duration>,
+    /// The last failure's message.
+    pub last_error: Option<String>,
+}
+
+/// Settings of one exit.
+#[derive(Debug, Clone)]
+pub struct ExitOptions {
+    /// Client settings (source IP, timeouts, pool).
+    pub client: ClientOptions,
+    /// Body cap, bytes.
+    pub max_body_bytes: usize,
+    /// Statuses that count as throttles (for the counters).
+    pub throttle_statuses: Vec<u16>,
+}
+
+/// One exit.
+pub struct ExitActor {
+    opts: ExitOptions,
+    dns: DnsCache,
+    client: Option<awc::Client>,
+    counters: Counters,
+}
+
+impl ExitActor {
+    /// An exit; its client is built when the actor starts, on the actor's own Arbiter.
+    pub fn new(opts: ExitOptions, dns: DnsCache) -> Self {
+        Self {
+            opts,
+            dns,
+            client: None,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The exit's source address.
+    pub fn source_ip(&self) -> IpAddr {
+        self.opts.client.source_ip
+    }
+
+    fn client(&mut self) -> awc::Client {
+        if self.client.is_none() {
+            self.client = Some(build_client(&self.opts.client, self.dns.clone()));
+        }
+        self.client.clone().unwrap_or_default()
+    }
+
+    fn record(&mut self, attempted: &Attempted) {
+        let c = &mut self.counters;
+        c.active = c.active.saturating_sub(1);
+        match &attempted.result {
+            Ok(answer) => {
+                if self.opts.throttle_statuses.contains(&answer.status) {
+                    c.throttled += 1;
+                } else {
+                    c.ok += 1;
+                }
+                c.consecutive_failures = 0;
+                c.latency_ewma = Some(match c.latency_ewma {
+                    None => attempted.latency,
+                    Some(l) => l.mul_f64(0.8) + attempted.latency.mul_f64(0.2),
+                });
+            }
+            Err(f) => {
+                c.errors += 1;
+                c.consecutive_failures += 1;
+                c.last_error = Some(f.message.clone());
+            }
+        }
+    }
+}
+
+impl Actor for ExitActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Requests are many and small: the default mailbox of 16 would make the scheduler
+        // wait on a busy exit for no reason (the scheduler already bounds what it sends).
+        ctx.set_mailbox_capacity(4096);
+        self.client = Some(build_client(&self.opts.client, self.dns.clone()));
+    }
+}
+
+/// Map an awc send error to the fetch error kind and a message that keeps the OS error.
+fn send_failure(err: &SendRequestError) -> AttemptFailure {
+    let kind = classify(err);
+    let message = err.to_string();
+    let error = match kind {
+        FailureKind::LocalConnect => FetchErrorKind::LocalConnect,
+        FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
+        FailureKind::Timeout => FetchErrorKind::Timeout,
+        FailureKind::Reset => FetchErrorKind::Reset,
+        FailureKind::Other => {
+            // awc reports a redirect loop or a redirect beyond the limit as a send error
+            // whose text says so; make it a kind of its own.
+            let lower = message.to_ascii_lowercase();
+            if lower.contains("redirect") {
+                FetchErrorKind::TooManyRedirects
+            } else {
+                FetchErrorKind::Other
+            }
+        }
+    };
+    AttemptFailure {
+        kind,
+        error,
+        message,
+    }
+}
+
+fn body_failure(err: &PayloadError, limit: usize) -> AttemptFailure {
+    match err {
+        PayloadError::Overflow => AttemptFailure {
+            kind: FailureKind::Other,
+            error: FetchErrorKind::BodyTooLarge,
+            message: format!("response body larger than the limit of {limit} bytes"),
+        },
+        other => {
+            let message = format!("reading the body: {other}");
+            let (kind, error) = if message.to_ascii_lowercase().contains("timeout") {
+                (FailureKind::Timeout, FetchErrorKind::Timeout)
+            } else {
+                (FailureKind::Reset, FetchErrorKind::Reset)
+            };
+            AttemptFailure {
+                kind,
+                error,
+                message,
+            }
+        }
+    }
+}
+
+impl Handler<SendRequest> for ExitActor {
+    type Result = ResponseActFuture<Self, Attempted>;
+
+    fn handle(&mut self, msg: SendRequest, _ctx: &mut Self::Context) -> Self::Result {
+        let client = self.client();
+        self.counters.active += 1;
+        self.counters.total += 1;
+        let limit = self.opts.max_body_bytes;
+        let body_timeout = self.opts.client.timeout;
+        let fut = async move {
+            let sent_at = Instant::now();
+            let mut req = client.request(msg.method, msg.url.as_str());
+            for (name, value) in &msg.headers {
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(name.as_bytes()),
+                    HeaderValue::from_str(value),
+                ) {
+                    req = req.insert_header((n, v));
+                }
+            }
+            let sent = match msg.body {
+                Some(b) => req.send_body(b).await,
+                None => req.send().await,
+            };
+            let latency = sent_at.elapsed();
+            let result = match sent {
+                Err(e) => Err(send_failure(&e)),
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let headers = resp
+                        .headers()
+                        .iter()
+                        .filter_map(|(k, v)| {
+                            v.to_str()
+                                .ok()
+                                .map(|v| (k.as_str().to_owned(), v.to_owned()))
+                        })
+                        .collect();
+                    let mut resp = resp.timeout(body_timeout);
+                    match resp.body().limit(limit).await {
+                        Ok(body) => Ok(Answer {
+                            status,
+                            headers,
+                            body,
+                        }),
+                        Err(e) => Err(body_failure(&e, limit)),
+                    }
+                }
+            };
+            Attempted {
+                sent_at: sent_at.into_std(),
+                latency,
+                result,
+            }
+        };
+        Box::pin(fut.into_actor(self).map(|attempted, act, _ctx| {
+            act.record(&attempted);
+            attempted
+        }))
+    }
+}
+
+impl Handler<Ping> for ExitActor {
+    type Result = ResponseFuture<Result<(), String>>;
+
+    fn handle(&mut self, msg: Ping, _ctx: &mut Self::Context) -> Self::Result {
+        let client = self.client();
+        Box::pin(async move {
+            let req = client.get(msg.url.as_str()).timeout(msg.timeout);
+            match req.send().await {
+                Ok(mut resp) if resp.status().is_success() => {
+                    // Drain a little so the connection can be reused; the content is unused.
+                    let _ = resp.body().limit(64 * 1024).await;
+                    Ok(())
+                }
+                Ok(resp) => Err(format!("health check answered {}", resp.status())),
+                Err(e) => Err(format!("health check failed: {e}")),
+            }
+        })
+    }
+}
+
+impl Handler<GetCounters> for ExitActor {
+    type Result = MessageResult<GetCounters>;
+
+    fn handle(&mut self, _msg: GetCounters, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.counters.clone())
+    }
+}

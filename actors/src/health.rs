@@ -1,0 +1,147 @@
+//! `HealthActor`: ejects failing exits and brings them back.
+//!
+//! Why separate from the scheduler: health checks are slow I/O on a timer, and they must
+//! never hold up a fetch. The actor pings every exit through that exit's own client (so a
+//! broken source address fails the check), feeds results and the scheduler's passive
+//! observations into the core's [`ExitHealth`] state machine, and reports transitions.
+
+use std::time::Duration;
+
+use actix::clock::Instant;
+use actix::prelude::*;
+use exitcrawl::health::{fleet_state, ExitHealth, FleetState, HealthPolicy, Transition};
+use exitcrawl::rng::SplitMix64;
+
+use crate::exit::ExitActor;
+use crate::messages::{AllExitsDown, HealthChanged, Observed, Ping};
+
+/// Health checking settings.
+#[derive(Debug, Clone)]
+pub struct HealthOptions {
+    /// URL fetched through every exit; `None`: passive health only.
+    pub url: Option<String>,
+    /// Time between rounds.
+    pub interval: Duration,
+    /// Timeout of one check.
+    pub timeout: Duration,
+    /// The state machine's policy.
+    pub policy: HealthPolicy,
+}
+
+/// Watches the exits.
+pub struct HealthActor {
+    opts: HealthOptions,
+    exits: Vec<Addr<ExitActor>>,
+    names: Vec<String>,
+    health: Vec<ExitHealth>,
+    subscriber: Recipient<HealthChanged>,
+    all_down: Recipient<AllExitsDown>,
+    was_all_down: bool,
+    rng: SplitMix64,
+}
+
+impl HealthActor {
+    /// Watch `exits` (named `names`), telling `subscriber` about transitions.
+    pub fn new(
+        opts: HealthOptions,
+        exits: Vec<Addr<ExitActor>>,
+        names: Vec<String>,
+        subscriber: Recipient<HealthChanged>,
+        all_down: Recipient<AllExitsDown>,
+    ) -> Self {
+        let health = exits.iter().map(|_| ExitHealth::new(opts.policy)).collect();
+        Self {
+            opts,
+            exits,
+            names,
+            health,
+            subscriber,
+            all_down,
+            was_all_down: false,
+            rng: SplitMix64::new(0x4ea1),
+        }
+    }
+
+    fn apply(&mut self, exit: usize, t: Option<Transition>) {
+        let Some(t) = t else { return };
+        let available = self.health[exit].is_available();
+        let error = self.health[exit].last_error().map(str::to_owned);
+        match t {
+            Transition::Ejected { until } => tracing::warn!(
+                exit = %self.names[exit],
+                error = error.as_deref().unwrap_or(""),
+                ejected_for_ms = until.saturating_duration_since(Instant::now().into_std()).as_millis() as u64,
+                "exit ejected"
+            ),
+            Transition::Probing => tracing::info!(exit = %self.names[exit], "exit probing"),
+            Transition::Recovered => tracing::info!(exit = %self.names[exit], "exit recovered"),
+        }
+        self.subscriber.do_send(HealthChanged {
+            exit,
+            available,
+            error,
+        });
+        let down = matches!(fleet_state(&self.health), FleetState::AllDown { .. });
+        if down && !self.was_all_down {
+            tracing::error!("all exits are down");
+            self.all_down.do_send(AllExitsDown);
+        }
+        self.was_all_down = down;
+    }
+
+    fn observe(&mut self, exit: usize, error: Option<String>) {
+        if exit >= self.health.len() {
+            return;
+        }
+        let now = Instant::now().into_std();
+        let t = match error {
+            None => self.health[exit].on_success(now),
+            Some(e) => self.health[exit].on_failure(now, &e, &mut self.rng),
+        };
+        self.apply(exit, t);
+    }
+
+    fn round(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now().into_std();
+        for i in 0..self.health.len() {
+            let t = self.health[i].poll(now);
+            self.apply(i, t);
+        }
+        let Some(url) = self.opts.url.clone() else {
+            return;
+        };
+        for (i, exit) in self.exits.iter().enumerate() {
+            let ping = Ping {
+                url: url.clone(),
+                timeout: self.opts.timeout,
+            };
+            let timeout = self.opts.timeout + Duration::from_millis(100);
+            let fut = exit.send(ping).timeout(timeout);
+            ctx.spawn(fut.into_actor(self).map(move |res, act, _ctx| {
+                let error = match res {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e),
+                    Err(e) => Some(format!("health check: {e}")),
+                };
+                act.observe(i, error);
+            }));
+        }
+    }
+}
+
+impl Actor for HealthActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(16 * 1024);
+        ctx.run_interval(self.opts.interval, |act, ctx| act.round(ctx));
+    }
+}
+
+impl Handler<Observed> for HealthActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Observed, _ctx: &mut Self::Context) {
+        self.observe(msg.exit, msg.error);
+    }
+}

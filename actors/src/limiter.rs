@@ -1,0 +1,202 @@
+//! `LimiterActor`: turns feedback into pacing, per limiter key.
+//!
+//! Why an actor of its own: every exit's answers feed the same controllers when the scope
+//! is wider than one exit (`host`, `global`), so the controllers need one owner that sees
+//! all reports in order. It runs the core's [`Controller`] per key (only for
+//! `algorithm = "aimd"`; fixed algorithms only take pauses from the site's headers) and
+//! broadcasts [`SetInterval`] to its subscribers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use actix::clock::Instant;
+use actix::prelude::*;
+use exitcrawl::aimd::{AimdConfig, Controller, Response, Signal};
+use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
+use exitcrawl::headers::ServerHints;
+use exitcrawl::limiter::interval_of;
+
+use crate::messages::{Failed, SetInterval, Succeeded, Throttled};
+use crate::net::FailureKind;
+
+/// A limiter key: exit and/or host, as the scope says.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LimitKey {
+    /// Exit name, when the scope keys on exits.
+    pub exit: Option<Arc<str>>,
+    /// Host, when the scope keys on hosts.
+    pub host: Option<Arc<str>>,
+}
+
+impl LimitKey {
+    /// The key of a request through `exit` to `host` under `scope`.
+    pub fn new(scope: Scope, exit: &Arc<str>, host: &Arc<str>) -> Self {
+        let (e, h) = match scope {
+            Scope::ExitHost => (true, true),
+            Scope::Host => (false, true),
+            Scope::Exit => (true, false),
+            Scope::Global => (false, false),
+        };
+        Self {
+            exit: e.then(|| exit.clone()),
+            host: h.then(|| host.clone()),
+        }
+    }
+}
+
+/// The controller settings of `[limiter]`.
+pub fn aimd_config(s: &LimiterSettings) -> AimdConfig {
+    AimdConfig {
+        initial_rps: s.initial_rps,
+        min_rps: s.min_rps,
+        max_rps: s.max_rps,
+        increase_rps: s.increase_rps,
+        decrease: s.decrease,
+        latency_tolerance: s.latency_tolerance,
+        hold: s.hold(),
+        ..AimdConfig::default()
+    }
+}
+
+/// Runs the controllers and broadcasts interval changes.
+pub struct LimiterActor {
+    settings: LimiterSettings,
+    controllers: HashMap<LimitKey, Controller>,
+    subscribers: Vec<Recipient<SetInterval>>,
+}
+
+impl LimiterActor {
+    /// A limiter with the `[limiter]` settings, broadcasting to `subscribers`.
+    pub fn new(settings: LimiterSettings, subscribers: Vec<Recipient<SetInterval>>) -> Self {
+        Self {
+            settings,
+            controllers: HashMap::new(),
+            subscribers,
+        }
+    }
+
+    fn feed(&mut self, key: LimitKey, response: Response, hints: &ServerHints) {
+        let now = Instant::now().into_std();
+        let adaptive = self.settings.algorithm == Algorithm::Aimd;
+        let fixed_interval = interval_of(self.settings.initial_rps);
+        let cfg = &self.settings;
+        let ctl = self
+            .controllers
+            .entry(key.clone())
+            .or_insert_with(|| Controller::new(aimd_config(cfg), now));
+        let mut change = if adaptive {
+            ctl.on_response(&response, now)
+        } else if let Signal::Throttle {
+            retry_after: Some(_),
+        } = response.signal
+        {
+            // A fixed algorithm keeps its rate, but Retry-After is still a floor.
+            ctl.on_response(&response, now)
+                .map(|a| (a.pause_until, fixed_interval))
+                .and_then(|(p, i)| p.map(|p| (p, i)))
+                .map(|(p, i)| exitcrawl::aimd::Adjustment {
+                    rps: 1.0 / i.as_secs_f64(),
+                    interval: i,
+                    pause_until: Some(p),
+                })
+        } else {
+            None
+        };
+        if let Some(pacing) = hints.pacing() {
+            if let Some(a) = ctl.on_hint(&pacing, now) {
+                change = Some(if adaptive {
+                    a
+                } else {
+                    exitcrawl::aimd::Adjustment {
+                        interval: fixed_interval.max(a.interval),
+                        ..a
+                    }
+                });
+            }
+        }
+        if let Some(a) = change {
+            let msg = SetInterval {
+                exit: key.exit,
+                host: key.host,
+                interval: a.interval,
+                pause_until: a.pause_until,
+            };
+            if a.pause_until.is_some() {
+                tracing::info!(exit = ?msg.exit, host = ?msg.host, interval_ms = a.interval.as_secs_f64() * 1e3, "limiter pause");
+            }
+            for s in &self.subscribers {
+                s.do_send(msg.clone());
+            }
+        }
+    }
+}
+
+impl Actor for LimiterActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(16 * 1024);
+    }
+}
+
+impl Handler<Succeeded> for LimiterActor {
+    type Result = ();
+
+    fn handle(&mut self, m: Succeeded, _ctx: &mut Self::Context) {
+        let key = LimitKey::new(self.settings.scope, &m.exit, &m.host);
+        let r = Response {
+            sent_at: m.sent_at,
+            latency: m.latency,
+            signal: Signal::Success,
+            limited: m.limited,
+        };
+        self.feed(key, r, &m.hints);
+    }
+}
+
+impl Handler<Throttled> for LimiterActor {
+    type Result = ();
+
+    fn handle(&mut self, m: Throttled, _ctx: &mut Self::Context) {
+        let key = LimitKey::new(self.settings.scope, &m.exit, &m.host);
+        tracing::debug!(exit = %m.exit, host = %m.host, status = m.status, "throttled");
+        let r = Response {
+            sent_at: m.sent_at,
+            latency: m.latency,
+            signal: Signal::Throttle {
+                retry_after: m.hints.retry_after,
+            },
+            limited: true,
+        };
+        self.feed(key, r, &m.hints);
+    }
+}
+
+impl Handler<Failed> for LimiterActor {
+    type Result = ();
+
+    fn handle(&mut self, m: Failed, _ctx: &mut Self::Context) {
+        let throttle = match m.kind {
+            FailureKind::Timeout => self.settings.throttle_on_timeout,
+            FailureKind::Reset | FailureKind::ConnectRefused => self.settings.throttle_on_reset,
+            FailureKind::LocalConnect | FailureKind::Other => false,
+        };
+        if !throttle {
+            return;
+        }
+        let key = LimitKey::new(self.settings.scope, &m.exit, &m.host);
+        let r = Response {
+            sent_at: m.sent_at,
+            latency: m.latency,
+            signal: Signal::Throttle { retry_after: None },
+            limited: true,
+        };
+        self.feed(key, r, &ServerHints::default());
+    }
+}
+
+/// When a Retry-After header's HTTP-date form is parsed: the wall clock.
+pub(crate) fn wall_now() -> SystemTime {
+    SystemTime::now()
+}

@@ -1,0 +1,409 @@
+//! Every message of the actor system, in one place.
+//!
+//! Commands are verbs (`Fetch`, `SetInterval`, `Ping`), reports are past tense
+//! (`Succeeded`, `Throttled`, `Failed`, `HealthChanged`). Public messages are what an
+//! embedding application or another actor sends; the `pub(crate)` ones are the actors'
+//! own traffic.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use awc::http::Method;
+use bytes::Bytes;
+use exitcrawl::headers::ServerHints;
+
+use crate::net::FailureKind;
+
+// ---------------------------------------------------------------------------------------
+// Public: fetching
+// ---------------------------------------------------------------------------------------
+
+/// Fetch one URL. Send it to the `SchedulerActor`; the reply comes when the fetch is done
+/// (after retries), and there is exactly one reply per `Fetch`, always.
+#[derive(Debug, Clone)]
+pub struct Fetch {
+    /// An absolute http(s) URL.
+    pub url: String,
+    /// The method (default GET).
+    pub method: Method,
+    /// Extra request headers.
+    pub headers: Vec<(String, String)>,
+    /// Request body, if any.
+    pub body: Option<Bytes>,
+    /// Send through this exit if it is healthy (by name); otherwise through another.
+    pub preferred_exit: Option<String>,
+    /// Only exits of this region.
+    pub region: Option<String>,
+}
+
+impl Fetch {
+    /// A GET of `url`.
+    pub fn get(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            method: Method::GET,
+            headers: Vec::new(),
+            body: None,
+            preferred_exit: None,
+            region: None,
+        }
+    }
+
+    /// Prefer the exit named `name`.
+    pub fn prefer(mut self, name: impl Into<String>) -> Self {
+        self.preferred_exit = Some(name.into());
+        self
+    }
+
+    /// Only exits in `region`.
+    pub fn in_region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// Add a request header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+impl Message for Fetch {
+    type Result = Result<FetchResponse, FetchError>;
+}
+
+/// The site's final answer to a [`Fetch`] (any status: a 404 is an answer, not an error;
+/// a 429 or 503 is returned when retries did not overcome it).
+#[derive(Debug, Clone)]
+pub struct FetchResponse {
+    /// The URL as requested.
+    pub url: String,
+    /// HTTP status of the final attempt.
+    pub status: u16,
+    /// Response headers of the final attempt.
+    pub headers: Vec<(String, String)>,
+    /// Response body (at most `crawler.max_body_bytes`).
+    pub body: Bytes,
+    /// Name of the exit that got the final answer.
+    pub exit: String,
+    /// HTTP attempts sent for this fetch (1 + retries).
+    pub attempts: u32,
+    /// 429/503 answers received over all attempts.
+    pub throttled: u32,
+    /// From the `Fetch` arriving to the reply.
+    pub elapsed: Duration,
+}
+
+/// What kind of failure ended a fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FetchErrorKind {
+    /// The URL is not an absolute http(s) URL.
+    InvalidUrl,
+    /// `preferred_exit` names no configured exit.
+    UnknownExit,
+    /// No exit matches the requested region.
+    NoRegion,
+    /// Every exit is ejected or disabled, and none came back within the wait.
+    NoHealthyExit,
+    /// The request timed out (connect or response).
+    Timeout,
+    /// The connection was refused.
+    ConnectRefused,
+    /// The connection was reset or closed without an answer.
+    Reset,
+    /// No exit could even open a connection (all failed locally).
+    LocalConnect,
+    /// The response body was larger than `crawler.max_body_bytes`.
+    BodyTooLarge,
+    /// More redirects than `crawler.max_redirects`.
+    TooManyRedirects,
+    /// The crawler is shutting down.
+    Shutdown,
+    /// Anything else (DNS, TLS, malformed HTTP, …); the message says what.
+    Other,
+}
+
+impl FetchErrorKind {
+    /// A short stable name (`timeout`, `connect_refused`, …) for logs and records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FetchErrorKind::InvalidUrl => "invalid_url",
+            FetchErrorKind::UnknownExit => "unknown_exit",
+            FetchErrorKind::NoRegion => "no_region",
+            FetchErrorKind::NoHealthyExit => "no_healthy_exit",
+            FetchErrorKind::Timeout => "timeout",
+            FetchErrorKind::ConnectRefused => "connect_refused",
+            FetchErrorKind::Reset => "reset",
+            FetchErrorKind::LocalConnect => "local_connect",
+            FetchErrorKind::BodyTooLarge => "body_too_large",
+            FetchErrorKind::TooManyRedirects => "too_many_redirects",
+            FetchErrorKind::Shutdown => "shutdown",
+            FetchErrorKind::Other => "other",
+        }
+    }
+}
+
+/// A fetch that ended without an HTTP answer.
+#[derive(Debug, Clone)]
+pub struct FetchError {
+    /// What happened.
+    pub kind: FetchErrorKind,
+    /// A readable account of it.
+    pub message: String,
+    /// The URL as requested.
+    pub url: String,
+    /// The exit of the last attempt, if any was made.
+    pub exit: Option<String>,
+    /// HTTP attempts sent.
+    pub attempts: u32,
+    /// 429/503 answers received over all attempts.
+    pub throttled: u32,
+}
+
+impl fmt::Display for FetchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.url, self.message, self.kind.as_str())
+    }
+}
+
+impl std::error::Error for FetchError {}
+
+// ---------------------------------------------------------------------------------------
+// Public: pacing and feedback
+// ---------------------------------------------------------------------------------------
+
+/// Change the pacing of one limiter key. `exit`/`host` are `None` where the limiter scope
+/// does not key on them (scope `host`: no exit; `exit`: no host; `global`: neither).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetInterval {
+    /// Exit name, if the scope keys on exits.
+    pub exit: Option<Arc<str>>,
+    /// Host, if the scope keys on hosts.
+    pub host: Option<Arc<str>>,
+    /// Time between sends.
+    pub interval: Duration,
+    /// No send before this instant.
+    pub pause_until: Option<Instant>,
+}
+
+impl Message for SetInterval {
+    type Result = ();
+}
+
+/// The site answered (a status that is not a throttle).
+#[derive(Debug, Clone)]
+pub struct Succeeded {
+    /// Exit name.
+    pub exit: Arc<str>,
+    /// Host of the URL.
+    pub host: Arc<str>,
+    /// When the request was sent.
+    pub sent_at: Instant,
+    /// Time to the response head.
+    pub latency: Duration,
+    /// HTTP status.
+    pub status: u16,
+    /// Rate-limit headers of the answer.
+    pub hints: ServerHints,
+    /// The request had waited for its pacer (the crawler wanted to go faster).
+    pub limited: bool,
+}
+
+impl Message for Succeeded {
+    type Result = ();
+}
+
+/// The site said slow down (a status in `limiter.throttle_statuses`).
+#[derive(Debug, Clone)]
+pub struct Throttled {
+    /// Exit name.
+    pub exit: Arc<str>,
+    /// Host of the URL.
+    pub host: Arc<str>,
+    /// When the request was sent.
+    pub sent_at: Instant,
+    /// Time to the response head.
+    pub latency: Duration,
+    /// HTTP status (429, 503, …).
+    pub status: u16,
+    /// Rate-limit headers of the answer (Retry-After among them).
+    pub hints: ServerHints,
+}
+
+impl Message for Throttled {
+    type Result = ();
+}
+
+/// The request got no HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Failed {
+    /// Exit name.
+    pub exit: Arc<str>,
+    /// Host of the URL.
+    pub host: Arc<str>,
+    /// When the request was sent.
+    pub sent_at: Instant,
+    /// Time until the failure.
+    pub latency: Duration,
+    /// What kind of failure.
+    pub kind: FailureKind,
+}
+
+impl Message for Failed {
+    type Result = ();
+}
+
+// ---------------------------------------------------------------------------------------
+// Public: health and stats
+// ---------------------------------------------------------------------------------------
+
+/// An exit was ejected or came back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthChanged {
+    /// Index of the exit in the configuration.
+    pub exit: usize,
+    /// May it take work now.
+    pub available: bool,
+    /// The last error that counted against it.
+    pub error: Option<String>,
+}
+
+impl Message for HealthChanged {
+    type Result = ();
+}
+
+/// Every exit is down (reported once when it happens, again after a recovery).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllExitsDown;
+
+impl Message for AllExitsDown {
+    type Result = ();
+}
+
+/// One exit's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExitStats {
+    /// Exit name.
+    pub name: String,
+    /// Source address.
+    pub source_ip: std::net::IpAddr,
+    /// Enabled in the configuration.
+    pub enabled: bool,
+    /// Not ejected.
+    pub healthy: bool,
+    /// Requests in flight now.
+    pub active: u32,
+    /// `max_concurrent`.
+    pub max: u32,
+    /// Requests sent.
+    pub total: u64,
+    /// Answers with a status that was not a throttle.
+    pub ok: u64,
+    /// Throttle answers.
+    pub throttled: u64,
+    /// Requests without an answer (including local connect failures).
+    pub errors: u64,
+    /// `errors / total` (0 when nothing was sent).
+    pub error_rate: f64,
+    /// Failures in a row now.
+    pub consecutive_failures: u32,
+    /// Smoothed latency of answers.
+    pub latency_ewma: Option<Duration>,
+    /// The last error, with the OS error where there was one.
+    pub last_error: Option<String>,
+    /// Current pacing interval per host (limiter keys involving this exit).
+    pub intervals: Vec<(String, Duration)>,
+}
+
+/// Ask the scheduler for every exit's figures.
+#[derive(Debug, Clone, Copy)]
+pub struct GetStats;
+
+impl Message for GetStats {
+    type Result = Vec<ExitStats>;
+}
+
+/// Stop taking work: queued fetches fail with `Shutdown`, in-flight ones finish (or fail
+/// after `grace`). Replies when nothing is in flight any more.
+#[derive(Debug, Clone, Copy)]
+pub struct Shutdown {
+    /// How long in-flight fetches may take to finish.
+    pub grace: Duration,
+}
+
+impl Message for Shutdown {
+    type Result = ();
+}
+
+// ---------------------------------------------------------------------------------------
+// Internal
+// ---------------------------------------------------------------------------------------
+
+/// Scheduler → exit: send one HTTP request.
+#[derive(Debug)]
+pub(crate) struct SendRequest {
+    pub url: String,
+    pub method: Method,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Bytes>,
+}
+
+impl Message for SendRequest {
+    type Result = Attempted;
+}
+
+/// Exit → scheduler: how one HTTP request went.
+#[derive(Debug)]
+pub(crate) struct Attempted {
+    pub sent_at: Instant,
+    pub latency: Duration,
+    pub result: Result<Answer, AttemptFailure>,
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+/// No HTTP answer.
+#[derive(Debug, Clone)]
+pub(crate) struct AttemptFailure {
+    pub kind: FailureKind,
+    pub error: FetchErrorKind,
+    pub message: String,
+}
+
+/// Health → exit: fetch the health URL through this exit's client.
+#[derive(Debug, Clone)]
+pub(crate) struct Ping {
+    pub url: String,
+    pub timeout: Duration,
+}
+
+impl Message for Ping {
+    type Result = Result<(), String>;
+}
+
+/// Scheduler → health: what real traffic said about an exit (passive health).
+#[derive(Debug, Clone)]
+pub(crate) struct Observed {
+    pub exit: usize,
+    pub error: Option<String>,
+}
+
+impl Message for Observed {
+    type Result = ();
+}
+
+/// Scheduler → exit: the exit's own counters.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GetCounters;
+
+impl Message for GetCounters {
+    type Result = crate::exit::Counters;
+}

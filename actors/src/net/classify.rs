@@ -1,0 +1,96 @@
+//! Sorting request failures by whose fault they are.
+//!
+//! Why: the scheduler must not punish a site (back off, count an error against it) for a
+//! failure that happened on our side before anything was sent — a source IP that vanished
+//! from the host, a v4 exit asked for a v6-only host, ephemeral ports exhausted. Those are
+//! the exit's problem: move the fetch to another exit and let the health machine judge the
+//! exit. Everything else (refused, reset, timed out) involved the site or the path to it.
+
+use std::io;
+
+use awc::error::{ConnectError, SendRequestError};
+
+use super::connector::SocketError;
+
+/// The kind of a failed request, for the scheduler and health tracking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// Failed on this host before anything was sent (bind failed, EADDRNOTAVAIL, no
+    /// address of the exit's family, ports exhausted): the exit's fault, not the site's.
+    LocalConnect,
+    /// The site (or something on the path) refused the TCP connection (RST to SYN).
+    ConnectRefused,
+    /// Connect, or waiting for the response, took too long.
+    Timeout,
+    /// The connection was reset or closed under us after it was established.
+    Reset,
+    /// Anything else: DNS failure, protocol/parse errors, invalid URL, TLS, HTTP/2.
+    Other,
+}
+
+impl FailureKind {
+    /// True when nothing reached the site, so the failure must not count against it.
+    pub fn is_local(self) -> bool {
+        self == FailureKind::LocalConnect
+    }
+}
+
+/// Classify a failed awc request. See [`FailureKind`].
+pub fn classify(err: &SendRequestError) -> FailureKind {
+    match err {
+        SendRequestError::Connect(e) => classify_connect(e),
+        SendRequestError::Timeout => FailureKind::Timeout,
+        SendRequestError::Send(e) => classify_io(e),
+        SendRequestError::Response(e) => classify_parse(e),
+        _ => FailureKind::Other,
+    }
+}
+
+/// Classify a connect-phase error (also what `classify` does for `SendRequestError::Connect`).
+pub fn classify_connect(err: &ConnectError) -> FailureKind {
+    match err {
+        ConnectError::Timeout => FailureKind::Timeout,
+        // Despite the name, awc reports this when the connection hit EOF after the request
+        // was written but before a response head arrived: the site closed on us.
+        ConnectError::Disconnected => FailureKind::Reset,
+        ConnectError::Io(e) => {
+            // Our connector wraps its failures in SocketError, which knows the failed step.
+            if let Some(se) = e.get_ref().and_then(|r| r.downcast_ref::<SocketError>()) {
+                if se.is_local() {
+                    return FailureKind::LocalConnect;
+                }
+                return classify_io(&se.error);
+            }
+            // awc's own connector (or anything else) gives a bare OS error: EADDRNOTAVAIL
+            // can then only come from bind/connect on this host.
+            match e.kind() {
+                io::ErrorKind::AddrNotAvailable => FailureKind::LocalConnect,
+                _ => classify_io(e),
+            }
+        }
+        _ => FailureKind::Other,
+    }
+}
+
+fn classify_io(e: &io::Error) -> FailureKind {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => FailureKind::ConnectRefused,
+        io::ErrorKind::TimedOut => FailureKind::Timeout,
+        io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe
+        | io::ErrorKind::UnexpectedEof => FailureKind::Reset,
+        _ => FailureKind::Other,
+    }
+}
+
+fn classify_parse(e: &actix_http::error::ParseError) -> FailureKind {
+    use actix_http::error::ParseError;
+    match e {
+        ParseError::Io(e) => classify_io(e),
+        // The server closed the connection before a full response head arrived.
+        ParseError::Incomplete => FailureKind::Reset,
+        ParseError::Timeout => FailureKind::Timeout,
+        _ => FailureKind::Other,
+    }
+}

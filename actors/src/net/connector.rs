@@ -1,0 +1,331 @@
+//! The TCP connector service that pins every connection to one exit's source IP.
+//!
+//! Why a custom connector rather than awc's `Connector::local_address`: awc binds the
+//! source address but leaves everything else at the kernel defaults. Here we also
+//! - set `IP_BIND_ADDRESS_NO_PORT` (Linux) so `bind(ip:0)` does not pick the ephemeral port
+//!   at bind time. Without it each source IP has one ephemeral port range shared across all
+//!   destinations (~28k connections in total); with it the port is chosen at `connect()` per
+//!   4-tuple, so the range is per destination;
+//! - set `TCP_NODELAY` (awc never does on client sockets; small requests otherwise wait on
+//!   Nagle + delayed ACK) and TCP keepalive (pooled connections can sit idle for a long time;
+//!   keepalive lets the kernel notice a dead peer);
+//! - resolve through the shared [`DnsCache`] and keep only addresses of the exit's family;
+//! - report failures as [`SocketError`], which says which step failed (bind vs connect) so
+//!   [`classify`](super::classify) can tell an exit's local failure (nothing was sent, move
+//!   the fetch to another exit) from the site refusing us.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::time::Duration;
+
+use actix_service::Service;
+use actix_tls::connect::{ConnectError, ConnectInfo, Connection};
+use awc::http::Uri;
+use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
+use tokio::net::{TcpSocket, TcpStream};
+
+use super::dns::DnsCache;
+
+/// Idle time before the first keepalive probe, and the gap between probes. Short enough that
+/// a pooled connection to a peer that vanished is found dead within about a minute, long
+/// enough to cost nothing on busy connections (probes are only sent on idle ones).
+const KEEPALIVE_TIME: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Which step of opening a connection failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The target has no address of the source IP's family (v4 exit, v6-only target).
+    AddressFamily,
+    /// `socket(2)` itself.
+    Socket,
+    /// A `setsockopt(2)` before connecting.
+    SetOption,
+    /// `bind(2)` to `source_ip:0`; EADDRNOTAVAIL here means the IP is not on this host.
+    Bind,
+    /// `connect(2)`, including the connect timeout.
+    Connect,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Stage::AddressFamily => "address family",
+            Stage::Socket => "socket",
+            Stage::SetOption => "setsockopt",
+            Stage::Bind => "bind",
+            Stage::Connect => "connect",
+        })
+    }
+}
+
+/// A failure to open a connection from a source IP, carried inside the `io::Error` that
+/// awc reports (`ConnectError::Io(e)`, with `e.get_ref()` downcasting to this type).
+/// Its `Display` keeps the OS error, e.g. "(os error 99)" for EADDRNOTAVAIL.
+#[derive(Debug)]
+pub struct SocketError {
+    /// The step that failed.
+    pub stage: Stage,
+    /// The exit's source IP.
+    pub source_ip: IpAddr,
+    /// The address we tried to reach, if one was chosen.
+    pub target: Option<SocketAddr>,
+    /// The underlying error; for OS errors `raw_os_error()` is set.
+    pub error: io::Error,
+}
+
+impl SocketError {
+    fn new(stage: Stage, source_ip: IpAddr, target: SocketAddr, error: io::Error) -> Self {
+        Self {
+            stage,
+            source_ip,
+            target: Some(target),
+            error,
+        }
+    }
+
+    /// Wrap into an `io::Error` of the same kind, so awc can carry it.
+    pub fn into_io(self) -> io::Error {
+        io::Error::new(self.error.kind(), self)
+    }
+
+    /// True when the failure happened on this host before anything was sent to the site:
+    /// the exit's fault, so another exit may succeed.
+    pub fn is_local(&self) -> bool {
+        match self.stage {
+            Stage::AddressFamily | Stage::Socket | Stage::SetOption | Stage::Bind => true,
+            // With IP_BIND_ADDRESS_NO_PORT the port is chosen at connect(): running out of
+            // ephemeral ports shows up here as EADDRNOTAVAIL (or EADDRINUSE without it).
+            Stage::Connect => matches!(
+                self.error.kind(),
+                io::ErrorKind::AddrNotAvailable | io::ErrorKind::AddrInUse
+            ),
+        }
+    }
+}
+
+impl fmt::Display for SocketError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.stage, self.target) {
+            (Stage::Bind, _) => write!(
+                f,
+                "bind to source {}:0 failed: {}",
+                self.source_ip, self.error
+            )?,
+            (stage, Some(target)) => write!(
+                f,
+                "{stage} from source {} to {target} failed: {}",
+                self.source_ip, self.error
+            )?,
+            (stage, None) => write!(
+                f,
+                "{stage} from source {} failed: {}",
+                self.source_ip, self.error
+            )?,
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SocketError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+/// awc connector service: resolve via [`DnsCache`], then [`connect_from`] the source IP.
+///
+/// Plug it in with `awc::Connector::new().connector(ExitConnector::new(..))`; it ignores
+/// the local address in `ConnectInfo` (which is crate-private anyway) and always uses its
+/// own `source_ip`. Cheap to clone (the DNS cache is shared).
+#[derive(Clone, Debug)]
+pub struct ExitConnector {
+    source_ip: IpAddr,
+    dns: DnsCache,
+    connect_timeout: Duration,
+}
+
+impl ExitConnector {
+    /// A connector for one exit. `connect_timeout` bounds each TCP connect attempt (awc adds
+    /// its own overall timeout around resolution + connect; see `build_client`).
+    pub fn new(source_ip: IpAddr, dns: DnsCache, connect_timeout: Duration) -> Self {
+        Self {
+            source_ip,
+            dns,
+            connect_timeout,
+        }
+    }
+
+    /// The source IP every connection is bound to.
+    pub fn source_ip(&self) -> IpAddr {
+        self.source_ip
+    }
+
+    async fn connect(
+        self,
+        mut req: ConnectInfo<Uri>,
+    ) -> Result<Connection<Uri, TcpStream>, ConnectError> {
+        let port = req.port();
+        // awc fills addrs only when the request set an explicit address
+        // (`ClientRequest::address`); then there is nothing to resolve.
+        let mut targets: Vec<SocketAddr> = req.take_addrs().collect();
+        if targets.is_empty() {
+            let host = req.hostname();
+            if host.is_empty() {
+                return Err(ConnectError::Unresolved);
+            }
+            let ips = self
+                .dns
+                .lookup(host)
+                .await
+                .map_err(|e| ConnectError::Resolver(Box::new(e)))?;
+            targets = ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
+        }
+
+        let all = targets.clone();
+        targets.retain(|t| t.is_ipv4() == self.source_ip.is_ipv4());
+        if targets.is_empty() {
+            let family = if self.source_ip.is_ipv4() {
+                "IPv4"
+            } else {
+                "IPv6"
+            };
+            let err = SocketError {
+                stage: Stage::AddressFamily,
+                source_ip: self.source_ip,
+                target: all.first().copied(),
+                error: io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!(
+                        "{} has no {family} address (it has {all:?}); an {family} exit cannot reach it",
+                        req.hostname()
+                    ),
+                ),
+            };
+            return Err(ConnectError::Io(err.into_io()));
+        }
+
+        // Try each address in resolver order; report the last failure.
+        let mut last = None;
+        for target in targets {
+            match connect_from(self.source_ip, target, self.connect_timeout).await {
+                Ok(stream) => return Ok(Connection::new(req.request().clone(), stream)),
+                Err(e) => {
+                    tracing::debug!(source = %self.source_ip, %target, error = %e, "connect failed");
+                    let local = e.is_local();
+                    last = Some(e);
+                    // A local failure (bad source IP) will repeat for every address.
+                    if local {
+                        break;
+                    }
+                }
+            }
+        }
+        let err = last.expect("targets is non-empty, so at least one attempt was made");
+        Err(ConnectError::Io(err.into_io()))
+    }
+}
+
+impl Service<ConnectInfo<Uri>> for ExitConnector {
+    type Response = Connection<Uri, TcpStream>;
+    type Error = ConnectError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>>>>;
+
+    actix_service::always_ready!();
+
+    fn call(&self, req: ConnectInfo<Uri>) -> Self::Future {
+        Box::pin(self.clone().connect(req))
+    }
+}
+
+/// Open one TCP connection from `source_ip` (port chosen by the kernel) to `target`.
+///
+/// Steps: socket2 socket (non-blocking, close-on-exec) → `IP_BIND_ADDRESS_NO_PORT` (Linux)
+/// → `bind(source_ip:0)` → `TCP_NODELAY` + keepalive → non-blocking connect on tokio,
+/// bounded by `timeout` (error kind `TimedOut`). A source/target family mismatch fails
+/// before any syscall.
+pub async fn connect_from(
+    source_ip: IpAddr,
+    target: SocketAddr,
+    timeout: Duration,
+) -> Result<TcpStream, SocketError> {
+    let fail = |stage, error| SocketError::new(stage, source_ip, target, error);
+    if source_ip.is_ipv4() != target.is_ipv4() {
+        return Err(fail(
+            Stage::AddressFamily,
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "source and target address families differ",
+            ),
+        ));
+    }
+
+    let socket = Socket::new(
+        Domain::for_address(target),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )
+    .map_err(|e| fail(Stage::Socket, e))?;
+    socket
+        .set_nonblocking(true)
+        .map_err(|e| fail(Stage::SetOption, e))?;
+    #[cfg(target_os = "linux")]
+    set_bind_address_no_port(&socket).map_err(|e| fail(Stage::SetOption, e))?;
+    socket
+        .bind(&SockAddr::from(SocketAddr::new(source_ip, 0)))
+        .map_err(|e| fail(Stage::Bind, e))?;
+    socket
+        .set_tcp_nodelay(true)
+        .map_err(|e| fail(Stage::SetOption, e))?;
+    let keepalive = TcpKeepalive::new()
+        .with_time(KEEPALIVE_TIME)
+        .with_interval(KEEPALIVE_INTERVAL);
+    socket
+        .set_tcp_keepalive(&keepalive)
+        .map_err(|e| fail(Stage::SetOption, e))?;
+
+    // Hand the configured socket to tokio, which registers it with its reactor and does the
+    // non-blocking connect (EINPROGRESS, wait writable, SO_ERROR).
+    let socket = TcpSocket::from_std_stream(socket.into());
+    match tokio::time::timeout(timeout, socket.connect(target)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(e)) => Err(fail(Stage::Connect, e)),
+        Err(_) => Err(fail(
+            Stage::Connect,
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connect timed out after {timeout:?}"),
+            ),
+        )),
+    }
+}
+
+/// `setsockopt(IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)`: defer the ephemeral port choice
+/// from `bind()` to `connect()`. socket2 0.6 has no setter for it. The option is at the
+/// IPPROTO_IP level but Linux honours it on IPv6 sockets too.
+#[cfg(target_os = "linux")]
+fn set_bind_address_no_port(socket: &Socket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+
+    let on: libc::c_int = 1;
+    // SAFETY: the fd is a valid open socket owned by `socket` for the duration of the call;
+    // `optval` points to a live `c_int` and `optlen` is exactly its size, which is what the
+    // kernel reads for this option. No memory is retained by the kernel after the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

@@ -1,0 +1,866 @@
+//! `SchedulerActor`: takes `Fetch`es, picks an exit for each, paces, retries, replies.
+//!
+//! Why the pacing state lives here and not in each exit: "which exit may send to this host
+//! *now*" is the selection itself. Keeping every limiter key's pacer next to the selection
+//! makes the choice exact without a round trip to the exits; the exits stay thin I/O.
+//!
+//! Guarantees:
+//! - exactly one reply per `Fetch`: each pending fetch owns its reply channel, and a
+//!   pending fetch that is dropped (shutdown, cancelled attempt) replies `Shutdown`;
+//! - no polling: when nothing may be sent, one timer is set for the earliest moment
+//!   something may, and completions and interval changes re-run the dispatch;
+//! - backpressure: at most `queue_capacity` fetches wait in the queue; further `Fetch`es
+//!   wait for a slot before they are queued, so `Addr::send(..).await` waits;
+//! - a fetch whose exit cannot even connect (the source address is gone, nothing was
+//!   sent) moves to another exit without counting an attempt or telling the limiter.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::clock::Instant;
+use actix::prelude::*;
+use exitcrawl::config::{Algorithm, Settings};
+use exitcrawl::headers::ServerHints;
+use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter, TokenBucket};
+use exitcrawl::pacer::Pacer;
+use exitcrawl::retry::{Backoff, RetryBudget};
+use exitcrawl::rng::SplitMix64;
+use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+
+use crate::exit::ExitActor;
+use crate::health::HealthActor;
+use crate::limiter::{LimitKey, LimiterActor};
+use crate::messages::{
+    AllExitsDown, Attempted, ExitStats, Failed, Fetch, FetchError, FetchErrorKind, FetchResponse,
+    GetCounters, GetStats, HealthChanged, Observed, SendRequest, SetInterval, Shutdown, Succeeded,
+    Throttled,
+};
+use crate::net::FailureKind;
+
+type Reply = Result<FetchResponse, FetchError>;
+
+/// One exit as the scheduler sees it.
+pub(crate) struct ExitSlot {
+    pub name: Arc<str>,
+    pub source_ip: std::net::IpAddr,
+    pub region: Option<String>,
+    pub enabled: bool,
+    pub healthy: bool,
+    pub addr: Addr<ExitActor>,
+    pub max_concurrent: u32,
+    pub active: u32,
+    pub bucket: Option<TokenBucket>,
+}
+
+/// One limiter key's pacing.
+struct KeyState {
+    limiter: Option<Box<dyn RateLimiter>>,
+    pause_until: Option<std::time::Instant>,
+}
+
+impl KeyState {
+    fn ready_in(&mut self, now: std::time::Instant) -> Duration {
+        let pause = self
+            .pause_until
+            .map_or(Duration::ZERO, |p| p.saturating_duration_since(now));
+        let pace = self
+            .limiter
+            .as_mut()
+            .map_or(Duration::ZERO, |l| l.peek(now));
+        pause.max(pace)
+    }
+}
+
+struct Pending {
+    fetch: Fetch,
+    host: Arc<str>,
+    reply: oneshot::Sender<Reply>,
+    /// Holds a queue slot while the fetch waits in the queue.
+    slot: Option<OwnedSemaphorePermit>,
+    attempts: u32,
+    throttled: u32,
+    excluded: Vec<usize>,
+    arrived: Instant,
+    no_exit_since: Option<Instant>,
+    waited: bool,
+    last_exit: Option<usize>,
+}
+
+impl Pending {
+    fn fail(self, kind: FetchErrorKind, message: impl Into<String>, exits: &[ExitSlot]) {
+        let err = FetchError {
+            kind,
+            message: message.into(),
+            url: self.fetch.url.clone(),
+            exit: self.last_exit.map(|i| exits[i].name.to_string()),
+            attempts: self.attempts,
+            throttled: self.throttled,
+        };
+        let _ = self.reply.send(Err(err));
+    }
+}
+
+/// Internal: a fetch that got its queue slot.
+struct Enqueue {
+    fetch: Fetch,
+    host: Arc<str>,
+    slot: OwnedSemaphorePermit,
+    reply: oneshot::Sender<Reply>,
+    arrived: Instant,
+}
+
+impl Message for Enqueue {
+    type Result = ();
+}
+
+/// What one look at a host's queue found.
+enum Step {
+    Sent,
+    Wait(Duration),
+    Busy,
+    Empty,
+}
+
+/// Routes fetches to exits.
+pub struct SchedulerActor {
+    settings: Arc<Settings>,
+    exits: Vec<ExitSlot>,
+    keys: HashMap<LimitKey, KeyState>,
+    queues: HashMap<Arc<str>, VecDeque<Pending>>,
+    order: VecDeque<Arc<str>>,
+    per_host_active: HashMap<(usize, Arc<str>), u32>,
+    delayed: HashMap<u64, Pending>,
+    in_flight_handles: HashMap<u64, SpawnHandle>,
+    next_id: u64,
+    in_flight: u32,
+    queue_slots: Arc<Semaphore>,
+    limiter: Option<Addr<LimiterActor>>,
+    health: Option<Addr<HealthActor>>,
+    budget: RetryBudget,
+    backoff: Backoff,
+    rng: SplitMix64,
+    tie: u64,
+    wake: Option<(SpawnHandle, std::time::Instant)>,
+    shutting_down: bool,
+    drained: Vec<oneshot::Sender<()>>,
+}
+
+impl SchedulerActor {
+    pub(crate) fn new(settings: Arc<Settings>, exits: Vec<ExitSlot>) -> Self {
+        let c = &settings.crawler;
+        let queue_slots = Arc::new(Semaphore::new(c.queue_capacity as usize));
+        let budget = RetryBudget::new(c.retry_budget, 1.0, Duration::from_secs(10));
+        let backoff = Backoff {
+            base: c.retry_backoff_base(),
+            max: c.retry_backoff_max(),
+        };
+        Self {
+            exits,
+            keys: HashMap::new(),
+            queues: HashMap::new(),
+            order: VecDeque::new(),
+            per_host_active: HashMap::new(),
+            delayed: HashMap::new(),
+            in_flight_handles: HashMap::new(),
+            next_id: 0,
+            in_flight: 0,
+            queue_slots,
+            limiter: None,
+            health: None,
+            budget,
+            backoff,
+            rng: SplitMix64::new(0x5c4e_d01e),
+            tie: 0,
+            wake: None,
+            shutting_down: false,
+            drained: Vec::new(),
+            settings,
+        }
+    }
+
+    pub(crate) fn connect(&mut self, limiter: Addr<LimiterActor>, health: Addr<HealthActor>) {
+        self.limiter = Some(limiter);
+        self.health = Some(health);
+    }
+
+    fn key_state(
+        &mut self,
+        exit: usize,
+        host: &Arc<str>,
+        now: std::time::Instant,
+    ) -> &mut KeyState {
+        let key = LimitKey::new(self.settings.limiter.scope, &self.exits[exit].name, host);
+        let l = &self.settings.limiter;
+        self.keys.entry(key).or_insert_with(|| {
+            let limiter: Option<Box<dyn RateLimiter>> = match l.algorithm {
+                Algorithm::None => None,
+                Algorithm::Aimd => Some(Box::new(Pacer::new(
+                    interval_of(l.initial_rps),
+                    l.jitter,
+                    exit as u64 ^ 0xa11ce,
+                    now,
+                ))),
+                other => other
+                    .limiter_kind()
+                    .map(|k| limiter::build(k, Quota::new(l.initial_rps, l.burst.max(1)), now)),
+            };
+            KeyState {
+                limiter,
+                pause_until: None,
+            }
+        })
+    }
+
+    /// Send what may be sent; set one timer for the earliest moment more may go.
+    fn dispatch(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let concurrency = self.settings.crawler.concurrency;
+        let mut wake: Option<Duration> = None;
+        let mut to_visit = self.order.len();
+        while to_visit > 0 && self.in_flight < concurrency {
+            let Some(host) = self.order.pop_front() else {
+                break;
+            };
+            to_visit -= 1;
+            match self.try_host(&host, now, ctx) {
+                Step::Sent => {
+                    self.order.push_back(host);
+                    to_visit = self.order.len();
+                }
+                Step::Wait(d) => {
+                    wake = Some(wake.map_or(d, |w| w.min(d)));
+                    self.order.push_back(host);
+                }
+                Step::Busy => self.order.push_back(host),
+                Step::Empty => {
+                    self.queues.remove(&host);
+                }
+            }
+        }
+        if let Some(d) = wake {
+            let at = now.into_std() + d;
+            if self
+                .wake
+                .as_ref()
+                .is_some_and(|(_, t)| *t <= at && *t > now.into_std())
+            {
+                return;
+            }
+            if let Some((h, _)) = self.wake.take() {
+                ctx.cancel_future(h);
+            }
+            let h = ctx.run_later(d.max(Duration::from_micros(50)), |act, ctx| {
+                act.wake = None;
+                act.dispatch(ctx);
+            });
+            self.wake = Some((h, at));
+        }
+    }
+
+    fn try_host(&mut self, host: &Arc<str>, now: Instant, ctx: &mut Context<Self>) -> Step {
+        let now_std = now.into_std();
+        let Some(head) = self.queues.get(host).and_then(|q| q.front()) else {
+            return Step::Empty;
+        };
+        let preferred = head.fetch.preferred_exit.clone();
+        let region = head.fetch.region.clone();
+        let excluded = head.excluded.clone();
+        let per_host_cap = self.settings.crawler.per_host_connections;
+        let mut ready = Vec::with_capacity(self.exits.len());
+        for i in 0..self.exits.len() {
+            let bucket = self.exits[i]
+                .bucket
+                .as_mut()
+                .map_or(Duration::ZERO, |b| b.peek(now_std));
+            let key = self.key_state(i, host, now_std).ready_in(now_std);
+            ready.push(bucket.max(key));
+        }
+        let cands: Vec<Candidate<'_>> = self
+            .exits
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let host_active = self
+                    .per_host_active
+                    .get(&(i, host.clone()))
+                    .copied()
+                    .unwrap_or(0);
+                Candidate {
+                    name: &e.name,
+                    region: e.region.as_deref(),
+                    available: e.enabled && e.healthy,
+                    active: if host_active >= per_host_cap {
+                        e.max_concurrent
+                    } else {
+                        e.active
+                    },
+                    max_concurrent: e.max_concurrent,
+                    ready_in: ready[i],
+                }
+            })
+            .collect();
+        let req = select::Request {
+            preferred: preferred.as_deref(),
+            region: region.as_deref(),
+            exclude: &excluded,
+        };
+        self.tie = self.tie.wrapping_add(1);
+        let selection = select::select(&cands, &req, self.tie);
+        drop(cands);
+        match selection {
+            Selection::Exit(i) => {
+                // Take the permits the selection saw as free.
+                if let Some(b) = self.exits[i].bucket.as_mut() {
+                    b.check(now_std);
+                }
+                if let Some(l) = self.key_state(i, host, now_std).limiter.as_mut() {
+                    l.check(now_std);
+                }
+                let Some(mut p) = self.queues.get_mut(host).and_then(|q| q.pop_front()) else {
+                    return Step::Empty;
+                };
+                let more = self.queues.get(host).is_some_and(|q| !q.is_empty());
+                p.waited |= more;
+                self.send(i, p, ctx);
+                Step::Sent
+            }
+            Selection::Wait(d) => {
+                if let Some(p) = self.queues.get_mut(host).and_then(|q| q.front_mut()) {
+                    p.waited = true;
+                }
+                Step::Wait(d)
+            }
+            Selection::Busy => Step::Busy,
+            Selection::NoExit(reason) => self.no_exit(host, reason, now),
+        }
+    }
+
+    fn no_exit(&mut self, host: &Arc<str>, reason: NoExitReason, now: Instant) -> Step {
+        let Some(q) = self.queues.get_mut(host) else {
+            return Step::Empty;
+        };
+        let (kind, message) = match reason {
+            NoExitReason::UnknownPreferred => (
+                FetchErrorKind::UnknownExit,
+                format!(
+                    "preferred exit {:?} is not configured",
+                    q.front()
+                        .and_then(|p| p.fetch.preferred_exit.clone())
+                        .unwrap_or_default()
+                ),
+            ),
+            NoExitReason::NoRegionMatch => (
+                FetchErrorKind::NoRegion,
+                format!(
+                    "no exit in region {:?}",
+                    q.front()
+                        .and_then(|p| p.fetch.region.clone())
+                        .unwrap_or_default()
+                ),
+            ),
+            NoExitReason::AllExcluded => (
+                FetchErrorKind::LocalConnect,
+                "no exit could open a connection (every source address failed locally)".into(),
+            ),
+            NoExitReason::AllUnavailable => {
+                // Exits come back after their ejection time: wait a bounded time for one.
+                let limit = self
+                    .settings
+                    .health
+                    .max_ejection()
+                    .min(Duration::from_secs(30));
+                let Some(head) = q.front_mut() else {
+                    return Step::Empty;
+                };
+                let since = *head.no_exit_since.get_or_insert(now);
+                let waited = now.saturating_duration_since(since);
+                if waited < limit {
+                    return Step::Wait((limit - waited).min(Duration::from_secs(1)));
+                }
+                (
+                    FetchErrorKind::NoHealthyExit,
+                    format!(
+                        "no healthy exit: every exit is ejected or disabled (waited {waited:?})"
+                    ),
+                )
+            }
+        };
+        if let Some(p) = q.pop_front() {
+            p.fail(kind, message, &self.exits);
+        }
+        Step::Sent
+    }
+
+    fn send(&mut self, i: usize, mut p: Pending, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        p.slot = None; // leaves the queue: frees a slot for a waiting Fetch
+        p.attempts += 1;
+        if p.attempts == 1 {
+            self.budget.deposit(now.into_std());
+        }
+        p.last_exit = Some(i);
+        self.exits[i].active += 1;
+        self.in_flight += 1;
+        *self.per_host_active.entry((i, p.host.clone())).or_insert(0) += 1;
+        let req = SendRequest {
+            url: p.fetch.url.clone(),
+            method: p.fetch.method.clone(),
+            headers: p.fetch.headers.clone(),
+            body: p.fetch.body.clone(),
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let fut = self.exits[i].addr.send(req);
+        let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+            act.in_flight_handles.remove(&id);
+            act.on_attempted(i, p, res, ctx);
+        }));
+        self.in_flight_handles.insert(id, h);
+    }
+
+    fn release(&mut self, i: usize, host: &Arc<str>) {
+        self.exits[i].active = self.exits[i].active.saturating_sub(1);
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(n) = self.per_host_active.get_mut(&(i, host.clone())) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_host_active.remove(&(i, host.clone()));
+            }
+        }
+    }
+
+    fn on_attempted(
+        &mut self,
+        i: usize,
+        mut p: Pending,
+        res: Result<Attempted, MailboxError>,
+        ctx: &mut Context<Self>,
+    ) {
+        self.release(i, &p.host);
+        let now = Instant::now();
+        let exit_name = self.exits[i].name.clone();
+        match res {
+            Err(e) => {
+                // The exit actor is gone: nothing was sent through it.
+                p.attempts -= 1;
+                p.excluded.push(i);
+                self.observe(i, Some(format!("exit actor unavailable: {e}")));
+                self.requeue_front(p);
+            }
+            Ok(att) => match att.result {
+                Ok(answer) => {
+                    self.observe(i, None);
+                    let hints = ServerHints::from_headers(
+                        answer.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                        crate::limiter::wall_now(),
+                    );
+                    let throttle = self.settings.limiter.is_throttle_status(answer.status);
+                    if let Some(l) = &self.limiter {
+                        if throttle {
+                            l.do_send(Throttled {
+                                exit: exit_name.clone(),
+                                host: p.host.clone(),
+                                sent_at: att.sent_at,
+                                latency: att.latency,
+                                status: answer.status,
+                                hints,
+                            });
+                        } else {
+                            l.do_send(Succeeded {
+                                exit: exit_name.clone(),
+                                host: p.host.clone(),
+                                sent_at: att.sent_at,
+                                latency: att.latency,
+                                status: answer.status,
+                                hints,
+                                limited: p.waited,
+                            });
+                        }
+                    }
+                    if throttle {
+                        p.throttled += 1;
+                        tracing::debug!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, "throttled");
+                    }
+                    let retryable = throttle || answer.status >= 500;
+                    if retryable && self.may_retry(&p, now) {
+                        self.retry_later(p, hints.retry_after, ctx);
+                    } else {
+                        let resp = FetchResponse {
+                            url: p.fetch.url.clone(),
+                            status: answer.status,
+                            headers: answer.headers,
+                            body: answer.body,
+                            exit: exit_name.to_string(),
+                            attempts: p.attempts,
+                            throttled: p.throttled,
+                            elapsed: now.saturating_duration_since(p.arrived),
+                        };
+                        let _ = p.reply.send(Ok(resp));
+                    }
+                }
+                Err(f) if f.kind.is_local() => {
+                    // Nothing reached the site: not an attempt, not the site's fault.
+                    p.attempts -= 1;
+                    p.excluded.push(i);
+                    tracing::warn!(exit = %exit_name, error = %f.message, "exit failed locally; moving the fetch");
+                    self.observe(i, Some(f.message));
+                    self.requeue_front(p);
+                }
+                Err(f) => {
+                    if let Some(l) = &self.limiter {
+                        l.do_send(Failed {
+                            exit: exit_name.clone(),
+                            host: p.host.clone(),
+                            sent_at: att.sent_at,
+                            latency: att.latency,
+                            kind: f.kind,
+                        });
+                    }
+                    // Refused, reset or timed out may be the site's doing, so they feed
+                    // the limiter, not the exit's health (else one dead site would eject
+                    // every exit); the health URL judges the exit's own path.
+                    let connection_level = matches!(
+                        f.kind,
+                        FailureKind::ConnectRefused | FailureKind::Timeout | FailureKind::Reset
+                    );
+                    if connection_level && self.may_retry(&p, now) {
+                        self.retry_later(p, None, ctx);
+                    } else {
+                        p.fail(f.error, f.message, &self.exits);
+                    }
+                }
+            },
+        }
+        self.check_drained();
+        self.dispatch(ctx);
+    }
+
+    fn observe(&self, exit: usize, error: Option<String>) {
+        if let Some(h) = &self.health {
+            h.do_send(Observed { exit, error });
+        }
+    }
+
+    fn may_retry(&mut self, p: &Pending, now: Instant) -> bool {
+        !self.shutting_down
+            && p.attempts <= self.settings.crawler.max_retries
+            && self.budget.try_withdraw(now.into_std())
+    }
+
+    fn retry_later(&mut self, p: Pending, retry_after: Option<Duration>, ctx: &mut Context<Self>) {
+        let delay = self.backoff.delay(p.attempts, retry_after, &mut self.rng);
+        tracing::debug!(host = %p.host, attempt = p.attempts, delay_ms = delay.as_millis() as u64, "retry scheduled");
+        let id = self.next_id;
+        self.next_id += 1;
+        self.delayed.insert(id, p);
+        ctx.run_later(delay, move |act, ctx| {
+            if let Some(p) = act.delayed.remove(&id) {
+                act.requeue_front(p);
+                act.dispatch(ctx);
+            }
+        });
+    }
+
+    fn requeue_front(&mut self, p: Pending) {
+        let host = p.host.clone();
+        let q = self.queues.entry(host.clone()).or_default();
+        q.push_front(p);
+        if !self.order.contains(&host) {
+            self.order.push_front(host);
+        }
+    }
+
+    fn check_drained(&mut self) {
+        if self.shutting_down && self.in_flight == 0 && self.delayed.is_empty() {
+            for tx in self.drained.drain(..) {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
+impl Actor for SchedulerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(64 * 1024);
+    }
+}
+
+/// Parse a URL into its host, or say why it cannot be fetched.
+fn host_of(url: &str) -> Result<Arc<str>, String> {
+    let uri: awc::http::Uri = url.parse().map_err(|e| format!("not a valid URL ({e})"))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        Some(other) => {
+            return Err(format!(
+                "unsupported scheme {other:?} (expected http or https)"
+            ))
+        }
+        None => return Err("not an absolute URL (expected http:// or https://)".into()),
+    }
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| "URL has no host".to_string())?;
+    Ok(Arc::from(host.to_ascii_lowercase().as_str()))
+}
+
+impl Handler<Fetch> for SchedulerActor {
+    type Result = ResponseFuture<Reply>;
+
+    fn handle(&mut self, fetch: Fetch, ctx: &mut Self::Context) -> Self::Result {
+        let arrived = Instant::now();
+        let invalid = |kind, message: String, url: String| {
+            Err(FetchError {
+                kind,
+                message,
+                url,
+                exit: None,
+                attempts: 0,
+                throttled: 0,
+            })
+        };
+        let host = match host_of(&fetch.url) {
+            Ok(h) => h,
+            Err(m) => {
+                let r = invalid(FetchErrorKind::InvalidUrl, m, fetch.url);
+                return Box::pin(async move { r });
+            }
+        };
+        if self.shutting_down {
+            let r = invalid(
+                FetchErrorKind::Shutdown,
+                "crawler is shutting down".into(),
+                fetch.url,
+            );
+            return Box::pin(async move { r });
+        }
+        let slots = self.queue_slots.clone();
+        let me = ctx.address();
+        let url = fetch.url.clone();
+        Box::pin(async move {
+            let shutdown = || {
+                Err(FetchError {
+                    kind: FetchErrorKind::Shutdown,
+                    message: "crawler is shutting down".into(),
+                    url: url.clone(),
+                    exit: None,
+                    attempts: 0,
+                    throttled: 0,
+                })
+            };
+            // Backpressure: wait for a queue slot before entering the queue.
+            let Ok(slot) = slots.acquire_owned().await else {
+                return shutdown();
+            };
+            let (tx, rx) = oneshot::channel();
+            let msg = Enqueue {
+                fetch,
+                host,
+                slot,
+                reply: tx,
+                arrived,
+            };
+            if me.send(msg).await.is_err() {
+                return shutdown();
+            }
+            rx.await.unwrap_or_else(|_| shutdown())
+        })
+    }
+}
+
+impl Handler<Enqueue> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, m: Enqueue, ctx: &mut Self::Context) {
+        let p = Pending {
+            fetch: m.fetch,
+            host: m.host.clone(),
+            reply: m.reply,
+            slot: Some(m.slot),
+            attempts: 0,
+            throttled: 0,
+            excluded: Vec::new(),
+            arrived: m.arrived,
+            no_exit_since: None,
+            waited: false,
+            last_exit: None,
+        };
+        if self.shutting_down {
+            p.fail(
+                FetchErrorKind::Shutdown,
+                "crawler is shutting down",
+                &self.exits,
+            );
+            return;
+        }
+        let q = self.queues.entry(m.host.clone()).or_default();
+        q.push_back(p);
+        if q.len() == 1 && !self.order.contains(&m.host) {
+            self.order.push_back(m.host);
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<SetInterval> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, m: SetInterval, ctx: &mut Self::Context) {
+        let now = Instant::now().into_std();
+        let key = LimitKey {
+            exit: m.exit,
+            host: m.host,
+        };
+        let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
+        if let Some(state) = self.keys.get_mut(&key) {
+            if let Some(l) = state.limiter.as_mut() {
+                if adaptive {
+                    l.set_rate(1.0 / m.interval.as_secs_f64().max(1e-9), now);
+                }
+                if let Some(p) = m.pause_until {
+                    // The pause reaches every request already queued for this key, and
+                    // the saved-up burst is gone when it ends.
+                    l.drain(p.max(now));
+                }
+            }
+            if let Some(p) = m.pause_until {
+                state.pause_until = Some(state.pause_until.map_or(p, |q| q.max(p)));
+            }
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<HealthChanged> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, m: HealthChanged, ctx: &mut Self::Context) {
+        if let Some(e) = self.exits.get_mut(m.exit) {
+            e.healthy = m.available;
+        }
+        if m.available {
+            // An exit that failed locally for a fetch may work now.
+            for q in self.queues.values_mut() {
+                for p in q.iter_mut() {
+                    p.excluded.retain(|x| *x != m.exit);
+                }
+            }
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<AllExitsDown> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, _m: AllExitsDown, ctx: &mut Self::Context) {
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<GetStats> for SchedulerActor {
+    type Result = ResponseFuture<Vec<ExitStats>>;
+
+    fn handle(&mut self, _m: GetStats, _ctx: &mut Self::Context) -> Self::Result {
+        let views: Vec<_> = self
+            .exits
+            .iter()
+            .map(|e| {
+                let intervals: Vec<(String, Duration)> = self
+                    .keys
+                    .iter()
+                    .filter(|(k, _)| k.exit.as_ref().is_none_or(|x| *x == e.name))
+                    .filter_map(|(k, s)| {
+                        let q = s.limiter.as_ref()?.quota();
+                        let host = k.host.as_deref().unwrap_or("*").to_string();
+                        Some((host, interval_of(q.rps)))
+                    })
+                    .collect();
+                (
+                    e.addr.clone(),
+                    e.name.to_string(),
+                    e.source_ip,
+                    e.enabled,
+                    e.healthy,
+                    e.max_concurrent,
+                    intervals,
+                )
+            })
+            .collect();
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(views.len());
+            for (addr, name, source_ip, enabled, healthy, max, mut intervals) in views {
+                let c = addr.send(GetCounters).await.unwrap_or_default();
+                intervals.sort();
+                out.push(ExitStats {
+                    name,
+                    source_ip,
+                    enabled,
+                    healthy,
+                    active: c.active,
+                    max,
+                    total: c.total,
+                    ok: c.ok,
+                    throttled: c.throttled,
+                    errors: c.errors,
+                    error_rate: if c.total == 0 {
+                        0.0
+                    } else {
+                        c.errors as f64 / c.total as f64
+                    },
+                    consecutive_failures: c.consecutive_failures,
+                    latency_ewma: c.latency_ewma,
+                    last_error: c.last_error,
+                    intervals,
+                });
+            }
+            out
+        })
+    }
+}
+
+impl Handler<Shutdown> for SchedulerActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, m: Shutdown, ctx: &mut Self::Context) -> Self::Result {
+        self.shutting_down = true;
+        self.queue_slots.close();
+        let queued: Vec<Pending> = self
+            .queues
+            .drain()
+            .flat_map(|(_, q)| q)
+            .chain(self.delayed.drain().map(|(_, p)| p))
+            .collect();
+        self.order.clear();
+        for p in queued {
+            p.fail(
+                FetchErrorKind::Shutdown,
+                "crawler shut down before this fetch was sent",
+                &self.exits,
+            );
+        }
+        let (tx, rx) = oneshot::channel();
+        self.drained.push(tx);
+        self.check_drained();
+        // After the grace period, cancel what is still in flight: dropping a pending
+        // fetch replies `Shutdown` to its sender.
+        ctx.run_later(m.grace, |act, ctx| {
+            for (_, h) in act.in_flight_handles.drain() {
+                ctx.cancel_future(h);
+            }
+            act.in_flight = 0;
+            for e in act.exits.iter_mut() {
+                e.active = 0;
+            }
+            act.per_host_active.clear();
+            act.check_drained();
+        });
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}
