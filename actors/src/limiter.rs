@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use actix::clock::Instant;
 use actix::prelude::*;
-use exitcrawl::aimd::{AimdConfig, Controller, Response, Signal};
+use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::interval_of;
@@ -80,41 +80,26 @@ impl LimiterActor {
         let now = Instant::now().into_std();
         let adaptive = self.settings.algorithm == Algorithm::Aimd;
         let fixed_interval = interval_of(self.settings.initial_rps);
-        let cfg = &self.settings;
+        let cfg = aimd_config(&self.settings);
         let ctl = self
             .controllers
             .entry(key.clone())
-            .or_insert_with(|| Controller::new(aimd_config(cfg), now));
-        let mut change = if adaptive {
-            ctl.on_response(&response, now)
-        } else if let Signal::Throttle {
-            retry_after: Some(_),
-        } = response.signal
-        {
-            // A fixed algorithm keeps its rate, but Retry-After is still a floor.
-            ctl.on_response(&response, now)
-                .map(|a| (a.pause_until, fixed_interval))
-                .and_then(|(p, i)| p.map(|p| (p, i)))
-                .map(|(p, i)| exitcrawl::aimd::Adjustment {
-                    rps: 1.0 / i.as_secs_f64(),
-                    interval: i,
-                    pause_until: Some(p),
-                })
-        } else {
-            None
-        };
+            .or_insert_with(|| Controller::new(cfg, now));
+        let mut change = ctl.on_response(&response, now);
         if let Some(pacing) = hints.pacing() {
-            if let Some(a) = ctl.on_hint(&pacing, now) {
-                change = Some(if adaptive {
-                    a
-                } else {
-                    exitcrawl::aimd::Adjustment {
-                        interval: fixed_interval.max(a.interval),
-                        ..a
-                    }
-                });
-            }
+            change = ctl.on_hint(&pacing, now).or(change);
         }
+        // A fixed algorithm keeps its rate; only the pauses (hold, Retry-After, a used-up
+        // announced quota) reach it.
+        let change = if adaptive {
+            change
+        } else {
+            change.and_then(|a| a.pause_until).map(|p| Adjustment {
+                rps: self.settings.initial_rps,
+                interval: fixed_interval,
+                pause_until: Some(p),
+            })
+        };
         if let Some(a) = change {
             let msg = SetInterval {
                 exit: key.exit,
