@@ -297,3 +297,50 @@ async fn every_fetch_gets_exactly_one_reply_under_mixed_failures() {
         }
     }
 }
+
+/// Paused tokio time: nothing here touches a server (both exits fail locally in µs), so
+/// the ejection and the bounded wait run on the runtime's clock, in microseconds of real
+/// time.
+#[actix_rt::test]
+async fn with_every_exit_down_a_fetch_fails_after_a_bounded_wait() {
+    tokio::time::pause();
+    let mut ex = vec![
+        ExitSettings::new("d1", ip("192.0.2.10")),
+        ExitSettings::new("d2", ip("192.0.2.11")),
+    ];
+    for e in &mut ex {
+        e.max_concurrent = 4;
+    }
+    let mut s = settings(ex);
+    s.health.consecutive_failures = 1;
+    s.health.base_ejection_ms = 120_000;
+    s.health.max_ejection_ms = 300_000;
+    let h = Crawler::start(s).expect("start");
+    // First fetch: both exits fail locally; nothing could be sent.
+    let err = h
+        .fetch(Fetch::get("http://127.0.0.1:9/a"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::LocalConnect, "{err}");
+    assert_eq!(err.attempts, 0);
+    // Both are ejected now (one failure each): the next fetch waits for an exit to come
+    // back, at most 30 s, then says so.
+    assert!(
+        eventually(Duration::from_secs(1), || {
+            let h = h.clone();
+            async move { h.stats().await.iter().all(|s| !s.healthy) }
+        })
+        .await
+    );
+    let t0 = tokio::time::Instant::now();
+    let err = h
+        .fetch(Fetch::get("http://127.0.0.1:9/b"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_secs(30) && waited < Duration::from_secs(32),
+        "{waited:?}"
+    );
+}
