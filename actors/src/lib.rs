@@ -27,6 +27,7 @@ pub mod exit;
 pub mod health;
 pub mod limiter;
 pub mod messages;
+pub mod metrics;
 pub mod net;
 pub mod scheduler;
 
