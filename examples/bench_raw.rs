@@ -16,6 +16,10 @@
 //! - **bare**: `build_client(ClientOptions::new(127.0.0.2) with max_concurrent = C)`, and C
 //!   tasks on the main Arbiter each loop on `client.get(url).send()` + reading the body.
 //!
+//! Besides the rate, each run prints the client side's CPU time per request (all threads
+//! of this process except the site's, from `/proc/self/task/*/schedstat`): on a busy
+//! machine the rate swings with other load, the CPU cost per request much less.
+//!
 //! Each path first runs a short warm-up (connections opened, not timed). The site is a
 //! local `TestSite` on 127.0.0.1 with the request log off (its own thread). Loopback only.
 
@@ -81,12 +85,40 @@ struct Run {
     done: usize,
     errors: usize,
     elapsed: Duration,
+    /// CPU time of the client side (every thread of this process but the site's).
+    cpu: Option<Duration>,
 }
 
 impl Run {
     fn rate(&self) -> f64 {
         self.done as f64 / self.elapsed.as_secs_f64()
     }
+
+    /// Client CPU per request, µs.
+    fn cpu_us(&self) -> Option<f64> {
+        self.cpu
+            .map(|c| c.as_secs_f64() * 1e6 / self.done.max(1) as f64)
+    }
+}
+
+/// CPU time consumed so far by this process's threads, not counting the test site's
+/// (`testsite-*`), from `/proc/self/task/*/schedstat` (Linux). On a loaded machine the
+/// wall-clock rate swings with other processes; CPU per request does much less.
+fn client_cpu() -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.starts_with("testsite") {
+            continue;
+        }
+        // Threads may exit between listing and reading: skip those.
+        let Ok(stat) = std::fs::read_to_string(dir.join("schedstat")) else {
+            continue;
+        };
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
 }
 
 /// Run `count` calls of `one` with `concurrency` tasks on the current Arbiter.
@@ -98,6 +130,7 @@ where
 {
     let next = Rc::new(Cell::new(0usize));
     let errors = Rc::new(Cell::new(0usize));
+    let cpu_before = client_cpu();
     let started = Instant::now();
     let tasks: Vec<_> = (0..concurrency.min(count.max(1)))
         .map(|_| {
@@ -121,10 +154,16 @@ where
     for t in tasks {
         let _ = t.await;
     }
+    let elapsed = started.elapsed();
+    let cpu = match (cpu_before, client_cpu()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
     Run {
         done: count,
         errors: errors.get(),
-        elapsed: started.elapsed(),
+        elapsed,
+        cpu,
     }
 }
 
@@ -142,7 +181,8 @@ fn crawler_settings(c: usize, arbiters: Arbiters) -> Settings {
 }
 
 async fn actor_run(handle: &CrawlerHandle, url: &str, count: usize, c: usize) -> Run {
-    let handle = handle.clone();
+    // Share one handle: cloning a CrawlerHandle per fetch would add its own cost.
+    let handle = Rc::new(handle.clone());
     let url: Rc<str> = Rc::from(url);
     drive(count, c, move || {
         let handle = handle.clone();
@@ -173,10 +213,12 @@ async fn bare_run(client: &awc::Client, url: &str, count: usize, c: usize) -> Ru
 
 fn report(label: &str, r: &Run) {
     println!(
-        "{label:<22} {:>8} req in {:>8.3} s = {:>9.0} req/s  ({} errors)",
+        "{label:<22} {:>8} req in {:>8.3} s = {:>9.0} req/s, client CPU {} ({} errors)",
         r.done,
         r.elapsed.as_secs_f64(),
         r.rate(),
+        r.cpu_us()
+            .map_or_else(|| "n/a".to_string(), |us| format!("{us:.1} µs/req")),
         r.errors
     );
 }
@@ -226,10 +268,18 @@ fn main() {
             let actor = actor_run(&handle, &url, count, c).await;
             report(&format!("actor ({})", arbiters.as_str()), &actor);
             println!(
-                "{:<22} ratio actor/bare = {:.3} ({:+.1}% per-request time)",
+                "{:<22} ratio actor/bare = {:.3} ({:+.1}% per-request time){}",
                 "",
                 actor.rate() / bare.rate(),
-                (bare.rate() / actor.rate() - 1.0) * 100.0
+                (bare.rate() / actor.rate() - 1.0) * 100.0,
+                match (actor.cpu_us(), bare.cpu_us()) {
+                    (Some(a), Some(b)) => format!(
+                        "; client CPU actor/bare = {:.2} (+{:.1} µs/req)",
+                        a / b,
+                        a - b
+                    ),
+                    _ => String::new(),
+                }
             );
             handle.shutdown(Duration::from_secs(1)).await;
         }
