@@ -1,0 +1,294 @@
+//! Raw throughput: the crawler's actor path against a bare awc loop, same site, same
+//! source address, same concurrency.
+//!
+//! ```text
+//! cargo run --release --example bench_raw -- --count 200000 --concurrency 64 --arbiters single
+//! ```
+//!
+//! Flags (all optional): `--count N` fetches per path (default 200000), `--concurrency C`
+//! requests in flight (default 64), `--arbiters single|per_exit|both` (default `single`;
+//! which `crawler.arbiters` layouts to measure), `--body B` response body bytes (default 64).
+//!
+//! - **actor**: `Crawler::start` with one exit on 127.0.0.2, `limiter.algorithm = "none"`,
+//!   `crawler.concurrency = C`, the exit's `max_concurrent = C`, `per_host_connections = C`,
+//!   `queue_capacity = 4·C`; C tasks on the main Arbiter each loop on
+//!   `handle.fetch(Fetch::get(url))`.
+//! - **bare**: `build_client(ClientOptions::new(127.0.0.2) with max_concurrent = C)`, and C
+//!   tasks on the main Arbiter each loop on `client.get(url).send()` + reading the body.
+//!
+//! Besides the rate, each run prints the client side's CPU time per request (all threads
+//! of this process except the site's, from `/proc/self/task/*/schedstat`): on a busy
+//! machine the rate swings with other load, the CPU cost per request much less.
+//!
+//! Each path first runs a short warm-up (connections opened, not timed). The site is a
+//! local `TestSite` on 127.0.0.1 with the request log off (its own thread). Loopback only.
+
+use std::cell::Cell;
+use std::net::{IpAddr, Ipv4Addr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use exitcrawl::config::{Algorithm, Arbiters, ExitSettings, Settings};
+use exitcrawl_actors::net::{build_client, ClientOptions, DnsCache};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
+use exitcrawl_testsite::{SiteConfig, TestSite};
+
+const EXIT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+
+struct Args {
+    count: usize,
+    concurrency: usize,
+    arbiters: Vec<Arbiters>,
+    body: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        count: 200_000,
+        concurrency: 64,
+        arbiters: vec![Arbiters::Single],
+        body: 64,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--count" => args.count = number(&flag, &value()?)?,
+            "--concurrency" => args.concurrency = number(&flag, &value()?)?.max(1),
+            "--body" => args.body = number(&flag, &value()?)?,
+            "--arbiters" => {
+                args.arbiters = match value()?.as_str() {
+                    "single" => vec![Arbiters::Single],
+                    "per_exit" => vec![Arbiters::PerExit],
+                    "both" => vec![Arbiters::Single, Arbiters::PerExit],
+                    other => return Err(format!("--arbiters: unknown value {other:?}")),
+                }
+            }
+            "-h" | "--help" => {
+                return Err("usage: bench_raw [--count N] [--concurrency C] \
+                            [--arbiters single|per_exit|both] [--body B]"
+                    .into())
+            }
+            other => return Err(format!("unknown flag {other:?} (try --help)")),
+        }
+    }
+    Ok(args)
+}
+
+fn number(flag: &str, v: &str) -> Result<usize, String> {
+    v.parse()
+        .map_err(|e| format!("{flag}: {v:?} is not a number ({e})"))
+}
+
+/// What one timed run produced.
+struct Run {
+    done: usize,
+    errors: usize,
+    elapsed: Duration,
+    /// CPU time of the client side (every thread of this process but the site's).
+    cpu: Option<Duration>,
+}
+
+impl Run {
+    fn rate(&self) -> f64 {
+        self.done as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Client CPU per request, µs.
+    fn cpu_us(&self) -> Option<f64> {
+        self.cpu
+            .map(|c| c.as_secs_f64() * 1e6 / self.done.max(1) as f64)
+    }
+}
+
+/// CPU time consumed so far by this process's threads, not counting the test site's
+/// (`testsite-*`), from `/proc/self/task/*/schedstat` (Linux). On a loaded machine the
+/// wall-clock rate swings with other processes; CPU per request does much less.
+fn client_cpu() -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.starts_with("testsite") {
+            continue;
+        }
+        // Threads may exit between listing and reading: skip those.
+        let Ok(stat) = std::fs::read_to_string(dir.join("schedstat")) else {
+            continue;
+        };
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
+}
+
+/// Run `count` calls of `one` with `concurrency` tasks on the current Arbiter.
+/// `one` returns whether the request got a 200.
+async fn drive<F, Fut>(count: usize, concurrency: usize, one: F) -> Run
+where
+    F: Fn() -> Fut + Clone + 'static,
+    Fut: std::future::Future<Output = bool> + 'static,
+{
+    let next = Rc::new(Cell::new(0usize));
+    let errors = Rc::new(Cell::new(0usize));
+    let cpu_before = client_cpu();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..concurrency.min(count.max(1)))
+        .map(|_| {
+            let next = next.clone();
+            let errors = errors.clone();
+            let one = one.clone();
+            actix_rt::spawn(async move {
+                loop {
+                    let n = next.get();
+                    if n >= count {
+                        break;
+                    }
+                    next.set(n + 1);
+                    if !one().await {
+                        errors.set(errors.get() + 1);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let elapsed = started.elapsed();
+    let cpu = match (cpu_before, client_cpu()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    Run {
+        done: count,
+        errors: errors.get(),
+        elapsed,
+        cpu,
+    }
+}
+
+fn crawler_settings(c: usize, arbiters: Arbiters) -> Settings {
+    let c32 = u32::try_from(c).unwrap_or(u32::MAX);
+    let mut exit = ExitSettings::new("e2", EXIT_IP);
+    exit.max_concurrent = c32;
+    let mut s = Settings::with_exits(vec![exit]);
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.concurrency = c32;
+    s.crawler.per_host_connections = c32;
+    s.crawler.queue_capacity = c32.saturating_mul(4);
+    s.crawler.arbiters = arbiters;
+    s
+}
+
+async fn actor_run(handle: &CrawlerHandle, url: &str, count: usize, c: usize) -> Run {
+    // Share one handle: cloning a CrawlerHandle per fetch would add its own cost.
+    let handle = Rc::new(handle.clone());
+    let url: Rc<str> = Rc::from(url);
+    drive(count, c, move || {
+        let handle = handle.clone();
+        let url = url.clone();
+        async move { matches!(handle.fetch(Fetch::get(&*url)).await, Ok(r) if r.status == 200) }
+    })
+    .await
+}
+
+async fn bare_run(client: &awc::Client, url: &str, count: usize, c: usize) -> Run {
+    let client = client.clone();
+    let url: Rc<str> = Rc::from(url);
+    drive(count, c, move || {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            match client.get(&*url).send().await {
+                Ok(mut resp) => {
+                    let ok = resp.status().as_u16() == 200;
+                    ok && resp.body().limit(2 * 1024 * 1024).await.is_ok()
+                }
+                Err(_) => false,
+            }
+        }
+    })
+    .await
+}
+
+fn report(label: &str, r: &Run) {
+    println!(
+        "{label:<22} {:>8} req in {:>8.3} s = {:>9.0} req/s, client CPU {} ({} errors)",
+        r.done,
+        r.elapsed.as_secs_f64(),
+        r.rate(),
+        r.cpu_us()
+            .map_or_else(|| "n/a".to_string(), |us| format!("{us:.1} µs/req")),
+        r.errors
+    );
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let site = TestSite::start(SiteConfig {
+        body_size: args.body,
+        log_requests: false,
+        ..SiteConfig::default()
+    });
+    let url = site.url("/bench");
+    let (count, c) = (args.count, args.concurrency);
+    let warmup = (c * 20).min(count.max(1));
+    println!(
+        "bench_raw: {count} fetches, concurrency {c}, body {} B, exit {EXIT_IP} -> {}",
+        args.body,
+        site.addr()
+    );
+
+    let system = actix_rt::System::new();
+    system.block_on(async move {
+        // Bare awc first: the reference.
+        let mut opts = ClientOptions::new(EXIT_IP);
+        opts.max_concurrent = c;
+        let client = build_client(&opts, DnsCache::new(opts.dns_ttl));
+        let _ = bare_run(&client, &url, warmup, c).await;
+        let bare = bare_run(&client, &url, count, c).await;
+        drop(client);
+        report("bare awc", &bare);
+
+        for arbiters in args.arbiters {
+            let handle = match Crawler::start(crawler_settings(c, arbiters)) {
+                Ok(h) => h,
+                Err(e) => {
+                    eprintln!("cannot start the crawler: {e}");
+                    return;
+                }
+            };
+            let _ = actor_run(&handle, &url, warmup, c).await;
+            let actor = actor_run(&handle, &url, count, c).await;
+            report(&format!("actor ({})", arbiters.as_str()), &actor);
+            println!(
+                "{:<22} ratio actor/bare = {:.3} ({:+.1}% per-request time){}",
+                "",
+                actor.rate() / bare.rate(),
+                (bare.rate() / actor.rate() - 1.0) * 100.0,
+                match (actor.cpu_us(), bare.cpu_us()) {
+                    (Some(a), Some(b)) => format!(
+                        "; client CPU actor/bare = {:.2} (+{:.1} µs/req)",
+                        a / b,
+                        a - b
+                    ),
+                    _ => String::new(),
+                }
+            );
+            handle.shutdown(Duration::from_secs(1)).await;
+        }
+    });
+    let seen = site.stats();
+    println!(
+        "site: {} requests, peak in flight {}, {} connection(s) from {EXIT_IP}",
+        seen.requests,
+        seen.peak_in_flight,
+        seen.peer(EXIT_IP).connections
+    );
+}
