@@ -104,6 +104,7 @@ impl Crawler {
                 max_concurrent: e.max_concurrent,
                 active: 0,
                 bucket: e.quota().map(|q| TokenBucket::new(q, now)),
+                failing: false,
             });
         }
         let exit_addrs: Vec<_> = slots.iter().map(|s| s.addr.clone()).collect();

@@ -52,6 +52,9 @@ pub(crate) struct ExitSlot {
     pub max_concurrent: u32,
     pub active: u32,
     pub bucket: Option<TokenBucket>,
+    /// A failure was reported to the health actor and no success since: the next
+    /// success must be reported too (it resets the count, or recovers a probing exit).
+    pub failing: bool,
 }
 
 /// One limiter key's pacing.
@@ -457,7 +460,11 @@ impl SchedulerActor {
                         crate::limiter::wall_now(),
                     );
                     let throttle = self.settings.limiter.is_throttle_status(answer.status);
-                    if let Some(l) = &self.limiter {
+                    // Fixed algorithms only need what can pause them: throttles and
+                    // the site's rate-limit headers.
+                    let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
+                    let tell_limiter = throttle || adaptive || !hints.is_empty();
+                    if let Some(l) = self.limiter.as_ref().filter(|_| tell_limiter) {
                         if throttle {
                             l.do_send(Throttled {
                                 exit: exit_name.clone(),
@@ -537,7 +544,15 @@ impl SchedulerActor {
         self.dispatch(ctx);
     }
 
-    fn observe(&self, exit: usize, error: Option<String>) {
+    /// Passive health. Successes of an exit in good standing change nothing, so only
+    /// failures and the first success after them are reported (one message less per
+    /// fetch on the hot path).
+    fn observe(&mut self, exit: usize, error: Option<String>) {
+        let slot = &mut self.exits[exit];
+        if error.is_none() && !slot.failing {
+            return;
+        }
+        slot.failing = error.is_some();
         if let Some(h) = &self.health {
             h.do_send(Observed { exit, error });
         }
@@ -638,25 +653,39 @@ impl Handler<Fetch> for SchedulerActor {
             );
             return Box::pin(async move { r });
         }
+        let url = fetch.url.clone();
+        let shutdown = move || {
+            Err(FetchError {
+                kind: FetchErrorKind::Shutdown,
+                message: "crawler is shutting down".into(),
+                url: url.clone(),
+                exit: None,
+                attempts: 0,
+                throttled: 0,
+            })
+        };
+        let (tx, rx) = oneshot::channel();
+        // The common case: a queue slot is free, so the fetch joins the queue right here.
+        if let Ok(slot) = self.queue_slots.clone().try_acquire_owned() {
+            self.enqueue(
+                Enqueue {
+                    fetch,
+                    host,
+                    slot,
+                    reply: tx,
+                    arrived,
+                },
+                ctx,
+            );
+            return Box::pin(async move { rx.await.unwrap_or_else(|_| shutdown()) });
+        }
+        // Backpressure: the queue is full; wait for a slot, then enter through the mailbox.
         let slots = self.queue_slots.clone();
         let me = ctx.address();
-        let url = fetch.url.clone();
         Box::pin(async move {
-            let shutdown = || {
-                Err(FetchError {
-                    kind: FetchErrorKind::Shutdown,
-                    message: "crawler is shutting down".into(),
-                    url: url.clone(),
-                    exit: None,
-                    attempts: 0,
-                    throttled: 0,
-                })
-            };
-            // Backpressure: wait for a queue slot before entering the queue.
             let Ok(slot) = slots.acquire_owned().await else {
                 return shutdown();
             };
-            let (tx, rx) = oneshot::channel();
             let msg = Enqueue {
                 fetch,
                 host,
@@ -676,6 +705,12 @@ impl Handler<Enqueue> for SchedulerActor {
     type Result = ();
 
     fn handle(&mut self, m: Enqueue, ctx: &mut Self::Context) {
+        self.enqueue(m, ctx);
+    }
+}
+
+impl SchedulerActor {
+    fn enqueue(&mut self, m: Enqueue, ctx: &mut Context<Self>) {
         let p = Pending {
             fetch: m.fetch,
             host: m.host.clone(),
