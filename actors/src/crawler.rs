@@ -13,6 +13,7 @@ use crate::exit::{ExitActor, ExitOptions};
 use crate::health::{HealthActor, HealthOptions};
 use crate::limiter::LimiterActor;
 use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Shutdown};
+use crate::metrics::{self, LagActor, Metrics};
 use crate::net::{ClientOptions, DnsCache};
 use crate::scheduler::{ExitSlot, SchedulerActor};
 
@@ -23,6 +24,8 @@ pub enum StartError {
     Config(ConfigError),
     /// `start` was called outside a running actix System.
     NoSystem,
+    /// The metrics endpoint could not listen on `[metrics] listen`.
+    Metrics(std::net::SocketAddr, std::io::Error),
 }
 
 impl fmt::Display for StartError {
@@ -35,6 +38,9 @@ impl fmt::Display for StartError {
                     "Crawler::start must be called inside a running actix System"
                 )
             }
+            StartError::Metrics(addr, e) => {
+                write!(f, "metrics.listen: cannot listen on {addr}: {e}")
+            }
         }
     }
 }
@@ -44,6 +50,7 @@ impl std::error::Error for StartError {
         match self {
             StartError::Config(e) => Some(e),
             StartError::NoSystem => None,
+            StartError::Metrics(_, e) => Some(e),
         }
     }
 }
@@ -59,6 +66,14 @@ impl Crawler {
             return Err(StartError::NoSystem);
         }
         let settings = Arc::new(settings);
+        let metrics = Metrics::new(settings.metrics.host_labels as usize);
+        let metrics_addr = match settings.metrics.listen {
+            Some(addr) => Some(
+                metrics::serve(addr, Arc::clone(&metrics))
+                    .map_err(|e| StartError::Metrics(addr, e))?,
+            ),
+            None => None,
+        };
         let c = &settings.crawler;
         let dns = DnsCache::new(c.dns_ttl());
         let mut arbiters = Vec::new();
@@ -94,6 +109,7 @@ impl Crawler {
                 }
             };
             let now = std::time::Instant::now();
+            metrics.register_exit(&e.name, e.source_ip, e.max_concurrent, e.enabled);
             slots.push(ExitSlot {
                 name: Arc::from(e.name.as_str()),
                 source_ip: e.source_ip,
@@ -109,6 +125,7 @@ impl Crawler {
         }
         let exit_addrs: Vec<_> = slots.iter().map(|s| s.addr.clone()).collect();
         let names: Vec<_> = slots.iter().map(|s| s.name.to_string()).collect();
+        let ips: Vec<_> = slots.iter().map(|s| s.source_ip).collect();
         let h = &settings.health;
         let health_opts = HealthOptions {
             url: h.url.clone(),
@@ -123,6 +140,13 @@ impl Crawler {
         };
         let limiter_settings = settings.limiter.clone();
         let sched_settings = settings.clone();
+        let sched_metrics = Arc::clone(&metrics);
+        let health_metrics = Arc::clone(&metrics);
+        metrics.exits_available_ratio.set(
+            settings.exits.iter().filter(|e| e.enabled).count() as f64
+                / settings.exits.len().max(1) as f64,
+        );
+        let lag = LagActor::new(Arc::clone(&metrics), Duration::from_millis(250)).start();
         let mut limiter_addr = None;
         let mut health_addr = None;
         let scheduler = SchedulerActor::create(|ctx| {
@@ -132,11 +156,13 @@ impl Crawler {
                 health_opts,
                 exit_addrs.clone(),
                 names,
+                ips,
                 me.clone().recipient(),
                 me.recipient(),
+                health_metrics,
             )
             .start();
-            let mut s = SchedulerActor::new(sched_settings, slots);
+            let mut s = SchedulerActor::new(sched_settings, slots, sched_metrics);
             s.connect(limiter.clone(), health.clone());
             limiter_addr = Some(limiter);
             health_addr = Some(health);
@@ -148,7 +174,10 @@ impl Crawler {
             _limiter: limiter_addr,
             _health: health_addr,
             _arbiters: Arc::new(arbiters),
+            _lag: lag,
             settings,
+            metrics,
+            metrics_addr,
         })
     }
 }
@@ -161,7 +190,10 @@ pub struct CrawlerHandle {
     _limiter: Option<Addr<LimiterActor>>,
     _health: Option<Addr<HealthActor>>,
     _arbiters: Arc<Vec<Arbiter>>,
+    _lag: Addr<LagActor>,
     settings: Arc<Settings>,
+    metrics: Arc<Metrics>,
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl CrawlerHandle {
@@ -173,6 +205,16 @@ impl CrawlerHandle {
     /// The exits' addresses, in configuration order.
     pub fn exits(&self) -> &[Addr<ExitActor>] {
         &self.exits
+    }
+
+    /// The metrics registry (what `/metrics` serves).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Where the metrics endpoint listens, if `[metrics] listen` is set.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_addr
     }
 
     /// The settings the crawler runs with.

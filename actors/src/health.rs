@@ -14,6 +14,7 @@ use exitcrawl::rng::SplitMix64;
 
 use crate::exit::ExitActor;
 use crate::messages::{AllExitsDown, HealthChanged, Observed, Ping};
+use crate::metrics::{ExitLabels, Metrics};
 
 /// Health checking settings.
 #[derive(Debug, Clone)]
@@ -38,6 +39,8 @@ pub struct HealthActor {
     all_down: Recipient<AllExitsDown>,
     was_all_down: bool,
     rng: SplitMix64,
+    metrics: std::sync::Arc<Metrics>,
+    labels: Vec<ExitLabels>,
 }
 
 impl HealthActor {
@@ -46,10 +49,17 @@ impl HealthActor {
         opts: HealthOptions,
         exits: Vec<Addr<ExitActor>>,
         names: Vec<String>,
+        ips: Vec<std::net::IpAddr>,
         subscriber: Recipient<HealthChanged>,
         all_down: Recipient<AllExitsDown>,
+        metrics: std::sync::Arc<Metrics>,
     ) -> Self {
         let health = exits.iter().map(|_| ExitHealth::new(opts.policy)).collect();
+        let labels = names
+            .iter()
+            .zip(&ips)
+            .map(|(n, ip)| Metrics::exit(n, *ip))
+            .collect();
         Self {
             opts,
             exits,
@@ -59,12 +69,28 @@ impl HealthActor {
             all_down,
             was_all_down: false,
             rng: SplitMix64::new(0x4ea1),
+            metrics,
+            labels,
         }
     }
 
     fn apply(&mut self, exit: usize, t: Option<Transition>) {
+        self.metrics
+            .consecutive_failures
+            .get_or_create(&self.labels[exit])
+            .set(i64::from(self.health[exit].consecutive_failures()));
         let Some(t) = t else { return };
         let available = self.health[exit].is_available();
+        self.metrics
+            .exit_healthy
+            .get_or_create(&self.labels[exit])
+            .set(i64::from(available));
+        if let Transition::Ejected { .. } = t {
+            self.metrics
+                .ejections
+                .get_or_create(&self.labels[exit])
+                .inc();
+        }
         let error = self.health[exit].last_error().map(str::to_owned);
         match t {
             Transition::Ejected { until } => tracing::warn!(

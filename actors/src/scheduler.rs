@@ -37,6 +37,7 @@ use crate::messages::{
     GetCounters, GetStats, HealthChanged, Observed, SendRequest, SetInterval, Shutdown, Succeeded,
     Throttled,
 };
+use crate::metrics::{status_class, ExitLabels, Metrics, OutcomeLabels, RateLabels};
 use crate::net::FailureKind;
 
 type Reply = Result<FetchResponse, FetchError>;
@@ -148,10 +149,22 @@ pub struct SchedulerActor {
     wake: Option<(SpawnHandle, std::time::Instant)>,
     shutting_down: bool,
     drained: Vec<oneshot::Sender<()>>,
+    metrics: Arc<Metrics>,
+    labels: Vec<ExitLabels>,
+    /// Fetches waiting in the queues (not in flight, not waiting for a retry).
+    queued: i64,
 }
 
 impl SchedulerActor {
-    pub(crate) fn new(settings: Arc<Settings>, exits: Vec<ExitSlot>) -> Self {
+    pub(crate) fn new(
+        settings: Arc<Settings>,
+        exits: Vec<ExitSlot>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let labels = exits
+            .iter()
+            .map(|e| Metrics::exit(&e.name, e.source_ip))
+            .collect();
         let c = &settings.crawler;
         let queue_slots = Arc::new(Semaphore::new(c.queue_capacity as usize));
         let budget = RetryBudget::new(c.retry_budget, 1.0, Duration::from_secs(10));
@@ -179,6 +192,9 @@ impl SchedulerActor {
             wake: None,
             shutting_down: false,
             drained: Vec::new(),
+            metrics,
+            labels,
+            queued: 0,
             settings,
         }
     }
@@ -324,6 +340,7 @@ impl SchedulerActor {
                 let Some(mut p) = self.queues.get_mut(host).and_then(|q| q.pop_front()) else {
                     return Step::Empty;
                 };
+                self.set_queued(-1);
                 let more = self.queues.get(host).is_some_and(|q| !q.is_empty());
                 p.waited |= more;
                 self.send(i, p, ctx);
@@ -392,6 +409,7 @@ impl SchedulerActor {
         };
         if let Some(p) = q.pop_front() {
             p.fail(kind, message, &self.exits);
+            self.set_queued(-1);
         }
         Step::Sent
     }
@@ -405,6 +423,10 @@ impl SchedulerActor {
         }
         p.last_exit = Some(i);
         self.exits[i].active += 1;
+        self.metrics
+            .exit_active
+            .get_or_create(&self.labels[i])
+            .inc();
         self.in_flight += 1;
         *self.per_host_active.entry((i, p.host.clone())).or_insert(0) += 1;
         let req = SendRequest {
@@ -423,7 +445,29 @@ impl SchedulerActor {
         self.in_flight_handles.insert(id, h);
     }
 
+    fn set_queued(&mut self, delta: i64) {
+        self.queued += delta;
+        self.metrics.queue_depth.set(self.queued);
+    }
+
+    fn count(&self, i: usize, outcome: &'static str, class: &'static str) {
+        let l = &self.labels[i];
+        self.metrics
+            .requests
+            .get_or_create(&OutcomeLabels {
+                exit: l.exit.clone(),
+                source_ip: l.source_ip.clone(),
+                outcome,
+                class,
+            })
+            .inc();
+    }
+
     fn release(&mut self, i: usize, host: &Arc<str>) {
+        self.metrics
+            .exit_active
+            .get_or_create(&self.labels[i])
+            .dec();
         self.exits[i].active = self.exits[i].active.saturating_sub(1);
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(n) = self.per_host_active.get_mut(&(i, host.clone())) {
@@ -455,6 +499,10 @@ impl SchedulerActor {
             Ok(att) => match att.result {
                 Ok(answer) => {
                     self.observe(i, None);
+                    self.metrics
+                        .request_duration
+                        .get_or_create(&self.labels[i])
+                        .observe(att.latency.as_secs_f64());
                     let hints = ServerHints::from_headers(
                         answer.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                         crate::limiter::wall_now(),
@@ -486,6 +534,8 @@ impl SchedulerActor {
                             });
                         }
                     }
+                    let outcome = if throttle { "throttled" } else { "ok" };
+                    self.count(i, outcome, status_class(answer.status));
                     if throttle {
                         p.throttled += 1;
                         tracing::debug!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, "throttled");
@@ -516,6 +566,7 @@ impl SchedulerActor {
                     self.requeue_front(p);
                 }
                 Err(f) => {
+                    self.count(i, "error", "none");
                     if let Some(l) = &self.limiter {
                         l.do_send(Failed {
                             exit: exit_name.clone(),
@@ -559,9 +610,16 @@ impl SchedulerActor {
     }
 
     fn may_retry(&mut self, p: &Pending, now: Instant) -> bool {
-        !self.shutting_down
-            && p.attempts <= self.settings.crawler.max_retries
-            && self.budget.try_withdraw(now.into_std())
+        if self.shutting_down || p.attempts > self.settings.crawler.max_retries {
+            return false;
+        }
+        if self.budget.try_withdraw(now.into_std()) {
+            self.metrics.retries.inc();
+            return true;
+        }
+        self.metrics.retry_budget_refusals.inc();
+        tracing::warn!(host = %p.host, attempt = p.attempts, "retry refused by the retry budget");
+        false
     }
 
     fn retry_later(&mut self, p: Pending, retry_after: Option<Duration>, ctx: &mut Context<Self>) {
@@ -582,6 +640,7 @@ impl SchedulerActor {
         let host = p.host.clone();
         let q = self.queues.entry(host.clone()).or_default();
         q.push_front(p);
+        self.set_queued(1);
         if !self.order.contains(&host) {
             self.order.push_front(host);
         }
@@ -628,6 +687,25 @@ impl Handler<Fetch> for SchedulerActor {
 
     fn handle(&mut self, fetch: Fetch, ctx: &mut Self::Context) -> Self::Result {
         let arrived = Instant::now();
+        self.metrics.urls_total.inc();
+        let metrics = Arc::clone(&self.metrics);
+        let fut = self.admit(fetch, arrived, ctx);
+        Box::pin(async move {
+            let reply = fut.await;
+            metrics.urls_done.inc();
+            reply
+        })
+    }
+}
+
+impl SchedulerActor {
+    /// Validate a fetch and queue it; the future is its one reply.
+    fn admit(
+        &mut self,
+        fetch: Fetch,
+        arrived: Instant,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<Reply> {
         let invalid = |kind, message: String, url: String| {
             Err(FetchError {
                 kind,
@@ -734,7 +812,9 @@ impl SchedulerActor {
         }
         let q = self.queues.entry(m.host.clone()).or_default();
         q.push_back(p);
-        if q.len() == 1 && !self.order.contains(&m.host) {
+        let first = q.len() == 1;
+        self.set_queued(1);
+        if first && !self.order.contains(&m.host) {
             self.order.push_back(m.host);
         }
         self.dispatch(ctx);
@@ -746,6 +826,17 @@ impl Handler<SetInterval> for SchedulerActor {
 
     fn handle(&mut self, m: SetInterval, ctx: &mut Self::Context) {
         let now = Instant::now().into_std();
+        let rate = RateLabels {
+            exit: m.exit.as_deref().unwrap_or("*").to_owned(),
+            host: m
+                .host
+                .as_deref()
+                .map_or_else(|| "all".to_owned(), |h| self.metrics.host_label(h)),
+        };
+        self.metrics
+            .limiter_rate
+            .get_or_create(&rate)
+            .set(1.0 / m.interval.as_secs_f64().max(1e-9));
         let key = LimitKey {
             exit: m.exit,
             host: m.host,
@@ -777,6 +868,10 @@ impl Handler<HealthChanged> for SchedulerActor {
         if let Some(e) = self.exits.get_mut(m.exit) {
             e.healthy = m.available;
         }
+        let available = self.exits.iter().filter(|e| e.enabled && e.healthy).count();
+        self.metrics
+            .exits_available_ratio
+            .set(available as f64 / self.exits.len().max(1) as f64);
         if m.available {
             // An exit that failed locally for a fetch may work now.
             for q in self.queues.values_mut() {
@@ -871,6 +966,8 @@ impl Handler<Shutdown> for SchedulerActor {
             .chain(self.delayed.drain().map(|(_, p)| p))
             .collect();
         self.order.clear();
+        self.queued = 0;
+        self.metrics.queue_depth.set(0);
         for p in queued {
             p.fail(
                 FetchErrorKind::Shutdown,

@@ -474,8 +474,14 @@ impl HealthSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsSettings {
     /// Socket address to serve metrics on, e.g. `"127.0.0.1:9090"`. Default absent:
-    /// no metrics endpoint.
+    /// no metrics endpoint. Bind a non-loopback address only on purpose: the endpoint
+    /// has no authentication.
     pub listen: Option<SocketAddr>,
+    /// How many distinct hosts may appear as a `host` label; the rest fold into `other`.
+    /// Default 0: no host labels at all (a crawl of 100k domains must not explode the
+    /// metrics' cardinality). 0..=10000.
+    #[serde(deserialize_with = "strict::int")]
+    pub host_labels: u32,
 }
 
 /// One `[[exits]]` entry: an egress source address the crawler binds to.

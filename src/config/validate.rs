@@ -30,6 +30,12 @@ impl Settings {
         validate_crawler(&self.crawler)?;
         validate_limiter(&self.limiter)?;
         validate_health(&self.health)?;
+        uint(
+            "metrics.host_labels",
+            self.metrics.host_labels.into(),
+            0,
+            10_000,
+        )?;
         validate_exits(&self.exits)
     }
 }
