@@ -145,7 +145,11 @@ impl Frontier {
         let mut c = self.blocking.conn();
         let reply: Option<StreamReadReply> = self
             .blocking
-            .run("xreadgroup", block, async move { cmd.query_async(&mut c).await })
+            .run(
+                "xreadgroup",
+                block,
+                async move { cmd.query_async(&mut c).await },
+            )
             .await?;
         Ok(reply
             .into_iter()
@@ -163,7 +167,9 @@ impl Frontier {
         let mut c = self.redis.conn();
         let n: u64 = self
             .redis
-            .run("xack", Duration::ZERO, async move { cmd.query_async(&mut c).await })
+            .run("xack", Duration::ZERO, async move {
+                cmd.query_async(&mut c).await
+            })
             .await?;
         Ok(n == 1)
     }
@@ -213,7 +219,9 @@ impl Frontier {
         let mut c = self.redis.conn();
         let n: u64 = self
             .redis
-            .run("sadd", Duration::ZERO, async move { cmd.query_async(&mut c).await })
+            .run("sadd", Duration::ZERO, async move {
+                cmd.query_async(&mut c).await
+            })
             .await?;
         Ok(n == 1)
     }

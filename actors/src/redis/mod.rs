@@ -403,8 +403,10 @@ impl Redis {
     where
         F: Future<Output = ::redis::RedisResult<T>>,
     {
-        self.run_typed(op, extra, async move { fut.await.map_err(RedisError::from_redis) })
-            .await
+        self.run_typed(op, extra, async move {
+            fut.await.map_err(RedisError::from_redis)
+        })
+        .await
     }
 
     /// Like `run`, for futures that already produce a [`RedisError`].

@@ -215,7 +215,9 @@ impl SharedRates {
             Some((rps, p.parse::<u64>().ok()?))
         });
         let Some((rps, pause_until_ms)) = parsed else {
-            return Err(RedisError::Reply(format!("bad rate value {value:?} at {k}")));
+            return Err(RedisError::Reply(format!(
+                "bad rate value {value:?} at {k}"
+            )));
         };
         Ok(Some(RateUpdate {
             key: key.to_string(),
