@@ -19,6 +19,8 @@
 //! - [`net`]: how one exit talks to the network — an awc client whose every TCP connection
 //!   leaves from the exit's own source IP, a shared DNS cache, and the classification of
 //!   connection failures (exit's fault or site's fault).
+//! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on
+//!   Redis, with bounded timeouts and an outage counter (not yet wired into the actors).
 
 #![warn(missing_docs)]
 
@@ -29,6 +31,7 @@ pub mod limiter;
 pub mod messages;
 pub mod metrics;
 pub mod net;
+pub mod redis;
 pub mod scheduler;
 
 pub use crawler::{Crawler, CrawlerHandle, StartError};

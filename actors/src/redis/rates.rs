@@ -1,0 +1,328 @@
+//! `SharedRates`: the adaptive controller's rate per key, shared through Redis.
+//!
+//! A throttle seen by one process must lower the rate of all of them. Each rate change is
+//! stored (`exitcrawl:rate:{key}`, with expiry, for processes that start later or missed
+//! messages) and published on `exitcrawl:intervals` in the same atomic script. Last writer
+//! wins; how a process merges a received rate with its own controller is the LimiterActor's
+//! business.
+//!
+//! Message format (one line, fields separated by single spaces, the key last so it may
+//! contain spaces): `{origin} {rps} {pause_until_ms} {server_now_ms} {key}`. Times are the
+//! Redis server's clock in ms since the Unix epoch; `pause_until_ms = 0` means no pause.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::LazyLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use super::{eval_script, key, Redis, RedisError};
+
+/// The pub/sub channel of rate changes.
+pub const CHANNEL: &str = "exitcrawl:intervals";
+
+/// Store and publish. KEYS[1] rate key; ARGV: rps (string, stored as given), pause in ms
+/// (0 = none), ttl ms, origin, limiter key. Returns `{pause_until_ms, now_ms}`.
+const SET_SCRIPT: &str = r#"
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local pause = tonumber(ARGV[2])
+local until_ms = 0
+if pause > 0 then until_ms = now + pause end
+local u = string.format('%.0f', until_ms)
+local n = string.format('%.0f', now)
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. u, 'PX', ARGV[3])
+redis.call('PUBLISH', ARGV[6], ARGV[4] .. ' ' .. ARGV[1] .. ' ' .. u .. ' ' .. n .. ' ' .. ARGV[5])
+return {until_ms, now}
+"#;
+
+/// Read with the server time. Returns `{value or false, now_ms}`.
+const GET_SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {redis.call('GET', KEYS[1]), now}
+"#;
+
+static SET: LazyLock<::redis::Script> = LazyLock::new(|| ::redis::Script::new(SET_SCRIPT));
+static GET: LazyLock<::redis::Script> = LazyLock::new(|| ::redis::Script::new(GET_SCRIPT));
+
+/// One key's shared rate, as stored or as broadcast.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateUpdate {
+    /// The limiter key.
+    pub key: String,
+    /// Requests per second.
+    pub rps: f64,
+    /// End of a pause, server clock, ms since the epoch; 0 = no pause.
+    pub pause_until_ms: u64,
+    /// The server clock when this was written (or read), ms since the epoch.
+    pub server_now_ms: u64,
+    /// Who wrote it ([`SharedRates::origin`]); empty when read back from the stored key.
+    pub origin: String,
+}
+
+impl RateUpdate {
+    /// The pause left at `server_now_ms`, if any. Subtracting two server times keeps
+    /// local clock skew out of it.
+    pub fn pause_remaining(&self) -> Option<Duration> {
+        (self.pause_until_ms > self.server_now_ms)
+            .then(|| Duration::from_millis(self.pause_until_ms - self.server_now_ms))
+    }
+
+    fn parse_message(payload: &str) -> Option<Self> {
+        let mut it = payload.splitn(5, ' ');
+        let origin = it.next()?.to_string();
+        let rps: f64 = it.next()?.parse().ok()?;
+        let pause_until_ms = it.next()?.parse().ok()?;
+        let server_now_ms = it.next()?.parse().ok()?;
+        let key = it.next()?.to_string();
+        (rps.is_finite() && rps > 0.0).then_some(Self {
+            key,
+            rps,
+            pause_until_ms,
+            server_now_ms,
+            origin,
+        })
+    }
+}
+
+/// What a [`RateSubscription`] yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RateMessage {
+    /// Another process changed a key's rate.
+    Update(RateUpdate),
+    /// The subscription was lost and is back: messages in between are lost, so re-read the
+    /// keys in use with [`SharedRates::get`].
+    Resubscribed,
+}
+
+/// Rate changes from other processes. Dropping it ends the background task.
+#[derive(Debug)]
+pub struct RateSubscription {
+    rx: mpsc::Receiver<RateMessage>,
+}
+
+impl RateSubscription {
+    /// The next message; `None` once the task has ended (only after the handle that
+    /// created it is gone or a bad URL, never because of an outage).
+    pub async fn recv(&mut self) -> Option<RateMessage> {
+        self.rx.recv().await
+    }
+
+    /// A message if one is waiting.
+    pub fn try_recv(&mut self) -> Option<RateMessage> {
+        self.rx.try_recv().ok()
+    }
+}
+
+/// Shared per-key rates.
+#[derive(Debug, Clone)]
+pub struct SharedRates {
+    redis: Redis,
+    origin: String,
+    ttl: Duration,
+}
+
+impl SharedRates {
+    /// Rates on `redis`, stored for 10 minutes after each change. Each instance gets its own
+    /// origin id (process id + a counter + the time), so its own messages are not echoed.
+    pub fn new(redis: Redis) -> Self {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let origin = format!(
+            "{}-{}-{:x}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            nanos
+        );
+        Self {
+            redis,
+            origin,
+            ttl: Duration::from_secs(600),
+        }
+    }
+
+    /// The same, keeping stored rates for `ttl` (at least 1 ms) after each change.
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl.max(Duration::from_millis(1));
+        self
+    }
+
+    /// This instance's origin id, as carried in its messages.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The Redis key of limiter key `key`: `exitcrawl:rate:{key}`.
+    pub fn redis_key(key: &str) -> String {
+        key_of(key)
+    }
+
+    /// Stores `rps` for `key` and publishes it, atomically. `pause` is relative: the
+    /// server turns it into `pause_until_ms` on its own clock, so processes with skewed
+    /// clocks agree on when it ends. Returns what was published.
+    pub async fn set(
+        &self,
+        key: &str,
+        rps: f64,
+        pause: Option<Duration>,
+    ) -> Result<RateUpdate, RedisError> {
+        if !(rps.is_finite() && rps > 0.0) {
+            return Err(RedisError::InvalidArgument(format!(
+                "rate must be a positive number, got {rps}"
+            )));
+        }
+        let k = key_of(key);
+        let pause_ms = pause.map_or(0, |p| p.as_millis().max(1) as u64);
+        let (pause_until_ms, server_now_ms): (u64, u64) = eval_script(
+            &self.redis,
+            &SET,
+            &[&k],
+            &[
+                format!("{rps}"),
+                pause_ms.to_string(),
+                self.ttl.as_millis().to_string(),
+                self.origin.clone(),
+                key.to_string(),
+                CHANNEL.to_string(),
+            ],
+        )
+        .await?;
+        Ok(RateUpdate {
+            key: key.to_string(),
+            rps,
+            pause_until_ms,
+            server_now_ms,
+            origin: self.origin.clone(),
+        })
+    }
+
+    /// The stored rate of `key`, if one was set within the ttl.
+    pub async fn get(&self, key: &str) -> Result<Option<RateUpdate>, RedisError> {
+        let k = key_of(key);
+        let (value, server_now_ms): (Option<String>, u64) =
+            eval_script(&self.redis, &GET, &[&k], &[]).await?;
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let parsed = value.split_once(' ').and_then(|(r, p)| {
+            let rps: f64 = r.parse().ok()?;
+            Some((rps, p.parse::<u64>().ok()?))
+        });
+        let Some((rps, pause_until_ms)) = parsed else {
+            return Err(RedisError::Reply(format!(
+                "bad rate value {value:?} at {k}"
+            )));
+        };
+        Ok(Some(RateUpdate {
+            key: key.to_string(),
+            rps,
+            pause_until_ms,
+            server_now_ms,
+            origin: String::new(),
+        }))
+    }
+
+    /// Subscribes to `exitcrawl:intervals`. Returns once the subscription is confirmed
+    /// (so a `set` made after this returns is seen), or the error when Redis is not
+    /// reachable now.
+    ///
+    /// A background task (on the current tokio runtime) forwards other origins' updates;
+    /// when the connection drops it reconnects with [`Backoff`](super::Backoff) and sends
+    /// [`RateMessage::Resubscribed`]. It ends when the subscription is dropped.
+    pub async fn subscribe(&self) -> Result<RateSubscription, RedisError> {
+        let pubsub = self.connect_pubsub().await?;
+        let (tx, rx) = mpsc::channel(1024);
+        let this = self.clone();
+        tokio::spawn(async move { this.forward(pubsub, tx).await });
+        Ok(RateSubscription { rx })
+    }
+
+    async fn connect_pubsub(&self) -> Result<::redis::aio::PubSub, RedisError> {
+        let client = self.redis.client().clone();
+        self.redis
+            .run("subscribe", Duration::ZERO, async move {
+                let mut p = client.get_async_pubsub().await?;
+                p.subscribe(CHANNEL).await?;
+                Ok(p)
+            })
+            .await
+    }
+
+    /// Runs until `tx`'s receiver is dropped: every iteration either forwards messages
+    /// until the connection ends, or waits one backoff delay (or the receiver closing).
+    async fn forward(self, first: ::redis::aio::PubSub, tx: mpsc::Sender<RateMessage>) {
+        let mut pubsub = Some(first);
+        let mut backoff = self.redis.options().backoff.clone();
+        while !tx.is_closed() {
+            let Some(mut p) = pubsub.take() else {
+                let sleep = std::pin::pin!(tokio::time::sleep(backoff.next_delay()));
+                if let Either::Right(_) = select(sleep, std::pin::pin!(tx.closed())).await {
+                    return;
+                }
+                match self.connect_pubsub().await {
+                    Ok(p) => {
+                        backoff.reset();
+                        tracing::info!("rate subscription restored");
+                        if tx.send(RateMessage::Resubscribed).await.is_err() {
+                            return;
+                        }
+                        pubsub = Some(p);
+                    }
+                    Err(e) => tracing::debug!(error = %e, "rate subscription: reconnect failed"),
+                }
+                continue;
+            };
+            let mut stream = p.on_message();
+            loop {
+                let msg = match select(stream.next(), std::pin::pin!(tx.closed())).await {
+                    Either::Left((m, _)) => m,
+                    Either::Right(_) => return,
+                };
+                let Some(msg) = msg else {
+                    tracing::warn!("rate subscription lost; reconnecting");
+                    break;
+                };
+                let Ok(payload) = msg.get_payload::<String>() else {
+                    continue;
+                };
+                match RateUpdate::parse_message(&payload) {
+                    Some(u) if u.origin == self.origin => {}
+                    Some(u) => {
+                        if tx.send(RateMessage::Update(u)).await.is_err() {
+                            return;
+                        }
+                    }
+                    None => tracing::debug!(payload, "ignoring malformed rate message"),
+                }
+            }
+        }
+    }
+}
+
+fn key_of(name: &str) -> String {
+    key("rate", name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_round_trip_with_spaces_in_key() {
+        let u = RateUpdate::parse_message("o-1 12.5 1700000000500 1700000000000 exit a|host b")
+            .unwrap();
+        assert_eq!(u.origin, "o-1");
+        assert_eq!(u.rps, 12.5);
+        assert_eq!(u.key, "exit a|host b");
+        assert_eq!(u.pause_remaining(), Some(Duration::from_millis(500)));
+        assert!(RateUpdate::parse_message("o 0 0 0 k").is_none());
+        assert!(RateUpdate::parse_message("o x 0 0 k").is_none());
+        assert!(RateUpdate::parse_message("o 1 0 0").is_none());
+    }
+}

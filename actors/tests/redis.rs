@@ -1,0 +1,483 @@
+//! Distributed mode against a real `redis-server`: each test starts its own server on a
+//! free loopback port (no persistence) and kills it on drop.
+//!
+//! Without `redis-server` on PATH these tests fail (never skip): CI installs it in
+//! `.ci/run`; locally, `apt-get install -y redis-server`.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use exitcrawl::Decision;
+use exitcrawl_actors::redis::{
+    Frontier, RateMessage, Redis, RedisError, RedisGcra, RedisOptions, SharedRates,
+};
+
+/// A `redis-server` child on 127.0.0.1:`port`, killed on drop.
+struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    fn start() -> Self {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        let mut s = Self { port, child: None };
+        s.restart();
+        s
+    }
+
+    /// (Re)starts the server on the same port and waits (≤ 5 s) until it answers PING.
+    fn restart(&mut self) {
+        assert!(self.child.is_none(), "server already running");
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if std::env::var_os("CI").is_some() {
+                    panic!(
+                        "CI: redis-server is not on PATH; .ci/run must install it \
+                         (apt-get install -y redis-server)"
+                    );
+                }
+                panic!("install redis-server (apt-get install -y redis-server)");
+            }
+            Err(e) => panic!("starting redis-server: {e}"),
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.pings() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "redis-server on port {} did not answer PING within 5 s",
+            self.port
+        );
+    }
+
+    fn pings(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    /// SIGKILL, like a crash.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn connect(&self) -> Redis {
+        Redis::connect(&self.url(), RedisOptions::default()).expect("valid url")
+    }
+
+    /// A raw command over a fresh connection (for test set-up, e.g. SCRIPT FLUSH).
+    async fn raw(&self, args: &[&str]) -> redis::Value {
+        let client = redis::Client::open(self.url()).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query_async(&mut c).await.unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Largest number of admissions (server times, µs, sorted) in any window of `w_us`
+/// (closed on both ends) that starts at an admission.
+fn max_in_window(times: &[u64], w_us: u64) -> usize {
+    let mut best = 0;
+    let mut j = 0;
+    for i in 0..times.len() {
+        while j < times.len() && times[j] <= times[i] + w_us {
+            j += 1;
+        }
+        best = best.max(j - i);
+    }
+    best
+}
+
+/// Checks `key` in a loop until `run` has passed, sleeping each returned wait; returns the
+/// server times of the admissions.
+async fn drive(gcra: &RedisGcra, key: &str, rps: f64, burst: u32, run: Duration) -> Vec<u64> {
+    let end = Instant::now() + run;
+    let mut times = Vec::new();
+    // Bounded: at most one check per admission or wait, and `run` caps both.
+    for _ in 0..100_000 {
+        if Instant::now() >= end {
+            break;
+        }
+        let c = gcra.check_detailed(key, rps, burst).await.expect("check");
+        match c.decision {
+            Decision::Allow => times.push(c.server_time_us),
+            Decision::Wait(d) => tokio::time::sleep(d).await,
+        }
+    }
+    times
+}
+
+#[actix_rt::test]
+async fn gcra_bound_in_every_window_and_exact_waits() {
+    let server = RedisServer::start();
+    let gcra = RedisGcra::new(server.connect());
+
+    // Burst: exactly B at once, then a wait of one interval minus the time spent. A slow
+    // rate (T = 100 ms) so that a loaded machine's late timers cannot earn a new permit.
+    let (slow, b) = (10.0, 10u32);
+    let t = Duration::from_millis(100);
+    let t0 = Instant::now();
+    for i in 0..b {
+        assert_eq!(
+            gcra.check("burst", slow, b).await.unwrap(),
+            Decision::Allow,
+            "burst request {i}"
+        );
+    }
+    let Decision::Wait(d) = gcra.check("burst", slow, b).await.unwrap() else {
+        panic!("request B + 1 must wait (tau = T × (B − 1), not T × B)");
+    };
+    let spent = t0.elapsed();
+    assert!(d <= t, "wait {d:?} > one interval");
+    assert!(d + spent >= t, "wait {d:?} too short (spent {spent:?})");
+    // Exact: after sleeping the wait, the check passes; right after, one interval again.
+    tokio::time::sleep(d).await;
+    assert_eq!(gcra.check("burst", slow, b).await.unwrap(), Decision::Allow);
+    let Decision::Wait(d2) = gcra.check("burst", slow, b).await.unwrap() else {
+        panic!("no permit left after the paced one");
+    };
+    assert!(d2 <= t, "wait {d2:?}");
+
+    let (rps, burst) = (200.0, 10u32);
+    let t_us = 5_000u64;
+
+    // Paced run, ~1 s: the bound ⌊W/T⌋ + B holds in every window, on the server's clock.
+    let times = drive(&gcra, "paced", rps, burst, Duration::from_secs(1)).await;
+    for w_ms in [5u64, 50, 100, 250, 500, 1000] {
+        let w = w_ms * 1000;
+        let bound = (w / t_us) as usize + burst as usize;
+        let got = max_in_window(&times, w);
+        assert!(got <= bound, "window {w_ms} ms: {got} > bound {bound}");
+    }
+    let span_s = (times.last().unwrap() - times[0]) as f64 / 1e6;
+    let expected = rps * span_s + f64::from(burst);
+    println!(
+        "gcra 200 rps B=10: {} admitted over {:.3} s (bound {:.0})",
+        times.len(),
+        span_s,
+        expected
+    );
+    assert!(times.len() as f64 >= 0.9 * expected, "paced run too slow");
+
+    // The key expires once it is back to a full burst.
+    let ttl = server.raw(&["PTTL", &RedisGcra::redis_key("paced")]).await;
+    let redis::Value::Int(ttl) = ttl else {
+        panic!("PTTL {ttl:?}")
+    };
+    assert!((1..=(burst as i64) * 5 + 1).contains(&ttl), "pttl {ttl}");
+}
+
+#[actix_rt::test]
+async fn three_processes_share_one_budget() {
+    let server = RedisServer::start();
+    let (rps, burst) = (300.0, 10u32);
+    let t_us = 3_334u64;
+    let run = Duration::from_millis(1500);
+    // Three handles = three connections, like three processes.
+    let procs: Vec<RedisGcra> = (0..3).map(|_| RedisGcra::new(server.connect())).collect();
+    let started = Instant::now();
+    let results = futures_util::future::join_all(
+        procs
+            .iter()
+            .map(|g| drive(g, "shared-site", rps, burst, run)),
+    )
+    .await;
+    let wall = started.elapsed().as_secs_f64();
+    let per: Vec<usize> = results.iter().map(Vec::len).collect();
+    let mut times: Vec<u64> = results.into_iter().flatten().collect();
+    times.sort_unstable();
+    for w_ms in [10u64, 100, 500, 1000] {
+        let w = w_ms * 1000;
+        let bound = (w / t_us) as usize + burst as usize;
+        let got = max_in_window(&times, w);
+        assert!(got <= bound, "window {w_ms} ms: {got} > {bound}");
+    }
+    let budget = rps * wall;
+    println!(
+        "3 processes, 300 rps shared: {} admitted ({per:?}) in {wall:.3} s = {:.1} % of {budget:.0}",
+        times.len(),
+        100.0 * times.len() as f64 / budget
+    );
+    assert!(
+        per.iter().all(|&n| n > 0),
+        "every process got some: {per:?}"
+    );
+    assert!(
+        times.len() as f64 >= 0.9 * budget,
+        "together {} < 90 % of {budget:.0}",
+        times.len()
+    );
+}
+
+#[actix_rt::test]
+async fn noscript_reload_after_script_flush() {
+    let server = RedisServer::start();
+    let redis = server.connect();
+    let gcra = RedisGcra::new(redis.clone());
+    assert!(gcra.check("k", 10.0, 1).await.unwrap().is_allow());
+    assert_eq!(
+        redis.stats().script_reloads,
+        1,
+        "first use loads the script"
+    );
+    server.raw(&["SCRIPT", "FLUSH"]).await;
+    assert!(!gcra.check("k", 10.0, 1).await.unwrap().is_allow());
+    assert_eq!(
+        redis.stats().script_reloads,
+        2,
+        "reloaded after SCRIPT FLUSH"
+    );
+    assert!(!gcra.check("k", 10.0, 1).await.unwrap().is_allow());
+    assert_eq!(redis.stats().script_reloads, 2, "cached again");
+    // Bad arguments are the caller's error, not an outage.
+    let e = gcra.check("k", 0.0, 1).await.unwrap_err();
+    assert!(matches!(e, RedisError::InvalidArgument(_)) && !e.is_outage());
+    assert_eq!(redis.stats().outages, 0);
+}
+
+#[actix_rt::test]
+async fn shared_rates_reach_other_subscribers() {
+    let server = RedisServer::start();
+    let a = SharedRates::new(server.connect());
+    let b = SharedRates::new(server.connect());
+    let mut sub_b = b.subscribe().await.unwrap();
+    let mut sub_a = a.subscribe().await.unwrap();
+
+    let sent = a
+        .set("exit1|example.org", 12.5, Some(Duration::from_millis(750)))
+        .await
+        .unwrap();
+    assert_eq!(sent.pause_remaining(), Some(Duration::from_millis(750)));
+    let got = tokio::time::timeout(Duration::from_secs(2), sub_b.recv())
+        .await
+        .expect("b hears a within 2 s")
+        .expect("subscription open");
+    let RateMessage::Update(u) = got else {
+        panic!("{got:?}")
+    };
+    assert_eq!(u, sent);
+    assert_eq!(u.origin, a.origin());
+
+    // Own messages are not echoed back.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(sub_a.try_recv(), None);
+
+    // Stored for later readers, on the server clock.
+    let stored = b.get("exit1|example.org").await.unwrap().unwrap();
+    assert_eq!(stored.rps, 12.5);
+    assert_eq!(stored.pause_until_ms, sent.pause_until_ms);
+    assert!(stored.pause_remaining().unwrap() <= Duration::from_millis(750));
+    assert_eq!(b.get("nobody").await.unwrap(), None);
+    let ttl = server
+        .raw(&["PTTL", &SharedRates::redis_key("exit1|example.org")])
+        .await;
+    assert!(
+        matches!(ttl, redis::Value::Int(t) if t > 0 && t <= 600_000),
+        "{ttl:?}"
+    );
+}
+
+#[actix_rt::test]
+async fn frontier_dead_consumer_entries_claimed_each_url_done_once() {
+    let server = RedisServer::start();
+    let urls: Vec<String> = (0..1000)
+        .map(|i| format!("http://127.0.0.1/page/{i}"))
+        .collect();
+    let producer = Frontier::open(&server.connect(), "q").await.unwrap();
+    assert_eq!(producer.enqueue(&urls).await.unwrap(), 1000);
+
+    // Consumer A completes 300 URLs, takes 40 more and dies without acknowledging them.
+    let a = Frontier::open(&server.connect(), "q").await.unwrap();
+    let mut a_done = 0;
+    let mut a_lost = HashSet::new();
+    for _ in 0..100 {
+        let batch = a.next("a", 20, Duration::ZERO).await.unwrap();
+        if a_done >= 300 {
+            a_lost.extend(batch.into_iter().map(|e| e.url));
+            break;
+        }
+        for e in &batch {
+            assert!(a.complete(e).await.unwrap());
+            a_done += 1;
+        }
+    }
+    drop(a);
+    assert_eq!(a_lost.len(), 20, "a holds one batch of 20");
+
+    // Consumer B takes the rest, then claims what A left pending for ≥ 200 ms.
+    let b = Frontier::open(&server.connect(), "q").await.unwrap();
+    let mut firsts: HashMap<String, u32> = HashMap::new();
+    let mut claimed = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let mut batch = b.next("b", 50, Duration::from_millis(50)).await.unwrap();
+        if batch.is_empty() {
+            let stale = b
+                .claim_stale("b", Duration::from_millis(200), 100)
+                .await
+                .unwrap();
+            claimed.extend(stale.iter().map(|e| e.url.clone()));
+            batch = stale;
+        }
+        if batch.is_empty() && b.pending().await.unwrap() == 0 {
+            break;
+        }
+        for e in &batch {
+            if b.is_done(&e.url).await.unwrap() {
+                b.ack(&e.id).await.unwrap();
+                continue;
+            }
+            if b.complete(e).await.unwrap() {
+                *firsts.entry(e.url.clone()).or_default() += 1;
+            }
+        }
+    }
+    let claimed_set: HashSet<String> = claimed.iter().cloned().collect();
+    assert_eq!(claimed_set, a_lost, "b claimed exactly what a left pending");
+    assert_eq!(claimed.len(), a_lost.len());
+    assert_eq!(firsts.len() + a_done, 1000);
+    assert!(firsts.values().all(|&n| n == 1));
+    assert_eq!(b.done_count().await.unwrap(), 1000, "every URL done once");
+    assert_eq!(b.pending().await.unwrap(), 0, "everything acknowledged");
+    // A URL completed twice counts once.
+    let again = exitcrawl_actors::redis::FrontierEntry {
+        id: "0-1".into(),
+        url: urls[0].clone(),
+    };
+    assert!(!b.complete(&again).await.unwrap());
+    println!(
+        "frontier: a completed {a_done}, b completed {} of which {} claimed from a",
+        firsts.len(),
+        claimed.len()
+    );
+}
+
+#[actix_rt::test]
+async fn outage_errors_fast_then_recovers_after_restart() {
+    let mut server = RedisServer::start();
+    let redis = server.connect();
+    let gcra = RedisGcra::new(redis.clone());
+    let rates = SharedRates::new(redis.clone());
+    let frontier = Frontier::open(&redis, "q").await.unwrap();
+    let mut sub = SharedRates::new(server.connect())
+        .subscribe()
+        .await
+        .unwrap();
+    assert!(gcra.check("k", 1000.0, 5).await.unwrap().is_allow());
+    assert_eq!(redis.stats().outages, 0);
+
+    server.kill();
+    // Every kind of call fails, bounded in time, and never panics.
+    for i in 0..20 {
+        let t = Instant::now();
+        let e = gcra.check("k", 1000.0, 5).await.unwrap_err();
+        assert!(e.is_outage(), "call {i}: {e:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "call {i} took {:?}",
+            t.elapsed()
+        );
+        assert!(!e.to_string().is_empty());
+    }
+    let t = Instant::now();
+    assert!(rates.set("k", 5.0, None).await.unwrap_err().is_outage());
+    assert!(frontier
+        .enqueue(["http://x/"])
+        .await
+        .unwrap_err()
+        .is_outage());
+    assert!(frontier
+        .next("c", 10, Duration::from_millis(100))
+        .await
+        .unwrap_err()
+        .is_outage());
+    assert!(t.elapsed() < Duration::from_secs(3));
+    let s = redis.stats();
+    assert_eq!(s.outages, 1, "one outage, however many failed calls: {s:?}");
+    assert!(s.errors >= 20);
+    assert!(s.down_for.is_some());
+
+    server.restart();
+    let t = Instant::now();
+    let mut ok = false;
+    // Bounded: backoff grows to 5 s at most, and the deadline is 15 s.
+    while t.elapsed() < Duration::from_secs(15) {
+        match gcra.check("k2", 1000.0, 5).await {
+            Ok(d) => {
+                ok = d.is_allow();
+                break;
+            }
+            Err(e) => {
+                assert!(e.is_outage(), "{e:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    assert!(ok, "no recovery within 15 s");
+    println!("recovered {:?} after restart", t.elapsed());
+    let s = redis.stats();
+    assert_eq!((s.outages, s.down_for), (1, None), "{s:?}");
+    assert!(
+        s.script_reloads >= 2,
+        "the restarted server needed the script again"
+    );
+    assert_eq!(frontier.enqueue(["http://x/"]).await.unwrap(), 1);
+
+    // The subscription comes back by itself and says so.
+    let t = Instant::now();
+    let mut resubscribed = false;
+    while t.elapsed() < Duration::from_secs(10) {
+        match tokio::time::timeout(Duration::from_millis(200), sub.recv()).await {
+            Ok(Some(RateMessage::Resubscribed)) => {
+                resubscribed = true;
+                break;
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(_) => {}
+        }
+    }
+    assert!(resubscribed, "subscription not restored within 10 s");
+    rates.set("k", 7.0, None).await.unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(2), sub.recv())
+        .await
+        .expect("message after resubscribe");
+    assert!(matches!(m, Some(RateMessage::Update(u)) if u.rps == 7.0));
+}
