@@ -24,6 +24,8 @@
 //!   select.rs         which exit takes the next request
 //!   health.rs         per-exit health state machine (healthy → ejected → probing)
 //!   config/           settings schema (serde), loading (file + env), validate()
+//!   discover/         crawling: URL normalise, link extraction, scope, dedupe,
+//!                     robots.txt + cache, per-host round-robin frontier
 //! actors/             crate exitcrawl-actors: actix actors that own I/O, timers, messages
 //! config/             default.toml (every key, commented) and example files
 //! examples/           the `crawl` binary and bench examples
@@ -43,6 +45,7 @@ pub mod aimd;
 pub mod clock;
 pub mod config;
 pub mod decision;
+pub mod discover;
 pub mod headers;
 pub mod health;
 pub mod limiter;
