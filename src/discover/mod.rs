@@ -39,5 +39,5 @@ pub use dedupe::Seen;
 //pub use frontier::{Entry, Frontier, Pop};
 pub use links::{extract_links, MAX_LINKS_PER_PAGE};
 pub use normalize::{normalize, resolve, NormalizeError};
-//pub use robots::{Robots, RobotsCache, RobotsPolicy, RobotsState};
+pub use robots::{Robots, RobotsCache, RobotsPolicy, RobotsState};
 pub use scope::{OutOfScope, Scope, ScopeMode, Verdict};
