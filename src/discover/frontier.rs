@@ -1,1 +1,245 @@
-//! stub
+//! The frontier: URLs waiting to be fetched, one queue per host, served round-robin.
+//!
+//! One FIFO would let a host with 100 000 discovered links starve every other host, and
+//! a slow or Crawl-delayed host at its head would hold everyone up. Instead each host has
+//! its own FIFO (breadth-first within the host) and an earliest-next instant; [`Frontier::pop`]
+//! walks the hosts that have URLs in rotation and hands out the first one that is ready,
+//! so hosts interleave and a host that must wait is simply skipped.
+//!
+//! Politeness per host: [`Frontier::set_interval`] (e.g. robots.txt Crawl-delay) spaces
+//! successive pops of one host; [`Frontier::set_next`] pushes the next pop out (e.g.
+//! Retry-After); [`Frontier::set_max_in_flight`] caps fetches in flight per host (the
+//! caller reports completions with [`Frontier::done`]).
+//!
+//! `pop` is O(hosts with queued URLs) in the worst case (all waiting); fine for the
+//! thousands of hosts a scoped crawl touches. Hosts keep their timing state after their
+//! queue empties, so a host that gets new links later is still spaced correctly.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use url::Url;
+
+/// A URL to fetch, with how it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The (normalised) URL.
+    pub url: Url,
+    /// Links followed from a seed (seeds are 0).
+    pub depth: u32,
+    /// The page the link was found on (`None` for seeds).
+    pub parent: Option<Url>,
+}
+
+/// The answer of [`Frontier::pop`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pop {
+    /// Fetch this now (its host's in-flight count went up by one).
+    Ready(Entry),
+    /// URLs are queued but no host is ready for this long (sooner if a fetch completes
+    /// and its host was at its in-flight cap).
+    Wait(Duration),
+    /// URLs are queued but every host with URLs is at its in-flight cap: pop again after
+    /// a [`Frontier::done`].
+    Busy,
+    /// Nothing queued.
+    Empty,
+}
+
+/// The key the frontier groups URLs by: the host name (or IP literal).
+pub fn host_key(url: &Url) -> &str {
+    url.host_str().unwrap_or("")
+}
+
+#[derive(Debug, Default)]
+struct Host {
+    queue: VecDeque<Entry>,
+    next: Option<Instant>,
+    last_pop: Option<Instant>,
+    interval: Duration,
+    in_flight: u32,
+}
+
+/// Per-host queues served round-robin (see the module doc).
+#[derive(Debug, Default)]
+pub struct Frontier {
+    hosts: HashMap<String, Host>,
+    /// Hosts with a non-empty queue, in serving order.
+    ring: VecDeque<String>,
+    len: usize,
+    max_in_flight: Option<u32>,
+}
+
+impl Frontier {
+    /// Empty, no per-host in-flight cap.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cap fetches in flight per host (`done` must then be called for each `Ready`).
+    pub fn set_max_in_flight(&mut self, cap: u32) {
+        self.max_in_flight = Some(cap.max(1));
+    }
+
+    /// Queue `url` (already normalised, in scope and deduped) behind its host's URLs.
+    pub fn push(&mut self, url: Url, depth: u32, parent: Option<Url>) {
+        let key = host_key(&url).to_owned();
+        let host = self.hosts.entry(key.clone()).or_default();
+        if host.queue.is_empty() {
+            self.ring.push_back(key);
+        }
+        host.queue.push_back(Entry { url, depth, parent });
+        self.len += 1;
+    }
+
+    /// No pop for `host` before `t` (keeps a later earliest time already set).
+    pub fn set_next(&mut self, host: &str, t: Instant) {
+        let h = self.hosts.entry(host.to_owned()).or_default();
+        h.next = Some(h.next.map_or(t, |n| n.max(t)));
+    }
+
+    /// Space pops of `host` by at least `d` (Crawl-delay), also from its last pop.
+    pub fn set_interval(&mut self, host: &str, d: Duration) {
+        let h = self.hosts.entry(host.to_owned()).or_default();
+        h.interval = d;
+        if let Some(last) = h.last_pop {
+            let t = last + d;
+            h.next = Some(h.next.map_or(t, |n| n.max(t)));
+        }
+    }
+
+    /// A fetch handed out for `host` finished (success or not).
+    pub fn done(&mut self, host: &str) {
+        if let Some(h) = self.hosts.get_mut(host) {
+            h.in_flight = h.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// The next URL to fetch at `now`, rotating over hosts.
+    pub fn pop(&mut self, now: Instant) -> Pop {
+        let mut earliest: Option<Instant> = None;
+        let mut busy = false;
+        for _ in 0..self.ring.len() {
+            let Some(key) = self.ring.pop_front() else {
+                break;
+            };
+            let Some(h) = self.hosts.get_mut(&key) else {
+                continue; // not reached: ring hosts are in the map
+            };
+            if self.max_in_flight.is_some_and(|c| h.in_flight >= c) {
+                busy = true;
+                self.ring.push_back(key);
+                continue;
+            }
+            if let Some(t) = h.next.filter(|t| *t > now) {
+                earliest = Some(earliest.map_or(t, |e| e.min(t)));
+                self.ring.push_back(key);
+                continue;
+            }
+            let Some(entry) = h.queue.pop_front() else {
+                continue; // not reached: ring hosts have URLs
+            };
+            h.in_flight += 1;
+            h.last_pop = Some(now);
+            h.next = (!h.interval.is_zero()).then(|| now + h.interval);
+            if !h.queue.is_empty() {
+                self.ring.push_back(key);
+            }
+            self.len -= 1;
+            return Pop::Ready(entry);
+        }
+        match (earliest, busy) {
+            (Some(t), _) => Pop::Wait(t - now),
+            (None, true) => Pop::Busy,
+            (None, false) => Pop::Empty,
+        }
+    }
+
+    /// URLs queued, all hosts.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Hosts with queued URLs.
+    pub fn hosts_queued(&self) -> usize {
+        self.ring.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    fn ready(p: Pop) -> Entry {
+        match p {
+            Pop::Ready(e) => e,
+            other => panic!("expected Ready, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn round_robin_does_not_let_a_big_host_starve_others() {
+        let mut f = Frontier::new();
+        for i in 0..100 {
+            f.push(u(&format!("http://big.test/{i}")), 1, None);
+        }
+        f.push(u("http://small.test/a"), 1, Some(u("http://big.test/0")));
+        f.push(u("http://small.test/b"), 2, None);
+        let t = Instant::now();
+        let hosts: Vec<String> = (0..5)
+            .map(|_| host_key(&ready(f.pop(t)).url).to_owned())
+            .collect();
+        assert_eq!(hosts, ["big.test", "small.test", "big.test", "small.test", "big.test"]);
+        assert_eq!((f.len(), f.hosts_queued()), (97, 1));
+        let mut n = 0;
+        while let Pop::Ready(_) = f.pop(t) {
+            n += 1;
+        }
+        assert_eq!(n, 97);
+        assert_eq!(f.pop(t), Pop::Empty);
+    }
+
+    #[test]
+    fn intervals_and_next_times_are_honoured() {
+        let mut f = Frontier::new();
+        let t0 = Instant::now();
+        for i in 0..3 {
+            f.push(u(&format!("http://slow.test/{i}")), 0, None);
+        }
+        f.push(u("http://fast.test/x"), 0, None);
+        assert_eq!(ready(f.pop(t0)).url.as_str(), "http://slow.test/0");
+        f.set_interval("slow.test", Duration::from_secs(2)); // learned after the first pop
+        assert_eq!(ready(f.pop(t0)).url.as_str(), "http://fast.test/x");
+        assert_eq!(f.pop(t0), Pop::Wait(Duration::from_secs(2)));
+        assert_eq!(f.pop(t0 + Duration::from_secs(1)), Pop::Wait(Duration::from_secs(1)));
+        let t2 = t0 + Duration::from_secs(2);
+        assert_eq!(ready(f.pop(t2)).url.as_str(), "http://slow.test/1");
+        f.set_next("slow.test", t2 + Duration::from_secs(10)); // e.g. Retry-After
+        f.set_next("slow.test", t2 + Duration::from_secs(1)); // earlier: ignored
+        assert_eq!(f.pop(t2 + Duration::from_secs(3)), Pop::Wait(Duration::from_secs(7)));
+        assert!(matches!(f.pop(t2 + Duration::from_secs(10)), Pop::Ready(_)));
+        assert_eq!(f.pop(t2 + Duration::from_secs(10)), Pop::Empty);
+    }
+
+    #[test]
+    fn in_flight_cap_per_host() {
+        let mut f = Frontier::new();
+        f.set_max_in_flight(1);
+        let t = Instant::now();
+        f.push(u("http://a.test/1"), 0, None);
+        f.push(u("http://a.test/2"), 0, None);
+        ready(f.pop(t));
+        assert_eq!(f.pop(t), Pop::Busy);
+        f.done("a.test");
+        assert_eq!(ready(f.pop(t)).url.as_str(), "http://a.test/2");
+    }
+}

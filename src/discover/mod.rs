@@ -36,7 +36,7 @@ pub mod robots;
 pub mod scope;
 
 pub use dedupe::Seen;
-//pub use frontier::{Entry, Frontier, Pop};
+pub use frontier::{host_key, Entry, Frontier, Pop};
 pub use links::{extract_links, MAX_LINKS_PER_PAGE};
 pub use normalize::{normalize, resolve, NormalizeError};
 pub use robots::{Robots, RobotsCache, RobotsPolicy, RobotsState};
