@@ -174,7 +174,10 @@ mod tests {
             use std::fmt::Write;
             buf.clear();
             write!(buf, "https://host{}.example/p/{i}?q={}", i % 97, i * 7).unwrap();
-            assert!(s.insert_fingerprint(fingerprint_str(&buf)), "false duplicate at {i}");
+            assert!(
+                s.insert_fingerprint(fingerprint_str(&buf)),
+                "false duplicate at {i}"
+            );
         }
         assert_eq!(s.len(), N);
         assert!(!s.insert_fingerprint(fingerprint_str("https://host0.example/p/0?q=0")));

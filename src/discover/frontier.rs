@@ -58,6 +58,8 @@ struct Host {
     last_pop: Option<Instant>,
     interval: Duration,
     in_flight: u32,
+    /// `(next, last_pop)` before the latest pop, for [`Frontier::release`].
+    undo: Option<(Option<Instant>, Option<Instant>)>,
 }
 
 /// Per-host queues served round-robin (see the module doc).
@@ -89,6 +91,32 @@ impl Frontier {
             self.ring.push_back(key);
         }
         host.queue.push_back(Entry { url, depth, parent });
+        self.len += 1;
+    }
+
+    /// The entry popped last for `host` was *not* fetched (robots.txt disallows it, or it
+    /// was dropped): free its in-flight slot and give back its spacing, so the host's next
+    /// URL is not delayed by a request that never happened.
+    pub fn release(&mut self, host: &str) {
+        if let Some(h) = self.hosts.get_mut(host) {
+            h.in_flight = h.in_flight.saturating_sub(1);
+            if let Some((next, last_pop)) = h.undo.take() {
+                h.next = next;
+                h.last_pop = last_pop;
+            }
+        }
+    }
+
+    /// Put back an entry that was popped but not fetched (robots.txt still unknown, host
+    /// must wait): it goes to the front of its host's queue and its in-flight slot is freed.
+    pub fn requeue(&mut self, entry: Entry) {
+        let key = host_key(&entry.url).to_owned();
+        let host = self.hosts.entry(key.clone()).or_default();
+        if host.queue.is_empty() {
+            self.ring.push_back(key);
+        }
+        host.in_flight = host.in_flight.saturating_sub(1);
+        host.queue.push_front(entry);
         self.len += 1;
     }
 
@@ -140,6 +168,7 @@ impl Frontier {
                 continue; // not reached: ring hosts have URLs
             };
             h.in_flight += 1;
+            h.undo = Some((h.next, h.last_pop));
             h.last_pop = Some(now);
             h.next = (!h.interval.is_zero()).then(|| now + h.interval);
             if !h.queue.is_empty() {
@@ -198,7 +227,16 @@ mod tests {
         let hosts: Vec<String> = (0..5)
             .map(|_| host_key(&ready(f.pop(t)).url).to_owned())
             .collect();
-        assert_eq!(hosts, ["big.test", "small.test", "big.test", "small.test", "big.test"]);
+        assert_eq!(
+            hosts,
+            [
+                "big.test",
+                "small.test",
+                "big.test",
+                "small.test",
+                "big.test"
+            ]
+        );
         assert_eq!((f.len(), f.hosts_queued()), (97, 1));
         let mut n = 0;
         while let Pop::Ready(_) = f.pop(t) {
@@ -220,12 +258,26 @@ mod tests {
         f.set_interval("slow.test", Duration::from_secs(2)); // learned after the first pop
         assert_eq!(ready(f.pop(t0)).url.as_str(), "http://fast.test/x");
         assert_eq!(f.pop(t0), Pop::Wait(Duration::from_secs(2)));
-        assert_eq!(f.pop(t0 + Duration::from_secs(1)), Pop::Wait(Duration::from_secs(1)));
+        assert_eq!(
+            f.pop(t0 + Duration::from_secs(1)),
+            Pop::Wait(Duration::from_secs(1))
+        );
         let t2 = t0 + Duration::from_secs(2);
         assert_eq!(ready(f.pop(t2)).url.as_str(), "http://slow.test/1");
+        f.push(u("http://slow.test/skipped"), 0, None);
+        f.push(u("http://slow.test/3"), 0, None);
+        let t4 = t2 + Duration::from_secs(2);
+        assert_eq!(ready(f.pop(t4)).url.as_str(), "http://slow.test/2");
+        f.release("slow.test"); // say robots.txt disallowed it: no spacing charged
+        assert_eq!(ready(f.pop(t4)).url.as_str(), "http://slow.test/skipped");
+        assert_eq!(f.pop(t4), Pop::Wait(Duration::from_secs(2)));
+        let t2 = t4 + Duration::from_secs(2);
         f.set_next("slow.test", t2 + Duration::from_secs(10)); // e.g. Retry-After
         f.set_next("slow.test", t2 + Duration::from_secs(1)); // earlier: ignored
-        assert_eq!(f.pop(t2 + Duration::from_secs(3)), Pop::Wait(Duration::from_secs(7)));
+        assert_eq!(
+            f.pop(t2 + Duration::from_secs(3)),
+            Pop::Wait(Duration::from_secs(7))
+        );
         assert!(matches!(f.pop(t2 + Duration::from_secs(10)), Pop::Ready(_)));
         assert_eq!(f.pop(t2 + Duration::from_secs(10)), Pop::Empty);
     }
@@ -240,6 +292,10 @@ mod tests {
         ready(f.pop(t));
         assert_eq!(f.pop(t), Pop::Busy);
         f.done("a.test");
+        let e = ready(f.pop(t));
+        assert_eq!(e.url.as_str(), "http://a.test/2");
+        f.requeue(e); // e.g. robots.txt not known yet: back to the front, slot freed
+        assert_eq!(f.len(), 1);
         assert_eq!(ready(f.pop(t)).url.as_str(), "http://a.test/2");
     }
 }

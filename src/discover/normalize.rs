@@ -102,7 +102,11 @@ fn normalize_escapes(s: &str) -> Option<String> {
                     out.push(v);
                     changed = true;
                 } else {
-                    let up = [b'%', b[i + 1].to_ascii_uppercase(), b[i + 2].to_ascii_uppercase()];
+                    let up = [
+                        b'%',
+                        b[i + 1].to_ascii_uppercase(),
+                        b[i + 2].to_ascii_uppercase(),
+                    ];
                     changed |= up[1] != b[i + 1] || up[2] != b[i + 2];
                     out.extend_from_slice(&up);
                 }
@@ -127,7 +131,10 @@ mod tests {
 
     #[test]
     fn case_ports_fragments_dots() {
-        assert_eq!(n("HTTP://Example.COM:80/a/./b/../c#top"), "http://example.com/a/c");
+        assert_eq!(
+            n("HTTP://Example.COM:80/a/./b/../c#top"),
+            "http://example.com/a/c"
+        );
         assert_eq!(n("https://example.com:443"), "https://example.com/");
         assert_eq!(n("http://example.com:8080/x"), "http://example.com:8080/x");
         assert_eq!(n("http://example.com/a/%2e%2E/b"), "http://example.com/b");
@@ -136,7 +143,10 @@ mod tests {
 
     #[test]
     fn percent_encoding() {
-        assert_eq!(n("http://e.com/%7euser/%41b%2d?q=%7E%2f"), "http://e.com/~user/Ab-?q=~%2F");
+        assert_eq!(
+            n("http://e.com/%7euser/%41b%2d?q=%7E%2f"),
+            "http://e.com/~user/Ab-?q=~%2F"
+        );
         assert_eq!(n("http://e.com/a%2fb"), "http://e.com/a%2Fb");
         assert_eq!(n("http://e.com/caf\u{e9}"), "http://e.com/caf%C3%A9");
         assert_eq!(n("http://e.com/100%"), "http://e.com/100%");
@@ -146,28 +156,52 @@ mod tests {
     #[test]
     fn query_order_kept_idn_punycode() {
         assert_eq!(n("http://e.com/?b=2&a=1"), "http://e.com/?b=2&a=1");
-        assert_eq!(n("http://B\u{fc}cher.example/"), "http://xn--bcher-kva.example/");
+        assert_eq!(
+            n("http://B\u{fc}cher.example/"),
+            "http://xn--bcher-kva.example/"
+        );
     }
 
     #[test]
     fn only_http() {
-        assert!(matches!(normalize("ftp://e.com/"), Err(NormalizeError::Scheme(_))));
-        assert!(matches!(normalize("mailto:a@b.c"), Err(NormalizeError::Scheme(_))));
-        assert!(matches!(normalize("/relative"), Err(NormalizeError::Parse(_))));
+        assert!(matches!(
+            normalize("ftp://e.com/"),
+            Err(NormalizeError::Scheme(_))
+        ));
+        assert!(matches!(
+            normalize("mailto:a@b.c"),
+            Err(NormalizeError::Scheme(_))
+        ));
+        assert!(matches!(
+            normalize("/relative"),
+            Err(NormalizeError::Parse(_))
+        ));
     }
 
     #[test]
     fn resolve_links() {
         let base = normalize("http://e.com/dir/page.html?x=1").unwrap();
         let r = |h: &str| resolve(&base, h).map(|u| u.to_string());
-        assert_eq!(r("other.html").as_deref(), Some("http://e.com/dir/other.html"));
+        assert_eq!(
+            r("other.html").as_deref(),
+            Some("http://e.com/dir/other.html")
+        );
         assert_eq!(r("../up.html#f").as_deref(), Some("http://e.com/up.html"));
         assert_eq!(r("/root").as_deref(), Some("http://e.com/root"));
         assert_eq!(r("?y=2").as_deref(), Some("http://e.com/dir/page.html?y=2"));
-        assert_eq!(r("#frag").as_deref(), Some("http://e.com/dir/page.html?x=1"));
+        assert_eq!(
+            r("#frag").as_deref(),
+            Some("http://e.com/dir/page.html?x=1")
+        );
         assert_eq!(r("//cdn.e.com/a").as_deref(), Some("http://cdn.e.com/a"));
         assert_eq!(r(" HTTPS://X.org ").as_deref(), Some("https://x.org/"));
-        for bad in ["javascript:void(0)", "mailto:a@b", "data:text/html,hi", "tel:1", "http://"] {
+        for bad in [
+            "javascript:void(0)",
+            "mailto:a@b",
+            "data:text/html,hi",
+            "tel:1",
+            "http://",
+        ] {
             assert_eq!(r(bad), None, "{bad}");
         }
     }

@@ -214,8 +214,13 @@ impl RobotsCache {
             },
             Step::Wait(until) => RobotsState::Wait(until),
             Step::Fetch(failures) => {
-                self.slots
-                    .insert(host.to_owned(), Slot::Pending { since: now, failures });
+                self.slots.insert(
+                    host.to_owned(),
+                    Slot::Pending {
+                        since: now,
+                        failures,
+                    },
+                );
                 RobotsState::Fetch
             }
         }
@@ -311,7 +316,10 @@ mod tests {
         }
         assert!(matches!(c.lookup("h", t0 + p.ttl), RobotsState::Fetch));
         // a lost fetch is handed out again after the timeout
-        assert!(matches!(c.lookup("h", t0 + p.ttl + p.fetch_timeout), RobotsState::Fetch));
+        assert!(matches!(
+            c.lookup("h", t0 + p.ttl + p.fetch_timeout),
+            RobotsState::Fetch
+        ));
     }
 
     #[test]

@@ -210,7 +210,10 @@ mod tests {
         // private suffixes count too: two github.io users are different sites
         let g = Scope::new(ScopeMode::SameDomain).seed(&u("https://alice.github.io/"));
         assert_ne!(g.check(&u("https://bob.github.io/"), 1), Verdict::In);
-        assert_eq!(registrable_domain(&u("http://a.b.site.test/")).unwrap(), "site.test");
+        assert_eq!(
+            registrable_domain(&u("http://a.b.site.test/")).unwrap(),
+            "site.test"
+        );
     }
 
     #[test]
@@ -224,7 +227,10 @@ mod tests {
             .max_pages(2);
         assert_eq!(s.check(&u("http://x.org/docs/a"), 2), Verdict::In);
         assert_eq!(s.check(&u("http://x.org/docs/a"), 3), Verdict::TooDeep);
-        assert_eq!(s.check(&u("http://x.org/docs/a.pdf"), 0), Verdict::Denied(r"\.pdf$".into()));
+        assert_eq!(
+            s.check(&u("http://x.org/docs/a.pdf"), 0),
+            Verdict::Denied(r"\.pdf$".into())
+        );
         assert_eq!(
             s.check(&u("http://x.org/blog/"), 0),
             Verdict::OutOfScope(OutOfScope::NotAllowed)
