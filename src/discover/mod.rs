@@ -9,7 +9,7 @@
 //!                                    allowed? Crawl-delay → frontier interval
 //! ```
 //!
-//! - [`normalize`]: one spelling per page (case, ports, fragments, dots, escapes).
+//! - [`normalize`](mod@normalize): one spelling per page (case, ports, fragments, dots, escapes).
 //! - [`links`]: `<a href>`/`<base href>` from HTML with a real tokenizer.
 //! - [`scope`]: same host / same registrable domain, allow/deny regexes, depth, page budget.
 //! - [`dedupe`]: bounded seen-set of 64-bit fingerprints.
