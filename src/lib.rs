@@ -20,6 +20,7 @@
 //!                     gentle probe, latency early warning), alone in one file
 //!   sim.rs            closes the loop on fake time: controller + pacer vs a modelled site
 //!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
+//!   redact.rs         masks credentials in URLs for logs and results
 //!   retry.rs          backoff with full jitter, retry budget
 //!   select.rs         which exit takes the next request
 //!   health.rs         per-exit health state machine (healthy → ejected → probing)
@@ -50,6 +51,7 @@ pub mod headers;
 pub mod health;
 pub mod limiter;
 pub mod pacer;
+pub mod redact;
 pub mod retry;
 pub mod rng;
 pub mod select;

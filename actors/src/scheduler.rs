@@ -28,6 +28,7 @@ use exitcrawl::retry::{Backoff, RetryBudget};
 use exitcrawl::rng::SplitMix64;
 use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tracing_actix::ActorInstrument;
 
 use crate::exit::ExitActor;
 use crate::health::HealthActor;
@@ -90,6 +91,8 @@ struct Pending {
     no_exit_since: Option<Instant>,
     waited: bool,
     last_exit: Option<usize>,
+    /// One span per fetch: every event about it (attempts, throttles, retries) carries it.
+    span: tracing::Span,
 }
 
 impl Pending {
@@ -438,10 +441,17 @@ impl SchedulerActor {
         let id = self.next_id;
         self.next_id += 1;
         let fut = self.exits[i].addr.send(req);
-        let h = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-            act.in_flight_handles.remove(&id);
-            act.on_attempted(i, p, res, ctx);
-        }));
+        let span = p.span.clone();
+        // `.map(..).actor_instrument(span)`: the handler runs inside the fetch's span, so its
+        // events carry url and host (the other order would leave them outside).
+        let h = ctx.spawn(
+            fut.into_actor(self)
+                .map(move |res, act, ctx| {
+                    act.in_flight_handles.remove(&id);
+                    act.on_attempted(i, p, res, ctx);
+                })
+                .actor_instrument(span),
+        );
         self.in_flight_handles.insert(id, h);
     }
 
@@ -536,14 +546,18 @@ impl SchedulerActor {
                     }
                     let outcome = if throttle { "throttled" } else { "ok" };
                     self.count(i, outcome, status_class(answer.status));
+                    let latency_ms = att.latency.as_secs_f64() * 1e3;
                     if throttle {
                         p.throttled += 1;
-                        tracing::debug!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, "throttled");
+                        tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
                     }
                     let retryable = throttle || answer.status >= 500;
                     if retryable && self.may_retry(&p, now) {
                         self.retry_later(p, hints.retry_after, ctx);
                     } else {
+                        if retryable {
+                            tracing::warn!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "retries exhausted");
+                        }
                         let resp = FetchResponse {
                             url: p.fetch.url.clone(),
                             status: answer.status,
@@ -586,6 +600,7 @@ impl SchedulerActor {
                     if connection_level && self.may_retry(&p, now) {
                         self.retry_later(p, None, ctx);
                     } else {
+                        tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %f.message, "fetch failed");
                         p.fail(f.error, f.message, &self.exits);
                     }
                 }
@@ -624,7 +639,7 @@ impl SchedulerActor {
 
     fn retry_later(&mut self, p: Pending, retry_after: Option<Duration>, ctx: &mut Context<Self>) {
         let delay = self.backoff.delay(p.attempts, retry_after, &mut self.rng);
-        tracing::debug!(host = %p.host, attempt = p.attempts, delay_ms = delay.as_millis() as u64, "retry scheduled");
+        tracing::info!(host = %p.host, attempt = p.attempts, delay_ms = delay.as_millis() as u64, "backoff: retry scheduled");
         let id = self.next_id;
         self.next_id += 1;
         self.delayed.insert(id, p);
@@ -789,6 +804,11 @@ impl Handler<Enqueue> for SchedulerActor {
 
 impl SchedulerActor {
     fn enqueue(&mut self, m: Enqueue, ctx: &mut Context<Self>) {
+        let span = tracing::info_span!(
+            "fetch",
+            url = %exitcrawl::redact::mask_url(&m.fetch.url),
+            host = %m.host
+        );
         let p = Pending {
             fetch: m.fetch,
             host: m.host.clone(),
@@ -801,6 +821,7 @@ impl SchedulerActor {
             no_exit_since: None,
             waited: false,
             last_exit: None,
+            span,
         };
         if self.shutting_down {
             p.fail(
