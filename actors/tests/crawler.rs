@@ -344,3 +344,75 @@ async fn with_every_exit_down_a_fetch_fails_after_a_bounded_wait() {
         "{waited:?}"
     );
 }
+
+#[actix_rt::test]
+async fn an_exit_token_bucket_and_a_disabled_exit_are_honoured() {
+    let site = TestSite::start(SiteConfig::default());
+    let mut ex = exits(3, 8);
+    // e2: at most 20 req/s with a burst of 2, and preferred by every fetch, so its token
+    // bucket is the only thing spacing the requests; e3: disabled.
+    ex[0].rate = Some(20.0);
+    ex[0].burst = Some(2);
+    ex[1].enabled = false;
+    let h = Crawler::start(settings(ex)).expect("start");
+    let urls: Vec<_> = (0..12).map(|i| site.url(&format!("/b/{i}"))).collect();
+    let replies = join_all(
+        urls.iter()
+            .map(|u| h.fetch(Fetch::get(u.clone()).prefer("e2"))),
+    )
+    .await;
+    assert!(replies
+        .iter()
+        .all(|r| r.as_ref().is_ok_and(|r| r.exit == "e2")));
+    let log: Vec<_> = site
+        .requests()
+        .into_iter()
+        .filter(|r| r.peer == ip("127.0.0.2"))
+        .collect();
+    assert_eq!(log.len(), 12);
+    // Token bucket bound: in any window W at most 20·W + 2 requests. Check W = 200 ms
+    // (≤ 6) over every start, with 20 ms slack for scheduling.
+    for (i, r) in log.iter().enumerate() {
+        let in_window = log[i..]
+            .iter()
+            .take_while(|x| x.arrived.duration_since(r.arrived) < Duration::from_millis(180))
+            .count();
+        assert!(
+            in_window <= 6,
+            "{in_window} requests within 180 ms from #{i}"
+        );
+    }
+    let first_to_last = log[11].arrived.duration_since(log[0].arrived);
+    assert!(
+        first_to_last >= Duration::from_millis(450),
+        "12 requests at 20/s burst 2 took {first_to_last:?}"
+    );
+    assert_eq!(
+        site.stats().peer(ip("127.0.0.3")).requests,
+        0,
+        "a disabled exit takes no work"
+    );
+    let stats = h.stats().await;
+    assert!(stats.iter().any(|s| s.name == "e3" && !s.enabled));
+}
+
+#[actix_rt::test]
+async fn scope_host_shares_one_pacer_across_exits() {
+    // With scope = host and a fixed 20 req/s, two exits together stay at 20 req/s.
+    let site = TestSite::start(SiteConfig::default());
+    let mut s = settings(exits(2, 8));
+    s.limiter.algorithm = Algorithm::Gcra;
+    s.limiter.scope = exitcrawl::config::Scope::Host;
+    s.limiter.initial_rps = 20.0;
+    s.limiter.burst = 1;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<_> = (0..11).map(|i| site.url(&format!("/s/{i}"))).collect();
+    let replies = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
+    assert!(replies.iter().all(|r| r.is_ok()));
+    let log = site.requests();
+    let span = log[10].arrived.duration_since(log[0].arrived);
+    // 11 requests at 20/s with burst 1: the last is due 500 ms after the first.
+    assert!(span >= Duration::from_millis(480), "{span:?}");
+    let peers: HashSet<_> = log.iter().map(|r| r.peer).collect();
+    assert_eq!(peers.len(), 2, "both exits were used");
+}
