@@ -101,6 +101,7 @@ fn schema_keys() -> BTreeSet<String> {
     let mut s = Settings::with_exits(vec![ExitSettings::new("e2", ip(127, 0, 0, 2))]);
     s.health.url = Some("http://x/".into());
     s.metrics.listen = Some("127.0.0.1:9090".parse().unwrap());
+    s.redis.url = Some("redis://127.0.0.1:6379".into());
     s.exits[0].rate = Some(1.0);
     s.exits[0].burst = Some(1);
     s.exits[0].region = Some("r".into());
@@ -192,7 +193,10 @@ fn unknown_keys_are_named_with_what_is_allowed() {
     assert_invalid(
         &with_exit("verbose = true"),
         "verbose",
-        &["unknown key", "crawler, limiter, health, metrics, exits"],
+        &[
+            "unknown key",
+            "crawler, limiter, health, metrics, redis, exits",
+        ],
     );
     assert_invalid(&with_exit("[crawlr]"), "crawlr", &["unknown key"]);
     // A key that `config` would read as a path into a huge array is just unknown.
@@ -950,4 +954,38 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn redis_backend_needs_a_redis_url_and_a_limit_to_share() {
+    assert_invalid(
+        &with_exit("[limiter]\nbackend = \"redis\""),
+        "limiter.backend",
+        &["[redis] url"],
+    );
+    assert_invalid(
+        &with_exit("[limiter]\nbackend = \"redis\"\nalgorithm = \"none\"\n[redis]\nurl = \"redis://127.0.0.1:6379\""),
+        "limiter.backend",
+        &["none"],
+    );
+    assert_invalid(
+        &with_exit("[redis]\nurl = \"http://127.0.0.1:6379\""),
+        "redis.url",
+        &["redis://"],
+    );
+    assert_invalid(
+        &with_exit("[limiter]\nbackend = \"etcd\""),
+        "limiter.backend",
+        &["local", "redis"],
+    );
+    assert_invalid(
+        &with_exit("[redis]\nprocesses = 0"),
+        "redis.processes",
+        &["1..=10000"],
+    );
+    let ok = Settings::from_toml_str(&with_exit(
+        "[limiter]\nbackend = \"redis\"\nscope = \"host\"\n[redis]\nurl = \"redis://127.0.0.1:6379\"\nprocesses = 3",
+    ))
+    .expect("valid");
+    assert_eq!(ok.redis.processes, 3);
 }

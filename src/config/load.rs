@@ -19,7 +19,7 @@ use std::path::Path;
 use config::{Config, Environment, FileFormat, Format, Source, Value, ValueKind};
 
 use super::error::ConfigError;
-use super::schema::{Algorithm, Arbiters, Scope};
+use super::schema::{Algorithm, Arbiters, Backend, Scope};
 use super::validate::show;
 use super::Settings;
 
@@ -29,10 +29,10 @@ pub const ENV_PREFIX: &str = "EXITCRAWL";
 pub const ENV_SEPARATOR: &str = "__";
 
 /// The top-level keys of the schema.
-const SECTIONS: [&str; 5] = ["crawler", "limiter", "health", "metrics", "exits"];
+const SECTIONS: [&str; 6] = ["crawler", "limiter", "health", "metrics", "redis", "exits"];
 /// The sections the environment may override (scalars in tables; `[[exits]]` is an array
 /// whose entries have no stable name to address them by).
-const ENV_SECTIONS: [&str; 4] = ["crawler", "limiter", "health", "metrics"];
+const ENV_SECTIONS: [&str; 5] = ["crawler", "limiter", "health", "metrics", "redis"];
 
 impl Settings {
     /// Load `path` (TOML), apply `EXITCRAWL__SECTION__KEY` overrides from the process
@@ -359,6 +359,10 @@ fn hint(key: &str) -> Option<String> {
             "is not a limiter algorithm (expected one of: {})",
             one_of(Algorithm::ALL.iter().map(|a| a.as_str()).collect())
         ),
+        "backend" => format!(
+            "is not a limiter backend (expected one of: {})",
+            one_of(Backend::ALL.iter().map(|b| b.as_str()).collect())
+        ),
         "scope" => format!(
             "is not a limiter scope (expected one of: {})",
             one_of(Scope::ALL.iter().map(|s| s.as_str()).collect())
@@ -368,7 +372,7 @@ fn hint(key: &str) -> Option<String> {
             one_of(Arbiters::ALL.iter().map(|a| a.as_str()).collect())
         ),
         "exits" => "is not an array of tables (expected [[exits]] entries)".to_string(),
-        "crawler" | "limiter" | "health" | "metrics" => {
+        "crawler" | "limiter" | "health" | "metrics" | "redis" => {
             format!("is not a table (expected a [{last}] section)")
         }
         _ if last.starts_with("exits[") && last.ends_with(']') => {

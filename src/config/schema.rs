@@ -35,6 +35,9 @@ pub struct Settings {
     /// `[metrics]`: the optional metrics endpoint.
     #[serde(default)]
     pub metrics: MetricsSettings,
+    /// `[redis]`: the shared engine of distributed mode (`limiter.backend = "redis"`).
+    #[serde(default)]
+    pub redis: RedisSettings,
     /// `[[exits]]`: the egress source addresses. No default — there is no sensible one —
     /// but a missing array deserializes as empty so that `validate` can say exactly what
     /// is wrong: at least one entry, with unique names and addresses, must be present and
@@ -52,6 +55,7 @@ impl Settings {
             limiter: LimiterSettings::default(),
             health: HealthSettings::default(),
             metrics: MetricsSettings::default(),
+            redis: RedisSettings::default(),
             exits,
         }
     }
@@ -211,6 +215,9 @@ pub struct LimiterSettings {
     pub algorithm: Algorithm,
     /// What one limiter covers. Default `"exit_host"`; see [`Scope`].
     pub scope: Scope,
+    /// Where the keys' state lives: `"local"` (default) or `"redis"` (shared by every
+    /// process using `[redis] url`).
+    pub backend: Backend,
     /// With `aimd`: the starting rate; with the other algorithms: their fixed rate — in
     /// requests/s per limiter key. Default 5.0; > 0 and ≤ `max_rps`, and with `aimd` also
     /// ≥ `min_rps`.
@@ -273,6 +280,7 @@ impl Default for LimiterSettings {
         Self {
             algorithm: Algorithm::Aimd,
             scope: Scope::ExitHost,
+            backend: Backend::Local,
             initial_rps: 5.0,
             burst: 1,
             min_rps: 0.1,
@@ -376,6 +384,58 @@ impl Algorithm {
 impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// `[limiter] backend`: where the limiter keys' state lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// `"local"`: in this process only (the default).
+    Local,
+    /// `"redis"`: in Redis, shared by every crawler process that uses the same server:
+    /// one GCRA per key on the server's clock, and the adaptive rate per key published to
+    /// all processes. Use `scope = "host"` to share a site's budget across machines (exit
+    /// names differ from machine to machine).
+    Redis,
+}
+
+impl Backend {
+    /// Every value, in documentation order.
+    pub const ALL: [Backend; 2] = [Backend::Local, Backend::Redis];
+
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Redis => "redis",
+        }
+    }
+}
+
+/// `[redis]`: connection to the Redis server of distributed mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedisSettings {
+    /// `redis://host:port[/db]`. Default absent; required with `limiter.backend = "redis"`.
+    pub url: Option<String>,
+    /// How many crawler processes share the budget. While Redis is unreachable each
+    /// process paces every key at the shared rate divided by this, so together they stay
+    /// within it. Default 1; 1..=10000.
+    #[serde(deserialize_with = "strict::int")]
+    pub processes: u32,
+    /// Deadline of one Redis operation, ms. Default 500; 1..=60000.
+    #[serde(deserialize_with = "strict::int")]
+    pub op_timeout_ms: u64,
+}
+
+impl Default for RedisSettings {
+    fn default() -> Self {
+        Self {
+            url: None,
+            processes: 1,
+            op_timeout_ms: 500,
+        }
     }
 }
 

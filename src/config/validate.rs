@@ -8,7 +8,10 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use super::error::ConfigError;
-use super::schema::{Algorithm, CrawlerSettings, ExitSettings, HealthSettings, LimiterSettings};
+use super::schema::{
+    Algorithm, Backend, CrawlerSettings, ExitSettings, HealthSettings, LimiterSettings,
+    RedisSettings,
+};
 use super::Settings;
 
 type Result<T = ()> = std::result::Result<T, ConfigError>;
@@ -30,6 +33,7 @@ impl Settings {
         validate_crawler(&self.crawler)?;
         validate_limiter(&self.limiter)?;
         validate_health(&self.health)?;
+        validate_redis(&self.redis, &self.limiter)?;
         uint(
             "metrics.host_labels",
             self.metrics.host_labels.into(),
@@ -213,6 +217,37 @@ fn validate_health(h: &HealthSettings) -> Result {
                 h.base_ejection_ms, h.max_ejection_ms
             ),
         ));
+    }
+    Ok(())
+}
+
+fn validate_redis(r: &RedisSettings, l: &LimiterSettings) -> Result {
+    uint("redis.processes", r.processes.into(), 1, 10_000)?;
+    uint("redis.op_timeout_ms", r.op_timeout_ms, 1, 60_000)?;
+    if let Some(url) = &r.url {
+        if !url.starts_with("redis://") {
+            return Err(ConfigError::invalid(
+                "redis.url",
+                format!(
+                    "{} is not a redis URL (expected redis://host:port[/db])",
+                    show(url)
+                ),
+            ));
+        }
+    }
+    if l.backend == Backend::Redis {
+        if r.url.is_none() {
+            return Err(ConfigError::invalid(
+                "limiter.backend",
+                "\"redis\" needs [redis] url (e.g. url = \"redis://127.0.0.1:6379\")".to_string(),
+            ));
+        }
+        if l.algorithm == Algorithm::None {
+            return Err(ConfigError::invalid(
+                "limiter.backend",
+                "\"redis\" shares limits, but algorithm = \"none\" has none to share".to_string(),
+            ));
+        }
     }
     Ok(())
 }
