@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use exitcrawl::config::{Arbiters, ConfigError, Settings};
+use exitcrawl::config::{Arbiters, Backend, ConfigError, Settings};
 use exitcrawl::health::HealthPolicy;
 use exitcrawl::limiter::TokenBucket;
 
@@ -15,7 +15,8 @@ use crate::limiter::LimiterActor;
 use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Shutdown};
 use crate::metrics::{self, LagActor, Metrics};
 use crate::net::{ClientOptions, DnsCache};
-use crate::scheduler::{ExitSlot, SchedulerActor};
+use crate::redis::{Redis, RedisGcra, RedisOptions, RedisStats, SharedRates};
+use crate::scheduler::{ExitSlot, SchedulerActor, SharedLimits};
 
 /// Why the crawler could not start.
 #[derive(Debug)]
@@ -26,6 +27,9 @@ pub enum StartError {
     NoSystem,
     /// The metrics endpoint could not listen on `[metrics] listen`.
     Metrics(std::net::SocketAddr, std::io::Error),
+    /// `[redis] url` could not be used (a bad URL; an unreachable server is not an error:
+    /// the crawler starts on local limits and connects when Redis comes).
+    Redis(crate::redis::RedisError),
 }
 
 impl fmt::Display for StartError {
@@ -41,6 +45,7 @@ impl fmt::Display for StartError {
             StartError::Metrics(addr, e) => {
                 write!(f, "metrics.listen: cannot listen on {addr}: {e}")
             }
+            StartError::Redis(e) => write!(f, "redis.url: {e}"),
         }
     }
 }
@@ -51,6 +56,7 @@ impl std::error::Error for StartError {
             StartError::Config(e) => Some(e),
             StartError::NoSystem => None,
             StartError::Metrics(_, e) => Some(e),
+            StartError::Redis(e) => Some(e),
         }
     }
 }
@@ -73,6 +79,16 @@ impl Crawler {
                     .map_err(|e| StartError::Metrics(addr, e))?,
             ),
             None => None,
+        };
+        let redis = match (&settings.limiter.backend, &settings.redis.url) {
+            (Backend::Redis, Some(url)) => {
+                let opts = RedisOptions {
+                    op_timeout: Duration::from_millis(settings.redis.op_timeout_ms),
+                    ..RedisOptions::default()
+                };
+                Some(Redis::connect(url, opts).map_err(StartError::Redis)?)
+            }
+            _ => None,
         };
         let c = &settings.crawler;
         let dns = DnsCache::new(c.dns_ttl());
@@ -140,6 +156,7 @@ impl Crawler {
         };
         let limiter_settings = settings.limiter.clone();
         let sched_settings = settings.clone();
+        let redis_for_limiter = redis.clone();
         let sched_metrics = Arc::clone(&metrics);
         let health_metrics = Arc::clone(&metrics);
         metrics.exits_available_ratio.set(
@@ -151,7 +168,11 @@ impl Crawler {
         let mut health_addr = None;
         let scheduler = SchedulerActor::create(|ctx| {
             let me = ctx.address();
-            let limiter = LimiterActor::new(limiter_settings, vec![me.clone().recipient()]).start();
+            let mut limiter = LimiterActor::new(limiter_settings, vec![me.clone().recipient()]);
+            if let Some(r) = &redis_for_limiter {
+                limiter = limiter.with_shared_rates(SharedRates::new(r.clone()));
+            }
+            let limiter = limiter.start();
             let health = HealthActor::new(
                 health_opts,
                 exit_addrs.clone(),
@@ -163,6 +184,11 @@ impl Crawler {
             )
             .start();
             let mut s = SchedulerActor::new(sched_settings, slots, sched_metrics);
+            if let Some(r) = &redis_for_limiter {
+                s.share_limits(SharedLimits {
+                    gcra: RedisGcra::new(r.clone()),
+                });
+            }
             s.connect(limiter.clone(), health.clone());
             limiter_addr = Some(limiter);
             health_addr = Some(health);
@@ -175,6 +201,7 @@ impl Crawler {
             _health: health_addr,
             _arbiters: Arc::new(arbiters),
             _lag: lag,
+            redis,
             settings,
             metrics,
             metrics_addr,
@@ -191,6 +218,7 @@ pub struct CrawlerHandle {
     _health: Option<Addr<HealthActor>>,
     _arbiters: Arc<Vec<Arbiter>>,
     _lag: Addr<LagActor>,
+    redis: Option<Redis>,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
     metrics_addr: Option<std::net::SocketAddr>,
@@ -210,6 +238,11 @@ impl CrawlerHandle {
     /// The metrics registry (what `/metrics` serves).
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// Distributed mode: the Redis connection's outage and error counters.
+    pub fn redis_stats(&self) -> Option<RedisStats> {
+        self.redis.as_ref().map(Redis::stats)
     }
 
     /// Where the metrics endpoint listens, if `[metrics] listen` is set.

@@ -19,6 +19,7 @@ use exitcrawl::limiter::interval_of;
 
 use crate::messages::{Failed, SetInterval, Succeeded, Throttled};
 use crate::net::FailureKind;
+use crate::redis::{RateMessage, SharedRates};
 
 /// A limiter key: exit and/or host, as the scope says.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -30,6 +31,25 @@ pub struct LimitKey {
 }
 
 impl LimitKey {
+    /// The key's name in Redis: `exit|host`, `*` where the scope does not key on it.
+    pub fn redis_name(&self) -> String {
+        format!(
+            "{}|{}",
+            self.exit.as_deref().unwrap_or("*"),
+            self.host.as_deref().unwrap_or("*")
+        )
+    }
+
+    /// The inverse of [`LimitKey::redis_name`].
+    pub fn from_redis_name(name: &str) -> Option<Self> {
+        let (exit, host) = name.split_once('|')?;
+        let part = |s: &str| (s != "*").then(|| Arc::from(s));
+        Some(Self {
+            exit: part(exit),
+            host: part(host),
+        })
+    }
+
     /// The key of a request through `exit` to `host` under `scope`.
     pub fn new(scope: Scope, exit: &Arc<str>, host: &Arc<str>) -> Self {
         let (e, h) = match scope {
@@ -64,6 +84,8 @@ pub struct LimiterActor {
     settings: LimiterSettings,
     controllers: HashMap<LimitKey, Controller>,
     subscribers: Vec<Recipient<SetInterval>>,
+    /// Distributed mode: rates shared with the other crawler processes.
+    shared: Option<SharedRates>,
 }
 
 impl LimiterActor {
@@ -73,6 +95,28 @@ impl LimiterActor {
             settings,
             controllers: HashMap::new(),
             subscribers,
+            shared: None,
+        }
+    }
+
+    /// Distributed mode: publish this process's rate changes and adopt the others'.
+    pub fn with_shared_rates(mut self, shared: SharedRates) -> Self {
+        self.shared = Some(shared);
+        self
+    }
+
+    fn broadcast(&self, key: LimitKey, a: &Adjustment) {
+        let msg = SetInterval {
+            exit: key.exit,
+            host: key.host,
+            interval: a.interval,
+            pause_until: a.pause_until,
+        };
+        if a.pause_until.is_some() {
+            tracing::info!(exit = ?msg.exit, host = ?msg.host, interval_ms = a.interval.as_secs_f64() * 1e3, "limiter pause");
+        }
+        for s in &self.subscribers {
+            s.do_send(msg.clone());
         }
     }
 
@@ -101,18 +145,18 @@ impl LimiterActor {
             })
         };
         if let Some(a) = change {
-            let msg = SetInterval {
-                exit: key.exit,
-                host: key.host,
-                interval: a.interval,
-                pause_until: a.pause_until,
-            };
-            if a.pause_until.is_some() {
-                tracing::info!(exit = ?msg.exit, host = ?msg.host, interval_ms = a.interval.as_secs_f64() * 1e3, "limiter pause");
+            if let Some(shared) = self.shared.clone().filter(|_| adaptive) {
+                // Tell the other processes; a failure only means they learn it later.
+                let name = key.redis_name();
+                let pause = a.pause_until.map(|p| p.saturating_duration_since(now));
+                let rps = a.rps;
+                actix_rt::spawn(async move {
+                    if let Err(e) = shared.set(&name, rps, pause).await {
+                        tracing::debug!(key = %name, error = %e, "shared rate not published");
+                    }
+                });
             }
-            for s in &self.subscribers {
-                s.do_send(msg.clone());
-            }
+            self.broadcast(key, &a);
         }
     }
 }
@@ -122,6 +166,71 @@ impl Actor for LimiterActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(16 * 1024);
+        if let Some(shared) = self.shared.clone() {
+            let me = ctx.address();
+            actix_rt::spawn(follow_shared_rates(shared, me));
+        }
+    }
+}
+
+/// Forward other processes' rate changes to the limiter for as long as it runs; while
+/// Redis is away, try again with backoff (crawling goes on meanwhile).
+async fn follow_shared_rates(shared: SharedRates, me: Addr<LimiterActor>) {
+    let mut backoff = crate::redis::Backoff::default();
+    while me.connected() {
+        match shared.subscribe().await {
+            Ok(mut sub) => {
+                backoff.reset();
+                while let Some(msg) = sub.recv().await {
+                    if me.try_send(SharedRateChanged(msg)).is_err() && !me.connected() {
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "shared rates: subscribe failed, retrying");
+                actix_rt::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    }
+}
+
+/// Another crawler process changed a key's rate (distributed mode).
+struct SharedRateChanged(RateMessage);
+
+impl Message for SharedRateChanged {
+    type Result = ();
+}
+
+impl Handler<SharedRateChanged> for LimiterActor {
+    type Result = ();
+
+    fn handle(&mut self, m: SharedRateChanged, _ctx: &mut Self::Context) {
+        let RateMessage::Update(u) = m.0 else {
+            // Resubscribed: updates in between are lost; the next change of each key
+            // brings the processes back in line.
+            return;
+        };
+        let Some(key) = LimitKey::from_redis_name(&u.key) else {
+            return;
+        };
+        let now = Instant::now().into_std();
+        let cfg = aimd_config(&self.settings);
+        let ctl = self
+            .controllers
+            .entry(key.clone())
+            .or_insert_with(|| Controller::new(cfg, now));
+        let adjusted = ctl.adopt(u.rps, now);
+        let pause_until = u.pause_remaining().map(|d| now + d);
+        if adjusted.is_some() || pause_until.is_some() {
+            let a = Adjustment {
+                rps: ctl.rate(),
+                interval: ctl.interval(),
+                pause_until: pause_until.or(ctl.pause_until(now)),
+            };
+            tracing::debug!(key = %u.key, rps = u.rps, "adopted a shared rate");
+            self.broadcast(key, &a);
+        }
     }
 }
 

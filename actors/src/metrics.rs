@@ -95,6 +95,10 @@ pub struct Metrics {
     pub retry_budget_refusals: Counter,
     /// Delay between when a timer tick was due and when it ran.
     pub event_loop_lag: Histogram,
+    /// Distributed mode: 1 while the last Redis check answered, 0 during an outage.
+    pub redis_up: Gauge,
+    /// Distributed mode: Redis checks that failed (the key paced locally instead).
+    pub redis_errors: Counter,
 }
 
 impl Metrics {
@@ -122,6 +126,8 @@ impl Metrics {
             retries: Counter::default(),
             retry_budget_refusals: Counter::default(),
             event_loop_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            redis_up: Gauge::default(),
+            redis_errors: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -196,6 +202,16 @@ impl Metrics {
             "Delay between when a timer tick was due and when it ran",
             prometheus_client::registry::Unit::Seconds,
             m.event_loop_lag.clone(),
+        );
+        registry.register(
+            "redis_up",
+            "Distributed mode: 1 while Redis answers, 0 during an outage",
+            m.redis_up.clone(),
+        );
+        registry.register(
+            "redis_errors",
+            "Distributed mode: Redis checks that failed (paced locally instead)",
+            m.redis_errors.clone(),
         );
         Arc::new(Self { registry, ..m })
     }

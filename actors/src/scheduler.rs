@@ -59,13 +59,42 @@ pub(crate) struct ExitSlot {
     pub failing: bool,
 }
 
+/// Distributed mode: the shared GCRA every request must pass.
+#[derive(Clone)]
+pub(crate) struct SharedLimits {
+    pub gcra: crate::redis::RedisGcra,
+}
+
 /// One limiter key's pacing.
 struct KeyState {
     limiter: Option<Box<dyn RateLimiter>>,
     pause_until: Option<std::time::Instant>,
+    /// Distributed mode while Redis is unreachable: the shared rate this key had; the
+    /// local limiter runs at a share of it meanwhile.
+    fallback_from: Option<f64>,
 }
 
 impl KeyState {
+    /// Start pacing on a local share; `true` when this call started the fallback.
+    fn enter_fallback(&mut self, processes: u32, min_rps: f64, now: std::time::Instant) -> bool {
+        let Some(l) = self.limiter.as_mut() else {
+            return false;
+        };
+        if self.fallback_from.is_some() {
+            return false;
+        }
+        let rps = l.quota().rps;
+        self.fallback_from = Some(rps);
+        l.set_rate(crate::redis::fallback_rps(rps, processes, min_rps), now);
+        true
+    }
+
+    fn leave_fallback(&mut self, now: std::time::Instant) {
+        if let (Some(rps), Some(l)) = (self.fallback_from.take(), self.limiter.as_mut()) {
+            l.set_rate(rps, now);
+        }
+    }
+
     fn ready_in(&mut self, now: std::time::Instant) -> Duration {
         let pause = self
             .pause_until
@@ -154,6 +183,7 @@ pub struct SchedulerActor {
     drained: Vec<oneshot::Sender<()>>,
     metrics: Arc<Metrics>,
     labels: Vec<ExitLabels>,
+    shared: Option<SharedLimits>,
     /// Fetches waiting in the queues (not in flight, not waiting for a retry).
     queued: i64,
 }
@@ -197,9 +227,14 @@ impl SchedulerActor {
             drained: Vec::new(),
             metrics,
             labels,
+            shared: None,
             queued: 0,
             settings,
         }
+    }
+
+    pub(crate) fn share_limits(&mut self, shared: SharedLimits) {
+        self.shared = Some(shared);
     }
 
     pub(crate) fn connect(&mut self, limiter: Addr<LimiterActor>, health: Addr<HealthActor>) {
@@ -231,6 +266,7 @@ impl SchedulerActor {
             KeyState {
                 limiter,
                 pause_until: None,
+                fallback_from: None,
             }
         })
     }
@@ -418,20 +454,34 @@ impl SchedulerActor {
     }
 
     fn send(&mut self, i: usize, mut p: Pending, ctx: &mut Context<Self>) {
-        let now = Instant::now();
         p.slot = None; // leaves the queue: frees a slot for a waiting Fetch
-        p.attempts += 1;
-        if p.attempts == 1 {
-            self.budget.deposit(now.into_std());
+        self.reserve(i, &p.host);
+        match self.shared.clone() {
+            Some(shared) => self.check_shared(i, p, shared, ctx),
+            None => self.launch(i, p, ctx),
         }
-        p.last_exit = Some(i);
+    }
+
+    /// Count a fetch against the exit before anything is sent (the counterpart of
+    /// [`Self::release`]).
+    fn reserve(&mut self, i: usize, host: &Arc<str>) {
         self.exits[i].active += 1;
         self.metrics
             .exit_active
             .get_or_create(&self.labels[i])
             .inc();
         self.in_flight += 1;
-        *self.per_host_active.entry((i, p.host.clone())).or_insert(0) += 1;
+        *self.per_host_active.entry((i, host.clone())).or_insert(0) += 1;
+    }
+
+    /// Send one HTTP attempt through exit `i` (already reserved).
+    fn launch(&mut self, i: usize, mut p: Pending, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        p.attempts += 1;
+        if p.attempts == 1 {
+            self.budget.deposit(now.into_std());
+        }
+        p.last_exit = Some(i);
         let req = SendRequest {
             url: p.fetch.url.clone(),
             method: p.fetch.method.clone(),
@@ -453,6 +503,88 @@ impl SchedulerActor {
                 .actor_instrument(span),
         );
         self.in_flight_handles.insert(id, h);
+    }
+
+    /// Distributed mode: ask the shared GCRA for the key's permit before sending. The
+    /// local pacer has already allowed the request, so Redis sees at most the local rate.
+    fn check_shared(
+        &mut self,
+        i: usize,
+        p: Pending,
+        shared: SharedLimits,
+        ctx: &mut Context<Self>,
+    ) {
+        let now = Instant::now().into_std();
+        let key = LimitKey::new(self.settings.limiter.scope, &self.exits[i].name, &p.host);
+        let state = self.key_state(i, &p.host, now);
+        let (rps, burst) = match (&state.limiter, state.fallback_from) {
+            // In a fallback the local rate is a share; Redis must see the whole.
+            (_, Some(r)) => (r, 1),
+            (Some(l), None) => {
+                let q = l.quota();
+                (q.rps, q.burst.max(1))
+            }
+            (None, None) => (self.settings.limiter.initial_rps, 1),
+        };
+        let name = key.redis_name();
+        let id = self.next_id;
+        self.next_id += 1;
+        let span = p.span.clone();
+        let fut = async move { shared.gcra.check(&name, rps, burst).await };
+        let h = ctx.spawn(
+            fut.into_actor(self)
+                .map(move |res, act, ctx| {
+                    act.in_flight_handles.remove(&id);
+                    act.on_checked(i, key, p, res, ctx);
+                })
+                .actor_instrument(span),
+        );
+        self.in_flight_handles.insert(id, h);
+    }
+
+    fn on_checked(
+        &mut self,
+        i: usize,
+        key: LimitKey,
+        p: Pending,
+        res: Result<exitcrawl::Decision, crate::redis::RedisError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let now = Instant::now().into_std();
+        let processes = self.settings.redis.processes;
+        let min_rps = self.settings.limiter.min_rps;
+        match res {
+            Ok(exitcrawl::Decision::Allow) => {
+                self.metrics.redis_up.set(1);
+                if let Some(state) = self.keys.get_mut(&key) {
+                    state.leave_fallback(now);
+                }
+                self.launch(i, p, ctx);
+            }
+            Ok(exitcrawl::Decision::Wait(d)) => {
+                self.metrics.redis_up.set(1);
+                if let Some(state) = self.keys.get_mut(&key) {
+                    state.leave_fallback(now);
+                    let until = now + d;
+                    state.pause_until = Some(state.pause_until.map_or(until, |q| q.max(until)));
+                }
+                self.release(i, &p.host);
+                self.requeue_front(p);
+                self.check_drained();
+                self.dispatch(ctx);
+            }
+            Err(e) => {
+                // Redis is away: keep crawling on a conservative local share of the rate.
+                self.metrics.redis_up.set(0);
+                self.metrics.redis_errors.inc();
+                if let Some(state) = self.keys.get_mut(&key) {
+                    if state.enter_fallback(processes, min_rps, now) {
+                        tracing::warn!(key = %key.redis_name(), error = %e, "redis unavailable: pacing this key on a local share");
+                    }
+                }
+                self.launch(i, p, ctx);
+            }
+        }
     }
 
     fn set_queued(&mut self, delta: i64) {
@@ -866,7 +998,20 @@ impl Handler<SetInterval> for SchedulerActor {
         if let Some(state) = self.keys.get_mut(&key) {
             if let Some(l) = state.limiter.as_mut() {
                 if adaptive {
-                    l.set_rate(1.0 / m.interval.as_secs_f64().max(1e-9), now);
+                    let rps = 1.0 / m.interval.as_secs_f64().max(1e-9);
+                    match state.fallback_from.as_mut() {
+                        // Still on a local share: remember the new whole, pace the share.
+                        Some(whole) => {
+                            *whole = rps;
+                            let share = crate::redis::fallback_rps(
+                                rps,
+                                self.settings.redis.processes,
+                                self.settings.limiter.min_rps,
+                            );
+                            l.set_rate(share, now);
+                        }
+                        None => l.set_rate(rps, now),
+                    }
                 }
                 if let Some(p) = m.pause_until {
                     // The pause reaches every request already queued for this key, and

@@ -5,112 +5,13 @@
 //! `.ci/run`; locally, `apt-get install -y redis-server`.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+
 use exitcrawl::Decision;
-use exitcrawl_actors::redis::{
-    Frontier, RateMessage, Redis, RedisError, RedisGcra, RedisOptions, SharedRates,
-};
-
-/// A `redis-server` child on 127.0.0.1:`port`, killed on drop.
-struct RedisServer {
-    port: u16,
-    child: Option<Child>,
-}
-
-impl RedisServer {
-    fn start() -> Self {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .expect("bind 127.0.0.1:0")
-            .port();
-        let mut s = Self { port, child: None };
-        s.restart();
-        s
-    }
-
-    /// (Re)starts the server on the same port and waits (≤ 5 s) until it answers PING.
-    fn restart(&mut self) {
-        assert!(self.child.is_none(), "server already running");
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match child {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if std::env::var_os("CI").is_some() {
-                    panic!(
-                        "CI: redis-server is not on PATH; .ci/run must install it \
-                         (apt-get install -y redis-server)"
-                    );
-                }
-                panic!("install redis-server (apt-get install -y redis-server)");
-            }
-            Err(e) => panic!("starting redis-server: {e}"),
-        };
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if self.pings() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "redis-server on port {} did not answer PING within 5 s",
-            self.port
-        );
-    }
-
-    fn pings(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-    }
-
-    /// SIGKILL, like a crash.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn connect(&self) -> Redis {
-        Redis::connect(&self.url(), RedisOptions::default()).expect("valid url")
-    }
-
-    /// A raw command over a fresh connection (for test set-up, e.g. SCRIPT FLUSH).
-    async fn raw(&self, args: &[&str]) -> redis::Value {
-        let client = redis::Client::open(self.url()).unwrap();
-        let mut c = client.get_multiplexed_async_connection().await.unwrap();
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        cmd.query_async(&mut c).await.unwrap()
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+use exitcrawl_actors::redis::{Frontier, RateMessage, RedisError, RedisGcra, SharedRates};
+use support::RedisServer;
 
 /// Largest number of admissions (server times, µs, sorted) in any window of `w_us`
 /// (closed on both ends) that starts at an admission.

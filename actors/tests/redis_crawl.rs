@@ -1,0 +1,237 @@
+//! Distributed mode end to end: several crawlers, each in its own actix System (as
+//! separate processes would be) with its own exits on 127.0.0.x, share limits through a
+//! real `redis-server`. What the local site saw is what is asserted.
+
+mod support;
+
+use std::net::IpAddr;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use exitcrawl::config::{Algorithm, Backend, ExitSettings, Scope, Settings};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
+use exitcrawl_testsite::{FailMode, SiteConfig, TestSite};
+use futures_util::future::join_all;
+use support::RedisServer;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("ip literal")
+}
+
+/// Settings of one crawler process: exits on `ips`, limits shared per host through Redis.
+fn settings(redis_url: &str, ips: &[&str], algorithm: Algorithm, rps: f64) -> Settings {
+    let exits = ips
+        .iter()
+        .map(|a| ExitSettings::new(format!("x{}", a.replace('.', "_")), ip(a)))
+        .collect();
+    let mut s = Settings::with_exits(exits);
+    s.limiter.algorithm = algorithm;
+    s.limiter.scope = Scope::Host;
+    s.limiter.backend = Backend::Redis;
+    s.limiter.initial_rps = rps;
+    s.limiter.burst = 10;
+    s.redis.url = Some(redis_url.to_owned());
+    s.redis.processes = 3;
+    s.crawler.max_retries = 20;
+    s.crawler.retry_budget = 1.0;
+    s.crawler.retry_backoff_base_ms = 10;
+    s.crawler.retry_backoff_max_ms = 200;
+    s
+}
+
+/// Run a crawler in its own thread and System; `during` runs alongside the fetches and
+/// gets the handle. Returns what `during` returned and how many fetches ended 200.
+fn spawn_crawler<T, F, Fut>(
+    settings: Settings,
+    urls: Vec<String>,
+    during: F,
+) -> thread::JoinHandle<(T, usize)>
+where
+    T: Send + 'static,
+    F: FnOnce(CrawlerHandle) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+{
+    thread::spawn(move || {
+        actix_rt::System::new().block_on(async move {
+            let h = Crawler::start(settings).expect("start");
+            let side = actix_rt::spawn(during(h.clone()));
+            let replies = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
+            let ok = replies
+                .iter()
+                .filter(|r| r.as_ref().is_ok_and(|r| r.status == 200))
+                .count();
+            (side.await.expect("side task"), ok)
+        })
+    })
+}
+
+/// Most arrivals in any window of length `w` (arrivals sorted).
+fn max_in_window(times: &[Instant], w: Duration) -> usize {
+    let mut best = 0;
+    let mut j = 0;
+    for i in 0..times.len() {
+        while times[i].duration_since(times[j]) >= w {
+            j += 1;
+        }
+        best = best.max(i - j + 1);
+    }
+    best
+}
+
+#[test]
+fn three_crawlers_share_one_budget() {
+    let redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig::default());
+    let groups = [
+        ["127.0.0.2", "127.0.0.3"],
+        ["127.0.0.4", "127.0.0.5"],
+        ["127.0.0.6", "127.0.0.7"],
+    ];
+    let per_crawler = 450;
+    let workers: Vec<_> = groups
+        .iter()
+        .enumerate()
+        .map(|(n, ips)| {
+            let urls = (0..per_crawler)
+                .map(|i| site.url(&format!("/c{n}/{i}")))
+                .collect();
+            let s = settings(&redis.url(), ips, Algorithm::Gcra, 300.0);
+            spawn_crawler(s, urls, |_| async {})
+        })
+        .collect();
+    let ok: usize = workers
+        .into_iter()
+        .map(|w| w.join().expect("crawler").1)
+        .sum();
+    assert_eq!(ok, 3 * per_crawler);
+
+    let times: Vec<Instant> = site.requests().iter().map(|r| r.arrived).collect();
+    assert_eq!(times.len(), 3 * per_crawler, "no request was sent twice");
+    // The shared GCRA admits at most 300 × W + burst in any window W (server arrival
+    // times add a little jitter: 2 % slack).
+    let one_s = max_in_window(&times, Duration::from_secs(1));
+    assert!(
+        one_s <= 316,
+        "{one_s} requests in one second (budget 300 + burst 10)"
+    );
+    let span = times[times.len() - 1]
+        .duration_since(times[0])
+        .as_secs_f64();
+    let rate = (times.len() - 1) as f64 / span;
+    assert!(
+        rate >= 0.9 * 300.0,
+        "together they reached {rate:.0} req/s of 300"
+    );
+    eprintln!(
+        "shared budget: {} requests, {rate:.1} req/s, max {one_s} in any 1 s",
+        times.len()
+    );
+}
+
+#[test]
+fn a_throttle_seen_by_one_crawler_slows_the_others() {
+    let redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig {
+        fail_mode: FailMode::Status503,
+        ..SiteConfig::default()
+    });
+    let (tx, rx) = mpsc::channel::<Vec<(Instant, f64)>>();
+    // B watches its own pacing rate for the host while both crawl.
+    let b_urls: Vec<_> = (0..400).map(|i| site.url(&format!("/b/{i}"))).collect();
+    let b = spawn_crawler(
+        settings(&redis.url(), &["127.0.0.4"], Algorithm::Aimd, 40.0),
+        b_urls,
+        move |h| async move {
+            let mut samples = Vec::new();
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(4) {
+                let rate = h
+                    .stats()
+                    .await
+                    .iter()
+                    .flat_map(|s| s.intervals.clone())
+                    .map(|(_, i)| 1.0 / i.as_secs_f64())
+                    .fold(0.0, f64::max);
+                samples.push((Instant::now(), rate));
+                actix_rt::time::sleep(Duration::from_millis(10)).await;
+            }
+            let _ = tx.send(samples);
+        },
+    );
+    let a_urls: Vec<_> = (0..400).map(|i| site.url(&format!("/a/{i}"))).collect();
+    let a = spawn_crawler(
+        settings(&redis.url(), &["127.0.0.2"], Algorithm::Aimd, 40.0),
+        a_urls,
+        |_| async {},
+    );
+    // After 1.5 s, the site starts answering A (only A) with 503 for 300 ms.
+    thread::sleep(Duration::from_millis(1500));
+    site.set_fail_peer(ip("127.0.0.2"), true);
+    thread::sleep(Duration::from_millis(300));
+    site.set_fail_peer(ip("127.0.0.2"), false);
+    let samples = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("B's samples");
+    a.join().expect("A");
+    b.join().expect("B");
+
+    let log = site.requests();
+    let first_503 = log
+        .iter()
+        .find(|r| r.status == 503)
+        .map(|r| r.arrived)
+        .expect("A got a 503");
+    assert!(
+        log.iter()
+            .all(|r| r.status != 503 || r.peer == ip("127.0.0.2")),
+        "only A was throttled"
+    );
+    let before = samples
+        .iter()
+        .filter(|(t, _)| *t <= first_503)
+        .map(|(_, r)| *r)
+        .next_back()
+        .expect("a sample before the 503");
+    let after_min = samples
+        .iter()
+        .filter(|(t, _)| *t > first_503 && t.duration_since(first_503) < Duration::from_millis(300))
+        .map(|(_, r)| *r)
+        .fold(f64::INFINITY, f64::min);
+    eprintln!("B's rate: {before:.1} before A's 503, {after_min:.1} within 300 ms after");
+    assert!(
+        after_min < before * 0.95,
+        "B did not slow down after A was throttled: {before:.1} → {after_min:.1}"
+    );
+}
+
+#[test]
+fn a_redis_outage_mid_crawl_is_survived_and_reported() {
+    let mut redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig::default());
+    let urls: Vec<_> = (0..600).map(|i| site.url(&format!("/o/{i}"))).collect();
+    let s = settings(
+        &redis.url(),
+        &["127.0.0.2", "127.0.0.3"],
+        Algorithm::Gcra,
+        200.0,
+    );
+    let worker = spawn_crawler(s, urls, move |h| async move {
+        // Past the outage (which starts at 0.7 s and lasts 0.8 s): read the counters.
+        actix_rt::time::sleep(Duration::from_secs(3)).await;
+        (h.redis_stats(), h.metrics().redis_errors.get())
+    });
+    thread::sleep(Duration::from_millis(700));
+    redis.kill();
+    thread::sleep(Duration::from_millis(800));
+    redis.restart();
+    let ((stats, errors), ok) = worker.join().expect("crawler");
+    assert_eq!(ok, 600, "the crawl completed through the outage");
+    let stats = stats.expect("redis stats");
+    assert!(stats.outages >= 1, "{stats:?}");
+    assert!(
+        errors > 0,
+        "checks failed during the outage and were counted"
+    );
+    assert_eq!(site.requests().len(), 600);
+}

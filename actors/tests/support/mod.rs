@@ -1,0 +1,110 @@
+//! A real `redis-server` for tests: each test starts its own on a free loopback port (no
+//! persistence) and it is killed on drop. Without `redis-server` on PATH the tests fail,
+//! never skip: CI installs it in `.ci/run`; locally, `apt-get install -y redis-server`.
+//!
+//! Each test crate uses a different part of this helper, hence `allow(dead_code)`.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use exitcrawl_actors::redis::{Redis, RedisOptions};
+
+/// A `redis-server` child on 127.0.0.1:`port`, killed on drop.
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        let mut s = Self { port, child: None };
+        s.restart();
+        s
+    }
+
+    /// (Re)starts the server on the same port and waits (≤ 5 s) until it answers PING.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "server already running");
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if std::env::var_os("CI").is_some() {
+                    panic!(
+                        "CI: redis-server is not on PATH; .ci/run must install it \
+                         (apt-get install -y redis-server)"
+                    );
+                }
+                panic!("install redis-server (apt-get install -y redis-server)");
+            }
+            Err(e) => panic!("starting redis-server: {e}"),
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.pings() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "redis-server on port {} did not answer PING within 5 s",
+            self.port
+        );
+    }
+
+    pub fn pings(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    /// SIGKILL, like a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn connect(&self) -> Redis {
+        Redis::connect(&self.url(), RedisOptions::default()).expect("valid url")
+    }
+
+    /// A raw command over a fresh connection (for test set-up, e.g. SCRIPT FLUSH).
+    pub async fn raw(&self, args: &[&str]) -> redis::Value {
+        let client = redis::Client::open(self.url()).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query_async(&mut c).await.unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
