@@ -1,0 +1,135 @@
+//! Distributed mode figures: `cargo run --release --example bench_redis`.
+//!
+//! Starts its own `redis-server` on a free loopback port (needs it on PATH) and measures:
+//! 1. the cost of one shared GCRA check: one at a time (a full round trip each) and 64 in
+//!    flight on the multiplexed connection (pipelined by the client);
+//! 2. the goodput of 1, 2 and 3 crawler processes (each its own actix System and exits)
+//!    sharing one 300 req/s budget for one local site.
+//!
+//! Every loop is bounded; all traffic stays on 127.0.0.0/8.
+
+use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use exitcrawl::config::{Algorithm, Backend, ExitSettings, Scope, Settings};
+use exitcrawl_actors::redis::{Redis, RedisGcra, RedisOptions};
+use exitcrawl_actors::{Crawler, Fetch};
+use exitcrawl_testsite::{SiteConfig, TestSite};
+use futures_util::future::join_all;
+
+struct Server(Child, u16);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_redis() -> Server {
+    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server on PATH (apt-get install -y redis-server)");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        thread::sleep(Duration::from_millis(20));
+    }
+    Server(child, port)
+}
+
+fn gcra_cost(url: &str) {
+    actix_rt::System::new().block_on(async {
+        let redis = Redis::connect(url, RedisOptions::default()).expect("url");
+        let gcra = RedisGcra::new(redis);
+        // A rate no check will hit: every answer is Allow, so only the cost is measured.
+        let n = 20_000u32;
+        let _ = gcra.check("warm", 1e9, 1).await;
+        let t = Instant::now();
+        for i in 0..n {
+            gcra.check(&format!("seq{}", i % 64), 1e9, 1)
+                .await
+                .expect("check");
+        }
+        let seq = t.elapsed() / n;
+        let t = Instant::now();
+        for round in 0..n / 64 {
+            let batch = (0..64).map(|i| {
+                let gcra = gcra.clone();
+                async move { gcra.check(&format!("par{}_{round}", i), 1e9, 1).await }
+            });
+            for r in join_all(batch).await {
+                r.expect("check");
+            }
+        }
+        let par = t.elapsed() / (n / 64 * 64);
+        println!(
+            "GCRA check, one at a time:         {:>8.1} µs per check",
+            seq.as_secs_f64() * 1e6
+        );
+        println!(
+            "GCRA check, 64 in flight:          {:>8.1} µs per check",
+            par.as_secs_f64() * 1e6
+        );
+    });
+}
+
+fn goodput(url: &str, processes: usize) -> (f64, usize) {
+    let site = TestSite::start(SiteConfig {
+        log_requests: true,
+        ..SiteConfig::default()
+    });
+    let per = 1500 / processes;
+    let workers: Vec<_> = (0..processes)
+        .map(|p| {
+            let ip: IpAddr = format!("127.0.0.{}", 2 + p).parse().expect("ip");
+            let mut s = Settings::with_exits(vec![ExitSettings::new(format!("p{p}"), ip)]);
+            s.limiter.algorithm = Algorithm::Gcra;
+            s.limiter.scope = Scope::Host;
+            s.limiter.backend = Backend::Redis;
+            s.limiter.initial_rps = 300.0;
+            s.limiter.burst = 10;
+            s.redis.url = Some(url.to_owned());
+            s.redis.processes = processes as u32;
+            s.crawler.max_retries = 0;
+            let urls: Vec<String> = (0..per).map(|i| site.url(&format!("/p{p}/{i}"))).collect();
+            thread::spawn(move || {
+                actix_rt::System::new().block_on(async move {
+                    let h = Crawler::start(s).expect("start");
+                    let replies =
+                        join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
+                    replies.iter().filter(|r| r.is_ok()).count()
+                })
+            })
+        })
+        .collect();
+    let ok: usize = workers.into_iter().map(|w| w.join().expect("worker")).sum();
+    let times: Vec<Instant> = site.requests().iter().map(|r| r.arrived).collect();
+    let span = times[times.len() - 1]
+        .duration_since(times[0])
+        .as_secs_f64();
+    ((times.len() - 1) as f64 / span, ok)
+}
+
+fn main() {
+    let server = start_redis();
+    let url = format!("redis://127.0.0.1:{}/", server.1);
+    gcra_cost(&url);
+    for p in 1..=3 {
+        let (rate, ok) = goodput(&url, p);
+        println!(
+            "{p} process(es) sharing 300 req/s:    {rate:>8.1} req/s = {:.3} of the budget ({ok} ok)",
+            rate / 300.0
+        );
+    }
+}
