@@ -228,21 +228,36 @@ impl Metrics {
         self.consecutive_failures.get_or_create(&l).set(0);
         let _ = self.ejections.get_or_create(&l);
         let _ = self.request_duration.get_or_create(&l);
-        for (outcome, class) in [
-            ("ok", "2xx"),
-            ("ok", "3xx"),
-            ("ok", "4xx"),
-            ("ok", "5xx"),
-            ("throttled", "4xx"),
-            ("throttled", "5xx"),
-            ("error", "none"),
-        ] {
+        for (outcome, class) in OUTCOMES {
             let _ = self.requests.get_or_create(&OutcomeLabels {
                 exit: l.exit.clone(),
                 source_ip: l.source_ip.clone(),
                 outcome,
                 class,
             });
+        }
+    }
+
+    /// One exit's hot-path handles, looked up once: a labelled lookup hashes the label
+    /// strings and takes a lock on every call; the handles are plain shared atomics.
+    pub fn exit_handles(&self, l: &ExitLabels) -> ExitHandles {
+        let requests = OUTCOMES
+            .iter()
+            .map(|&(outcome, class)| {
+                let labels = OutcomeLabels {
+                    exit: l.exit.clone(),
+                    source_ip: l.source_ip.clone(),
+                    outcome,
+                    class,
+                };
+                (outcome, class, self.requests.get_or_create(&labels).clone())
+            })
+            .collect();
+        ExitHandles {
+            labels: l.clone(),
+            active: self.exit_active.get_or_create(l).clone(),
+            duration: self.request_duration.get_or_create(l).clone(),
+            requests,
         }
     }
 
@@ -278,6 +293,52 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// The (outcome, class) pairs every exit's request counter starts with.
+const OUTCOMES: [(&str, &str); 7] = [
+    ("ok", "2xx"),
+    ("ok", "3xx"),
+    ("ok", "4xx"),
+    ("ok", "5xx"),
+    ("throttled", "4xx"),
+    ("throttled", "5xx"),
+    ("error", "none"),
+];
+
+/// One exit's metric handles for the per-request path (see [`Metrics::exit_handles`]).
+#[derive(Debug, Clone)]
+pub struct ExitHandles {
+    labels: ExitLabels,
+    /// `exitcrawl_exit_active_requests` of this exit.
+    pub active: Gauge,
+    /// `exitcrawl_request_duration_seconds` of this exit.
+    pub duration: Histogram,
+    requests: Vec<(&'static str, &'static str, Counter)>,
+}
+
+impl ExitHandles {
+    /// Count one request with this outcome and status class.
+    pub fn count(&self, metrics: &Metrics, outcome: &'static str, class: &'static str) {
+        match self
+            .requests
+            .iter()
+            .find(|(o, c, _)| *o == outcome && *c == class)
+        {
+            Some((_, _, counter)) => {
+                counter.inc();
+            }
+            None => {
+                let labels = OutcomeLabels {
+                    exit: self.labels.exit.clone(),
+                    source_ip: self.labels.source_ip.clone(),
+                    outcome,
+                    class,
+                };
+                metrics.requests.get_or_create(&labels).inc();
+            }
+        }
     }
 }
 

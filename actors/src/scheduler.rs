@@ -38,7 +38,7 @@ use crate::messages::{
     GetCounters, GetStats, HealthChanged, Observed, SendRequest, SetInterval, Shutdown, Succeeded,
     Throttled,
 };
-use crate::metrics::{status_class, ExitLabels, Metrics, OutcomeLabels, RateLabels};
+use crate::metrics::{status_class, ExitHandles, Metrics, RateLabels};
 use crate::net::FailureKind;
 
 type Reply = Result<FetchResponse, FetchError>;
@@ -182,7 +182,7 @@ pub struct SchedulerActor {
     shutting_down: bool,
     drained: Vec<oneshot::Sender<()>>,
     metrics: Arc<Metrics>,
-    labels: Vec<ExitLabels>,
+    handles: Vec<ExitHandles>,
     shared: Option<SharedLimits>,
     /// Fetches waiting in the queues (not in flight, not waiting for a retry).
     queued: i64,
@@ -194,9 +194,9 @@ impl SchedulerActor {
         exits: Vec<ExitSlot>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let labels = exits
+        let handles = exits
             .iter()
-            .map(|e| Metrics::exit(&e.name, e.source_ip))
+            .map(|e| metrics.exit_handles(&Metrics::exit(&e.name, e.source_ip)))
             .collect();
         let c = &settings.crawler;
         let queue_slots = Arc::new(Semaphore::new(c.queue_capacity as usize));
@@ -226,7 +226,7 @@ impl SchedulerActor {
             shutting_down: false,
             drained: Vec::new(),
             metrics,
-            labels,
+            handles,
             shared: None,
             queued: 0,
             settings,
@@ -466,10 +466,7 @@ impl SchedulerActor {
     /// [`Self::release`]).
     fn reserve(&mut self, i: usize, host: &Arc<str>) {
         self.exits[i].active += 1;
-        self.metrics
-            .exit_active
-            .get_or_create(&self.labels[i])
-            .inc();
+        self.handles[i].active.inc();
         self.in_flight += 1;
         *self.per_host_active.entry((i, host.clone())).or_insert(0) += 1;
     }
@@ -593,23 +590,11 @@ impl SchedulerActor {
     }
 
     fn count(&self, i: usize, outcome: &'static str, class: &'static str) {
-        let l = &self.labels[i];
-        self.metrics
-            .requests
-            .get_or_create(&OutcomeLabels {
-                exit: l.exit.clone(),
-                source_ip: l.source_ip.clone(),
-                outcome,
-                class,
-            })
-            .inc();
+        self.handles[i].count(&self.metrics, outcome, class);
     }
 
     fn release(&mut self, i: usize, host: &Arc<str>) {
-        self.metrics
-            .exit_active
-            .get_or_create(&self.labels[i])
-            .dec();
+        self.handles[i].active.dec();
         self.exits[i].active = self.exits[i].active.saturating_sub(1);
         self.in_flight = self.in_flight.saturating_sub(1);
         if let Some(n) = self.per_host_active.get_mut(&(i, host.clone())) {
@@ -641,10 +626,7 @@ impl SchedulerActor {
             Ok(att) => match att.result {
                 Ok(answer) => {
                     self.observe(i, None);
-                    self.metrics
-                        .request_duration
-                        .get_or_create(&self.labels[i])
-                        .observe(att.latency.as_secs_f64());
+                    self.handles[i].duration.observe(att.latency.as_secs_f64());
                     let hints = ServerHints::from_headers(
                         answer.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                         crate::limiter::wall_now(),
