@@ -44,6 +44,6 @@ mod validate;
 pub use error::ConfigError;
 pub use load::{ENV_PREFIX, ENV_SEPARATOR};
 pub use schema::{
-    default_user_agent, Algorithm, Arbiters, CrawlerSettings, ExitSettings, HealthSettings,
-    LimiterSettings, MetricsSettings, Scope, Settings,
+    default_user_agent, Algorithm, Arbiters, CrawlScope, CrawlSettings, CrawlerSettings,
+    ExitSettings, HealthSettings, LimiterSettings, MetricsSettings, Scope, Settings,
 };
