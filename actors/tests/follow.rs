@@ -54,11 +54,11 @@ fn big_page(host: &str, i: usize) -> String {
     h += &format!("<a href=\"../p/{}.html?\">up</a>\n", (i + 29) % N);
     h += "<a href=\"#top\">self</a> <a href=\"/\">home</a>\n";
     h += &format!("<A HREF='/p/{i}.html'>me</A>\n");
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         h += &format!("<a href=\"/private/{i}.html\">secret</a>\n");
         h += "<a href=\"/private/shared.html\">secret</a>\n";
     }
-    if i % 50 == 0 {
+    if i.is_multiple_of(50) {
         h += "<a href=\"http://other.invalid/x\">elsewhere</a>\n";
         h += "<a href=\"mailto:x@y.invalid\">mail</a> <a href=\"javascript:void(0)\">js</a>\n";
         h += "<a href=\"/file.bin\">binary</a> <a href=\"/missing.html\">gone</a>\n";
