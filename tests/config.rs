@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use exitcrawl::config::{
-    Algorithm, Arbiters, ConfigError, ExitSettings, Scope, Settings, ENV_PREFIX,
+    Algorithm, Arbiters, ConfigError, CrawlScope, ExitSettings, Scope, Settings, ENV_PREFIX,
 };
 use exitcrawl::limiter::Kind;
 use proptest::prelude::*;
@@ -105,6 +105,11 @@ fn schema_keys() -> BTreeSet<String> {
     s.exits[0].rate = Some(1.0);
     s.exits[0].burst = Some(1);
     s.exits[0].region = Some("r".into());
+    s.crawl.max_depth = Some(1);
+    s.crawl.max_pages = Some(1);
+    s.crawl.user_agent_token = Some("bot".into());
+    s.crawl.allow = vec!["a".into()];
+    s.crawl.deny = vec!["b".into()];
     let tree = config::Config::try_from(&s).unwrap().cache;
     let mut keys = BTreeSet::new();
     let config::ValueKind::Table(top) = tree.kind else {
@@ -195,7 +200,7 @@ fn unknown_keys_are_named_with_what_is_allowed() {
         "verbose",
         &[
             "unknown key",
-            "crawler, limiter, health, metrics, redis, exits",
+            "crawler, limiter, health, metrics, redis, exits, crawl",
         ],
     );
     assert_invalid(&with_exit("[crawlr]"), "crawlr", &["unknown key"]);
@@ -988,4 +993,86 @@ fn redis_backend_needs_a_redis_url_and_a_limit_to_share() {
     ))
     .expect("valid");
     assert_eq!(ok.redis.processes, 3);
+}
+
+// ---------------------------------------------------------------- [crawl]
+
+#[test]
+fn crawl_section_defaults_and_values() {
+    let s = Settings::from_toml_str(ONE_EXIT).unwrap();
+    assert!(!s.crawl.follow && s.crawl.robots);
+    assert_eq!(s.crawl.scope, CrawlScope::SameHost);
+    assert_eq!(s.crawl.per_host_concurrency, 2);
+    assert_eq!(
+        s.crawl.robots_token("exitcrawl/0.1.0 (+https://x)"),
+        "exitcrawl"
+    );
+    let s = Settings::from_toml_str(&with_exit(
+        "[crawl]\nfollow = true\nscope = \"same_domain\"\nallow = ['^https?://e\\.com/']\n\
+         deny = ['\\.pdf$']\nmax_depth = 0\nmax_pages = 10\nuser_agent_token = \"my-bot\"",
+    ))
+    .unwrap();
+    assert!(s.crawl.follow);
+    assert_eq!(s.crawl.scope, CrawlScope::SameDomain);
+    assert_eq!((s.crawl.max_depth, s.crawl.max_pages), (Some(0), Some(10)));
+    assert_eq!(s.crawl.robots_token("ignored/1"), "my-bot");
+    let s = Settings::from_toml_str_with_env(
+        ONE_EXIT,
+        env(&[
+            ("EXITCRAWL__CRAWL__FOLLOW", "true"),
+            ("EXITCRAWL__CRAWL__ROBOTS", "false"),
+        ]),
+    )
+    .unwrap();
+    assert!(s.crawl.follow && !s.crawl.robots);
+}
+
+#[test]
+fn crawl_section_errors_name_the_key() {
+    assert_invalid(
+        &with_exit("[crawl]\ndeny = ['ok', '(unclosed']"),
+        "crawl.deny[1]",
+        &["\"(unclosed\"", "not a valid regex", "unclosed"],
+    );
+    assert_invalid(
+        &with_exit("[crawl]\nallow = ['[z-a]']"),
+        "crawl.allow[0]",
+        &["not a valid regex"],
+    );
+    assert_invalid(
+        &with_exit("[crawl]\nscope = \"galaxy\""),
+        "crawl.scope",
+        &["\"galaxy\"", "same_host, same_domain, any"],
+    );
+    assert_invalid(
+        &with_exit("[crawl]\nper_host_concurrency = 0"),
+        "crawl.per_host_concurrency",
+        &["0 is out of range", "1..=10000"],
+    );
+    assert_invalid(
+        &with_exit("[crawl]\nmax_pages = 0"),
+        "crawl.max_pages",
+        &["out of range"],
+    );
+    assert_invalid(
+        &with_exit("[crawl]\nseen_limit = 0"),
+        "crawl.seen_limit",
+        &["out of range"],
+    );
+    assert_invalid(
+        &with_exit("[crawl]\nrobots_ttl_ms = 5"),
+        "crawl.robots_ttl_ms",
+        &["1000..=604800000"],
+    );
+    assert_invalid(
+        &with_exit("[crawl]\nuser_agent_token = \"bot/1.0\""),
+        "crawl.user_agent_token",
+        &["A-Z a-z _ -"],
+    );
+    assert_invalid(
+        &with_exit("[crawl]\nfolow = true"),
+        "crawl.folow",
+        &["unknown key", "follow"],
+    );
+    assert_invalid(&with_exit("[crawl]\nrobots = 1"), "crawl.robots", &["1"]);
 }

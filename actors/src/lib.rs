@@ -16,6 +16,8 @@
 //!   broadcasts `SetInterval`.
 //! - [`health::HealthActor`]: pings exits on a timer, runs the health state machine.
 //! - [`crawler`]: `Crawler::start(settings) -> CrawlerHandle`, the embedding API.
+//! - [`follow`]: `crawl_site` — follow links from seeds through a `CrawlerHandle`, with
+//!   scope, dedupe, robots.txt and per-host politeness (`exitcrawl::discover`).
 //! - [`net`]: how one exit talks to the network — an awc client whose every TCP connection
 //!   leaves from the exit's own source IP, a shared DNS cache, and the classification of
 //!   connection failures (exit's fault or site's fault).
@@ -26,6 +28,7 @@
 
 pub mod crawler;
 pub mod exit;
+pub mod follow;
 pub mod health;
 pub mod limiter;
 pub mod messages;
@@ -35,4 +38,5 @@ pub mod redis;
 pub mod scheduler;
 
 pub use crawler::{Crawler, CrawlerHandle, StartError};
+pub use follow::{crawl_site, FollowOptions, FollowRecord, FollowTotals, SkipReason};
 pub use messages::{ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse};

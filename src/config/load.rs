@@ -19,7 +19,7 @@ use std::path::Path;
 use config::{Config, Environment, FileFormat, Format, Source, Value, ValueKind};
 
 use super::error::ConfigError;
-use super::schema::{Algorithm, Arbiters, Backend, Scope};
+use super::schema::{Algorithm, Arbiters, Backend, CrawlScope, Scope};
 use super::validate::show;
 use super::Settings;
 
@@ -29,10 +29,12 @@ pub const ENV_PREFIX: &str = "EXITCRAWL";
 pub const ENV_SEPARATOR: &str = "__";
 
 /// The top-level keys of the schema.
-const SECTIONS: [&str; 6] = ["crawler", "limiter", "health", "metrics", "redis", "exits"];
+const SECTIONS: [&str; 7] = [
+    "crawler", "limiter", "health", "metrics", "redis", "exits", "crawl",
+];
 /// The sections the environment may override (scalars in tables; `[[exits]]` is an array
 /// whose entries have no stable name to address them by).
-const ENV_SECTIONS: [&str; 5] = ["crawler", "limiter", "health", "metrics", "redis"];
+const ENV_SECTIONS: [&str; 6] = ["crawler", "limiter", "health", "metrics", "redis", "crawl"];
 
 impl Settings {
     /// Load `path` (TOML), apply `EXITCRAWL__SECTION__KEY` overrides from the process
@@ -41,8 +43,8 @@ impl Settings {
     /// Environment values are parsed as booleans and numbers when they look like them
     /// (`try_parsing`), lists are comma-separated (`THROTTLE_STATUSES=429,503`), empty
     /// values are ignored, names are case-insensitive. Variables starting with
-    /// `EXITCRAWL__` that do not name a `[crawler]`, `[limiter]`, `[health]` or
-    /// `[metrics]` key are errors rather than silently ignored.
+    /// `EXITCRAWL__` that do not name a `[crawler]`, `[limiter]`, `[health]`, `[metrics]`
+    /// or `[crawl]` key are errors rather than silently ignored.
     pub fn load(path: &Path) -> Result<Settings, ConfigError> {
         let mut env = Vec::new();
         for (name, value) in std::env::vars_os() {
@@ -363,6 +365,10 @@ fn hint(key: &str) -> Option<String> {
             "is not a limiter backend (expected one of: {})",
             one_of(Backend::ALL.iter().map(|b| b.as_str()).collect())
         ),
+        "scope" if key == "crawl.scope" => format!(
+            "is not a crawl scope (expected one of: {})",
+            one_of(CrawlScope::ALL.iter().map(|s| s.as_str()).collect())
+        ),
         "scope" => format!(
             "is not a limiter scope (expected one of: {})",
             one_of(Scope::ALL.iter().map(|s| s.as_str()).collect())
@@ -372,7 +378,7 @@ fn hint(key: &str) -> Option<String> {
             one_of(Arbiters::ALL.iter().map(|a| a.as_str()).collect())
         ),
         "exits" => "is not an array of tables (expected [[exits]] entries)".to_string(),
-        "crawler" | "limiter" | "health" | "metrics" | "redis" => {
+        "crawler" | "limiter" | "health" | "metrics" | "redis" | "crawl" => {
             format!("is not a table (expected a [{last}] section)")
         }
         _ if last.starts_with("exits[") && last.ends_with(']') => {
@@ -503,6 +509,8 @@ mod tests {
         assert!(hint("exits[3].source_ip").unwrap().contains("IP address"));
         assert!(hint("metrics.listen").unwrap().contains("socket address"));
         assert!(hint("limiter.algorithm").unwrap().contains("sliding_log"));
+        assert!(hint("limiter.scope").unwrap().contains("exit_host"));
+        assert!(hint("crawl.scope").unwrap().contains("same_domain"));
         assert!(hint("exits[3]").unwrap().contains("[[exits]]"));
         assert!(hint("crawler.concurrency").is_none());
     }

@@ -44,6 +44,6 @@ mod validate;
 pub use error::ConfigError;
 pub use load::{ENV_PREFIX, ENV_SEPARATOR};
 pub use schema::{
-    default_user_agent, Algorithm, Arbiters, Backend, CrawlerSettings, ExitSettings,
-    HealthSettings, LimiterSettings, MetricsSettings, RedisSettings, Scope, Settings,
+    default_user_agent, Algorithm, Arbiters, Backend, CrawlScope, CrawlSettings, CrawlerSettings,
+    ExitSettings, HealthSettings, LimiterSettings, MetricsSettings, RedisSettings, Scope, Settings,
 };

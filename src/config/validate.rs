@@ -9,8 +9,8 @@ use std::net::IpAddr;
 
 use super::error::ConfigError;
 use super::schema::{
-    Algorithm, Backend, CrawlerSettings, ExitSettings, HealthSettings, LimiterSettings,
-    RedisSettings,
+    Algorithm, Backend, CrawlSettings, CrawlerSettings, ExitSettings, HealthSettings,
+    LimiterSettings, RedisSettings,
 };
 use super::Settings;
 
@@ -40,8 +40,63 @@ impl Settings {
             0,
             10_000,
         )?;
+        validate_crawl(&self.crawl)?;
         validate_exits(&self.exits)
     }
+}
+
+fn validate_crawl(c: &CrawlSettings) -> Result {
+    for (name, list) in [("allow", &c.allow), ("deny", &c.deny)] {
+        for (i, pattern) in list.iter().enumerate() {
+            if let Err(e) = regex::Regex::new(pattern) {
+                // regex's message spans several lines (pattern, caret, reason): keep the reason.
+                let reason = e.to_string();
+                let reason = reason
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("invalid")
+                    .trim()
+                    .trim_start_matches("error: ")
+                    .to_string();
+                return Err(ConfigError::invalid(
+                    format!("crawl.{name}[{i}]"),
+                    format!("{} is not a valid regex: {reason}", show(pattern)),
+                ));
+            }
+        }
+    }
+    if let Some(d) = c.max_depth {
+        uint("crawl.max_depth", d.into(), 0, 100_000)?;
+    }
+    if let Some(n) = c.max_pages {
+        uint("crawl.max_pages", n, 1, 10_000_000_000)?;
+    }
+    uint("crawl.seen_limit", c.seen_limit, 1, 1_000_000_000)?;
+    uint(
+        "crawl.per_host_concurrency",
+        c.per_host_concurrency.into(),
+        1,
+        10_000,
+    )?;
+    uint("crawl.robots_ttl_ms", c.robots_ttl_ms, 1_000, 7 * DAY_MS)?;
+    if let Some(t) = &c.user_agent_token {
+        if t.is_empty()
+            || t.len() > 64
+            || !t
+                .chars()
+                .all(|ch| ch.is_ascii_alphabetic() || ch == '_' || ch == '-')
+        {
+            return Err(ConfigError::invalid(
+                "crawl.user_agent_token",
+                format!(
+                    "{} must be 1..=64 characters from A-Z a-z _ - (the name robots.txt User-agent lines use, e.g. \"exitcrawl\"), or leave it out to use the product token of crawler.user_agent",
+                    show(t)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn validate_crawler(c: &CrawlerSettings) -> Result {

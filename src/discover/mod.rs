@@ -17,6 +17,8 @@
 //! - [`frontier`]: per-host queues served round-robin, honouring per-host earliest times.
 //!
 //! Like the rest of the core: no I/O, no sleeping; time comes in as `now: Instant`.
+//! The loop that drives these parts with real fetches is `exitcrawl_actors::follow`
+//! (`crawl_site`), configured by the `[crawl]` table ([`crate::config::CrawlSettings`]).
 //!
 //! # Crates and their cost
 //! Cold debug build, each alone on the 2-core machine (measured when chosen):

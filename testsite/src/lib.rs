@@ -18,7 +18,9 @@
 //! 2. `/health` answers 200 or 500 ([`TestSite::set_health`]); it is not rate limited;
 //! 3. the rate limit ([`Limit`]) is checked at arrival with an exact token bucket; over the
 //!    limit answers 429, with `Retry-After` per [`RetryAfter`];
-//! 4. anything else answers 200 with a body of [`SiteConfig::body_size`] bytes;
+//! 4. anything else answers 200 with a body of [`SiteConfig::body_size`] bytes — or, if
+//!    [`SiteConfig::pages`] is set, whatever that generator returns for the host and path
+//!    (404 when it returns `None`);
 //! 5. every answer is delayed by [`SiteConfig::latency`] (the request counts as in flight
 //!    meanwhile), then logged as a [`RequestRecord`].
 //!
@@ -107,11 +109,83 @@ pub struct SiteConfig {
     /// Keep the per-request log ([`TestSite::requests`]). Counters are always kept; turn
     /// the log off for long benches so memory stays flat.
     pub log_requests: bool,
+    /// Serve generated pages instead of the fixed body (default `None`). Rate limits,
+    /// failing peers and `/health` still come first.
+    pub pages: Option<Pages>,
 }
+
+/// A page returned by a [`Pages`] generator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// HTTP status.
+    pub status: u16,
+    /// `Content-Type` header value.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Page {
+    /// A 200 `text/html; charset=utf-8` page.
+    pub fn html(body: impl Into<Bytes>) -> Page {
+        Page {
+            status: 200,
+            content_type: "text/html; charset=utf-8",
+            body: body.into(),
+        }
+    }
+
+    /// A 200 `text/plain` page (e.g. robots.txt).
+    pub fn text(body: impl Into<Bytes>) -> Page {
+        Page {
+            status: 200,
+            content_type: "text/plain",
+            body: body.into(),
+        }
+    }
+}
+
+/// A page generator for [`SiteConfig::pages`]: called once per admitted request with the
+/// request's `Host` header (e.g. `localhost:41234`; empty if absent) and its path with
+/// query; `None` answers 404. Served in place of the fixed body, so a site of any shape
+/// (interlinked HTML, robots.txt, several virtual hosts on one port) needs no files.
+/// Compares equal only to clones of itself.
+#[derive(Clone)]
+#[allow(clippy::type_complexity)]
+pub struct Pages(Arc<dyn Fn(&str, &str) -> Option<Page> + Send + Sync>);
+
+impl Pages {
+    /// Wrap a generator `f(host, path_and_query)`.
+    pub fn new(f: impl Fn(&str, &str) -> Option<Page> + Send + Sync + 'static) -> Pages {
+        Pages(Arc::new(f))
+    }
+
+    fn get(&self, host: &str, path_and_query: &str) -> Page {
+        (self.0)(host, path_and_query).unwrap_or(Page {
+            status: 404,
+            content_type: "text/plain",
+            body: Bytes::from_static(b"not found"),
+        })
+    }
+}
+
+impl std::fmt::Debug for Pages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pages(..)")
+    }
+}
+
+impl PartialEq for Pages {
+    fn eq(&self, other: &Pages) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Pages {}
 
 impl Default for SiteConfig {
     /// No limit, `Retry-After` computed, no latency, 1 KiB bodies, 503 for failing peers,
-    /// request log on.
+    /// request log on, no generated pages.
     fn default() -> Self {
         Self {
             limit: Limit::None,
@@ -120,6 +194,7 @@ impl Default for SiteConfig {
             body_size: 1024,
             fail_mode: FailMode::Status503,
             log_requests: true,
+            pages: None,
         }
     }
 }
@@ -522,7 +597,24 @@ async fn handle(shared: Arc<Shared>, req: Request) -> Result<Response<BoxBody>, 
         shared: &shared,
         peer,
     };
-    let res = shared.respond(&verdict);
+    let res = match (&shared.cfg.pages, &verdict) {
+        (Some(pages), Verdict::Ok) => {
+            let host = req
+                .head()
+                .headers
+                .get(actix_http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            let page = pages.get(host, pq);
+            let status = StatusCode::from_u16(page.status).unwrap_or(StatusCode::OK);
+            let mut res = Response::with_body(status, page.body);
+            res.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(page.content_type));
+            res.map_into_boxed_body()
+        }
+        _ => shared.respond(&verdict),
+    };
     if !shared.cfg.latency.is_zero() {
         actix_rt::time::sleep(shared.cfg.latency).await;
     }
