@@ -339,9 +339,9 @@ fn main() {
             }
         }
     }
-    let pass = outcomes.iter().all(|o| {
-        o.goodput() >= 0.95 && pct(o.limited, o.requests) <= 1.0 && o.ok == o.urls as u64
-    });
+    let pass = outcomes
+        .iter()
+        .all(|o| o.goodput() >= 0.95 && pct(o.limited, o.requests) <= 1.0 && o.ok == o.urls as u64);
     println!(
         "\ntargets (goodput ≥ 0.95 over the whole run, 429 ≤ 1 %): {}",
         if pass { "met" } else { "MISSED" }

@@ -242,7 +242,9 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
             return Err("--demo builds its own settings and URLs: drop --config/--urls".into());
         }
         if resume {
-            return Err("--resume does not go with --demo (its site's port changes every run)".into());
+            return Err(
+                "--resume does not go with --demo (its site's port changes every run)".into(),
+            );
         }
         UrlSource::Demo(demo_urls.unwrap_or(DEFAULT_DEMO_URLS))
     } else {
@@ -692,8 +694,8 @@ fn spawn_signals(out: SharedOut) -> io::Result<mpsc::UnboundedReceiver<()>> {
             #[cfg(unix)]
             {
                 let (int, term) = &mut signals;
-                let _ = futures_util::future::select(Box::pin(int.recv()), Box::pin(term.recv()))
-                    .await;
+                let _ =
+                    futures_util::future::select(Box::pin(int.recv()), Box::pin(term.recv())).await;
             }
             #[cfg(not(unix))]
             {
@@ -917,12 +919,13 @@ fn total_hint(read: &ReadStats) -> Option<(u64, bool)> {
 }
 
 /// The per-exit part of the progress: each exit's pacing rate, the requests it sent
-/// since the last call, and EJECTED when it is out; for more than 8 exits, a count.
-fn exits_line(
+/// since the last call, and EJECTED when it is out; for more than 8 exits, one part with
+/// counts and the first ejected names.
+fn exit_parts(
     stats: &[ExitStats],
     last_sent: &mut HashMap<String, u64>,
     period: Duration,
-) -> String {
+) -> Vec<String> {
     let per_s = period.as_secs_f64().max(1e-3);
     if stats.len() > 8 {
         let healthy = stats.iter().filter(|s| s.healthy).count();
@@ -944,20 +947,21 @@ fn exits_line(
         if !ejected.is_empty() {
             line.push_str(&format!(" ejected: {}", ejected.join(", ")));
         }
-        return line;
+        return vec![line];
     }
-    let mut parts = Vec::new();
-    for s in stats {
-        let sent = s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0);
-        parts.push(format!(
-            "{} pace {} sent {:.0}/s{}",
-            s.name,
-            pace(&s.intervals),
-            sent as f64 / per_s,
-            if s.healthy { "" } else { " EJECTED" },
-        ));
-    }
-    parts.join(" |")
+    stats
+        .iter()
+        .map(|s| {
+            let sent = s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0);
+            format!(
+                "{} pace {} sent {:.0}/s{}",
+                s.name,
+                pace(&s.intervals),
+                sent as f64 / per_s,
+                if s.healthy { "" } else { " EJECTED" },
+            )
+        })
+        .collect()
 }
 
 /// Show progress until aborted: a bar redrawn 4 times a second (figures refreshed every
@@ -999,7 +1003,7 @@ fn spawn_progress(
                         String::new()
                     },
                     (done - last_done) as f64 / period.as_secs_f64(),
-                    exits_line(&stats, &mut last_sent, period),
+                    exit_parts(&stats, &mut last_sent, period).join(" |"),
                 );
                 last_done = done;
             }
@@ -1039,7 +1043,7 @@ fn spawn_progress(
                     }
                     bar.set_position(done + skipped);
                     bar.tick();
-                    if n % 4 == 0 {
+                    if n.is_multiple_of(4) {
                         let stats = handle.stats().await;
                         let period = rate_from.0.elapsed();
                         let rate = (done - rate_from.1) as f64 / period.as_secs_f64().max(1e-3);
@@ -1058,8 +1062,11 @@ fn spawn_progress(
                         if estimated {
                             msg.push_str(" · total estimated from the bytes read");
                         }
-                        msg.push('\n');
-                        msg.push_str(&exits_line(&stats, &mut last_sent, period));
+                        // Two exits a line, so each line fits an 80-column terminal.
+                        for chunk in exit_parts(&stats, &mut last_sent, period).chunks(2) {
+                            msg.push('\n');
+                            msg.push_str(&chunk.join(" · "));
+                        }
                         bar.set_message(msg);
                     }
                     n += 1;
@@ -1124,9 +1131,7 @@ fn init_logging(format: LogFormat) -> Result<(), String> {
         .with_env_filter(filter)
         .with_writer(|| LogLine(Vec::new()));
     let done = match format {
-        LogFormat::Text => builder
-            .with_ansi(io::stderr().is_terminal())
-            .try_init(),
+        LogFormat::Text => builder.with_ansi(io::stderr().is_terminal()).try_init(),
         LogFormat::Json => builder.json().with_ansi(false).try_init(),
     };
     done.map_err(|e| format!("logging: {e}"))
@@ -1254,16 +1259,7 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
         "crawl started"
     );
 
-    let crawled = crawl(
-        &handle,
-        urls,
-        stop,
-        args.grace,
-        concurrency,
-        &out,
-        &totals,
-    )
-    .await;
+    let crawled = crawl(&handle, urls, stop, args.grace, concurrency, &out, &totals).await;
     let elapsed = started.elapsed();
     if let Some(p) = progress {
         p.abort();
