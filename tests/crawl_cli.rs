@@ -534,10 +534,6 @@ fn second_sigint_exits_at_once() {
         sent.elapsed()
     );
     assert!(stderr(&o).contains("interrupted again"), "{}", stderr(&o));
-    // Stopping a TestSite whose handlers are inside a 5 s latency sleep for clients that
-    // are gone takes 15–45 s (inside the site's actix runtime teardown); this test does
-    // not need the site's figures, so leave its thread to the end of the test process.
-    std::mem::forget(site);
 }
 
 #[test]
