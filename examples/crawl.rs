@@ -11,65 +11,108 @@
 //!
 //! Layout of this file:
 //! - [`Cli`] / [`parse_args`]: hand-rolled argument parsing (no dependencies);
+//! - [`read_resume`]: `--resume` — the URLs `--out` already has a final record for;
 //! - [`spawn_reader`]: the URL source — a file or stdin read line by line on its own
 //!   thread (never the whole file), or the demo's generated URLs — feeding a bounded
 //!   channel, so a slow stdin never blocks the actors;
 //! - [`crawl`]: the streaming loop — at most `crawler.concurrency` fetches in flight,
-//!   one [`Record`] per input URL written as soon as it completes;
-//! - [`spawn_progress`]: the status line on stderr every second;
+//!   one [`Record`] per input URL written as soon as it completes, and the stop on
+//!   Ctrl-C / SIGTERM ([`spawn_signals`]);
+//! - [`spawn_progress`]: the progress bar (stderr is a terminal) or status line;
+//! - [`init_logging`]: `tracing` events to stderr, filtered by `RUST_LOG`;
 //! - [`Summary`]: the final object, built from the totals and `CrawlerHandle::stats`.
 
-use std::cell::Cell;
-use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
-use std::net::{IpAddr, Ipv4Addr};
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::future::{poll_fn, Future};
+use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::pin::pin;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
-use exitcrawl_actors::{Crawler, CrawlerHandle, ExitStats, Fetch, FetchError, FetchResponse};
+use exitcrawl_actors::{
+    Crawler, CrawlerHandle, ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse,
+};
 use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
-use futures_util::future::{select, Either};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use serde::Serialize;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 const USAGE: &str = "\
 crawl — fetch URLs through exitcrawl's exits
 
 USAGE:
-    crawl --config FILE --urls FILE [--out FILE] [--summary FILE]
-    crawl --demo [--demo-urls N] [--out FILE] [--summary FILE]
+    crawl --config FILE --urls FILE [--out FILE [--resume]] [--summary FILE] [OPTIONS]
+    crawl --demo [--demo-urls N] [--out FILE] [--summary FILE] [OPTIONS]
 
 OPTIONS:
-    --config FILE     Settings (TOML); EXITCRAWL__SECTION__KEY environment overrides apply
-    --urls FILE       URLs, one per line ('-' = stdin); blank lines and # comments skipped
-    --out FILE        JSONL, one record per URL as results arrive ('-' = stdout):
-                      url, status, exit, attempts, elapsed_ms, bytes, error
-    --summary FILE    One JSON object at the end ('-' = stdout): total, ok, failed,
-                      throttled, requests, elapsed_s, per_exit
-                      (without --summary, the summary goes to stdout)
-    --demo            Start a rate-limited test site on 127.0.0.1 and crawl it through
-                      four exits bound to 127.0.0.1..127.0.0.4; prints the summary
-    --demo-urls N     URLs the demo generates (default 3000)
-    -h, --help        Print this help
-    -V, --version     Print the version
+    --config FILE       Settings (TOML); EXITCRAWL__SECTION__KEY environment overrides apply
+    --urls FILE         URLs, one per line ('-' = stdin); blank lines and # comments skipped
+    --out FILE          JSONL, one record per URL as results arrive ('-' = stdout):
+                        url, status, exit, attempts, elapsed_ms, bytes, error
+                        (a URL stopped by Ctrl-C gets status null, error \"interrupted\")
+    --resume            Append to --out instead of truncating it, and skip the URLs that
+                        already have a final record there (one whose error is not
+                        \"interrupted\"); interrupted URLs are fetched again and get a new
+                        record. When a URL has several records, the LAST one counts.
+    --summary FILE      One JSON object at the end ('-' = stdout): total, ok, failed,
+                        throttled, requests, interrupted, skipped, elapsed_s, per_exit
+                        (without --summary, the summary goes to stdout)
+    --grace SECS        On Ctrl-C/SIGTERM, how long in-flight fetches may finish (default 10)
+    --metrics ADDR      Serve Prometheus metrics on http://ADDR/metrics (sets
+                        [metrics] listen), e.g. 127.0.0.1:9100
+    --quiet             No progress bar or status line
+    --log-format FMT    Logs on stderr as 'text' (default) or 'json' (one object a line);
+                        RUST_LOG filters them (default 'warn'), e.g. RUST_LOG=info
+    --demo              Start a rate-limited test site on 127.0.0.1 and crawl it through
+                        four exits bound to 127.0.0.1..127.0.0.4; prints the summary
+    --demo-urls N       URLs the demo generates (default 3000)
+    -h, --help          Print this help
+    -V, --version       Print the version
+
+PROGRESS:
+    When stderr is a terminal: a progress bar with URLs done/total, ok/throttled/failed,
+    the rate and each exit's health. The total is exact for the demo and for a regular
+    --urls file up to 16 MiB (counted in a quick first pass); for a larger file it is an
+    estimate from the bytes read so far (shown with ~); for stdin it is the URLs read.
+    Otherwise: a status line every 5 s (every second with --demo).
+
+STOPPING:
+    Ctrl-C (or SIGTERM) stops reading URLs, lets in-flight fetches finish for --grace
+    seconds, records every URL read but not finished as interrupted, flushes --out, writes
+    --summary and exits 130. A second Ctrl-C exits at once (records already written stay;
+    --resume completes the job).
 
 EXIT STATUS:
     0 the crawl ran (even if some URLs failed); 1 an output could not be written;
-    2 bad arguments or configuration
+    2 bad arguments or configuration; 130 interrupted
 ";
 
 /// URLs the demo generates unless `--demo-urls` says otherwise.
 const DEFAULT_DEMO_URLS: u64 = 3000;
 /// Lines read ahead of the fetches (the reader thread waits when this many are queued).
 const READ_AHEAD: usize = 1024;
-/// How long in-flight fetches may take to finish at shutdown.
+/// How long in-flight fetches may take to finish at the end of a complete run.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Default `--grace`.
+const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
+/// A regular `--urls` file up to this size is counted before the crawl (exact total).
+const PRECOUNT_MAX_BYTES: u64 = 16 << 20;
+/// `--out` is flushed at least this often (so `tail -f` and a hard kill lose little).
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// The `error` of a record whose fetch was stopped by Ctrl-C.
+const INTERRUPTED: &str = "interrupted";
+/// Exit code of an interrupted run (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
 
 // ---------------------------------------------------------------------------------------
 // Arguments
@@ -92,6 +135,13 @@ enum Cli {
     Run(RunArgs),
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct RunArgs {
     /// `None` in demo mode (the demo builds its own settings).
@@ -99,6 +149,11 @@ struct RunArgs {
     urls: UrlSource,
     out: Option<PathBuf>,
     summary: Option<PathBuf>,
+    resume: bool,
+    grace: Duration,
+    metrics: Option<SocketAddr>,
+    quiet: bool,
+    log_format: LogFormat,
 }
 
 impl RunArgs {
@@ -115,6 +170,11 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
     let mut summary = None;
     let mut demo = false;
     let mut demo_urls = None;
+    let mut resume = false;
+    let mut grace = None;
+    let mut metrics = None;
+    let mut quiet = false;
+    let mut log_format = None;
 
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -137,6 +197,8 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
             "--out" => set_once(&mut out, &flag, PathBuf::from(value("a file, or -")?))?,
             "--summary" => set_once(&mut summary, &flag, PathBuf::from(value("a file, or -")?))?,
             "--demo" if inline.is_none() => demo = true,
+            "--resume" if inline.is_none() => resume = true,
+            "--quiet" if inline.is_none() => quiet = true,
             "--demo-urls" => {
                 let v = value("a count")?;
                 let n: u64 = v
@@ -146,6 +208,31 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
                     .ok_or_else(|| format!("--demo-urls: {v:?} is not a positive integer"))?;
                 set_once(&mut demo_urls, &flag, n)?;
             }
+            "--grace" => {
+                let v = value("seconds")?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
+                    .ok_or_else(|| format!("--grace: {v:?} is not a number of seconds"))?;
+                set_once(&mut grace, &flag, Duration::from_secs_f64(secs))?;
+            }
+            "--metrics" => {
+                let v = value("an address such as 127.0.0.1:9100")?;
+                let addr: SocketAddr = v.parse().map_err(|_| {
+                    format!("--metrics: {v:?} is not a socket address (e.g. 127.0.0.1:9100)")
+                })?;
+                set_once(&mut metrics, &flag, addr)?;
+            }
+            "--log-format" => {
+                let v = value("text or json")?;
+                let f = match v.as_str() {
+                    "text" => LogFormat::Text,
+                    "json" => LogFormat::Json,
+                    _ => return Err(format!("--log-format: {v:?} is neither text nor json")),
+                };
+                set_once(&mut log_format, &flag, f)?;
+            }
             _ => return Err(format!("unknown argument {arg:?} (see --help)")),
         }
     }
@@ -153,6 +240,11 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
     let urls = if demo {
         if config.is_some() || urls.is_some() {
             return Err("--demo builds its own settings and URLs: drop --config/--urls".into());
+        }
+        if resume {
+            return Err(
+                "--resume does not go with --demo (its site's port changes every run)".into(),
+            );
         }
         UrlSource::Demo(demo_urls.unwrap_or(DEFAULT_DEMO_URLS))
     } else {
@@ -168,11 +260,19 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
             Some(p) => UrlSource::File(PathBuf::from(p)),
         }
     };
+    if resume && out.as_deref().is_none_or(|p| p == Path::new("-")) {
+        return Err("--resume needs --out FILE (the results of the earlier run)".into());
+    }
     Ok(Cli::Run(RunArgs {
         config,
         urls,
         out,
         summary,
+        resume,
+        grace: grace.unwrap_or(DEFAULT_STOP_GRACE),
+        metrics,
+        quiet,
+        log_format: log_format.unwrap_or_default(),
     }))
 }
 
@@ -199,7 +299,7 @@ struct Record {
     elapsed_ms: u64,
     /// Body bytes of the final answer.
     bytes: u64,
-    /// `null`, or why the fetch ended without an answer.
+    /// `null`, or why the fetch ended without an answer (`"interrupted"`: Ctrl-C).
     error: Option<String>,
     /// Not part of the record: 429/503 answers over all attempts (for the summary).
     #[serde(skip)]
@@ -207,7 +307,9 @@ struct Record {
 }
 
 impl Record {
-    fn new(result: Result<FetchResponse, FetchError>, waited: Duration) -> Self {
+    /// The record of a finished fetch. `stopping`: the crawl is being interrupted, so a
+    /// fetch the crawler dropped (`Shutdown`) is recorded as interrupted.
+    fn new(result: Result<FetchResponse, FetchError>, waited: Duration, stopping: bool) -> Self {
         match result {
             Ok(r) => Record {
                 url: r.url,
@@ -220,7 +322,11 @@ impl Record {
                 throttled: r.throttled,
             },
             Err(e) => Record {
-                error: Some(format!("{}: {}", e.kind.as_str(), e.message)),
+                error: Some(if stopping && e.kind == FetchErrorKind::Shutdown {
+                    INTERRUPTED.to_string()
+                } else {
+                    format!("{}: {}", e.kind.as_str(), e.message)
+                }),
                 url: e.url,
                 status: None,
                 exit: e.exit,
@@ -232,8 +338,26 @@ impl Record {
         }
     }
 
+    /// A URL that was read but whose fetch never replied before the stop deadline.
+    fn interrupted(url: String, waited: Duration) -> Self {
+        Record {
+            url,
+            status: None,
+            exit: None,
+            attempts: 0,
+            elapsed_ms: millis(waited),
+            bytes: 0,
+            error: Some(INTERRUPTED.to_string()),
+            throttled: 0,
+        }
+    }
+
     fn is_ok(&self) -> bool {
         self.status.is_some_and(|s| (200..300).contains(&s))
+    }
+
+    fn is_interrupted(&self) -> bool {
+        self.error.as_deref() == Some(INTERRUPTED)
     }
 }
 
@@ -248,6 +372,7 @@ struct Totals {
     ok: Cell<u64>,
     throttled: Cell<u64>,
     requests: Cell<u64>,
+    interrupted: Cell<u64>,
     /// Input URLs read so far (≥ total: the difference is in flight).
     read: Cell<u64>,
 }
@@ -259,21 +384,27 @@ impl Totals {
         bump(&self.ok, u64::from(r.is_ok()));
         bump(&self.throttled, u64::from(r.throttled));
         bump(&self.requests, u64::from(r.attempts));
+        bump(&self.interrupted, u64::from(r.is_interrupted()));
     }
 }
 
 /// The `--summary` object.
 #[derive(Debug, Serialize)]
 struct Summary {
+    /// URLs read (and recorded) by this run.
     total: u64,
     /// Final answer 2xx.
     ok: u64,
-    /// `total - ok`.
+    /// `total - ok` (interrupted URLs included).
     failed: u64,
     /// 429/503 answers over all attempts of all URLs.
     throttled: u64,
     /// HTTP attempts sent (sum of `attempts`).
     requests: u64,
+    /// URLs recorded as interrupted (Ctrl-C).
+    interrupted: u64,
+    /// URLs skipped by `--resume` (a final record was already in `--out`).
+    skipped: u64,
     elapsed_s: f64,
     per_exit: Vec<ExitSummary>,
 }
@@ -290,13 +421,15 @@ struct ExitSummary {
 }
 
 impl Summary {
-    fn new(t: &Totals, elapsed: Duration, stats: Vec<ExitStats>) -> Self {
+    fn new(t: &Totals, skipped: u64, elapsed: Duration, stats: Vec<ExitStats>) -> Self {
         Summary {
             total: t.total.get(),
             ok: t.ok.get(),
             failed: t.total.get() - t.ok.get(),
             throttled: t.throttled.get(),
             requests: t.requests.get(),
+            interrupted: t.interrupted.get(),
+            skipped,
             elapsed_s: elapsed.as_secs_f64(),
             per_exit: stats
                 .into_iter()
@@ -314,65 +447,215 @@ impl Summary {
     }
 }
 
-/// A file, or stdout for `-`.
-fn open_output(path: &Path) -> io::Result<Box<dyn Write>> {
+/// A file (truncated, or appended to), or stdout for `-`.
+fn open_output(path: &Path, append: bool) -> io::Result<Box<dyn Write>> {
     if path == Path::new("-") {
         Ok(Box::new(io::stdout().lock()))
+    } else if append {
+        let f = OpenOptions::new().append(true).create(true).open(path)?;
+        Ok(Box::new(BufWriter::new(f)))
     } else {
         Ok(Box::new(BufWriter::new(File::create(path)?)))
     }
 }
 
 // ---------------------------------------------------------------------------------------
+// Resume
+// ---------------------------------------------------------------------------------------
+
+/// The two fields of an earlier record that `--resume` needs.
+#[derive(Deserialize)]
+struct SeenRecord {
+    url: String,
+    error: Option<String>,
+}
+
+/// What `--resume` found in `--out`.
+#[derive(Debug, Default)]
+struct ResumeState {
+    /// URLs whose last record is final (not interrupted): skipped.
+    done: HashSet<String>,
+    /// Records read.
+    records: u64,
+    /// URLs whose last record says interrupted: fetched again.
+    interrupted: u64,
+    /// Lines that were not a record (left in place, ignored).
+    unreadable: u64,
+    /// Bytes of an unfinished last line (a hard kill mid-write) cut off the file.
+    truncated: u64,
+}
+
+/// Read the existing `--out` (absent = nothing done yet). The last record of a URL
+/// decides: final → skip it, interrupted → fetch it again. An unfinished last line (no
+/// newline) is cut off so the appended records start on a line of their own.
+fn read_resume(path: &Path) -> io::Result<ResumeState> {
+    let mut state = ResumeState::default();
+    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(state),
+        Err(e) => return Err(e),
+    };
+    let mut interrupted = HashSet::new();
+    let mut complete_len = 0u64;
+    let mut reader = BufReader::new(&mut file);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') {
+            state.truncated = n as u64;
+            break;
+        }
+        complete_len += n as u64;
+        match serde_json::from_slice::<SeenRecord>(&buf) {
+            Ok(r) => {
+                state.records += 1;
+                if r.error.as_deref() == Some(INTERRUPTED) {
+                    state.done.remove(&r.url);
+                    interrupted.insert(r.url);
+                } else {
+                    interrupted.remove(&r.url);
+                    state.done.insert(r.url);
+                }
+            }
+            Err(_) if buf.iter().all(u8::is_ascii_whitespace) => {}
+            Err(_) => state.unreadable += 1,
+        }
+    }
+    drop(reader);
+    if state.truncated > 0 {
+        file.set_len(complete_len)?;
+        file.seek(SeekFrom::End(0))?;
+    }
+    state.interrupted = interrupted.len() as u64;
+    Ok(state)
+}
+
+// ---------------------------------------------------------------------------------------
 // URL source
 // ---------------------------------------------------------------------------------------
 
+/// What the reader thread has done so far (shared with the progress display).
+#[derive(Debug, Default)]
+struct ReadStats {
+    /// Size of the `--urls` file when it is a regular file (0 otherwise).
+    size: u64,
+    /// Bytes of the file consumed.
+    bytes: AtomicU64,
+    /// URL lines seen (skipped ones included).
+    lines: AtomicU64,
+    /// URL lines skipped by `--resume`.
+    skipped: AtomicU64,
+    /// The exact number of URL lines, once known (0 = unknown): the demo's count, or a
+    /// small regular file's first pass.
+    total: AtomicU64,
+}
+
 /// Open the source (errors here are argument errors: exit 2) and start a thread feeding
 /// its URLs into a bounded channel. Lines are read one at a time, never the whole file.
+/// URLs in `skip` (`--resume`) are counted and left out.
 fn spawn_reader(
     source: &UrlSource,
     demo_site: Option<&TestSite>,
-) -> io::Result<mpsc::Receiver<io::Result<String>>> {
+    skip: HashSet<String>,
+) -> io::Result<(mpsc::Receiver<io::Result<String>>, Arc<ReadStats>)> {
     let (tx, rx) = mpsc::channel(READ_AHEAD);
-    match source {
+    let stats = match source {
         UrlSource::Demo(n) => {
             let n = *n;
+            let stats = Arc::new(ReadStats::default());
+            stats.total.store(n, Ordering::Relaxed);
             let base = demo_site.map(TestSite::base_url).unwrap_or_default();
+            let st = Arc::clone(&stats);
             std::thread::spawn(move || {
                 for i in 0..n {
+                    st.lines.fetch_add(1, Ordering::Relaxed);
                     if tx.blocking_send(Ok(format!("{base}/item/{i}"))).is_err() {
                         return;
                     }
                 }
             });
+            stats
         }
         UrlSource::Stdin => {
-            std::thread::spawn(move || feed_lines(io::stdin().lock(), &tx));
+            let stats = Arc::new(ReadStats::default());
+            let st = Arc::clone(&stats);
+            std::thread::spawn(move || feed_lines(io::stdin().lock(), &tx, &st, &skip));
+            stats
         }
         UrlSource::File(path) => {
             let file = File::open(path)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            std::thread::spawn(move || feed_lines(BufReader::new(file), &tx));
+            let meta = file.metadata()?;
+            let size = if meta.is_file() { meta.len() } else { 0 };
+            let stats = Arc::new(ReadStats {
+                size,
+                ..ReadStats::default()
+            });
+            let st = Arc::clone(&stats);
+            let path = path.clone();
+            std::thread::spawn(move || {
+                if size > 0 && size <= PRECOUNT_MAX_BYTES {
+                    if let Some(n) = count_url_lines(&path) {
+                        st.total.store(n, Ordering::Relaxed);
+                    }
+                }
+                feed_lines(BufReader::new(file), &tx, &st, &skip)
+            });
+            stats
         }
-    }
-    Ok(rx)
+    };
+    Ok((rx, stats))
 }
 
-/// Send every URL line of `input` (trimmed; blank lines and `#` comments skipped). A line
-/// that is not UTF-8 is passed on lossily: it then fails as an invalid URL, with a record.
-fn feed_lines(mut input: impl BufRead, tx: &mpsc::Sender<io::Result<String>>) {
+/// The URL lines of a small file (the progress bar's total); `None` on a read error.
+fn count_url_lines(path: &Path) -> Option<u64> {
+    let mut input = BufReader::new(File::open(path).ok()?);
+    let mut buf = Vec::new();
+    let mut n = 0;
+    loop {
+        buf.clear();
+        match input.read_until(b'\n', &mut buf) {
+            Ok(0) => return Some(n),
+            Ok(_) => n += u64::from(url_line(&buf).is_some()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The URL of an input line: trimmed; `None` for blank lines and `#` comments. A line
+/// that is not UTF-8 is taken lossily: it then fails as an invalid URL, with a record.
+fn url_line(raw: &[u8]) -> Option<String> {
+    let line = String::from_utf8_lossy(raw);
+    let line = line.trim();
+    (!line.is_empty() && !line.starts_with('#')).then(|| line.to_string())
+}
+
+/// Send every URL line of `input` that is not in `skip`.
+fn feed_lines(
+    mut input: impl BufRead,
+    tx: &mpsc::Sender<io::Result<String>>,
+    stats: &ReadStats,
+    skip: &HashSet<String>,
+) {
     let mut buf = Vec::new();
     loop {
         buf.clear();
         match input.read_until(b'\n', &mut buf) {
             Ok(0) => return,
-            Ok(_) => {
-                let line = String::from_utf8_lossy(&buf);
-                let line = line.trim();
-                if line.is_empty() || line.starts_with('#') {
+            Ok(n) => {
+                stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                let Some(url) = url_line(&buf) else { continue };
+                stats.lines.fetch_add(1, Ordering::Relaxed);
+                if skip.contains(&url) {
+                    stats.skipped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                if tx.blocking_send(Ok(line.to_string())).is_err() {
+                if tx.blocking_send(Ok(url)).is_err() {
                     return;
                 }
             }
@@ -386,66 +669,206 @@ fn feed_lines(mut input: impl BufRead, tx: &mpsc::Sender<io::Result<String>>) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Signals
+// ---------------------------------------------------------------------------------------
+
+/// `--out`, shared by the crawl loop and the signal task (which flushes it on a second
+/// Ctrl-C before exiting). Everything runs on the System's one thread.
+type SharedOut = Rc<RefCell<Option<Box<dyn Write>>>>;
+
+/// Watch SIGINT and SIGTERM: the first one is sent on the returned channel (the crawl
+/// loop stops); a second one flushes `--out` and exits with 130 at once.
+fn spawn_signals(out: SharedOut) -> io::Result<mpsc::UnboundedReceiver<()>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    #[cfg(unix)]
+    let mut signals = {
+        use actix_rt::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+        )
+    };
+    actix_rt::spawn(async move {
+        let mut seen = 0u32;
+        loop {
+            #[cfg(unix)]
+            {
+                let (int, term) = &mut signals;
+                let _ =
+                    futures_util::future::select(Box::pin(int.recv()), Box::pin(term.recv())).await;
+            }
+            #[cfg(not(unix))]
+            {
+                if actix_rt::signal::ctrl_c().await.is_err() {
+                    return;
+                }
+            }
+            seen += 1;
+            if seen == 1 {
+                let _ = tx.send(());
+            } else {
+                if let Ok(mut out) = out.try_borrow_mut() {
+                    if let Some(w) = out.as_mut() {
+                        let _ = w.flush();
+                    }
+                }
+                note("crawl: interrupted again: exiting now (records written so far are kept)");
+                std::process::exit(i32::from(EXIT_INTERRUPTED));
+            }
+        }
+    });
+    Ok(rx)
+}
+
+// ---------------------------------------------------------------------------------------
 // The streaming loop
 // ---------------------------------------------------------------------------------------
 
-async fn fetch_one(handle: &CrawlerHandle, url: String) -> Record {
-    let started = Instant::now();
-    let result = handle.fetch(Fetch::get(url)).await;
-    Record::new(result, started.elapsed())
+/// How the crawl loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Every URL read has its final record.
+    Complete,
+    /// Ctrl-C/SIGTERM: the URLs not finished are recorded as interrupted.
+    Interrupted,
 }
 
 /// Fetch every URL from `urls` with at most `concurrency` in flight, writing each record
-/// to `out` as it completes. Returns when the input is exhausted and every fetch has ended.
+/// to `out` as it completes. Returns when the input is exhausted and every fetch has
+/// ended, or — after a stop signal — when the in-flight fetches have finished or the
+/// grace period (plus a second) has passed; then every URL read without a final record
+/// gets an interrupted record.
 async fn crawl(
     handle: &CrawlerHandle,
     mut urls: mpsc::Receiver<io::Result<String>>,
+    mut stop: mpsc::UnboundedReceiver<()>,
+    grace: Duration,
     concurrency: usize,
-    mut out: Option<Box<dyn Write>>,
+    out: &SharedOut,
     totals: &Totals,
-) -> Result<(), String> {
+) -> Result<Ended, String> {
     enum Event {
+        Stop,
+        Deadline,
+        Done(u64, Result<FetchResponse, FetchError>, Duration),
         Line(Option<io::Result<String>>),
-        Done(Option<Record>),
+        Flush,
+        Finished,
     }
+    let write = |record: &Record| -> Result<(), String> {
+        totals.add(record);
+        if let Some(w) = out.borrow_mut().as_mut() {
+            write_record(w, record).map_err(|e| format!("writing --out: {e}"))?;
+        }
+        Ok(())
+    };
     let mut in_flight = FuturesUnordered::new();
+    // URLs read whose record is not written yet, by fetch id.
+    let mut pending: HashMap<u64, (String, Instant)> = HashMap::new();
+    let mut next_id = 0u64;
     let mut input_open = true;
+    let mut stopping = false;
+    let mut deadline: Option<Pin<Box<actix_rt::time::Sleep>>> = None;
+    let mut flush = actix_rt::time::interval(FLUSH_EVERY);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
     loop {
-        let event = if !input_open || in_flight.len() >= concurrency {
-            Event::Done(in_flight.next().await)
-        } else if in_flight.is_empty() {
-            Event::Line(urls.recv().await)
-        } else {
-            // Both: a slow input must not hold back finished records.
-            match select(pin!(urls.recv()), in_flight.next()).await {
-                Either::Left((line, _)) => Event::Line(line),
-                Either::Right((done, _)) => Event::Done(done),
+        let event = poll_fn(|cx| {
+            if !stopping {
+                if let Poll::Ready(Some(())) = stop.poll_recv(cx) {
+                    return Poll::Ready(Event::Stop);
+                }
             }
-        };
+            if let Some(d) = deadline.as_mut() {
+                if d.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::Deadline);
+                }
+            }
+            if let Poll::Ready(Some((id, result, waited))) = in_flight.poll_next_unpin(cx) {
+                return Poll::Ready(Event::Done(id, result, waited));
+            }
+            if !input_open && in_flight.is_empty() {
+                return Poll::Ready(Event::Finished);
+            }
+            if input_open && in_flight.len() < concurrency {
+                if let Poll::Ready(line) = urls.poll_recv(cx) {
+                    return Poll::Ready(Event::Line(line));
+                }
+            }
+            if flush.poll_tick(cx).is_ready() {
+                return Poll::Ready(Event::Flush);
+            }
+            Poll::Pending
+        })
+        .await;
         match event {
+            Event::Stop => {
+                stopping = true;
+                input_open = false;
+                // The reader thread's next send fails: it stops reading.
+                urls.close();
+                note(&format!(
+                    "crawl: interrupted: no new URLs; {} in flight get {:.0} s to finish \
+                     (Ctrl-C again to quit now)",
+                    pending.len(),
+                    grace.as_secs_f64()
+                ));
+                // Queued fetches fail at once (recorded as interrupted), in-flight ones
+                // get `grace`; the deadline is a backstop should a reply never come.
+                let h = handle.clone();
+                actix_rt::spawn(async move { h.shutdown(grace).await });
+                deadline = Some(Box::pin(actix_rt::time::sleep(
+                    grace + Duration::from_secs(1),
+                )));
+            }
+            Event::Deadline => {
+                let mut left: Vec<_> = pending.drain().collect();
+                left.sort_by_key(|(id, _)| *id);
+                for (_, (url, started)) in left {
+                    write(&Record::interrupted(url, started.elapsed()))?;
+                }
+                break;
+            }
+            Event::Done(id, result, waited) => {
+                pending.remove(&id);
+                write(&Record::new(result, waited, stopping))?;
+            }
             Event::Line(Some(Ok(url))) => {
                 totals.read.set(totals.read.get() + 1);
-                in_flight.push(fetch_one(handle, url));
+                let id = next_id;
+                next_id += 1;
+                let started = Instant::now();
+                pending.insert(id, (url.clone(), started));
+                let h = handle.clone();
+                in_flight.push(async move {
+                    let result = h.fetch(Fetch::get(url)).await;
+                    (id, result, started.elapsed())
+                });
             }
             Event::Line(Some(Err(e))) => {
                 // Stop reading, but let what is in flight finish and be recorded.
-                eprintln!("crawl: reading URLs: {e}; finishing the URLs already read");
+                note(&format!(
+                    "crawl: reading URLs: {e}; finishing the URLs already read"
+                ));
                 input_open = false;
             }
             Event::Line(None) => input_open = false,
-            Event::Done(Some(record)) => {
-                totals.add(&record);
-                if let Some(w) = out.as_mut() {
-                    write_record(w, &record).map_err(|e| format!("writing --out: {e}"))?;
+            Event::Flush => {
+                if let Some(w) = out.borrow_mut().as_mut() {
+                    w.flush().map_err(|e| format!("writing --out: {e}"))?;
                 }
             }
-            Event::Done(None) => break,
+            Event::Finished => break,
         }
     }
-    if let Some(w) = out.as_mut() {
+    if let Some(w) = out.borrow_mut().as_mut() {
         w.flush().map_err(|e| format!("writing --out: {e}"))?;
     }
-    Ok(())
+    Ok(if stopping {
+        Ended::Interrupted
+    } else {
+        Ended::Complete
+    })
 }
 
 fn write_record(w: &mut dyn Write, r: &Record) -> io::Result<()> {
@@ -454,46 +877,203 @@ fn write_record(w: &mut dyn Write, r: &Record) -> io::Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Progress
+// Progress and logs
 // ---------------------------------------------------------------------------------------
 
-/// Print a status line to stderr every second: done/read, ok, throttled, and per exit the
-/// pacing rate (from the limiter intervals) and the requests actually sent in the last
-/// second.
+/// The progress bar, while there is one: messages and logs go through it so they do not
+/// tear its lines.
+static BAR: OnceLock<ProgressBar> = OnceLock::new();
+
+/// A line on stderr (above the progress bar, if any).
+fn note(msg: &str) {
+    match BAR.get() {
+        Some(bar) => bar.suspend(|| eprintln!("{msg}")),
+        None => eprintln!("{msg}"),
+    }
+}
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProgressMode {
+    Off,
+    /// A status line every period (stderr is not a terminal).
+    Line(Duration),
+    /// An indicatif bar (stderr is a terminal).
+    Bar,
+}
+
+/// The total to show: exact (demo, small file), estimated from the bytes read (large
+/// file, `~`), or unknown (stdin).
+fn total_hint(read: &ReadStats) -> Option<(u64, bool)> {
+    let exact = read.total.load(Ordering::Relaxed);
+    if exact > 0 {
+        return Some((exact, true));
+    }
+    let bytes = read.bytes.load(Ordering::Relaxed);
+    if read.size == 0 || bytes == 0 {
+        return None;
+    }
+    let lines = read.lines.load(Ordering::Relaxed);
+    let estimate = (lines as f64 * read.size as f64 / bytes as f64).round() as u64;
+    Some((estimate.max(lines), bytes >= read.size))
+}
+
+/// The per-exit part of the progress: each exit's pacing rate, the requests it sent
+/// since the last call, and EJECTED when it is out; for more than 8 exits, one part with
+/// counts and the first ejected names.
+fn exit_parts(
+    stats: &[ExitStats],
+    last_sent: &mut HashMap<String, u64>,
+    period: Duration,
+) -> Vec<String> {
+    let per_s = period.as_secs_f64().max(1e-3);
+    if stats.len() > 8 {
+        let healthy = stats.iter().filter(|s| s.healthy).count();
+        let ejected: Vec<&str> = stats
+            .iter()
+            .filter(|s| !s.healthy)
+            .take(5)
+            .map(|s| s.name.as_str())
+            .collect();
+        let sent: u64 = stats
+            .iter()
+            .map(|s| s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0))
+            .sum();
+        let mut line = format!(
+            "exits healthy {healthy}/{} sent {:.0}/s",
+            stats.len(),
+            sent as f64 / per_s
+        );
+        if !ejected.is_empty() {
+            line.push_str(&format!(" ejected: {}", ejected.join(", ")));
+        }
+        return vec![line];
+    }
+    stats
+        .iter()
+        .map(|s| {
+            let sent = s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0);
+            format!(
+                "{} pace {} sent {:.0}/s{}",
+                s.name,
+                pace(&s.intervals),
+                sent as f64 / per_s,
+                if s.healthy { "" } else { " EJECTED" },
+            )
+        })
+        .collect()
+}
+
+/// Show progress until aborted: a bar redrawn 4 times a second (figures refreshed every
+/// second), or a status line every `period`.
 fn spawn_progress(
+    mode: ProgressMode,
     handle: CrawlerHandle,
     totals: Rc<Totals>,
-    expected: Option<u64>,
-) -> actix_rt::task::JoinHandle<()> {
-    actix_rt::spawn(async move {
-        let mut tick = actix_rt::time::interval(Duration::from_secs(1));
-        tick.tick().await; // the first tick is immediate
-        let mut last_sent: HashMap<String, u64> = HashMap::new();
-        let started = Instant::now();
-        loop {
-            tick.tick().await;
-            let stats = handle.stats().await;
-            let of = expected.unwrap_or_else(|| totals.read.get());
-            let mut line = format!(
-                "[{:>6.1}s] done {}/{} ok {} throttled {} |",
-                started.elapsed().as_secs_f64(),
-                totals.total.get(),
-                of,
-                totals.ok.get(),
-                totals.throttled.get(),
-            );
-            for s in &stats {
-                let sent = s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0);
-                line.push_str(&format!(
-                    " {} pace {} sent {sent}/s{}",
-                    s.name,
-                    pace(&s.intervals),
-                    if s.healthy { "" } else { " EJECTED" },
-                ));
+    read: Arc<ReadStats>,
+) -> Option<actix_rt::task::JoinHandle<()>> {
+    let started = Instant::now();
+    match mode {
+        ProgressMode::Off => None,
+        ProgressMode::Line(period) => Some(actix_rt::spawn(async move {
+            let mut tick = actix_rt::time::interval(period);
+            tick.tick().await; // the first tick is immediate
+            let mut last_sent = HashMap::new();
+            let mut last_done = 0;
+            loop {
+                tick.tick().await;
+                let stats = handle.stats().await;
+                let done = totals.total.get();
+                let of = match total_hint(&read) {
+                    Some((n, true)) => n.to_string(),
+                    Some((n, false)) => format!("~{n}"),
+                    None => totals.read.get().to_string(),
+                };
+                let skipped = read.skipped.load(Ordering::Relaxed);
+                eprintln!(
+                    "[{:>6.1}s] done {}/{of} ok {} throttled {} failed {}{} {:.1} URLs/s | {}",
+                    started.elapsed().as_secs_f64(),
+                    done + skipped,
+                    totals.ok.get(),
+                    totals.throttled.get(),
+                    done - totals.ok.get(),
+                    if skipped > 0 {
+                        format!(" skipped {skipped}")
+                    } else {
+                        String::new()
+                    },
+                    (done - last_done) as f64 / period.as_secs_f64(),
+                    exit_parts(&stats, &mut last_sent, period).join(" |"),
+                );
+                last_done = done;
             }
-            eprintln!("{line}");
+        })),
+        ProgressMode::Bar => {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            let known = ProgressStyle::with_template(
+                "{spinner} {elapsed_precise} [{bar:40}] {pos}/{len} {percent}% eta {eta}\n{wide_msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> ");
+            let unknown =
+                ProgressStyle::with_template("{spinner} {elapsed_precise} {pos} done\n{wide_msg}")
+                    .expect("valid template");
+            bar.set_style(unknown.clone());
+            let _ = BAR.set(bar.clone());
+            Some(actix_rt::spawn(async move {
+                const TICK: Duration = Duration::from_millis(250);
+                let mut tick = actix_rt::time::interval(TICK);
+                let mut last_sent = HashMap::new();
+                let mut rate_from = (Instant::now(), 0u64);
+                let mut has_len = false;
+                let mut n = 0u64;
+                loop {
+                    tick.tick().await;
+                    let done = totals.total.get();
+                    let skipped = read.skipped.load(Ordering::Relaxed);
+                    match total_hint(&read) {
+                        Some((len, _)) => {
+                            if !has_len {
+                                bar.set_style(known.clone());
+                                has_len = true;
+                            }
+                            bar.set_length(len);
+                        }
+                        None => bar.set_length(totals.read.get() + skipped),
+                    }
+                    bar.set_position(done + skipped);
+                    bar.tick();
+                    if n.is_multiple_of(4) {
+                        let stats = handle.stats().await;
+                        let period = rate_from.0.elapsed();
+                        let rate = (done - rate_from.1) as f64 / period.as_secs_f64().max(1e-3);
+                        rate_from = (Instant::now(), done);
+                        let estimated = matches!(total_hint(&read), Some((_, false)));
+                        let mut msg = format!(
+                            "ok {} throttled {} failed {}",
+                            totals.ok.get(),
+                            totals.throttled.get(),
+                            done - totals.ok.get(),
+                        );
+                        if skipped > 0 {
+                            msg.push_str(&format!(" skipped {skipped}"));
+                        }
+                        msg.push_str(&format!(" · {rate:.1} URLs/s"));
+                        if estimated {
+                            msg.push_str(" · total estimated from the bytes read");
+                        }
+                        // Two exits a line, so each line fits an 80-column terminal.
+                        for chunk in exit_parts(&stats, &mut last_sent, period).chunks(2) {
+                            msg.push('\n');
+                            msg.push_str(&chunk.join(" · "));
+                        }
+                        bar.set_message(msg);
+                    }
+                    n += 1;
+                }
+            }))
         }
-    })
+    }
 }
 
 /// The summed pacing rate of an exit's limiter keys, e.g. `48.5/s` (`-` when unpaced).
@@ -508,6 +1088,53 @@ fn pace(intervals: &[(String, Duration)]) -> String {
     } else {
         "-".into()
     }
+}
+
+/// A log line, written to stderr in one piece (above the progress bar) when dropped.
+struct LogLine(Vec<u8>);
+
+impl Write for LogLine {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        let bytes = std::mem::take(&mut self.0);
+        let write = || {
+            let _ = io::stderr().lock().write_all(&bytes);
+        };
+        match BAR.get() {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        }
+    }
+}
+
+/// `tracing` events to stderr as text or JSON lines, filtered by `RUST_LOG` (default
+/// `warn`). An invalid `RUST_LOG` is an argument error.
+fn init_logging(format: LogFormat) -> Result<(), String> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => {
+            EnvFilter::try_new(&v).map_err(|e| format!("RUST_LOG {v:?}: {e}"))?
+        }
+        _ => EnvFilter::new("warn"),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| LogLine(Vec::new()));
+    let done = match format {
+        LogFormat::Text => builder.with_ansi(io::stderr().is_terminal()).try_init(),
+        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    };
+    done.map_err(|e| format!("logging: {e}"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -544,8 +1171,8 @@ fn demo_setup() -> (TestSite, Settings) {
     (site, s)
 }
 
-async fn run(args: RunArgs) -> Result<(), Failure> {
-    let (site, settings) = match &args.config {
+async fn run(args: RunArgs) -> Result<Ended, Failure> {
+    let (site, mut settings) = match &args.config {
         Some(path) => {
             let s = Settings::load(path)
                 .map_err(|e| Failure::Usage(format!("config {}: {e}", path.display())))?;
@@ -556,42 +1183,113 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
             (Some(site), s)
         }
     };
+    if let Some(addr) = args.metrics {
+        settings.metrics.listen = Some(addr);
+    }
     let concurrency = settings.crawler.concurrency.max(1) as usize;
 
-    let urls = spawn_reader(&args.urls, site.as_ref())
-        .map_err(|e| Failure::Usage(format!("--urls {e}")))?;
+    let mut skip = HashSet::new();
+    if let (true, Some(path)) = (args.resume, &args.out) {
+        let state = read_resume(path)
+            .map_err(|e| Failure::Usage(format!("--resume {}: {e}", path.display())))?;
+        if state.truncated > 0 {
+            note(&format!(
+                "crawl: --resume: cut an unfinished last line ({} bytes) off {}",
+                state.truncated,
+                path.display()
+            ));
+        }
+        if state.unreadable > 0 {
+            note(&format!(
+                "crawl: --resume: {} lines of {} are not records; ignored",
+                state.unreadable,
+                path.display()
+            ));
+        }
+        note(&format!(
+            "crawl: --resume: {} records, {} URLs done, {} interrupted to fetch again",
+            state.records,
+            state.done.len(),
+            state.interrupted
+        ));
+        skip = state.done;
+    }
+
+    // Open the outputs up front, so a bad path fails before the crawl.
     let out = match &args.out {
         Some(p) => Some(
-            open_output(p).map_err(|e| Failure::Usage(format!("--out {}: {e}", p.display())))?,
+            open_output(p, args.resume)
+                .map_err(|e| Failure::Usage(format!("--out {}: {e}", p.display())))?,
         ),
         None => None,
     };
-    // Open the summary file up front too, so a bad path fails before the crawl.
     let summary_out = match &args.summary {
         Some(p) => Some(
-            open_output(p)
+            open_output(p, false)
                 .map_err(|e| Failure::Usage(format!("--summary {}: {e}", p.display())))?,
         ),
         None => None,
     };
+    let out: SharedOut = Rc::new(RefCell::new(out));
+    let stop = spawn_signals(Rc::clone(&out))
+        .map_err(|e| Failure::Usage(format!("cannot watch for Ctrl-C: {e}")))?;
 
     let handle = Crawler::start(settings).map_err(|e| Failure::Usage(e.to_string()))?;
+    if let Some(addr) = handle.metrics_addr() {
+        note(&format!("crawl: metrics on http://{addr}/metrics"));
+    }
+    let (urls, read) = spawn_reader(&args.urls, site.as_ref(), skip)
+        .map_err(|e| Failure::Usage(format!("--urls {e}")))?;
     let totals = Rc::new(Totals::default());
-    let expected = match args.urls {
-        UrlSource::Demo(n) => Some(n),
-        _ => None,
+    let mode = if args.quiet {
+        ProgressMode::Off
+    } else if io::stderr().is_terminal() {
+        ProgressMode::Bar
+    } else if args.is_demo() {
+        ProgressMode::Line(Duration::from_secs(1))
+    } else {
+        ProgressMode::Line(Duration::from_secs(5))
     };
-    let progress = spawn_progress(handle.clone(), totals.clone(), expected);
+    let progress = spawn_progress(mode, handle.clone(), totals.clone(), Arc::clone(&read));
     let started = Instant::now();
+    tracing::info!(
+        exits = handle.settings().exits.len(),
+        concurrency,
+        resume = args.resume,
+        "crawl started"
+    );
 
-    let crawled = crawl(&handle, urls, concurrency, out, &totals).await;
+    let crawled = crawl(&handle, urls, stop, args.grace, concurrency, &out, &totals).await;
     let elapsed = started.elapsed();
-    progress.abort();
+    if let Some(p) = progress {
+        p.abort();
+    }
+    if let Some(bar) = BAR.get() {
+        bar.finish_and_clear();
+    }
     let stats = handle.stats().await;
-    handle.shutdown(SHUTDOWN_GRACE).await;
-    crawled.map_err(Failure::Output)?;
+    // After an interrupt the shutdown is already under way (this returns at once).
+    let _ = actix_rt::time::timeout(
+        SHUTDOWN_GRACE + Duration::from_secs(1),
+        handle.shutdown(SHUTDOWN_GRACE),
+    )
+    .await;
+    let ended = crawled.map_err(Failure::Output)?;
+    drop(out.borrow_mut().take());
+    tracing::info!(
+        total = totals.total.get(),
+        ok = totals.ok.get(),
+        interrupted = totals.interrupted.get(),
+        elapsed_s = elapsed.as_secs_f64(),
+        "crawl finished"
+    );
 
-    let summary = Summary::new(&totals, elapsed, stats);
+    let summary = Summary::new(
+        &totals,
+        read.skipped.load(Ordering::Relaxed),
+        elapsed,
+        stats,
+    );
     let json = serde_json::to_string(&summary).expect("summary serializes");
     if let Some(mut w) = summary_out {
         writeln!(w, "{json}")
@@ -609,9 +1307,17 @@ async fn run(args: RunArgs) -> Result<(), Failure> {
             .filter(|(_, p)| p.requests > 0)
             .map(|(ip, p)| format!("{ip} {} req {} 429", p.requests, p.limited))
             .collect();
-        eprintln!("site saw: {}", peers.join(", "));
+        note(&format!("site saw: {}", peers.join(", ")));
     }
-    Ok(())
+    if ended == Ended::Interrupted {
+        note(&format!(
+            "crawl: interrupted: {} URLs recorded, {} of them interrupted; run again with \
+             --resume to finish",
+            totals.total.get(),
+            totals.interrupted.get()
+        ));
+    }
+    Ok(ended)
 }
 
 fn main() -> ExitCode {
@@ -633,8 +1339,13 @@ fn main() -> ExitCode {
         }
         Cli::Run(args) => args,
     };
+    if let Err(msg) = init_logging(args.log_format) {
+        eprintln!("crawl: {msg}");
+        return ExitCode::from(2);
+    }
     match actix_rt::System::new().block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Ended::Complete) => ExitCode::SUCCESS,
+        Ok(Ended::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
         Err(Failure::Usage(msg)) => {
             eprintln!("crawl: {msg}");
             ExitCode::from(2)

@@ -2,9 +2,11 @@
 //! local test site (loopback only), check exit codes, the JSONL records and the summary.
 //! Every run is bounded: a handful of URLs, or `--demo-urls 200`.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use exitcrawl_testsite::{SiteConfig, TestSite};
 use serde_json::Value;
@@ -71,11 +73,11 @@ fn crawl_bin() -> &'static Path {
     })
 }
 
-/// Run the example with `args` (EXITCRAWL__* overrides removed so the host environment
-/// cannot change the settings under test).
-fn crawl(args: &[&str]) -> Output {
+/// The example with `args` (EXITCRAWL__* overrides and RUST_LOG removed so the host
+/// environment cannot change the settings under test).
+fn crawl_cmd(args: &[&str]) -> Command {
     let mut cmd = Command::new(crawl_bin());
-    cmd.args(args);
+    cmd.args(args).env_remove("RUST_LOG");
     for (name, _) in std::env::vars_os() {
         if name
             .to_string_lossy()
@@ -85,7 +87,12 @@ fn crawl(args: &[&str]) -> Output {
             cmd.env_remove(name);
         }
     }
-    cmd.output().expect("run the crawl example")
+    cmd
+}
+
+/// Run the example with `args` to completion.
+fn crawl(args: &[&str]) -> Output {
+    crawl_cmd(args).output().expect("run the crawl example")
 }
 
 fn s(p: &Path) -> &str {
@@ -234,6 +241,11 @@ fn bad_arguments_exit_2_and_help_lists_flags() {
         "--urls",
         "--out",
         "--summary",
+        "--resume",
+        "--grace",
+        "--metrics",
+        "--quiet",
+        "--log-format",
         "--demo",
         "--demo-urls",
         "--help",
@@ -254,4 +266,307 @@ fn demo_fetches_every_url() {
     assert_eq!(sum["ok"], 200);
     assert_eq!(sum["failed"], 0);
     assert_eq!(sum["per_exit"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn new_flags_reject_bad_values_with_exit_2() {
+    let dir = TempDir::new("flags");
+    let config = dir.file("crawl.toml", CONFIG);
+    let urls = dir.file("urls.txt", "http://127.0.0.1:1/\n");
+    let base = ["--config", s(&config), "--urls", s(&urls)];
+    for (extra, needle) in [
+        (&["--resume"][..], "--resume needs --out"),
+        (&["--resume", "--out", "-"][..], "--resume needs --out"),
+        (&["--grace", "soon"][..], "--grace"),
+        (&["--metrics", "localhost"][..], "--metrics"),
+        (&["--log-format", "xml"][..], "--log-format"),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let o = crawl(&args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        assert!(stderr(&o).contains(needle), "{extra:?}: {}", stderr(&o));
+    }
+    let o = crawl(&["--demo", "--resume", "--out", s(&dir.path("o.jsonl"))]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn metrics_shortcut_json_logs_and_quiet() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("obs");
+    let config = dir.file("crawl.toml", CONFIG);
+    let urls = dir.file("urls.txt", &format!("{}\n", site.url("/a")));
+    let o = crawl_cmd(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--summary",
+        s(&dir.path("sum.json")),
+        "--metrics",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+        "--quiet",
+    ])
+    .env("RUST_LOG", "info")
+    .output()
+    .expect("run");
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("metrics on http://127.0.0.1:"),
+        "stderr: {err}"
+    );
+    let events: Vec<Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let started = events
+        .iter()
+        .find(|e| e["fields"]["message"] == "crawl started")
+        .unwrap_or_else(|| panic!("a JSON 'crawl started' event on stderr: {err}"));
+    assert_eq!(started["level"], "INFO");
+    assert_eq!(started["fields"]["exits"], 2);
+    assert!(events
+        .iter()
+        .any(|e| e["fields"]["message"] == "crawl finished" && e["fields"]["ok"] == 1));
+    assert!(!err.contains("done 1/"), "--quiet: no status line: {err}");
+}
+
+/// Read a JSONL file into records.
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+/// Wait for `child` to exit, at most `limit` (then kill it and fail).
+fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let until = Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("wait");
+            panic!(
+                "crawl did not exit within {limit:?}; stderr: {}",
+                stderr(&o)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait")
+}
+
+/// Poll until `path` has at least `n` lines (records are flushed every second).
+fn wait_for_lines(path: &Path, n: usize, limit: Duration) {
+    let until = Instant::now() + limit;
+    loop {
+        let lines = std::fs::read_to_string(path).map_or(0, |t| t.lines().count());
+        if lines >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{} has {lines} lines",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+fn slow_site() -> TestSite {
+    TestSite::start(SiteConfig {
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    })
+}
+
+const SLOW_CONFIG: &str = r#"
+[crawler]
+concurrency = 8
+timeout_ms = 10000
+connect_timeout_ms = 2000
+max_retries = 0
+
+[limiter]
+algorithm = "none"
+
+[[exits]]
+name = "e2"
+source_ip = "127.0.0.2"
+
+[[exits]]
+name = "e3"
+source_ip = "127.0.0.3"
+"#;
+
+#[test]
+fn sigint_records_interrupted_urls_and_resume_completes_the_job() {
+    let site = slow_site();
+    let dir = TempDir::new("resume");
+    let config = dir.file("crawl.toml", SLOW_CONFIG);
+    let all: Vec<String> = (0..80).map(|i| site.url(&format!("/r/{i}"))).collect();
+    let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let args = [
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--grace",
+        "0",
+    ];
+
+    // 80 URLs, 8 at a time, 300 ms each: about 3 s. Interrupt after the first records.
+    let child = crawl_cmd(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn crawl");
+    wait_for_lines(&out, 8, Duration::from_secs(10));
+    signal(&child, "-INT");
+    let o = wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+
+    let first = records(&out);
+    let sum: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary written"))
+            .expect("summary JSON");
+    assert_eq!(sum["total"], first.len() as u64, "a record per URL read");
+    let interrupted: Vec<&Value> = first
+        .iter()
+        .filter(|r| r["error"] == "interrupted")
+        .collect();
+    assert_eq!(sum["interrupted"], interrupted.len() as u64);
+    assert!(
+        !interrupted.is_empty(),
+        "--grace 0 interrupts the fetches in flight"
+    );
+    assert!(interrupted.iter().all(|r| r["status"].is_null()));
+    assert!(first.len() < all.len(), "stopped early: {}", first.len());
+    let urls_seen: HashSet<&str> = first.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    assert_eq!(urls_seen.len(), first.len(), "no URL recorded twice");
+    let done_first = first.len() - interrupted.len();
+    assert!(done_first >= 8);
+
+    // Resume: only the URLs without a final record are fetched.
+    let requests_before = site.stats().requests;
+    let mut resume_args = args.to_vec();
+    resume_args.push("--resume");
+    let o = crawl(&resume_args);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let sum: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary written"))
+            .expect("summary JSON");
+    assert_eq!(sum["skipped"], done_first as u64);
+    assert_eq!(sum["total"], (all.len() - done_first) as u64);
+    assert_eq!(sum["ok"], sum["total"]);
+    assert_eq!(
+        site.stats().requests - requests_before,
+        (all.len() - done_first) as u64,
+        "finished URLs are not fetched again"
+    );
+
+    // The union of final records: every URL exactly once, and it is each URL's last.
+    let every = records(&out);
+    let mut finals: HashMap<&str, usize> = HashMap::new();
+    let mut last: HashMap<&str, &Value> = HashMap::new();
+    for r in &every {
+        let url = r["url"].as_str().unwrap();
+        if r["error"] != "interrupted" {
+            *finals.entry(url).or_default() += 1;
+        }
+        last.insert(url, r);
+    }
+    for u in &all {
+        assert_eq!(finals.get(u.as_str()), Some(&1), "{u}");
+        assert_eq!(last[u.as_str()]["status"], 200, "{u}");
+    }
+    assert_eq!(finals.len(), all.len());
+}
+
+#[test]
+fn second_sigint_exits_at_once() {
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_secs(5),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("twice");
+    let config = dir.file("crawl.toml", SLOW_CONFIG);
+    let all: Vec<String> = (0..4).map(|i| site.url(&format!("/s/{i}"))).collect();
+    let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
+    let child = crawl_cmd(&["--config", s(&config), "--urls", s(&urls), "--grace", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn crawl");
+    // Wait until the requests are in flight at the site.
+    let until = Instant::now() + Duration::from_secs(10);
+    while site.stats().in_flight < 4 {
+        assert!(Instant::now() < until, "requests never reached the site");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, "-INT");
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    signal(&child, "-INT");
+    let o = wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "exited {:?} after the second Ctrl-C",
+        sent.elapsed()
+    );
+    assert!(stderr(&o).contains("interrupted again"), "{}", stderr(&o));
+}
+
+#[test]
+fn sigterm_stops_like_ctrl_c() {
+    let site = slow_site();
+    let dir = TempDir::new("term");
+    let config = dir.file("crawl.toml", SLOW_CONFIG);
+    let all: Vec<String> = (0..80).map(|i| site.url(&format!("/t/{i}"))).collect();
+    let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
+    let out = dir.path("out.jsonl");
+    let child = crawl_cmd(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&dir.path("sum.json")),
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn crawl");
+    wait_for_lines(&out, 8, Duration::from_secs(10));
+    signal(&child, "-TERM");
+    let o = wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    // The default grace lets the fetches in flight (300 ms) finish: none interrupted.
+    let recs = records(&out);
+    assert!(recs.len() < all.len());
+    assert!(
+        recs.iter().all(|r| r["status"] == 200),
+        "in-flight fetches finished within the grace period"
+    );
 }
