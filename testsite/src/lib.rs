@@ -148,7 +148,8 @@ pub struct PeerStats {
     pub limited: u64,
     /// Answered 503 because the peer was failing, or 500 from `/health`.
     pub failed: u64,
-    /// Connections closed without an answer because the peer was failing ([`FailMode::Close`]).
+    /// Connections closed without an answer because the peer was failing ([`FailMode::Close`]);
+    /// on the fault listener, requests that got no status line (close, hang, garbage).
     pub closed: u64,
     /// Requests in flight right now (received, answer not yet sent).
     pub in_flight: u64,
