@@ -120,8 +120,26 @@ impl Actor for ExitActor {
 
 /// Map an awc send error to the fetch error kind and a message that keeps the OS error.
 fn send_failure(err: &SendRequestError) -> AttemptFailure {
+    if let SendRequestError::Custom(e, _) = err {
+        // HttpOnly refused a redirect hop: its message says so (not a "redirect" limit).
+        return AttemptFailure {
+            kind: FailureKind::Other,
+            error: FetchErrorKind::Other,
+            message: e.to_string(),
+        };
+    }
     let kind = classify(err);
-    let message = err.to_string();
+    let message = match (kind, err) {
+        // awc words an EOF before the answer as a connect failure ("connector has been
+        // disconnected"); say what the site did.
+        (FailureKind::Reset, _) => {
+            format!("connection closed or reset by the site without a complete answer ({err})")
+        }
+        (FailureKind::Other, SendRequestError::Response(e)) => {
+            format!("malformed HTTP response: {e}")
+        }
+        _ => err.to_string(),
+    };
     let error = match kind {
         FailureKind::LocalConnect => FetchErrorKind::LocalConnect,
         FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
@@ -154,7 +172,12 @@ fn body_failure(err: &PayloadError, limit: usize) -> AttemptFailure {
         },
         other => {
             let message = format!("reading the body: {other}");
-            let (kind, error) = if message.to_ascii_lowercase().contains("timeout") {
+            // awc says "Response Payload IO timed out" for its body timeout.
+            let lower = message.to_ascii_lowercase();
+            let timed_out = matches!(other, PayloadError::Io(e) if e.kind() == std::io::ErrorKind::TimedOut)
+                || lower.contains("timeout")
+                || lower.contains("timed out");
+            let (kind, error) = if timed_out {
                 (FailureKind::Timeout, FetchErrorKind::Timeout)
             } else {
                 (FailureKind::Reset, FetchErrorKind::Reset)
@@ -168,6 +191,14 @@ fn body_failure(err: &PayloadError, limit: usize) -> AttemptFailure {
     }
 }
 
+/// awc's redirect middleware follows 301/302/303/307/308 with a `Location` until its
+/// limit, then hands back that redirect as if it were the answer: such an answer means the
+/// limit was hit.
+fn redirect_limit_hit<S>(resp: &awc::ClientResponse<S>) -> bool {
+    matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308)
+        && resp.headers().contains_key(awc::http::header::LOCATION)
+}
+
 impl Handler<SendRequest> for ExitActor {
     type Result = ResponseActFuture<Self, Attempted>;
 
@@ -177,6 +208,7 @@ impl Handler<SendRequest> for ExitActor {
         self.counters.total += 1;
         let limit = self.opts.max_body_bytes;
         let body_timeout = self.opts.client.timeout;
+        let max_redirects = self.opts.client.max_redirects;
         let fut = async move {
             let sent_at = Instant::now();
             let mut req = client.request(msg.method, msg.url.as_str());
@@ -195,6 +227,21 @@ impl Handler<SendRequest> for ExitActor {
             let latency = sent_at.elapsed();
             let result = match sent {
                 Err(e) => Err(send_failure(&e)),
+                Ok(resp) if max_redirects > 0 && redirect_limit_hit(&resp) => {
+                    let location = resp
+                        .headers()
+                        .get(awc::http::header::LOCATION)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_owned();
+                    Err(AttemptFailure {
+                        kind: FailureKind::Other,
+                        error: FetchErrorKind::TooManyRedirects,
+                        message: format!(
+                            "too many redirects: more than {max_redirects} (last Location: {location})"
+                        ),
+                    })
+                }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let headers = resp

@@ -24,6 +24,11 @@
 //! 5. every answer is delayed by [`SiteConfig::latency`] (the request counts as in flight
 //!    meanwhile), then logged as a [`RequestRecord`].
 //!
+//! Every site also has a second listener, the *fault listener* ([`TestSite::fault_url`],
+//! module [`fault`]): a hand-written HTTP/1.1 loop on a raw socket that misbehaves per
+//! request and reproducibly — by path (`/fault/<code>/<tag>`, see [`Fault`]) or by the seeded
+//! [`SiteConfig::faults`] mix — and records every request at arrival with what it did.
+//!
 //! Time here is real (`std::time::Instant`): the server is real. Keep latencies and rate
 //! windows in milliseconds in tests.
 
@@ -31,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 mod bucket;
+pub mod fault;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;
@@ -38,7 +44,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
@@ -54,6 +60,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub use bucket::Rate;
 use bucket::TokenBucket;
+pub use fault::{Fault, FaultMix, RetryHint, HANG_MAX};
 
 /// The path that answers 200 or 500 depending on [`TestSite::set_health`].
 pub const HEALTH_PATH: &str = "/health";
@@ -112,6 +119,9 @@ pub struct SiteConfig {
     /// Serve generated pages instead of the fixed body (default `None`). Rate limits,
     /// failing peers and `/health` still come first.
     pub pages: Option<Pages>,
+    /// The fault listener's mix for paths that do not name a fault (`/fault/…` paths
+    /// always get theirs). `None`: such paths answer 200.
+    pub faults: Option<FaultMix>,
 }
 
 /// A page returned by a [`Pages`] generator.
@@ -195,6 +205,7 @@ impl Default for SiteConfig {
             fail_mode: FailMode::Status503,
             log_requests: true,
             pages: None,
+            faults: None,
         }
     }
 }
@@ -212,7 +223,8 @@ pub struct PeerStats {
     pub limited: u64,
     /// Answered 503 because the peer was failing, or 500 from `/health`.
     pub failed: u64,
-    /// Connections closed without an answer because the peer was failing ([`FailMode::Close`]).
+    /// Connections closed without an answer because the peer was failing ([`FailMode::Close`]);
+    /// on the fault listener, requests that got no status line (close, hang, garbage).
     pub closed: u64,
     /// Requests in flight right now (received, answer not yet sent).
     pub in_flight: u64,
@@ -233,6 +245,9 @@ pub struct SiteStats {
     pub peak_in_flight: u64,
     /// Per peer IP.
     pub peers: BTreeMap<IpAddr, PeerStats>,
+    /// Body bytes the fault listener wrote for [`Fault::BigBody`] and [`Fault::Trickle`]
+    /// (what a client that cuts bodies off made the site send).
+    pub fault_body_bytes: u64,
 }
 
 impl SiteStats {
@@ -251,13 +266,16 @@ pub struct RequestRecord {
     pub path: String,
     /// When the request head had arrived.
     pub arrived: Instant,
-    /// The status code sent.
+    /// The status code sent (0: no status line, e.g. [`Fault::Close`]).
     pub status: u16,
+    /// The fault acted out (fault listener only; `None` on the main listener).
+    pub fault: Option<Fault>,
 }
 
 /// A running test site. Stops on [`TestSite::stop`] or drop.
 pub struct TestSite {
     addr: SocketAddr,
+    fault_addr: SocketAddr,
     shared: Arc<Shared>,
     system: Option<actix_rt::System>,
     thread: Option<JoinHandle<()>>,
@@ -292,7 +310,16 @@ impl TestSite {
             .set_nonblocking(true)
             .expect("test site: set_nonblocking");
         let addr = listener.local_addr().expect("test site: local_addr");
-        let shared = Arc::new(Shared::new(cfg));
+        let fault_listener =
+            std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+                .expect("test site: bind the fault listener on 127.0.0.1:0");
+        fault_listener
+            .set_nonblocking(true)
+            .expect("test site: set_nonblocking");
+        let fault_addr = fault_listener
+            .local_addr()
+            .expect("test site: fault listener local_addr");
+        let shared = Arc::new(Shared::new(cfg, fault_addr.port()));
 
         let (tx, rx) = std::sync::mpsc::channel();
         let server_shared = Arc::clone(&shared);
@@ -303,6 +330,9 @@ impl TestSite {
                 system.block_on(async move {
                     let listener =
                         TcpListener::from_std(listener).expect("test site: adopt listener");
+                    let fault_listener = TcpListener::from_std(fault_listener)
+                        .expect("test site: adopt fault listener");
+                    actix_rt::spawn(fault::serve(fault_listener, Arc::clone(&server_shared)));
                     actix_rt::spawn(serve(listener, server_shared));
                 });
                 // The receiver only goes away if start() itself panicked.
@@ -315,6 +345,7 @@ impl TestSite {
         let system = rx.recv().expect("test site thread failed to start");
         TestSite {
             addr,
+            fault_addr,
             shared,
             system: Some(system),
             thread: Some(thread),
@@ -345,6 +376,27 @@ impl TestSite {
         }
     }
 
+    /// The fault listener's address (127.0.0.1:port).
+    pub fn fault_addr(&self) -> SocketAddr {
+        self.fault_addr
+    }
+
+    /// `http://127.0.0.1:<fault port>` + `path`: a URL on the fault listener (a leading `/`
+    /// is added if missing). Build fault paths with [`Fault::path`].
+    pub fn fault_url(&self, path: &str) -> String {
+        if path.starts_with('/') {
+            format!("http://{}{path}", self.fault_addr)
+        } else {
+            format!("http://{}/{path}", self.fault_addr)
+        }
+    }
+
+    /// The fault the fault listener gives `path` (None: it answers 200). Pure: the same
+    /// path always gets the same answer.
+    pub fn fault_for(&self, path: &str) -> Option<Fault> {
+        fault::fault_for(self.shared.cfg.faults.as_ref(), path)
+    }
+
     /// The configuration the site runs with.
     pub fn config(&self) -> &SiteConfig {
         &self.shared.cfg
@@ -352,7 +404,9 @@ impl TestSite {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> SiteStats {
-        self.shared.lock().stats.clone()
+        let mut stats = self.shared.lock().stats.clone();
+        stats.fault_body_bytes = self.shared.fault_bytes.load(Ordering::Relaxed);
+        stats
     }
 
     /// The request log, ordered by arrival (empty if `log_requests` is off).
@@ -409,6 +463,10 @@ struct Shared {
     /// Fast path for the per-read check in [`PeerStream`]: true while any peer is failing.
     any_failing: AtomicBool,
     state: Mutex<State>,
+    /// The fault listener's port (for [`Fault::RedirectScheme`] locations).
+    fault_port: u16,
+    /// See [`SiteStats::fault_body_bytes`].
+    fault_bytes: AtomicU64,
 }
 
 #[derive(Default)]
@@ -429,7 +487,7 @@ enum Verdict {
 }
 
 impl Shared {
-    fn new(cfg: SiteConfig) -> Self {
+    fn new(cfg: SiteConfig, fault_port: u16) -> Self {
         let body = Bytes::from(vec![b'x'; cfg.body_size]);
         Self {
             cfg,
@@ -437,6 +495,48 @@ impl Shared {
             healthy: AtomicBool::new(true),
             any_failing: AtomicBool::new(false),
             state: Mutex::new(State::default()),
+            fault_port,
+            fault_bytes: AtomicU64::new(0),
+        }
+    }
+
+    fn fault_port(&self) -> u16 {
+        self.fault_port
+    }
+
+    /// Fault listener: count a new connection.
+    fn count_connection(&self, ip: IpAddr) {
+        self.lock().stats.peers.entry(ip).or_default().connections += 1;
+    }
+
+    /// Fault listener: count and log a request at arrival, with what it will get.
+    fn record_fault_request(
+        &self,
+        ip: IpAddr,
+        path: &str,
+        arrived: Instant,
+        fault: Option<Fault>,
+        status: u16,
+    ) {
+        let mut state = self.lock();
+        let stats = &mut state.stats;
+        stats.requests += 1;
+        if status == 429 {
+            stats.limited += 1;
+        }
+        let peer = stats.peers.entry(ip).or_default();
+        peer.requests += 1;
+        match status {
+            200 => peer.ok += 1,
+            429 => peer.limited += 1,
+            0 => peer.closed += 1,
+            s if s >= 500 => peer.failed += 1,
+            _ => {}
+        }
+        if self.cfg.log_requests {
+            state
+                .log
+                .push(fault::record(ip, path, arrived, fault, status));
         }
     }
 
@@ -571,6 +671,7 @@ impl InFlight<'_> {
                 path,
                 arrived,
                 status,
+                fault: None,
             });
         }
     }
