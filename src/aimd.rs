@@ -55,7 +55,7 @@ pub struct AimdConfig {
     pub latency_floor: Duration,
     /// Longest host-wide hold after a throttle without Retry-After (default 250 ms).
     pub hold: Duration,
-    /// Shortest slow-start doubling time (default 250 ms).
+    /// Shortest slow-start doubling time (default 100 ms).
     pub doubling: Duration,
     /// Shortest probe cycle `K` (default 2 s).
     pub probe_time: Duration,
@@ -74,7 +74,7 @@ impl Default for AimdConfig {
             latency_tolerance: 2.0,
             latency_floor: Duration::from_millis(10),
             hold: Duration::from_millis(250),
-            doubling: Duration::from_millis(250),
+            doubling: Duration::from_millis(100),
             probe_time: Duration::from_secs(2),
             probe_requests: 300.0,
         }
@@ -566,7 +566,11 @@ mod tests {
     #[test]
     fn slow_start_doubles_per_doubling_time() {
         let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
+        let cfg = AimdConfig {
+            doubling: Duration::from_millis(250),
+            ..AimdConfig::default()
+        };
+        let mut ctl = Controller::new(cfg, c.now());
         for _ in 0..100 {
             c.advance(10 * MS);
             ctl.on_response(&ok(c.now() - 50 * MS), c.now());
@@ -692,8 +696,14 @@ mod tests {
             };
             ctl.on_response(&r, c.now());
         }
+        // Slow start ends near what the site accepted (answers arrive at 100/s here),
+        // without counting a cut.
         assert_eq!(ctl.phase(), Phase::Probe);
-        assert!(ctl.rate() >= before * 0.99);
+        assert!(
+            ctl.rate() >= 50.0 && ctl.rate() <= before.max(100.0) * 1.01,
+            "{} vs {before}",
+            ctl.rate()
+        );
         assert_eq!(ctl.decreases(), 0);
         for _ in 0..30 {
             c.advance(10 * MS);
