@@ -117,6 +117,9 @@ struct Pending {
     throttled: u32,
     excluded: Vec<usize>,
     arrived: Instant,
+    /// The URL as sent when it differs from the one requested (an IDN host in punycode,
+    /// non-ASCII paths percent-encoded); replies carry the URL as requested.
+    wire_url: Option<String>,
     no_exit_since: Option<Instant>,
     waited: bool,
     last_exit: Option<usize>,
@@ -141,6 +144,7 @@ impl Pending {
 /// Internal: a fetch that got its queue slot.
 struct Enqueue {
     fetch: Fetch,
+    wire_url: Option<String>,
     host: Arc<str>,
     slot: OwnedSemaphorePermit,
     reply: oneshot::Sender<Reply>,
@@ -480,7 +484,7 @@ impl SchedulerActor {
         }
         p.last_exit = Some(i);
         let req = SendRequest {
-            url: p.fetch.url.clone(),
+            url: p.wire_url.clone().unwrap_or_else(|| p.fetch.url.clone()),
             method: p.fetch.method.clone(),
             headers: p.fetch.headers.clone(),
             body: p.fetch.body.clone(),
@@ -845,7 +849,13 @@ impl SchedulerActor {
                 throttled: 0,
             })
         };
-        let host = match host_of(&fetch.url) {
+        // Non-ASCII URLs (IDN hosts, raw UTF-8 paths) go out in their ASCII form.
+        let wire_url = if fetch.url.is_ascii() {
+            None
+        } else {
+            url::Url::parse(&fetch.url).ok().map(String::from)
+        };
+        let host = match host_of(wire_url.as_deref().unwrap_or(&fetch.url)) {
             Ok(h) => h,
             Err(m) => {
                 let r = invalid(FetchErrorKind::InvalidUrl, m, fetch.url);
@@ -877,6 +887,7 @@ impl SchedulerActor {
             self.enqueue(
                 Enqueue {
                     fetch,
+                    wire_url,
                     host,
                     slot,
                     reply: tx,
@@ -895,6 +906,7 @@ impl SchedulerActor {
             };
             let msg = Enqueue {
                 fetch,
+                wire_url,
                 host,
                 slot,
                 reply: tx,
@@ -925,6 +937,7 @@ impl SchedulerActor {
         );
         let p = Pending {
             fetch: m.fetch,
+            wire_url: m.wire_url,
             host: m.host.clone(),
             reply: m.reply,
             slot: Some(m.slot),

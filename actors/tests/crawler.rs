@@ -416,3 +416,38 @@ async fn scope_host_shares_one_pacer_across_exits() {
     let peers: HashSet<_> = log.iter().map(|r| r.peer).collect();
     assert_eq!(peers.len(), 2, "both exits were used");
 }
+
+#[actix_rt::test]
+async fn odd_urls_each_get_one_clear_reply() {
+    let site = TestSite::start(SiteConfig::default());
+    let h = Crawler::start(settings(exits(2, 8))).expect("start");
+    let port = site.port();
+    // An IPv6 literal through IPv4 exits: nothing can be sent, and the reply says so.
+    let err = h
+        .fetch(Fetch::get(format!("http://[::1]:{port}/v6")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::LocalConnect, "{err}");
+    // An IDN host goes out in punycode: resolving it fails (no such name), which is a
+    // network error, not an invalid URL; the reply keeps the URL as requested.
+    let idn = format!("http://bücher.invalid:{port}/x");
+    let err = h.fetch(Fetch::get(idn.clone())).await.unwrap_err();
+    assert_ne!(err.kind, FetchErrorKind::InvalidUrl, "{err}");
+    assert_eq!(err.url, idn);
+    // A non-ASCII path is percent-encoded on the wire.
+    let r = h.fetch(Fetch::get(site.url("/käse"))).await.expect("fetch");
+    assert_eq!(r.status, 200);
+    assert!(site.requests().iter().any(|q| q.path == "/k%C3%A4se"));
+    // Unsupported schemes, no host, garbage: invalid_url, nothing sent.
+    for bad in ["mailto:someone@example.com", "http://", "ht!tp://x", ""] {
+        let err = h.fetch(Fetch::get(bad)).await.unwrap_err();
+        assert_eq!(err.kind, FetchErrorKind::InvalidUrl, "{bad:?}: {err}");
+        assert_eq!(err.attempts, 0);
+    }
+    // A preferred exit or region that does not exist: an error reply, not a panic.
+    let err = h
+        .fetch(Fetch::get(site.url("/r")).in_region("mars"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::NoRegion);
+}
