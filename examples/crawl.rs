@@ -20,7 +20,12 @@
 //!   Ctrl-C / SIGTERM ([`spawn_signals`]);
 //! - [`spawn_progress`]: the progress bar (stderr is a terminal) or status line;
 //! - [`init_logging`]: `tracing` events to stderr, filtered by `RUST_LOG`;
-//! - [`Summary`]: the final object, built from the totals and `CrawlerHandle::stats`.
+//! - [`Summary`]: the final object, built from the totals and `CrawlerHandle::stats`;
+//! - [`follow_crawl`]: `--follow` — the URLs are seeds for `follow::crawl_site`;
+//! - [`enqueue`] / [`frontier_crawl`] / [`dedupe`]: the shared Redis frontier — push URLs,
+//!   consume them (write, flush, then complete: at-least-once), merge results files.
+//!
+//! Every URL written to `--out` or stderr goes through `exitcrawl::redact::mask_url`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -29,7 +34,7 @@ use std::future::{poll_fn, Future};
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,10 +43,14 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
+use exitcrawl::redact::mask_url;
+use exitcrawl_actors::redis::{Frontier, FrontierEntry, Redis, RedisOptions};
 use exitcrawl_actors::{
-    Crawler, CrawlerHandle, ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse,
+    crawl_site, Crawler, CrawlerHandle, ExitStats, Fetch, FetchError, FetchErrorKind,
+    FetchResponse, FollowOptions, FollowRecord, FollowTotals,
 };
 use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
+use futures_util::future::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -53,6 +62,10 @@ crawl — fetch URLs through exitcrawl's exits
 USAGE:
     crawl --config FILE --urls FILE [--out FILE [--resume]] [--summary FILE] [OPTIONS]
     crawl --demo [--demo-urls N] [--out FILE] [--summary FILE] [OPTIONS]
+    crawl --config FILE --urls SEEDS --follow [--ignore-robots] [--out FILE] [OPTIONS]
+    crawl --enqueue FILE --frontier redis://HOST:PORT/QUEUE
+    crawl --config FILE --frontier redis://HOST:PORT/QUEUE --out FILE [OPTIONS]
+    crawl --dedupe FILE [--dedupe FILE ...] --out FILE
 
 OPTIONS:
     --config FILE       Settings (TOML); EXITCRAWL__SECTION__KEY environment overrides apply
@@ -76,6 +89,27 @@ OPTIONS:
     --demo              Start a rate-limited test site on 127.0.0.1 and crawl it through
                         four exits bound to 127.0.0.1..127.0.0.4; prints the summary
     --demo-urls N       URLs the demo generates (default 3000)
+    --follow            Crawl, not only fetch (sets [crawl] follow = true): the --urls are
+                        seeds, links are followed within the [crawl] scope, robots.txt is
+                        obeyed. Records gain depth, parent, skipped (\"robots\"), new_links;
+                        the summary gains discovered, skipped_scope, skipped_robots,
+                        deduped. Not with --resume (a Ctrl-C stops at once, exit 130).
+    --ignore-robots     Do not fetch or obey robots.txt (sets [crawl] robots = false);
+                        prints a warning
+    --frontier URL      A shared Redis frontier redis://HOST:PORT/QUEUE. With --enqueue:
+                        push URLs into it. Otherwise (with --config, without --urls): pull
+                        URLs from it (consumer hostname-pid), fetch, write the record to
+                        --out (flushed), then mark the URL done and acknowledge it
+                        (at-least-once: merge the --out files with --dedupe)
+    --enqueue FILE      Push the URLs of FILE ('-' = stdin) once into --frontier; prints
+                        'enqueued N' and exits
+    --claim-idle SECS   Frontier: take over entries another consumer left pending for this
+                        long (a dead consumer's), checked every SECS/2 (default 30)
+    --idle-exit SECS    Frontier: exit once nothing is in flight, nothing is pending for
+                        any consumer and nothing new came for this long (default 5)
+    --dedupe FILE       Merge results files (repeatable, read in order) into --out FILE:
+                        one record per URL, the last final (not interrupted) one, else the
+                        last one; in order of first appearance; unreadable lines dropped
     -h, --help          Print this help
     -V, --version       Print the version
 
@@ -92,8 +126,14 @@ STOPPING:
     --summary and exits 130. A second Ctrl-C exits at once (records already written stay;
     --resume completes the job).
 
+SECURITY:
+    Credentials in URLs are masked in --out and on stderr: the password of user:pass@
+    and the values of query parameters named like token, key, password, secret, auth,
+    sig become ***. --resume compares these masked forms.
+
 EXIT STATUS:
-    0 the crawl ran (even if some URLs failed); 1 an output could not be written;
+    0 the crawl ran (even if some URLs failed); 1 an output could not be written (or,
+    with --frontier/--enqueue, Redis failed);
     2 bad arguments or configuration; 130 interrupted
 ";
 
@@ -111,6 +151,10 @@ const PRECOUNT_MAX_BYTES: u64 = 16 << 20;
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// The `error` of a record whose fetch was stopped by Ctrl-C.
 const INTERRUPTED: &str = "interrupted";
+/// Default `--claim-idle`.
+const DEFAULT_CLAIM_IDLE: Duration = Duration::from_secs(30);
+/// Default `--idle-exit`.
+const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(5);
 /// Exit code of an interrupted run (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -125,6 +169,37 @@ enum UrlSource {
     Stdin,
     /// The demo's `n` generated URLs.
     Demo(u64),
+    /// A shared Redis frontier (`--frontier` without `--enqueue`).
+    Frontier(FrontierUrl),
+}
+
+/// `--frontier redis://HOST:PORT/QUEUE`, split into the server and the queue name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FrontierUrl {
+    /// `redis://HOST:PORT/`
+    redis: String,
+    queue: String,
+}
+
+impl FrontierUrl {
+    fn parse(v: &str) -> Result<Self, String> {
+        let bad = || format!("--frontier: {v:?} is not redis://HOST:PORT/QUEUE");
+        let rest = v.strip_prefix("redis://").ok_or_else(bad)?;
+        let (authority, queue) = rest.split_once('/').ok_or_else(bad)?;
+        let queue = queue.trim_end_matches('/');
+        if authority.is_empty()
+            || queue.is_empty()
+            || !queue
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+        {
+            return Err(bad());
+        }
+        Ok(FrontierUrl {
+            redis: format!("redis://{authority}/"),
+            queue: queue.to_string(),
+        })
+    }
 }
 
 /// A parsed command line.
@@ -133,6 +208,16 @@ enum Cli {
     Help,
     Version,
     Run(RunArgs),
+    /// `--enqueue FILE --frontier URL`: push the URLs of FILE and exit.
+    Enqueue {
+        urls: UrlSource,
+        frontier: FrontierUrl,
+    },
+    /// `--dedupe FILE... --out FILE`: merge results files.
+    Dedupe {
+        inputs: Vec<PathBuf>,
+        out: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -154,6 +239,14 @@ struct RunArgs {
     metrics: Option<SocketAddr>,
     quiet: bool,
     log_format: LogFormat,
+    /// `--follow`: set `[crawl] follow = true`.
+    follow: bool,
+    /// `--ignore-robots`: set `[crawl] robots = false`.
+    ignore_robots: bool,
+    /// `--claim-idle` (frontier mode).
+    claim_idle: Duration,
+    /// `--idle-exit` (frontier mode).
+    idle_exit: Duration,
 }
 
 impl RunArgs {
@@ -175,6 +268,13 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
     let mut metrics = None;
     let mut quiet = false;
     let mut log_format = None;
+    let mut follow = false;
+    let mut ignore_robots = false;
+    let mut frontier = None;
+    let mut enqueue = None;
+    let mut claim_idle = None;
+    let mut idle_exit = None;
+    let mut dedupe: Vec<PathBuf> = Vec::new();
 
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -199,6 +299,28 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
             "--demo" if inline.is_none() => demo = true,
             "--resume" if inline.is_none() => resume = true,
             "--quiet" if inline.is_none() => quiet = true,
+            "--follow" if inline.is_none() => follow = true,
+            "--ignore-robots" if inline.is_none() => ignore_robots = true,
+            "--frontier" => {
+                let v = value("redis://HOST:PORT/QUEUE")?;
+                set_once(&mut frontier, &flag, FrontierUrl::parse(&v)?)?;
+            }
+            "--enqueue" => set_once(&mut enqueue, &flag, value("a file, or - for stdin")?)?,
+            "--dedupe" => dedupe.push(PathBuf::from(value("a results file")?)),
+            "--claim-idle" | "--idle-exit" => {
+                let v = value("seconds")?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+                    .ok_or_else(|| format!("{flag}: {v:?} is not a positive number of seconds"))?;
+                let slot = if flag == "--claim-idle" {
+                    &mut claim_idle
+                } else {
+                    &mut idle_exit
+                };
+                set_once(slot, &flag, Duration::from_secs_f64(secs))?;
+            }
             "--demo-urls" => {
                 let v = value("a count")?;
                 let n: u64 = v
@@ -237,7 +359,49 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
         }
     }
 
-    let urls = if demo {
+    if !dedupe.is_empty() {
+        if demo || config.is_some() || urls.is_some() || frontier.is_some() || enqueue.is_some() {
+            return Err("--dedupe only goes with --out FILE".into());
+        }
+        let out = out.ok_or("--dedupe needs --out FILE (the merged results)")?;
+        return Ok(Cli::Dedupe {
+            inputs: dedupe,
+            out,
+        });
+    }
+    if let Some(file) = enqueue {
+        let frontier = frontier.ok_or("--enqueue needs --frontier redis://HOST:PORT/QUEUE")?;
+        if demo || config.is_some() || urls.is_some() || out.is_some() || follow {
+            return Err("--enqueue only goes with --frontier".into());
+        }
+        let urls = if file == "-" {
+            UrlSource::Stdin
+        } else {
+            UrlSource::File(PathBuf::from(file))
+        };
+        return Ok(Cli::Enqueue { urls, frontier });
+    }
+    if (claim_idle.is_some() || idle_exit.is_some()) && frontier.is_none() {
+        return Err("--claim-idle/--idle-exit only go with --frontier".into());
+    }
+    if follow && resume {
+        return Err("--follow does not go with --resume".into());
+    }
+    let urls = if let Some(f) = frontier {
+        if demo || urls.is_some() {
+            return Err("--frontier pulls its URLs from Redis: drop --urls/--demo".into());
+        }
+        if config.is_none() {
+            return Err("--frontier needs --config FILE".into());
+        }
+        if resume || follow {
+            return Err("--frontier does not go with --resume or --follow".into());
+        }
+        if out.as_deref().is_none_or(|p| p == Path::new("-")) {
+            return Err("--frontier needs --out FILE (records are written before the ack)".into());
+        }
+        UrlSource::Frontier(f)
+    } else if demo {
         if config.is_some() || urls.is_some() {
             return Err("--demo builds its own settings and URLs: drop --config/--urls".into());
         }
@@ -273,6 +437,10 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
         metrics,
         quiet,
         log_format: log_format.unwrap_or_default(),
+        follow,
+        ignore_robots,
+        claim_idle: claim_idle.unwrap_or(DEFAULT_CLAIM_IDLE),
+        idle_exit: idle_exit.unwrap_or(DEFAULT_IDLE_EXIT),
     }))
 }
 
@@ -312,7 +480,7 @@ impl Record {
     fn new(result: Result<FetchResponse, FetchError>, waited: Duration, stopping: bool) -> Self {
         match result {
             Ok(r) => Record {
-                url: r.url,
+                url: mask_url(&r.url),
                 status: Some(r.status),
                 exit: Some(r.exit),
                 attempts: r.attempts,
@@ -325,9 +493,9 @@ impl Record {
                 error: Some(if stopping && e.kind == FetchErrorKind::Shutdown {
                     INTERRUPTED.to_string()
                 } else {
-                    format!("{}: {}", e.kind.as_str(), e.message)
+                    mask_text(&format!("{}: {}", e.kind.as_str(), e.message), &e.url)
                 }),
-                url: e.url,
+                url: mask_url(&e.url),
                 status: None,
                 exit: e.exit,
                 attempts: e.attempts,
@@ -341,7 +509,7 @@ impl Record {
     /// A URL that was read but whose fetch never replied before the stop deadline.
     fn interrupted(url: String, waited: Duration) -> Self {
         Record {
-            url,
+            url: mask_url(&url),
             status: None,
             exit: None,
             attempts: 0,
@@ -359,6 +527,25 @@ impl Record {
     fn is_interrupted(&self) -> bool {
         self.error.as_deref() == Some(INTERRUPTED)
     }
+}
+
+/// `msg` with the credentials of `raw_url` (and of any URL-looking word) masked.
+fn mask_text(msg: &str, raw_url: &str) -> String {
+    let msg = if raw_url.is_empty() {
+        msg.to_string()
+    } else {
+        msg.replace(raw_url, &mask_url(raw_url))
+    };
+    msg.split(' ')
+        .map(|w| {
+            if w.contains("://") || w.contains('?') || w.contains('@') {
+                mask_url(w)
+            } else {
+                w.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn millis(d: Duration) -> u64 {
@@ -379,12 +566,16 @@ struct Totals {
 
 impl Totals {
     fn add(&self, r: &Record) {
+        self.count(r.is_ok(), r.throttled, r.attempts, r.is_interrupted());
+    }
+
+    fn count(&self, ok: bool, throttled: u32, attempts: u32, interrupted: bool) {
         let bump = |c: &Cell<u64>, n: u64| c.set(c.get() + n);
         bump(&self.total, 1);
-        bump(&self.ok, u64::from(r.is_ok()));
-        bump(&self.throttled, u64::from(r.throttled));
-        bump(&self.requests, u64::from(r.attempts));
-        bump(&self.interrupted, u64::from(r.is_interrupted()));
+        bump(&self.ok, u64::from(ok));
+        bump(&self.throttled, u64::from(throttled));
+        bump(&self.requests, u64::from(attempts));
+        bump(&self.interrupted, u64::from(interrupted));
     }
 }
 
@@ -407,6 +598,26 @@ struct Summary {
     skipped: u64,
     elapsed_s: f64,
     per_exit: Vec<ExitSummary>,
+    /// `--follow` only: the crawl's discovery counters.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    follow: Option<FollowSummary>,
+}
+
+/// The summary's extra counters with `--follow` (see `FollowTotals`).
+#[derive(Debug, Serialize)]
+struct FollowSummary {
+    /// Distinct URLs accepted for crawling (valid seeds + in-scope unseen links).
+    discovered: u64,
+    /// Link occurrences outside the scope.
+    skipped_scope: u64,
+    /// URLs not fetched because of robots.txt (each has a record).
+    skipped_robots: u64,
+    /// In-scope link occurrences (and seeds) already seen.
+    deduped: u64,
+    /// Discovered URLs not fetched because `max_pages` was reached.
+    skipped_budget: u64,
+    /// robots.txt fetches sent (their attempts count in `requests`).
+    robots_fetches: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -443,6 +654,7 @@ impl Summary {
                     healthy: s.healthy,
                 })
                 .collect(),
+            follow: None,
         }
     }
 }
@@ -580,6 +792,10 @@ fn spawn_reader(
             });
             stats
         }
+        UrlSource::Frontier(_) => {
+            drop(tx);
+            Arc::new(ReadStats::default())
+        }
         UrlSource::Stdin => {
             let stats = Arc::new(ReadStats::default());
             let st = Arc::clone(&stats);
@@ -651,7 +867,7 @@ fn feed_lines(
                 stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
                 let Some(url) = url_line(&buf) else { continue };
                 stats.lines.fetch_add(1, Ordering::Relaxed);
-                if skip.contains(&url) {
+                if !skip.is_empty() && skip.contains(&mask_url(&url)) {
                     stats.skipped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
@@ -869,6 +1085,359 @@ async fn crawl(
     } else {
         Ended::Complete
     })
+}
+
+// ---------------------------------------------------------------------------------------
+// --follow
+// ---------------------------------------------------------------------------------------
+
+/// `--follow`: every URL of the source is a seed; `follow::crawl_site` does the rest. Each
+/// record (masked) is written as it arrives. A stop signal ends the crawl at once (the
+/// fetches in flight are dropped, without records): exit 130.
+async fn follow_crawl(
+    handle: &CrawlerHandle,
+    mut urls: mpsc::Receiver<io::Result<String>>,
+    mut stop: mpsc::UnboundedReceiver<()>,
+    out: &SharedOut,
+    totals: &Totals,
+) -> Result<(Ended, Option<FollowTotals>), String> {
+    let mut seeds = Vec::new();
+    while let Some(line) = urls.recv().await {
+        match line {
+            Ok(u) => seeds.push(u),
+            Err(e) => return Err(format!("reading seeds: {e}")),
+        }
+    }
+    totals.read.set(seeds.len() as u64);
+    let opts = FollowOptions::from_settings(handle.settings());
+    let failed: RefCell<Option<String>> = RefCell::new(None);
+    let last_flush = Cell::new(Instant::now());
+    let on_record = |mut r: FollowRecord| {
+        let raw = std::mem::take(&mut r.url);
+        r.url = mask_url(&raw);
+        r.parent = r.parent.as_deref().map(mask_url);
+        r.error = r.error.as_deref().map(|e| mask_text(e, &raw));
+        totals.count(
+            r.status.is_some_and(|s| (200..300).contains(&s)),
+            r.throttled,
+            r.attempts,
+            false,
+        );
+        if failed.borrow().is_some() {
+            return;
+        }
+        if let Some(w) = out.borrow_mut().as_mut() {
+            let mut written = serde_json::to_writer(&mut *w, &r)
+                .map_err(io::Error::from)
+                .and_then(|()| w.write_all(b"\n"));
+            if written.is_ok() && last_flush.get().elapsed() >= FLUSH_EVERY {
+                last_flush.set(Instant::now());
+                written = w.flush();
+            }
+            if let Err(e) = written {
+                *failed.borrow_mut() = Some(format!("writing --out: {e}"));
+            }
+        }
+    };
+    let crawl = pin!(crawl_site(handle, seeds, &opts, on_record));
+    let stopped = pin!(stop.recv());
+    let (ended, ft) = match futures_util::future::select(crawl, stopped).await {
+        futures_util::future::Either::Left((result, _)) => {
+            let ft = result.map_err(|e| e.to_string())?;
+            (Ended::Complete, Some(ft))
+        }
+        futures_util::future::Either::Right(_) => {
+            note("crawl: interrupted: --follow stops at once (fetches in flight get no record)");
+            (Ended::Interrupted, None)
+        }
+    };
+    if let Some(e) = failed.take() {
+        return Err(e);
+    }
+    if let Some(w) = out.borrow_mut().as_mut() {
+        w.flush().map_err(|e| format!("writing --out: {e}"))?;
+    }
+    Ok((ended, ft))
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared frontier (--frontier, --enqueue, --dedupe)
+// ---------------------------------------------------------------------------------------
+
+/// URLs pushed per `Frontier::enqueue` call by `--enqueue`.
+const ENQUEUE_BATCH: usize = 10_000;
+/// Longest wait for new entries when nothing is in flight.
+const FRONTIER_BLOCK: Duration = Duration::from_millis(250);
+/// Longest wait for a completion before looking for more entries.
+const FRONTIER_POLL: Duration = Duration::from_millis(100);
+
+/// The consumer name: `hostname-pid`.
+fn consumer_name() -> String {
+    let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "host".into());
+    format!("{host}-{}", std::process::id())
+}
+
+async fn open_frontier(f: &FrontierUrl) -> Result<Frontier, String> {
+    let redis = Redis::connect(&f.redis, RedisOptions::default())
+        .map_err(|e| format!("--frontier {}: {e}", f.redis))?;
+    Frontier::open(&redis, &f.queue)
+        .await
+        .map_err(|e| format!("--frontier {}{}: {e}", f.redis, f.queue))
+}
+
+/// `--enqueue FILE --frontier URL`: push every URL line once. Returns how many.
+async fn enqueue(urls: &UrlSource, f: &FrontierUrl) -> Result<usize, Failure> {
+    let input: Box<dyn BufRead> = match urls {
+        UrlSource::File(p) => {
+            Box::new(BufReader::new(File::open(p).map_err(|e| {
+                Failure::Usage(format!("--enqueue {}: {e}", p.display()))
+            })?))
+        }
+        _ => Box::new(BufReader::new(io::stdin().lock())),
+    };
+    let frontier = open_frontier(f).await.map_err(Failure::Output)?;
+    let mut added = 0;
+    let mut batch = Vec::new();
+    let mut lines = input.split(b'\n');
+    loop {
+        let line = lines.next();
+        let end = line.is_none();
+        if let Some(line) = line {
+            let line = line.map_err(|e| Failure::Usage(format!("--enqueue: {e}")))?;
+            if let Some(u) = url_line(&line) {
+                batch.push(u);
+            }
+        }
+        if batch.len() >= ENQUEUE_BATCH || (end && !batch.is_empty()) {
+            added += frontier
+                .enqueue(batch.drain(..))
+                .await
+                .map_err(|e| Failure::Output(format!("--enqueue: {e} ({added} enqueued)")))?;
+        }
+        if end {
+            return Ok(added);
+        }
+    }
+}
+
+struct FrontierOptions {
+    claim_idle: Duration,
+    idle_exit: Duration,
+    grace: Duration,
+    concurrency: usize,
+}
+
+/// `--frontier` consumer: pull entries, fetch, write the record (flushed), then
+/// `complete` (done-set + ack). Entries other consumers left pending for `claim_idle` are
+/// claimed every `claim_idle / 2`. Ends when nothing is in flight or pending and nothing
+/// came for `idle_exit`; on a stop signal, the fetches in flight get `grace`, the rest stay
+/// pending for other consumers.
+async fn frontier_crawl(
+    handle: &CrawlerHandle,
+    f: &FrontierUrl,
+    o: &FrontierOptions,
+    mut stop: mpsc::UnboundedReceiver<()>,
+    out: &SharedOut,
+    totals: &Totals,
+) -> Result<Ended, String> {
+    type Done = (FrontierEntry, Result<FetchResponse, FetchError>, Duration);
+    let frontier = open_frontier(f).await?;
+    let consumer = consumer_name();
+    note(&format!(
+        "crawl: frontier {}{} as consumer {consumer}",
+        f.redis, f.queue
+    ));
+    let mut in_flight: FuturesUnordered<futures_util::future::LocalBoxFuture<'_, Done>> =
+        FuturesUnordered::new();
+    let mut ids: HashSet<String> = HashSet::new();
+    let claim_every = o.claim_idle / 2;
+    let mut last_claim: Option<Instant> = None;
+    let mut last_activity = Instant::now();
+
+    let finish = |(entry, result, waited): Done| {
+        let frontier = &frontier;
+        async move {
+            let record = Record::new(result, waited, false);
+            totals.add(&record);
+            if let Some(w) = out.borrow_mut().as_mut() {
+                write_record(w, &record)
+                    .and_then(|()| w.flush())
+                    .map_err(|e| format!("writing --out: {e}"))?;
+            }
+            // Written (and flushed) first, acknowledged after: at-least-once.
+            if let Err(e) = frontier.complete(&entry).await {
+                note(&format!(
+                    "crawl: frontier: completing {}: {e} (it stays pending; another \
+                     consumer will redo it)",
+                    mask_url(&entry.url)
+                ));
+            }
+            Ok::<_, String>(entry.id)
+        }
+    };
+
+    let stopped = loop {
+        if stop.try_recv().is_ok() {
+            break true;
+        }
+        let free = o.concurrency.saturating_sub(in_flight.len());
+        let mut got = Vec::new();
+        let mut redis_failed = false;
+        if free > 0 {
+            if last_claim.is_none_or(|t| t.elapsed() >= claim_every) {
+                last_claim = Some(Instant::now());
+                match frontier.claim_stale(&consumer, o.claim_idle, free).await {
+                    Ok(c) => {
+                        if !c.is_empty() {
+                            note(&format!(
+                                "crawl: frontier: claimed {} stale entries",
+                                c.len()
+                            ));
+                        }
+                        got.extend(c.into_iter().filter(|e| !ids.contains(&e.id)));
+                    }
+                    Err(e) => {
+                        redis_failed = true;
+                        note(&format!("crawl: frontier: claim: {e}"));
+                    }
+                }
+            }
+            if got.len() < free {
+                let block = if in_flight.is_empty() && got.is_empty() {
+                    FRONTIER_BLOCK
+                } else {
+                    Duration::ZERO
+                };
+                match frontier.next(&consumer, free - got.len(), block).await {
+                    Ok(n) => got.extend(n),
+                    Err(e) => {
+                        redis_failed = true;
+                        note(&format!("crawl: frontier: read: {e}"));
+                    }
+                }
+            }
+        }
+        if !got.is_empty() {
+            last_activity = Instant::now();
+        }
+        for entry in got {
+            match frontier.is_done(&entry.url).await {
+                Ok(true) => {
+                    let _ = frontier.ack(&entry.id).await;
+                    continue;
+                }
+                Ok(false) => {}
+                Err(e) => note(&format!("crawl: frontier: is_done: {e}")),
+            }
+            totals.read.set(totals.read.get() + 1);
+            ids.insert(entry.id.clone());
+            let h = handle.clone();
+            in_flight.push(
+                async move {
+                    let started = Instant::now();
+                    let result = h.fetch(Fetch::get(entry.url.clone())).await;
+                    (entry, result, started.elapsed())
+                }
+                .boxed_local(),
+            );
+        }
+        if in_flight.is_empty() {
+            if last_activity.elapsed() >= o.idle_exit {
+                match frontier.pending().await {
+                    Ok(0) => break false,
+                    Ok(_) => {}
+                    Err(e) => note(&format!("crawl: frontier: pending: {e}")),
+                }
+            }
+            if redis_failed || free == 0 {
+                actix_rt::time::sleep(FRONTIER_BLOCK).await;
+            }
+            continue;
+        }
+        if let Ok(Some(done)) = actix_rt::time::timeout(FRONTIER_POLL, in_flight.next()).await {
+            let id = finish(done).await?;
+            ids.remove(&id);
+            last_activity = Instant::now();
+        }
+    };
+    if !stopped {
+        return Ok(Ended::Complete);
+    }
+    note(&format!(
+        "crawl: interrupted: {} in flight get {:.0} s to finish; the rest stay pending for \
+         other consumers",
+        in_flight.len(),
+        o.grace.as_secs_f64()
+    ));
+    let drain = async {
+        while let Some(done) = in_flight.next().await {
+            finish(done).await?;
+        }
+        Ok::<_, String>(())
+    };
+    if let Ok(r) = actix_rt::time::timeout(o.grace, drain).await {
+        r?;
+    }
+    Ok(Ended::Interrupted)
+}
+
+/// `--dedupe IN... --out OUT`: one record per URL — its last final record (error not
+/// "interrupted"), else its last record — in order of first appearance. Lines that are
+/// not records (e.g. a line cut by a hard kill) are dropped and counted.
+fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
+    let mut order: Vec<String> = Vec::new();
+    let mut best: HashMap<String, (String, bool)> = HashMap::new();
+    let (mut read, mut dropped) = (0u64, 0u64);
+    for path in inputs {
+        let f = File::open(path)
+            .map_err(|e| Failure::Usage(format!("--dedupe {}: {e}", path.display())))?;
+        for line in BufReader::new(f).lines() {
+            let line =
+                line.map_err(|e| Failure::Usage(format!("--dedupe {}: {e}", path.display())))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let Ok(r) = serde_json::from_str::<SeenRecord>(&line) else {
+                dropped += 1;
+                continue;
+            };
+            read += 1;
+            let is_final = r.error.as_deref() != Some(INTERRUPTED);
+            match best.get_mut(&r.url) {
+                Some(slot) => {
+                    if is_final || !slot.1 {
+                        *slot = (line, is_final);
+                    }
+                }
+                None => {
+                    order.push(r.url.clone());
+                    best.insert(r.url, (line, is_final));
+                }
+            }
+        }
+    }
+    let mut w = open_output(out, false)
+        .map_err(|e| Failure::Usage(format!("--out {}: {e}", out.display())))?;
+    for url in &order {
+        writeln!(w, "{}", best[url].0)
+            .map_err(|e| Failure::Output(format!("writing --out: {e}")))?;
+    }
+    w.flush()
+        .map_err(|e| Failure::Output(format!("writing --out: {e}")))?;
+    note(&format!(
+        "crawl: --dedupe: {read} records, {} URLs written, {dropped} unreadable lines dropped",
+        order.len()
+    ));
+    Ok(())
 }
 
 fn write_record(w: &mut dyn Write, r: &Record) -> io::Result<()> {
@@ -1186,6 +1755,26 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
     if let Some(addr) = args.metrics {
         settings.metrics.listen = Some(addr);
     }
+    if args.follow {
+        settings.crawl.follow = true;
+    }
+    if args.ignore_robots {
+        settings.crawl.robots = false;
+        note(
+            "crawl: WARNING: --ignore-robots: robots.txt is NOT fetched or obeyed; disallowed \
+             paths and Crawl-delay will not be honoured. Make sure you may crawl these sites.",
+        );
+    }
+    let frontier = match &args.urls {
+        UrlSource::Frontier(f) => Some(f.clone()),
+        _ => None,
+    };
+    let follow = settings.crawl.follow && frontier.is_none();
+    if follow && args.resume {
+        return Err(Failure::Usage(
+            "[crawl] follow = true does not go with --resume".into(),
+        ));
+    }
     let concurrency = settings.crawler.concurrency.max(1) as usize;
 
     let mut skip = HashSet::new();
@@ -1259,7 +1848,24 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
         "crawl started"
     );
 
-    let crawled = crawl(&handle, urls, stop, args.grace, concurrency, &out, &totals).await;
+    let mut follow_totals = None;
+    let crawled = if let Some(f) = &frontier {
+        let opts = FrontierOptions {
+            claim_idle: args.claim_idle,
+            idle_exit: args.idle_exit,
+            grace: args.grace,
+            concurrency,
+        };
+        frontier_crawl(&handle, f, &opts, stop, &out, &totals).await
+    } else if follow {
+        let r = follow_crawl(&handle, urls, stop, &out, &totals).await;
+        r.map(|(ended, ft)| {
+            follow_totals = ft;
+            ended
+        })
+    } else {
+        crawl(&handle, urls, stop, args.grace, concurrency, &out, &totals).await
+    };
     let elapsed = started.elapsed();
     if let Some(p) = progress {
         p.abort();
@@ -1284,12 +1890,24 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
         "crawl finished"
     );
 
-    let summary = Summary::new(
+    let mut summary = Summary::new(
         &totals,
         read.skipped.load(Ordering::Relaxed),
         elapsed,
         stats,
     );
+    if let Some(ft) = follow_totals {
+        // robots.txt fetches go through the exits too: count them so per_exit adds up.
+        summary.requests = ft.requests;
+        summary.follow = Some(FollowSummary {
+            discovered: ft.discovered,
+            skipped_scope: ft.skipped_scope,
+            skipped_robots: ft.skipped_robots,
+            deduped: ft.deduped,
+            skipped_budget: ft.skipped_budget,
+            robots_fetches: ft.robots_fetches,
+        });
+    }
     let json = serde_json::to_string(&summary).expect("summary serializes");
     if let Some(mut w) = summary_out {
         writeln!(w, "{json}")
@@ -1338,6 +1956,35 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Cli::Run(args) => args,
+        Cli::Enqueue { urls, frontier } => {
+            return match actix_rt::System::new().block_on(enqueue(&urls, &frontier)) {
+                Ok(n) => {
+                    println!("enqueued {n}");
+                    ExitCode::SUCCESS
+                }
+                Err(Failure::Usage(msg)) => {
+                    eprintln!("crawl: {msg}");
+                    ExitCode::from(2)
+                }
+                Err(Failure::Output(msg)) => {
+                    eprintln!("crawl: {msg}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        Cli::Dedupe { inputs, out } => {
+            return match dedupe(&inputs, &out) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(Failure::Usage(msg)) => {
+                    eprintln!("crawl: {msg}");
+                    ExitCode::from(2)
+                }
+                Err(Failure::Output(msg)) => {
+                    eprintln!("crawl: {msg}");
+                    ExitCode::from(1)
+                }
+            };
+        }
     };
     if let Err(msg) = init_logging(args.log_format) {
         eprintln!("crawl: {msg}");

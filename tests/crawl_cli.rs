@@ -8,7 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use exitcrawl_testsite::{SiteConfig, TestSite};
+use std::sync::{Arc, Mutex};
+
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -248,6 +250,13 @@ fn bad_arguments_exit_2_and_help_lists_flags() {
         "--log-format",
         "--demo",
         "--demo-urls",
+        "--follow",
+        "--ignore-robots",
+        "--frontier",
+        "--enqueue",
+        "--claim-idle",
+        "--idle-exit",
+        "--dedupe",
         "--help",
         "--version",
     ] {
@@ -569,4 +578,422 @@ fn sigterm_stops_like_ctrl_c() {
         recs.iter().all(|r| r["status"] == 200),
         "in-flight fetches finished within the grace period"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// --follow, --ignore-robots
+// ---------------------------------------------------------------------------------------
+
+/// Pages `/p/0.html` … `/p/19.html` of the generated site.
+const FOLLOW_PAGES: usize = 20;
+
+/// A generated site: 20 interlinked pages (relative, absolute, fragments, self links),
+/// every 5th links into `/private/`, which robots.txt disallows. Logs every path asked.
+fn follow_site(log: Arc<Mutex<Vec<String>>>) -> TestSite {
+    let pages = Pages::new(move |host: &str, pq: &str| {
+        log.lock().unwrap().push(pq.to_owned());
+        let path = pq.split('?').next().unwrap_or(pq);
+        match path {
+            "/robots.txt" => Some(Page::text("User-agent: *\nDisallow: /private/\n")),
+            p if p.starts_with("/private/") => Some(Page::html("<p>secret</p>")),
+            p => {
+                let i: usize = p.strip_prefix("/p/")?.strip_suffix(".html")?.parse().ok()?;
+                (i < FOLLOW_PAGES).then(|| {
+                    let n = FOLLOW_PAGES;
+                    let mut h = format!("<html><body><a href=\"{}.html\">next</a>", (i + 1) % n);
+                    h += &format!("<a href=\"/p/{}.html#x\">skip</a>", (i + 7) % n);
+                    h += &format!("<a href=\"http://{host}/p/{}.html\">abs</a>", (i * 3) % n);
+                    h += &format!("<a href=\"{i}.html\">me</a>");
+                    if i.is_multiple_of(5) {
+                        h += &format!("<a href=\"/private/{i}.html\">no</a>");
+                    }
+                    h += "</body></html>";
+                    Page::html(h)
+                })
+            }
+        }
+    });
+    TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+#[test]
+fn follow_crawls_allowed_pages_once_and_obeys_robots() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = follow_site(Arc::clone(&log));
+    let dir = TempDir::new("follow");
+    let config = dir.file("crawl.toml", CONFIG);
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let o = crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--follow",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+
+    let recs = records(&out);
+    let fetched: Vec<&Value> = recs.iter().filter(|r| r["skipped"].is_null()).collect();
+    let skipped: Vec<&Value> = recs.iter().filter(|r| r["skipped"] == "robots").collect();
+    assert_eq!(fetched.len() + skipped.len(), recs.len());
+    let mut fetched_urls: Vec<&str> = fetched.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    fetched_urls.sort_unstable();
+    let mut want: Vec<String> = (0..FOLLOW_PAGES)
+        .map(|i| site.url(&format!("/p/{i}.html")))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(fetched_urls, want, "each allowed page exactly once");
+    for r in &fetched {
+        assert_eq!(r["status"], 200, "{r}");
+        for key in ["depth", "parent", "skipped", "new_links"] {
+            assert!(r.get(key).is_some(), "record lacks {key}: {r}");
+        }
+    }
+    let seed = recs
+        .iter()
+        .find(|r| r["url"] == site.url("/p/0.html").as_str())
+        .expect("seed record");
+    assert_eq!(seed["depth"], 0);
+    assert!(seed["parent"].is_null());
+    assert!(fetched
+        .iter()
+        .filter(|r| r["depth"].as_u64() > Some(0))
+        .all(|r| r["parent"].is_string()));
+    let private: HashSet<&str> = skipped.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    assert_eq!(private.len(), FOLLOW_PAGES / 5, "{private:?}");
+    assert!(private.iter().all(|u| u.contains("/private/")));
+
+    let asked = log.lock().unwrap().clone();
+    assert!(
+        !asked.iter().any(|p| p.starts_with("/private/")),
+        "a disallowed path was requested: {asked:?}"
+    );
+    assert_eq!(asked.iter().filter(|p| *p == "/robots.txt").count(), 1);
+    assert_eq!(asked.len(), FOLLOW_PAGES + 1, "{asked:?}");
+
+    let sum: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    let n = |k: &str| {
+        sum[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("summary {k}: {sum}"))
+    };
+    assert_eq!(n("total"), recs.len() as u64);
+    assert_eq!(n("ok"), FOLLOW_PAGES as u64);
+    assert_eq!(n("discovered"), (FOLLOW_PAGES + FOLLOW_PAGES / 5) as u64);
+    assert_eq!(n("skipped_robots"), skipped.len() as u64);
+    assert_eq!(n("skipped_scope"), 0);
+    assert!(n("deduped") > 0);
+    assert_eq!(n("requests"), site.stats().requests, "robots.txt included");
+    let exit_requests: u64 = sum["per_exit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(exit_requests, n("requests"));
+}
+
+#[test]
+fn ignore_robots_is_loud_and_fetches_disallowed_pages() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = follow_site(Arc::clone(&log));
+    let dir = TempDir::new("norobots");
+    let config = dir.file("crawl.toml", &format!("{CONFIG}\n[crawl]\nfollow = true\n"));
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
+    let out = dir.path("out.jsonl");
+    let o = crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&dir.path("sum.json")),
+        "--ignore-robots",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("--ignore-robots"), "{}", stderr(&o));
+    let asked = log.lock().unwrap().clone();
+    assert!(!asked.iter().any(|p| p == "/robots.txt"));
+    assert_eq!(
+        asked.iter().filter(|p| p.starts_with("/private/")).count(),
+        FOLLOW_PAGES / 5
+    );
+    assert_eq!(records(&out).len(), FOLLOW_PAGES + FOLLOW_PAGES / 5);
+}
+
+// ---------------------------------------------------------------------------------------
+// Credentials masked
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn credentials_are_masked_in_records_and_resume_matches_masked_urls() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("mask");
+    let config = dir.file("crawl.toml", CONFIG);
+    let secret = site.url("/data?id=7&api_key=SECRET");
+    let userinfo = site
+        .url("/u?token=SECRET2")
+        .replace("http://", "http://bob:SECRET3@");
+    let urls = dir.file("urls.txt", &format!("{secret}\n{userinfo}\n"));
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("sum.json");
+    let args = [
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+    ];
+    let o = crawl(&args);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(!text.contains("SECRET"), "{text}");
+    assert!(!stderr(&o).contains("SECRET"), "{}", stderr(&o));
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2);
+    let r = recs
+        .iter()
+        .find(|r| r["url"].as_str().unwrap().contains("/data"))
+        .unwrap();
+    assert_eq!(r["url"], site.url("/data?id=7&api_key=***").as_str());
+    assert_eq!(r["status"], 200);
+    let u = recs
+        .iter()
+        .find(|r| r["url"].as_str().unwrap().contains("/u"))
+        .unwrap();
+    assert!(
+        u["url"].as_str().unwrap().starts_with("http://bob:***@"),
+        "{u}"
+    );
+    assert!(u["url"].as_str().unwrap().ends_with("token=***"), "{u}");
+
+    // --resume compares masked forms: nothing is fetched again.
+    let before = site.stats().requests;
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let o = crawl(&resume);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert_eq!(site.stats().requests, before);
+    let sum: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(sum["skipped"], 2);
+    assert_eq!(sum["total"], 0);
+    assert!(!std::fs::read_to_string(&out).unwrap().contains("SECRET"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared frontier (Redis)
+// ---------------------------------------------------------------------------------------
+
+/// A `redis-server` on a free loopback port (no persistence), killed on drop. Without
+/// `redis-server` on PATH the test fails, never skips (`apt-get install -y redis-server`).
+struct RedisServer {
+    port: u16,
+    child: Child,
+}
+
+impl RedisServer {
+    fn start() -> Self {
+        use std::io::{Read, Write};
+        use std::net::{Ipv4Addr, TcpListener, TcpStream};
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        let child = match Command::new("redis-server")
+            .args(["--port", &port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                panic!("install redis-server (apt-get install -y redis-server)")
+            }
+            Err(e) => panic!("starting redis-server: {e}"),
+        };
+        let server = RedisServer { port, child };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let pong = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok_and(|mut s| {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+                let mut buf = [0u8; 7];
+                s.write_all(b"PING\r\n").is_ok()
+                    && s.read_exact(&mut buf).is_ok()
+                    && &buf == b"+PONG\r\n"
+            });
+            if pong {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not answer PING within 5 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn frontier(&self, queue: &str) -> String {
+        format!("redis://127.0.0.1:{}/{queue}", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn frontier_consumers_survive_a_kill_and_dedupe_leaves_one_record_per_url() {
+    const URLS: usize = 300;
+    let redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_millis(100),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("frontier");
+    let config = dir.file("crawl.toml", SLOW_CONFIG);
+    let all: Vec<String> = (0..URLS).map(|i| site.url(&format!("/f/{i}"))).collect();
+    let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
+    let queue = redis.frontier("jobs");
+
+    let o = crawl(&["--enqueue", s(&urls), "--frontier", &queue]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("enqueued {URLS}")
+    );
+
+    let consumer = |out: &Path, sum: &Path| {
+        crawl_cmd(&[
+            "--config",
+            s(&config),
+            "--frontier",
+            &queue,
+            "--out",
+            s(out),
+            "--summary",
+            s(sum),
+            "--claim-idle",
+            "1",
+            "--idle-exit",
+            "2",
+            "--quiet",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn consumer")
+    };
+    let (out_a, out_b) = (dir.path("a.jsonl"), dir.path("b.jsonl"));
+    let a = consumer(&out_a, &dir.path("a.json"));
+    let b = consumer(&out_b, &dir.path("b.json"));
+    // 300 URLs, 2 × 8 in flight, 100 ms each: about 2 s. Kill A after its first records.
+    wait_for_lines(&out_a, 16, Duration::from_secs(20));
+    signal(&a, "-KILL");
+    let oa = wait_bounded(a, Duration::from_secs(10));
+    assert_eq!(oa.status.code(), None, "killed by a signal");
+    let ob = wait_bounded(b, Duration::from_secs(60));
+    assert_eq!(ob.status.code(), Some(0), "stderr: {}", stderr(&ob));
+    let a_recs = records(&out_a).len();
+    assert!(a_recs < URLS, "A was killed mid-crawl ({a_recs} records)");
+    assert!(
+        stderr(&ob).contains("claimed"),
+        "B took over A's pending entries: {}",
+        stderr(&ob)
+    );
+
+    let merged = dir.path("merged.jsonl");
+    let o = crawl(&[
+        "--dedupe",
+        s(&out_a),
+        "--dedupe",
+        s(&out_b),
+        "--out",
+        s(&merged),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let recs = records(&merged);
+    let mut per_url: HashMap<&str, usize> = HashMap::new();
+    for r in &recs {
+        assert_eq!(r["status"], 200, "{r}");
+        *per_url.entry(r["url"].as_str().unwrap()).or_default() += 1;
+    }
+    for u in &all {
+        assert_eq!(per_url.get(u.as_str()), Some(&1), "{u}");
+    }
+    assert_eq!(recs.len(), URLS);
+    assert!(site.stats().requests >= URLS as u64);
+}
+
+#[test]
+fn frontier_flags_reject_bad_values() {
+    let dir = TempDir::new("fflags");
+    let config = dir.file("crawl.toml", CONFIG);
+    let urls = dir.file("urls.txt", "http://127.0.0.1:1/\n");
+    for (args, needle) in [
+        (vec!["--enqueue", s(&urls)], "--enqueue needs --frontier"),
+        (
+            vec!["--enqueue", s(&urls), "--frontier", "http://x/q"],
+            "--frontier",
+        ),
+        (
+            vec![
+                "--config",
+                s(&config),
+                "--frontier",
+                "redis://127.0.0.1:1/q",
+            ],
+            "--frontier needs --out",
+        ),
+        (vec!["--dedupe", s(&urls)], "--dedupe needs --out"),
+        (
+            vec![
+                "--config",
+                s(&config),
+                "--urls",
+                s(&urls),
+                "--idle-exit",
+                "1",
+            ],
+            "--idle-exit",
+        ),
+        (
+            vec![
+                "--config",
+                s(&config),
+                "--urls",
+                s(&urls),
+                "--follow",
+                "--resume",
+                "--out",
+                s(&dir.path("o")),
+            ],
+            "--follow does not go with --resume",
+        ),
+    ] {
+        let o = crawl(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
 }
