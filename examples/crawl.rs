@@ -827,6 +827,34 @@ fn spawn_reader(
     Ok((rx, stats))
 }
 
+/// Longest input line kept, bytes. A longer line keeps its first `MAX_LINE` bytes (the
+/// scheduler then refuses it as too long, so it still gets its record) and the rest is
+/// skipped without being buffered: a 10 GB line must not take 10 GB.
+const MAX_LINE: usize = 16 * 1024;
+
+/// Like `read_until(b'\n')`, but keeps at most `MAX_LINE` bytes of the line. Returns the
+/// bytes consumed (0 at end of input).
+fn read_line_capped(input: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut consumed = 0;
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(consumed);
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = MAX_LINE.saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..take.min(room)]);
+        input.consume(take);
+        consumed += take;
+        if done {
+            return Ok(consumed);
+        }
+    }
+}
+
 /// The URL lines of a small file (the progress bar's total); `None` on a read error.
 fn count_url_lines(path: &Path) -> Option<u64> {
     let mut input = BufReader::new(File::open(path).ok()?);
@@ -834,7 +862,7 @@ fn count_url_lines(path: &Path) -> Option<u64> {
     let mut n = 0;
     loop {
         buf.clear();
-        match input.read_until(b'\n', &mut buf) {
+        match read_line_capped(&mut input, &mut buf) {
             Ok(0) => return Some(n),
             Ok(_) => n += u64::from(url_line(&buf).is_some()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -861,7 +889,7 @@ fn feed_lines(
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        match input.read_until(b'\n', &mut buf) {
+        match read_line_capped(&mut input, &mut buf) {
             Ok(0) => return,
             Ok(n) => {
                 stats.bytes.fetch_add(n as u64, Ordering::Relaxed);

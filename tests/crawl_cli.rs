@@ -997,3 +997,62 @@ fn frontier_flags_reject_bad_values() {
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn odd_lines_each_get_one_record_and_a_huge_line_is_not_buffered() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("odd");
+    let config = dir.file("crawl.toml", CONFIG);
+    let port = site.port();
+    let mut bytes: Vec<u8> = Vec::new();
+    bytes.extend_from_slice(site.url("/ok").as_bytes());
+    bytes.push(b'\n');
+    // 2 MB on one line: kept to its first 16 KiB, refused as too long.
+    bytes.extend_from_slice(site.url("/").as_bytes());
+    bytes.extend(std::iter::repeat_n(b'a', 2_000_000));
+    bytes.push(b'\n');
+    // Not UTF-8.
+    bytes.extend_from_slice(format!("http://127.0.0.1:{port}/").as_bytes());
+    bytes.extend_from_slice(b"\xff\xfe\n");
+    bytes.extend_from_slice(format!("http://[::1]:{port}/v6\n").as_bytes());
+    bytes.extend_from_slice(b"gopher://127.0.0.1/x\n");
+    bytes.extend_from_slice(site.url("/after").as_bytes());
+    bytes.push(b'\n');
+    let urls = dir.path("urls.txt");
+    std::fs::write(&urls, &bytes).expect("write urls");
+    let out = dir.path("out.jsonl");
+    let o = crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let recs = records(&out);
+    assert_eq!(recs.len(), 6, "one record per URL line: {recs:?}");
+    let errors: Vec<String> = recs
+        .iter()
+        .filter_map(|r| r["error"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(errors.len(), 4, "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.contains("bytes long")),
+        "{errors:?}"
+    );
+    assert!(errors.iter().any(|e| e.contains("UTF-8")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.contains("scheme")), "{errors:?}");
+    let long = recs
+        .iter()
+        .find(|r| {
+            r["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("bytes long"))
+        })
+        .expect("the long line's record");
+    assert!(long["url"].as_str().expect("url").len() <= 16 * 1024);
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, vec!["/ok".to_string(), "/after".to_string()]);
+}

@@ -796,6 +796,10 @@ impl Actor for SchedulerActor {
     }
 }
 
+/// Longest URL accepted: beyond this most servers answer 414 anyway, and a runaway input
+/// line must not become a request.
+const MAX_URL_BYTES: usize = 8192;
+
 /// Parse a URL into its host, or say why it cannot be fetched.
 fn host_of(url: &str) -> Result<Arc<str>, String> {
     let uri: awc::http::Uri = url.parse().map_err(|e| format!("not a valid URL ({e})"))?;
@@ -849,6 +853,20 @@ impl SchedulerActor {
                 throttled: 0,
             })
         };
+        if fetch.url.len() > MAX_URL_BYTES {
+            let m = format!(
+                "URL is {} bytes long; at most {MAX_URL_BYTES} are accepted",
+                fetch.url.len()
+            );
+            let r = invalid(FetchErrorKind::InvalidUrl, m, fetch.url);
+            return Box::pin(async move { r });
+        }
+        if fetch.url.contains('\u{FFFD}') {
+            // A replacement character is what a lossy decode of non-UTF-8 input leaves.
+            let m = "URL contains bytes that are not valid UTF-8".to_string();
+            let r = invalid(FetchErrorKind::InvalidUrl, m, fetch.url);
+            return Box::pin(async move { r });
+        }
         // Non-ASCII URLs (IDN hosts, raw UTF-8 paths) go out in their ASCII form.
         let wire_url = if fetch.url.is_ascii() {
             None
