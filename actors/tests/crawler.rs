@@ -3,28 +3,17 @@
 //! saw, or about the replies. Load loops are bounded by count; waits for a state change
 //! are bounded polls, never a fixed sleep.
 
+mod support;
+
+use support::{exits, ip};
+
 use std::collections::HashSet;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchErrorKind};
 use exitcrawl_testsite::{FailMode, Limit, Rate, RetryAfter, SiteConfig, TestSite};
 use futures_util::future::join_all;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().expect("ip literal")
-}
-
-fn exits(n: u8, max_concurrent: u32) -> Vec<ExitSettings> {
-    (2..2 + n)
-        .map(|i| {
-            let mut e = ExitSettings::new(format!("e{i}"), ip(&format!("127.0.0.{i}")));
-            e.max_concurrent = max_concurrent;
-            e
-        })
-        .collect()
-}
 
 /// Settings for a local site: no pacing unless the test asks, short timeouts.
 fn settings(exits: Vec<ExitSettings>) -> Settings {

@@ -3,8 +3,11 @@
 //! one exit mid-crawl. Every assertion is about the replies or about what the *server*
 //! saw (its request log, with arrival times). Loopback only; every wait is bounded.
 
+mod support;
+
+use support::{exits, ip};
+
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
@@ -23,20 +26,6 @@ const MAX_BODY: u64 = 64 * 1024;
 const BIG: u64 = 1 << 30;
 
 type Reply = Result<FetchResponse, FetchError>;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().expect("ip literal")
-}
-
-fn exits(n: u8, max_concurrent: u32) -> Vec<ExitSettings> {
-    (2..2 + n)
-        .map(|i| {
-            let mut e = ExitSettings::new(format!("e{i}"), ip(&format!("127.0.0.{i}")));
-            e.max_concurrent = max_concurrent;
-            e
-        })
-        .collect()
-}
 
 /// Short timeouts so hangs are bounded; retries with a measurable backoff.
 fn settings(exits: Vec<ExitSettings>) -> Settings {

@@ -4,8 +4,11 @@
 //! about what the server saw: every allowed in-scope page requested exactly once, no
 //! disallowed path ever requested, and the Crawl-delay host's requests ≥ 1 s apart.
 
+mod support;
+
+use support::ip;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,10 +23,6 @@ const N: usize = 300;
 const B_PAGES: usize = 4;
 
 type Log = Arc<Mutex<Vec<(String, String, Instant)>>>;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().expect("ip literal")
-}
 
 fn settings() -> Settings {
     let mut s = Settings::with_exits(vec![

@@ -1,17 +1,16 @@
 //! The metrics endpoint, scraped with a real HTTP request and parsed with a Prometheus
 //! text parser, agrees with what the crawl itself reports and with what the server saw.
 
-use std::net::IpAddr;
+mod support;
+
+use support::ip;
+
 use std::time::Duration;
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl_actors::{Crawler, Fetch};
 use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
 use futures_util::future::join_all;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().expect("ip literal")
-}
 
 /// Sum of the samples of `name` whose labels match every `(key, value)` in `filter`.
 fn sum(samples: &[prometheus_parse::Sample], name: &str, filter: &[(&str, &str)]) -> f64 {

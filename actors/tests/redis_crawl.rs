@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::net::IpAddr;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,11 +12,7 @@ use exitcrawl::config::{Algorithm, Backend, ExitSettings, Scope, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
 use exitcrawl_testsite::{FailMode, SiteConfig, TestSite};
 use futures_util::future::join_all;
-use support::RedisServer;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().expect("ip literal")
-}
+use support::{ip, RedisServer};
 
 /// Settings of one crawler process: exits on `ips`, limits shared per host through Redis.
 fn settings(redis_url: &str, ips: &[&str], algorithm: Algorithm, rps: f64) -> Settings {

@@ -1,6 +1,7 @@
-//! A real `redis-server` for tests: each test starts its own on a free loopback port (no
-//! persistence) and it is killed on drop. Without `redis-server` on PATH the tests fail,
-//! never skip: CI installs it in `.ci/run`; locally, `apt-get install -y redis-server`.
+//! Shared test helpers: exits on 127.0.0.x, and a real `redis-server` that each test
+//! starts on a free loopback port (no persistence) and that is killed on drop. Without
+//! `redis-server` on PATH the Redis tests fail, never skip: CI installs it in `.ci/run`;
+//! locally, `apt-get install -y redis-server`.
 //!
 //! Each test crate uses a different part of this helper, hence `allow(dead_code)`.
 #![allow(dead_code)]
@@ -10,7 +11,24 @@ use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use exitcrawl::config::ExitSettings;
 use exitcrawl_actors::redis::{Redis, RedisOptions};
+
+/// An IP literal.
+pub fn ip(s: &str) -> std::net::IpAddr {
+    s.parse().expect("ip literal")
+}
+
+/// `n` exits named e2, e3, … bound to 127.0.0.2, 127.0.0.3, …
+pub fn exits(n: u8, max_concurrent: u32) -> Vec<ExitSettings> {
+    (2..2 + n)
+        .map(|i| {
+            let mut e = ExitSettings::new(format!("e{i}"), ip(&format!("127.0.0.{i}")));
+            e.max_concurrent = max_concurrent;
+            e
+        })
+        .collect()
+}
 
 /// A `redis-server` child on 127.0.0.1:`port`, killed on drop.
 pub struct RedisServer {
