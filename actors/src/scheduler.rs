@@ -948,7 +948,9 @@ impl Handler<Enqueue> for SchedulerActor {
 
 impl SchedulerActor {
     fn enqueue(&mut self, m: Enqueue, ctx: &mut Context<Self>) {
-        let span = tracing::info_span!(
+        // At WARN, not INFO: the default filter (`warn`) would otherwise drop the span,
+        // and the warnings operators do see ("retries exhausted") would lose url and host.
+        let span = tracing::warn_span!(
             "fetch",
             url = %exitcrawl::redact::mask_url(&m.fetch.url),
             host = %m.host
