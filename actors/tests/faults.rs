@@ -175,7 +175,19 @@ async fn a_mixed_crawl_of_faults_ends_in_one_clear_reply_per_url() {
         );
         let expected = if retried { 1 + MAX_RETRIES } else { hops };
         if refusals == 0 {
-            assert_eq!(n, expected, "{ctx}");
+            // The client made exactly that many attempts. The server may have seen one
+            // fewer: an attempt written to a pooled connection the fault listener had just
+            // closed never arrives, and counts as a reset on the client's side.
+            let attempts = match r {
+                Ok(resp) => resp.attempts,
+                Err(e) => e.attempts,
+            };
+            if retried {
+                assert_eq!(attempts, expected, "{ctx}");
+                assert!(n + 1 >= expected && n <= expected, "{ctx}");
+            } else {
+                assert_eq!(n, expected, "{ctx}");
+            }
         }
         // Retries wait at least the backoff, and at least Retry-After when the site said.
         for (k, w) in arrivals.windows(2).enumerate() {
