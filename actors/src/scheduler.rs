@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::clock::Instant;
+use actix::dev::MessageResponse;
 use actix::prelude::*;
 use exitcrawl::config::{Algorithm, Settings};
 use exitcrawl::headers::ServerHints;
@@ -27,6 +28,7 @@ use exitcrawl::pacer::Pacer;
 use exitcrawl::retry::{Backoff, RetryBudget};
 use exitcrawl::rng::SplitMix64;
 use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing_actix::ActorInstrument;
 
@@ -110,7 +112,11 @@ impl KeyState {
 struct Pending {
     fetch: Fetch,
     host: Arc<str>,
-    reply: oneshot::Sender<Reply>,
+    /// Taken when the reply is sent; a pending fetch dropped without one (shutdown,
+    /// cancelled attempt) answers `Shutdown` from `Drop`, so there is always a reply.
+    reply: Option<oneshot::Sender<Reply>>,
+    /// `exitcrawl_urls_done_total`, counted when the pending fetch ends (in `Drop`).
+    done: prometheus_client::metrics::counter::Counter,
     /// Holds a queue slot while the fetch waits in the queue.
     slot: Option<OwnedSemaphorePermit>,
     attempts: u32,
@@ -128,7 +134,7 @@ struct Pending {
 }
 
 impl Pending {
-    fn fail(self, kind: FetchErrorKind, message: impl Into<String>, exits: &[ExitSlot]) {
+    fn fail(mut self, kind: FetchErrorKind, message: impl Into<String>, exits: &[ExitSlot]) {
         let err = FetchError {
             kind,
             message: message.into(),
@@ -137,7 +143,30 @@ impl Pending {
             attempts: self.attempts,
             throttled: self.throttled,
         };
-        let _ = self.reply.send(Err(err));
+        self.answer(Err(err));
+    }
+
+    fn answer(&mut self, reply: Reply) {
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(reply);
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.done.inc();
+        if self.reply.is_some() {
+            let err = FetchError {
+                kind: FetchErrorKind::Shutdown,
+                message: "crawler shut down before this fetch finished".into(),
+                url: std::mem::take(&mut self.fetch.url),
+                exit: None,
+                attempts: self.attempts,
+                throttled: self.throttled,
+            };
+            self.answer(Err(err));
+        }
     }
 }
 
@@ -147,7 +176,7 @@ struct Enqueue {
     wire_url: Option<String>,
     host: Arc<str>,
     slot: OwnedSemaphorePermit,
-    reply: oneshot::Sender<Reply>,
+    reply: Option<oneshot::Sender<Reply>>,
     arrived: Instant,
 }
 
@@ -686,7 +715,7 @@ impl SchedulerActor {
                             throttled: p.throttled,
                             elapsed: now.saturating_duration_since(p.arrived),
                         };
-                        let _ = p.reply.send(Ok(resp));
+                        p.answer(Ok(resp));
                     }
                 }
                 Err(f) if f.kind.is_local() => {
@@ -820,52 +849,81 @@ fn host_of(url: &str) -> Result<Arc<str>, String> {
 }
 
 impl Handler<Fetch> for SchedulerActor {
-    type Result = ResponseFuture<Reply>;
+    type Result = Admission;
 
     fn handle(&mut self, fetch: Fetch, ctx: &mut Self::Context) -> Self::Result {
-        let arrived = Instant::now();
         self.metrics.urls_total.inc();
-        let metrics = Arc::clone(&self.metrics);
-        let fut = self.admit(fetch, arrived, ctx);
-        Box::pin(async move {
-            let reply = fut.await;
-            metrics.urls_done.inc();
-            reply
-        })
+        self.admit(fetch, Instant::now(), ctx)
+    }
+}
+
+/// How a `Fetch` is answered. Most fetches join the queue with actix's own reply channel
+/// as their reply: no extra channel, task or boxed future per fetch on the hot path.
+pub struct Admission(AdmissionKind);
+
+enum AdmissionKind {
+    /// Answered at once (invalid URL, shutting down).
+    Ready(Reply),
+    /// A queue slot is free: join the queue as soon as the reply channel is known.
+    Queue(Box<Enqueue>),
+    /// The queue is full: wait for a slot (backpressure), then join.
+    Wait(ResponseFuture<Reply>),
+}
+
+impl MessageResponse<SchedulerActor, Fetch> for Admission {
+    fn handle(self, ctx: &mut Context<SchedulerActor>, tx: Option<oneshot::Sender<Reply>>) {
+        match self.0 {
+            AdmissionKind::Ready(r) => {
+                if let Some(tx) = tx {
+                    let _ = tx.send(r);
+                }
+            }
+            AdmissionKind::Queue(mut m) => {
+                m.reply = tx;
+                ctx.spawn(
+                    actix::fut::ready(()).map(move |_, act: &mut SchedulerActor, ctx| {
+                        act.enqueue(*m, ctx);
+                    }),
+                );
+            }
+            AdmissionKind::Wait(fut) => {
+                actix_rt::spawn(async move {
+                    let r = fut.await;
+                    if let Some(tx) = tx {
+                        let _ = tx.send(r);
+                    }
+                });
+            }
+        }
     }
 }
 
 impl SchedulerActor {
-    /// Validate a fetch and queue it; the future is its one reply.
-    fn admit(
-        &mut self,
-        fetch: Fetch,
-        arrived: Instant,
-        ctx: &mut Context<Self>,
-    ) -> ResponseFuture<Reply> {
-        let invalid = |kind, message: String, url: String| {
-            Err(FetchError {
+    /// Validate a fetch and say how it will be answered.
+    fn admit(&mut self, fetch: Fetch, arrived: Instant, ctx: &mut Context<Self>) -> Admission {
+        let ready = |kind, message: String, url: String, done: &Counter| {
+            done.inc();
+            Admission(AdmissionKind::Ready(Err(FetchError {
                 kind,
                 message,
                 url,
                 exit: None,
                 attempts: 0,
                 throttled: 0,
-            })
+            })))
         };
+        let done = &self.metrics.urls_done;
         if fetch.url.len() > MAX_URL_BYTES {
             let m = format!(
                 "URL is {} bytes long; at most {MAX_URL_BYTES} are accepted",
                 fetch.url.len()
             );
-            let r = invalid(FetchErrorKind::InvalidUrl, m, fetch.url);
-            return Box::pin(async move { r });
+            return ready(FetchErrorKind::InvalidUrl, m, fetch.url, done);
         }
         if fetch.url.contains('\u{FFFD}') {
             // A replacement character is what a lossy decode of non-UTF-8 input leaves.
             let m = "URL contains bytes that are not valid UTF-8".to_string();
-            let r = invalid(FetchErrorKind::InvalidUrl, m, fetch.url);
-            return Box::pin(async move { r });
+            return ready(FetchErrorKind::InvalidUrl, m, fetch.url, done);
         }
         // Non-ASCII URLs (IDN hosts, raw UTF-8 paths) go out in their ASCII form.
         let wire_url = if fetch.url.is_ascii() {
@@ -875,19 +933,24 @@ impl SchedulerActor {
         };
         let host = match host_of(wire_url.as_deref().unwrap_or(&fetch.url)) {
             Ok(h) => h,
-            Err(m) => {
-                let r = invalid(FetchErrorKind::InvalidUrl, m, fetch.url);
-                return Box::pin(async move { r });
-            }
+            Err(m) => return ready(FetchErrorKind::InvalidUrl, m, fetch.url, done),
         };
         if self.shutting_down {
-            let r = invalid(
-                FetchErrorKind::Shutdown,
-                "crawler is shutting down".into(),
-                fetch.url,
-            );
-            return Box::pin(async move { r });
+            let m = "crawler is shutting down".to_string();
+            return ready(FetchErrorKind::Shutdown, m, fetch.url, done);
         }
+        // The common case: a queue slot is free, so the fetch joins the queue right away.
+        if let Ok(slot) = self.queue_slots.clone().try_acquire_owned() {
+            return Admission(AdmissionKind::Queue(Box::new(Enqueue {
+                fetch,
+                wire_url,
+                host,
+                slot,
+                reply: None,
+                arrived,
+            })));
+        }
+        // Backpressure: the queue is full; wait for a slot, then enter through the mailbox.
         let url = fetch.url.clone();
         let shutdown = move || {
             Err(FetchError {
@@ -899,42 +962,28 @@ impl SchedulerActor {
                 throttled: 0,
             })
         };
-        let (tx, rx) = oneshot::channel();
-        // The common case: a queue slot is free, so the fetch joins the queue right here.
-        if let Ok(slot) = self.queue_slots.clone().try_acquire_owned() {
-            self.enqueue(
-                Enqueue {
-                    fetch,
-                    wire_url,
-                    host,
-                    slot,
-                    reply: tx,
-                    arrived,
-                },
-                ctx,
-            );
-            return Box::pin(async move { rx.await.unwrap_or_else(|_| shutdown()) });
-        }
-        // Backpressure: the queue is full; wait for a slot, then enter through the mailbox.
         let slots = self.queue_slots.clone();
         let me = ctx.address();
-        Box::pin(async move {
+        let done = done.clone();
+        Admission(AdmissionKind::Wait(Box::pin(async move {
             let Ok(slot) = slots.acquire_owned().await else {
+                done.inc();
                 return shutdown();
             };
+            let (tx, rx) = oneshot::channel();
             let msg = Enqueue {
                 fetch,
                 wire_url,
                 host,
                 slot,
-                reply: tx,
+                reply: Some(tx),
                 arrived,
             };
             if me.send(msg).await.is_err() {
                 return shutdown();
             }
             rx.await.unwrap_or_else(|_| shutdown())
-        })
+        })))
     }
 }
 
@@ -960,6 +1009,7 @@ impl SchedulerActor {
             wire_url: m.wire_url,
             host: m.host.clone(),
             reply: m.reply,
+            done: self.metrics.urls_done.clone(),
             slot: Some(m.slot),
             attempts: 0,
             throttled: 0,
