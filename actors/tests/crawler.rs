@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{exits, ip};
+use support::{eventually, exits, ip};
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -31,24 +31,6 @@ async fn fetch_all(
     urls: Vec<String>,
 ) -> Vec<Result<exitcrawl_actors::FetchResponse, exitcrawl_actors::FetchError>> {
     join_all(urls.into_iter().map(|u| h.fetch(Fetch::get(u)))).await
-}
-
-/// Poll `cond` every 20 ms until it holds or `limit` passes.
-async fn eventually<F, Fut>(limit: Duration, mut cond: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if cond().await {
-            return true;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[actix_rt::test]

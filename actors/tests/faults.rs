@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{exits, ip};
+use support::{eventually, exits, ip};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -268,24 +268,6 @@ async fn a_mixed_crawl_of_faults_ends_in_one_clear_reply_per_url() {
         urls.len(),
         log.len()
     );
-}
-
-/// Poll `cond` every 20 ms until it holds or `limit` passes.
-async fn eventually<F, Fut>(limit: Duration, mut cond: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if cond().await {
-            return true;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn healthy(h: &CrawlerHandle, name: &str) -> bool {

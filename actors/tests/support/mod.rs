@@ -14,6 +14,24 @@ use std::time::{Duration, Instant};
 use exitcrawl::config::ExitSettings;
 use exitcrawl_actors::redis::{Redis, RedisOptions};
 
+/// Poll `cond` every 20 ms until it holds or `limit` passes.
+pub async fn eventually<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// An IP literal.
 pub fn ip(s: &str) -> std::net::IpAddr {
     s.parse().expect("ip literal")
