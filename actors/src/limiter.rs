@@ -79,6 +79,19 @@ pub fn aimd_config(s: &LimiterSettings) -> AimdConfig {
     }
 }
 
+/// The controller of `key`, created on its first report (the config is built only then:
+/// this runs once per response).
+fn controller<'a>(
+    controllers: &'a mut HashMap<LimitKey, Controller>,
+    settings: &LimiterSettings,
+    key: &LimitKey,
+    now: std::time::Instant,
+) -> &'a mut Controller {
+    controllers
+        .entry(key.clone())
+        .or_insert_with(|| Controller::new(aimd_config(settings), now))
+}
+
 /// Runs the controllers and broadcasts interval changes.
 pub struct LimiterActor {
     settings: LimiterSettings,
@@ -124,11 +137,7 @@ impl LimiterActor {
         let now = Instant::now().into_std();
         let adaptive = self.settings.algorithm == Algorithm::Aimd;
         let fixed_interval = interval_of(self.settings.initial_rps);
-        let cfg = aimd_config(&self.settings);
-        let ctl = self
-            .controllers
-            .entry(key.clone())
-            .or_insert_with(|| Controller::new(cfg, now));
+        let ctl = controller(&mut self.controllers, &self.settings, &key, now);
         let mut change = ctl.on_response(&response, now);
         if let Some(pacing) = hints.pacing() {
             change = ctl.on_hint(&pacing, now).or(change);
@@ -215,11 +224,7 @@ impl Handler<SharedRateChanged> for LimiterActor {
             return;
         };
         let now = Instant::now().into_std();
-        let cfg = aimd_config(&self.settings);
-        let ctl = self
-            .controllers
-            .entry(key.clone())
-            .or_insert_with(|| Controller::new(cfg, now));
+        let ctl = controller(&mut self.controllers, &self.settings, &key, now);
         let adjusted = ctl.adopt(u.rps, now);
         let pause_until = u.pause_remaining().map(|d| now + d);
         if adjusted.is_some() || pause_until.is_some() {
