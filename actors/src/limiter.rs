@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use actix::clock::Instant;
 use actix::prelude::*;
@@ -293,9 +292,4 @@ impl Handler<Failed> for LimiterActor {
         };
         self.feed(key, r, &ServerHints::default());
     }
-}
-
-/// When a Retry-After header's HTTP-date form is parsed: the wall clock.
-pub(crate) fn wall_now() -> SystemTime {
-    SystemTime::now()
 }

@@ -662,7 +662,8 @@ impl SchedulerActor {
                     self.handles[i].duration.observe(att.latency.as_secs_f64());
                     let hints = ServerHints::from_headers(
                         answer.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                        crate::limiter::wall_now(),
+                        // Retry-After's HTTP-date form is relative to the wall clock.
+                        std::time::SystemTime::now(),
                     );
                     let throttle = self.settings.limiter.is_throttle_status(answer.status);
                     // Fixed algorithms only need what can pause them: throttles and
