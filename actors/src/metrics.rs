@@ -105,8 +105,7 @@ impl Metrics {
     /// A registry with every metric. `host_cap`: how many distinct hosts may appear as
     /// labels (0: none, every host is `all`).
     pub fn new(host_cap: usize) -> Arc<Self> {
-        let mut registry = Registry::with_prefix("exitcrawl");
-        let m = Self {
+        let mut m = Self {
             host_cap,
             hosts: Mutex::new(HashSet::new()),
             exit_healthy: Family::default(),
@@ -128,92 +127,93 @@ impl Metrics {
             event_loop_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             redis_up: Gauge::default(),
             redis_errors: Counter::default(),
-            registry: Registry::default(),
+            registry: Registry::with_prefix("exitcrawl"),
         };
-        registry.register(
+        m.registry.register(
             "exit_healthy",
             "1 when the exit takes work, 0 when ejected or disabled",
             m.exit_healthy.clone(),
         );
-        registry.register(
+        m.registry.register(
             "exit_active_requests",
             "Requests in flight per exit",
             m.exit_active.clone(),
         );
-        registry.register(
+        m.registry.register(
             "exit_max_concurrent",
             "Configured max_concurrent per exit",
             m.exit_max_concurrent.clone(),
         );
-        registry.register(
+        m.registry.register(
             "requests",
             "HTTP requests by outcome (ok, throttled, error) and status class",
             m.requests.clone(),
         );
-        registry.register_with_unit(
+        m.registry.register_with_unit(
             "request_duration",
             "Time from send to the response head",
             prometheus_client::registry::Unit::Seconds,
             m.request_duration.clone(),
         );
-        registry.register(
+        m.registry.register(
             "exit_ejections",
             "Times an exit was ejected by health checking",
             m.ejections.clone(),
         );
-        registry.register(
+        m.registry.register(
             "exit_consecutive_failures",
             "Failures in a row per exit",
             m.consecutive_failures.clone(),
         );
-        registry.register(
+        m.registry.register(
             "limiter_rate",
             "Current limiter rate per key, requests per second",
             m.limiter_rate.clone(),
         );
-        registry.register(
+        m.registry.register(
             "exits_available_ratio",
             "Available exits divided by configured exits",
             m.exits_available_ratio.clone(),
         );
-        registry.register(
+        m.registry.register(
             "scheduler_queue_depth",
             "Fetches waiting in the scheduler queue",
             m.queue_depth.clone(),
         );
-        registry.register(
+        m.registry.register(
             "urls_done",
             "Fetches that got their reply",
             m.urls_done.clone(),
         );
-        registry.register(
+        m.registry.register(
             "urls",
             "Fetches handed to the scheduler",
             m.urls_total.clone(),
         );
-        registry.register("retries", "Retries scheduled", m.retries.clone());
-        registry.register(
+        m.registry
+            .register("retries", "Retries scheduled", m.retries.clone());
+        m.registry.register(
             "retry_budget_refusals",
             "Retries refused by the retry budget",
             m.retry_budget_refusals.clone(),
         );
-        registry.register_with_unit(
+        m.registry.register_with_unit(
             "event_loop_lag",
             "Delay between when a timer tick was due and when it ran",
             prometheus_client::registry::Unit::Seconds,
             m.event_loop_lag.clone(),
         );
-        registry.register(
+        m.registry.register(
             "redis_up",
             "Distributed mode: 1 while Redis answers, 0 during an outage",
             m.redis_up.clone(),
         );
-        registry.register(
+        m.registry.register(
             "redis_errors",
             "Distributed mode: Redis checks that failed (paced locally instead)",
             m.redis_errors.clone(),
         );
-        Arc::new(Self { registry, ..m })
+        Arc::new(m)
     }
 
     /// Create every per-exit series at its initial value, so dashboards and alerts see
