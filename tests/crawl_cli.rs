@@ -92,6 +92,15 @@ fn crawl_cmd(args: &[&str]) -> Command {
     cmd
 }
 
+/// Start the example with `args` in the background, its output captured.
+fn spawn_crawl(args: &[&str]) -> Child {
+    crawl_cmd(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn crawl")
+}
+
 /// Run the example with `args` to completion.
 fn crawl(args: &[&str]) -> Output {
     crawl_cmd(args).output().expect("run the crawl example")
@@ -443,11 +452,7 @@ fn sigint_records_interrupted_urls_and_resume_completes_the_job() {
     ];
 
     // 80 URLs, 8 at a time, 300 ms each: about 3 s. Interrupt after the first records.
-    let child = crawl_cmd(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn crawl");
+    let child = spawn_crawl(&args);
     wait_for_lines(&out, 8, Duration::from_secs(10));
     signal(&child, "-INT");
     let o = wait_bounded(child, Duration::from_secs(10));
@@ -520,11 +525,7 @@ fn second_sigint_exits_at_once() {
     let config = dir.file("crawl.toml", SLOW_CONFIG);
     let all: Vec<String> = (0..4).map(|i| site.url(&format!("/s/{i}"))).collect();
     let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
-    let child = crawl_cmd(&["--config", s(&config), "--urls", s(&urls), "--grace", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn crawl");
+    let child = spawn_crawl(&["--config", s(&config), "--urls", s(&urls), "--grace", "30"]);
     // Wait until the requests are in flight at the site.
     let until = Instant::now() + Duration::from_secs(10);
     while site.stats().in_flight < 4 {
@@ -553,7 +554,7 @@ fn sigterm_stops_like_ctrl_c() {
     let all: Vec<String> = (0..80).map(|i| site.url(&format!("/t/{i}"))).collect();
     let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
     let out = dir.path("out.jsonl");
-    let child = crawl_cmd(&[
+    let child = spawn_crawl(&[
         "--config",
         s(&config),
         "--urls",
@@ -562,11 +563,7 @@ fn sigterm_stops_like_ctrl_c() {
         s(&out),
         "--summary",
         s(&dir.path("sum.json")),
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("spawn crawl");
+    ]);
     wait_for_lines(&out, 8, Duration::from_secs(10));
     signal(&child, "-TERM");
     let o = wait_bounded(child, Duration::from_secs(10));
@@ -885,7 +882,7 @@ fn frontier_consumers_survive_a_kill_and_dedupe_leaves_one_record_per_url() {
     );
 
     let consumer = |out: &Path, sum: &Path| {
-        crawl_cmd(&[
+        spawn_crawl(&[
             "--config",
             s(&config),
             "--frontier",
@@ -900,10 +897,6 @@ fn frontier_consumers_survive_a_kill_and_dedupe_leaves_one_record_per_url() {
             "2",
             "--quiet",
         ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn consumer")
     };
     let (out_a, out_b) = (dir.path("a.jsonl"), dir.path("b.jsonl"));
     let a = consumer(&out_a, &dir.path("a.json"));
@@ -1114,11 +1107,7 @@ fn sigint_in_a_10000_url_crawl_stops_within_grace_and_resume_finishes() {
         "2",
         "--quiet",
     ];
-    let child = crawl_cmd(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn crawl");
+    let child = spawn_crawl(&args);
     wait_for_lines(&out, 1000, Duration::from_secs(60));
     let sent = Instant::now();
     signal(&child, "-INT");
