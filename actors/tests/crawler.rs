@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{eventually, exits, ip};
+use support::{eventually, exits, ip, wall_clock_guard};
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -64,6 +64,7 @@ async fn four_exits_share_the_load_within_their_concurrency() {
 
 #[actix_rt::test]
 async fn a_per_ip_limit_is_found_with_few_429s() {
+    let _serial = wall_clock_guard();
     // 40 requests/s per peer IP, burst 4; two exits; the adaptive limiter starts at 5/s.
     let site = TestSite::start(SiteConfig {
         limit: Limit::PerPeer(Rate::per_second(40, 4)),
@@ -99,6 +100,7 @@ async fn a_per_ip_limit_is_found_with_few_429s() {
 
 #[actix_rt::test]
 async fn retry_after_is_a_floor_for_that_exit_and_host() {
+    let _serial = wall_clock_guard();
     // A bucket of 3 with a slow refill: the 4th request gets 429 with Retry-After: 1.
     let site = TestSite::start(SiteConfig {
         limit: Limit::PerPeer(Rate::new(1, Duration::from_secs(10), 3)),
@@ -318,6 +320,7 @@ async fn with_every_exit_down_a_fetch_fails_after_a_bounded_wait() {
 
 #[actix_rt::test]
 async fn an_exit_token_bucket_and_a_disabled_exit_are_honoured() {
+    let _serial = wall_clock_guard();
     let site = TestSite::start(SiteConfig::default());
     let mut ex = exits(3, 8);
     // e2: at most 20 req/s with a burst of 2, and preferred by every fetch, so its token
@@ -369,6 +372,7 @@ async fn an_exit_token_bucket_and_a_disabled_exit_are_honoured() {
 
 #[actix_rt::test]
 async fn scope_host_shares_one_pacer_across_exits() {
+    let _serial = wall_clock_guard();
     // With scope = host and a fixed 20 req/s, two exits together stay at 20 req/s.
     let site = TestSite::start(SiteConfig::default());
     let mut s = settings(exits(2, 8));

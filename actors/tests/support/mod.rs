@@ -32,6 +32,21 @@ where
     }
 }
 
+/// Held by tests that measure wall-clock spacing at the server: run alongside each
+/// other on a 2-core machine, their crawlers steal each other's CPU and the arrival
+/// times they assert on pick up scheduling delays that are not the crawler's doing.
+///
+/// Async tests hold it across awaits on purpose: each test has its own runtime on its
+/// own thread, so waiting here blocks only the tests queued behind it.
+pub fn wall_clock_guard() -> WallClockGuard {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A failed test poisons the lock; the next one still runs.
+    WallClockGuard(LOCK.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// See [`wall_clock_guard`]; released on drop.
+pub struct WallClockGuard(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
 /// An IP literal.
 pub fn ip(s: &str) -> std::net::IpAddr {
     s.parse().expect("ip literal")
