@@ -7,7 +7,10 @@
 //!
 //! Flags (all optional): `--count N` fetches per path (default 200000), `--concurrency C`
 //! requests in flight (default 64), `--arbiters single|per_exit|both` (default `single`;
-//! which `crawler.arbiters` layouts to measure), `--body B` response body bytes (default 64).
+//! which `crawler.arbiters` layouts to measure), `--body B` response body bytes (default 64),
+//! `--only bare|actor` (run one path, no ratio: for profiling one path alone), `--rounds R`
+//! (default 3: timed rounds, each running every path once, in turn; the summary gives
+//! medians, and the ratio is the median of each round's actor/bare).
 //!
 //! - **actor**: `Crawler::start` with one exit on 127.0.0.2, `limiter.algorithm = "none"`,
 //!   `crawler.concurrency = C`, the exit's `max_concurrent = C`, `per_host_connections = C`,
@@ -22,6 +25,9 @@
 //!
 //! Each path first runs a short warm-up (connections opened, not timed). The site is a
 //! local `TestSite` on 127.0.0.1 with the request log off (its own thread). Loopback only.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
@@ -40,6 +46,10 @@ struct Args {
     concurrency: usize,
     arbiters: Vec<Arbiters>,
     body: usize,
+    /// Run only this path (`--only bare|actor`, for profiling one path alone).
+    only: Option<&'static str>,
+    /// Timed rounds; each round runs every path once.
+    rounds: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,6 +58,8 @@ fn parse_args() -> Result<Args, String> {
         concurrency: 64,
         arbiters: vec![Arbiters::Single],
         body: 64,
+        only: None,
+        rounds: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -56,6 +68,14 @@ fn parse_args() -> Result<Args, String> {
             "--count" => args.count = number(&flag, &value()?)?,
             "--concurrency" => args.concurrency = number(&flag, &value()?)?.max(1),
             "--body" => args.body = number(&flag, &value()?)?,
+            "--rounds" => args.rounds = number(&flag, &value()?)?.max(1),
+            "--only" => {
+                args.only = match value()?.as_str() {
+                    "bare" => Some("bare"),
+                    "actor" => Some("actor"),
+                    other => return Err(format!("--only: unknown value {other:?}")),
+                }
+            }
             "--arbiters" => {
                 args.arbiters = match value()?.as_str() {
                     "single" => vec![Arbiters::Single],
@@ -66,7 +86,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err("usage: bench_raw [--count N] [--concurrency C] \
-                            [--arbiters single|per_exit|both] [--body B]"
+                            [--arbiters single|per_exit|both] [--body B] [--only bare|actor] [--rounds R]"
                     .into())
             }
             other => return Err(format!("unknown flag {other:?} (try --help)")),
@@ -211,6 +231,17 @@ async fn bare_run(client: &awc::Client, url: &str, count: usize, c: usize) -> Ru
     .await
 }
 
+/// The median (the mean of the middle two for an even count); NaN when empty.
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 fn report(label: &str, r: &Run) {
     println!(
         "{label:<22} {:>8} req in {:>8.3} s = {:>9.0} req/s, client CPU {} ({} errors)",
@@ -245,43 +276,73 @@ fn main() {
         site.addr()
     );
 
+    let rounds = args.rounds;
     let system = actix_rt::System::new();
     system.block_on(async move {
-        // Bare awc first: the reference.
         let mut opts = ClientOptions::new(EXIT_IP);
         opts.max_concurrent = c;
         let client = build_client(&opts, DnsCache::new(opts.dns_ttl));
-        let _ = bare_run(&client, &url, warmup, c).await;
-        let bare = bare_run(&client, &url, count, c).await;
-        drop(client);
-        report("bare awc", &bare);
-
-        for arbiters in args.arbiters {
-            let handle = match Crawler::start(crawler_settings(c, arbiters)) {
-                Ok(h) => h,
-                Err(e) => {
-                    eprintln!("cannot start the crawler: {e}");
-                    return;
+        let run_bare = args.only != Some("actor");
+        let run_actor = args.only != Some("bare");
+        let mut handles = Vec::new();
+        if run_actor {
+            for &arbiters in &args.arbiters {
+                match Crawler::start(crawler_settings(c, arbiters)) {
+                    Ok(h) => handles.push((arbiters, h)),
+                    Err(e) => {
+                        eprintln!("cannot start the crawler: {e}");
+                        return;
+                    }
                 }
-            };
-            let _ = actor_run(&handle, &url, warmup, c).await;
-            let actor = actor_run(&handle, &url, count, c).await;
-            report(&format!("actor ({})", arbiters.as_str()), &actor);
-            println!(
-                "{:<22} ratio actor/bare = {:.3} ({:+.1}% per-request time){}",
-                "",
-                actor.rate() / bare.rate(),
-                (bare.rate() / actor.rate() - 1.0) * 100.0,
-                match (actor.cpu_us(), bare.cpu_us()) {
-                    (Some(a), Some(b)) => format!(
-                        "; client CPU actor/bare = {:.2} (+{:.1} µs/req)",
-                        a / b,
-                        a - b
-                    ),
-                    _ => String::new(),
-                }
-            );
-            handle.shutdown(Duration::from_secs(1)).await;
+            }
+        }
+        // Warm-up: connections opened on every path, not timed.
+        if run_bare {
+            let _ = bare_run(&client, &url, warmup, c).await;
+        }
+        for (_, h) in &handles {
+            let _ = actor_run(h, &url, warmup, c).await;
+        }
+        // Rounds alternate the paths, so a burst of other load on the machine hits all of
+        // them alike; the summary takes medians.
+        let mut bare_runs = Vec::new();
+        let mut actor_runs: Vec<Vec<Run>> = handles.iter().map(|_| Vec::new()).collect();
+        for round in 1..=rounds {
+            if rounds > 1 {
+                println!("round {round}/{rounds}");
+            }
+            if run_bare {
+                let r = bare_run(&client, &url, count, c).await;
+                report("bare awc", &r);
+                bare_runs.push(r);
+            }
+            for (k, (arbiters, h)) in handles.iter().enumerate() {
+                let r = actor_run(h, &url, count, c).await;
+                report(&format!("actor ({})", arbiters.as_str()), &r);
+                actor_runs[k].push(r);
+            }
+        }
+        if run_bare && run_actor {
+            println!("median of {rounds} round(s):");
+            let bare_rate = median(bare_runs.iter().map(Run::rate));
+            let bare_cpu = median(bare_runs.iter().filter_map(Run::cpu_us));
+            println!("{:<22} {bare_rate:>9.0} req/s, client CPU {bare_cpu:.1} µs/req", "bare awc");
+            for ((arbiters, _), runs) in handles.iter().zip(&actor_runs) {
+                let rate = median(runs.iter().map(Run::rate));
+                let cpu = median(runs.iter().filter_map(Run::cpu_us));
+                // Per round, actor against the bare run just before it.
+                let ratio = median(runs.iter().zip(&bare_runs).map(|(a, b)| a.rate() / b.rate()));
+                println!(
+                    "{:<22} {rate:>9.0} req/s, client CPU {cpu:.1} µs/req; ratio actor/bare = {ratio:.3} \
+                     ({:+.1}% per-request time), client CPU +{:.1} µs/req",
+                    format!("actor ({})", arbiters.as_str()),
+                    (1.0 / ratio - 1.0) * 100.0,
+                    cpu - bare_cpu
+                );
+            }
+        }
+        for (_, h) in handles {
+            h.shutdown(Duration::from_secs(1)).await;
         }
     });
     let seen = site.stats();

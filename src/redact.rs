@@ -43,6 +43,16 @@ pub fn mask_url(url: &str) -> String {
     out
 }
 
+/// Displays as [`mask_url`] of the URL, masking only when formatted: a log field that
+/// no subscriber records costs nothing.
+pub struct Masked<'a>(pub &'a str);
+
+impl std::fmt::Display for Masked<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&mask_url(self.0))
+    }
+}
+
 fn is_secret(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     SECRET_NAMES.iter().any(|s| lower.contains(s))

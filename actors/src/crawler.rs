@@ -1,6 +1,7 @@
 //! The embedding API: start the actors inside a running actix System, get a handle.
 
 use std::fmt;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use exitcrawl::config::{Arbiters, Backend, ConfigError, Settings};
 use exitcrawl::health::HealthPolicy;
 use exitcrawl::limiter::TokenBucket;
 
-use crate::exit::{ExitActor, ExitOptions};
+use crate::exit::{ExitActor, ExitCore, ExitOptions};
 use crate::health::{HealthActor, HealthOptions};
 use crate::limiter::LimiterActor;
 use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Shutdown};
@@ -112,8 +113,13 @@ impl Crawler {
                 throttle_statuses: settings.limiter.throttle_statuses.clone(),
             };
             let dns = dns.clone();
-            let addr = match c.arbiters {
-                Arbiters::Single => ExitActor::new(opts, dns).start(),
+            let (addr, local) = match c.arbiters {
+                Arbiters::Single => {
+                    // Same Arbiter as the scheduler: it starts requests on the core itself.
+                    let core = ExitCore::new(opts, dns.clone());
+                    let addr = ExitActor::with_core(Rc::clone(&core), dns).start();
+                    (addr, Some(core))
+                }
                 Arbiters::PerExit => {
                     // The awc client is !Send: it is built on the exit's own thread.
                     let arbiter = Arbiter::new();
@@ -121,7 +127,7 @@ impl Crawler {
                         ExitActor::new(opts, dns)
                     });
                     arbiters.push(arbiter);
-                    addr
+                    (addr, None)
                 }
             };
             let now = std::time::Instant::now();
@@ -133,6 +139,7 @@ impl Crawler {
                 enabled: e.enabled,
                 healthy: true,
                 addr,
+                local,
                 max_concurrent: e.max_concurrent,
                 active: 0,
                 bucket: e.quota().map(|q| TokenBucket::new(q, now)),

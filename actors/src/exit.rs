@@ -6,13 +6,15 @@
 //! actor decides nothing: the scheduler chose this exit and paced the request, the exit
 //! just sends it and reports what happened.
 
+use std::cell::RefCell;
 use std::net::IpAddr;
+use std::rc::Rc;
 use std::time::Duration;
 
 use actix::clock::Instant;
 use actix::prelude::*;
 use awc::error::{PayloadError, SendRequestError};
-use awc::http::header::{HeaderName, HeaderValue};
+use awc::http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::messages::{
     Answer, AttemptFailure, Attempted, FetchErrorKind, GetCounters, Ping, SendRequest,
@@ -40,54 +42,14 @@ pub struct Counters {
     pub last_error: Option<String>,
 }
 
-/// Settings of one exit.
-#[derive(Debug, Clone)]
-pub struct ExitOptions {
-    /// Client settings (source IP, timeouts, pool).
-    pub client: ClientOptions,
-    /// Body cap, bytes.
-    pub max_body_bytes: usize,
-    /// Statuses that count as throttles (for the counters).
-    pub throttle_statuses: Vec<u16>,
-}
-
-/// One exit.
-pub struct ExitActor {
-    opts: ExitOptions,
-    dns: DnsCache,
-    client: Option<awc::Client>,
-    counters: Counters,
-}
-
-impl ExitActor {
-    /// An exit; its client is built when the actor starts, on the actor's own Arbiter.
-    pub fn new(opts: ExitOptions, dns: DnsCache) -> Self {
-        Self {
-            opts,
-            dns,
-            client: None,
-            counters: Counters::default(),
-        }
-    }
-
-    /// The exit's source address.
-    pub fn source_ip(&self) -> IpAddr {
-        self.opts.client.source_ip
-    }
-
-    fn client(&mut self) -> awc::Client {
-        if self.client.is_none() {
-            self.client = Some(build_client(&self.opts.client, self.dns.clone()));
-        }
-        self.client.clone().unwrap_or_default()
-    }
-
-    fn record(&mut self, attempted: &Attempted) {
-        let c = &mut self.counters;
+impl Counters {
+    /// Count one ended attempt.
+    fn record(&mut self, attempted: &Attempted, throttle_statuses: &[u16]) {
+        let c = self;
         c.active = c.active.saturating_sub(1);
         match &attempted.result {
             Ok(answer) => {
-                if self.opts.throttle_statuses.contains(&answer.status) {
+                if throttle_statuses.contains(&answer.status) {
                     c.throttled += 1;
                 } else {
                     c.ok += 1;
@@ -107,6 +69,189 @@ impl ExitActor {
     }
 }
 
+/// Settings of one exit.
+#[derive(Debug, Clone)]
+pub struct ExitOptions {
+    /// Client settings (source IP, timeouts, pool).
+    pub client: ClientOptions,
+    /// Body cap, bytes.
+    pub max_body_bytes: usize,
+    /// Statuses that count as throttles (for the counters).
+    pub throttle_statuses: Vec<u16>,
+}
+
+/// What an exit is, apart from its mailbox: the client bound to its source IP, and its
+/// counters. Built on the Arbiter that uses it (the awc client is `!Send`).
+///
+/// Why it is separate from [`ExitActor`]: when the exit shares the scheduler's Arbiter
+/// (`crawler.arbiters = "single"`), the scheduler holds the core too and starts requests
+/// on it directly, saving a mailbox hop per fetch; an exit on an Arbiter of its own is
+/// reached through the actor's mailbox. Either way the request runs the same code.
+pub struct ExitCore {
+    opts: ExitOptions,
+    client: awc::Client,
+    counters: RefCell<Counters>,
+}
+
+impl ExitCore {
+    /// Build the exit's client; call it on the Arbiter that will use it.
+    pub fn new(opts: ExitOptions, dns: DnsCache) -> Rc<Self> {
+        Rc::new(Self {
+            client: build_client(&opts.client, dns),
+            opts,
+            counters: RefCell::default(),
+        })
+    }
+
+    /// The exit's counters now.
+    pub fn counters(&self) -> Counters {
+        self.counters.borrow().clone()
+    }
+
+    /// Send one request on its own task and report the attempt through `msg.done`.
+    pub(crate) fn send(self: &Rc<Self>, msg: SendRequest) {
+        {
+            let mut c = self.counters.borrow_mut();
+            c.active += 1;
+            c.total += 1;
+        }
+        // Its own task, not a future in an actor's context: an actix context polls every
+        // future it holds each time any of them makes progress.
+        actix_rt::spawn(Rc::clone(self).attempt(msg));
+    }
+
+    async fn attempt(self: Rc<Self>, msg: SendRequest) {
+        let SendRequest {
+            url,
+            method,
+            headers,
+            body,
+            done,
+        } = msg;
+        let limit = self.opts.max_body_bytes;
+        let max_redirects = self.opts.client.max_redirects;
+        let sent_at = Instant::now();
+        let mut req = self.client.request(method, url);
+        for (name, value) in &headers {
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                req = req.insert_header((n, v));
+            }
+        }
+        let sent = match body {
+            Some(b) => req.send_body(b).await,
+            None => req.send().await,
+        };
+        let latency = sent_at.elapsed();
+        let result = match sent {
+            Err(e) => Err(send_failure(&e)),
+            Ok(resp) if max_redirects > 0 && redirect_limit_hit(&resp) => {
+                let location = resp
+                    .headers()
+                    .get(awc::http::header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                Err(AttemptFailure {
+                    kind: FailureKind::Other,
+                    error: FetchErrorKind::TooManyRedirects,
+                    message: format!(
+                        "too many redirects: more than {max_redirects} (last Location: {location})"
+                    ),
+                })
+            }
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let mut resp = resp.timeout(self.opts.client.timeout);
+                match resp.body().limit(limit).await {
+                    Ok(body) => {
+                        // Move the headers out instead of cloning the map.
+                        let mut headers = HeaderMap::new();
+                        let _ = resp.map_body(|head, payload| {
+                            headers = std::mem::take(&mut head.headers);
+                            payload
+                        });
+                        Ok(Answer {
+                            status,
+                            headers,
+                            body,
+                        })
+                    }
+                    Err(e) => Err(body_failure(&e, limit)),
+                }
+            }
+        };
+        let attempted = Attempted {
+            sent_at: sent_at.into_std(),
+            latency,
+            result,
+        };
+        self.counters
+            .borrow_mut()
+            .record(&attempted, &self.opts.throttle_statuses);
+        done.send(attempted);
+    }
+
+    /// Fetch the health URL through this exit.
+    fn ping(&self, msg: Ping) -> impl std::future::Future<Output = Result<(), String>> {
+        let client = self.client.clone();
+        async move {
+            let req = client.get(msg.url.as_str()).timeout(msg.timeout);
+            match req.send().await {
+                Ok(mut resp) if resp.status().is_success() => {
+                    // Drain a little so the connection can be reused; the content is unused.
+                    let _ = resp.body().limit(64 * 1024).await;
+                    Ok(())
+                }
+                Ok(resp) => Err(format!("health check answered {}", resp.status())),
+                Err(e) => Err(format!("health check failed: {e}")),
+            }
+        }
+    }
+}
+
+/// One exit's mailbox: requests from a scheduler on another Arbiter, health pings,
+/// counter reads.
+pub struct ExitActor {
+    opts: ExitOptions,
+    dns: DnsCache,
+    /// Built when the actor starts, on its own Arbiter, unless given.
+    core: Option<Rc<ExitCore>>,
+}
+
+impl ExitActor {
+    /// An exit; its client is built when the actor starts, on the actor's own Arbiter.
+    pub fn new(opts: ExitOptions, dns: DnsCache) -> Self {
+        Self {
+            opts,
+            dns,
+            core: None,
+        }
+    }
+
+    /// An exit around a core built on the current Arbiter (shared with the scheduler).
+    pub fn with_core(core: Rc<ExitCore>, dns: DnsCache) -> Self {
+        Self {
+            opts: core.opts.clone(),
+            dns,
+            core: Some(core),
+        }
+    }
+
+    /// The exit's source address.
+    pub fn source_ip(&self) -> IpAddr {
+        self.opts.client.source_ip
+    }
+
+    fn core(&mut self) -> &Rc<ExitCore> {
+        let (opts, dns) = (&self.opts, &self.dns);
+        self.core
+            .get_or_insert_with(|| ExitCore::new(opts.clone(), dns.clone()))
+    }
+}
+
 impl Actor for ExitActor {
     type Context = Context<Self>;
 
@@ -114,7 +259,7 @@ impl Actor for ExitActor {
         // Requests are many and small: the default mailbox of 16 would make the scheduler
         // wait on a busy exit for no reason (the scheduler already bounds what it sends).
         ctx.set_mailbox_capacity(4096);
-        self.client = Some(build_client(&self.opts.client, self.dns.clone()));
+        self.core();
     }
 }
 
@@ -200,80 +345,10 @@ fn redirect_limit_hit<S>(resp: &awc::ClientResponse<S>) -> bool {
 }
 
 impl Handler<SendRequest> for ExitActor {
-    type Result = ResponseActFuture<Self, Attempted>;
+    type Result = ();
 
-    fn handle(&mut self, msg: SendRequest, _ctx: &mut Self::Context) -> Self::Result {
-        let client = self.client();
-        self.counters.active += 1;
-        self.counters.total += 1;
-        let limit = self.opts.max_body_bytes;
-        let body_timeout = self.opts.client.timeout;
-        let max_redirects = self.opts.client.max_redirects;
-        let fut = async move {
-            let sent_at = Instant::now();
-            let mut req = client.request(msg.method, msg.url.as_str());
-            for (name, value) in &msg.headers {
-                if let (Ok(n), Ok(v)) = (
-                    HeaderName::from_bytes(name.as_bytes()),
-                    HeaderValue::from_str(value),
-                ) {
-                    req = req.insert_header((n, v));
-                }
-            }
-            let sent = match msg.body {
-                Some(b) => req.send_body(b).await,
-                None => req.send().await,
-            };
-            let latency = sent_at.elapsed();
-            let result = match sent {
-                Err(e) => Err(send_failure(&e)),
-                Ok(resp) if max_redirects > 0 && redirect_limit_hit(&resp) => {
-                    let location = resp
-                        .headers()
-                        .get(awc::http::header::LOCATION)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("")
-                        .to_owned();
-                    Err(AttemptFailure {
-                        kind: FailureKind::Other,
-                        error: FetchErrorKind::TooManyRedirects,
-                        message: format!(
-                            "too many redirects: more than {max_redirects} (last Location: {location})"
-                        ),
-                    })
-                }
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let headers = resp
-                        .headers()
-                        .iter()
-                        .filter_map(|(k, v)| {
-                            v.to_str()
-                                .ok()
-                                .map(|v| (k.as_str().to_owned(), v.to_owned()))
-                        })
-                        .collect();
-                    let mut resp = resp.timeout(body_timeout);
-                    match resp.body().limit(limit).await {
-                        Ok(body) => Ok(Answer {
-                            status,
-                            headers,
-                            body,
-                        }),
-                        Err(e) => Err(body_failure(&e, limit)),
-                    }
-                }
-            };
-            Attempted {
-                sent_at: sent_at.into_std(),
-                latency,
-                result,
-            }
-        };
-        Box::pin(fut.into_actor(self).map(|attempted, act, _ctx| {
-            act.record(&attempted);
-            attempted
-        }))
+    fn handle(&mut self, msg: SendRequest, _ctx: &mut Self::Context) {
+        self.core().send(msg);
     }
 }
 
@@ -281,19 +356,7 @@ impl Handler<Ping> for ExitActor {
     type Result = ResponseFuture<Result<(), String>>;
 
     fn handle(&mut self, msg: Ping, _ctx: &mut Self::Context) -> Self::Result {
-        let client = self.client();
-        Box::pin(async move {
-            let req = client.get(msg.url.as_str()).timeout(msg.timeout);
-            match req.send().await {
-                Ok(mut resp) if resp.status().is_success() => {
-                    // Drain a little so the connection can be reused; the content is unused.
-                    let _ = resp.body().limit(64 * 1024).await;
-                    Ok(())
-                }
-                Ok(resp) => Err(format!("health check answered {}", resp.status())),
-                Err(e) => Err(format!("health check failed: {e}")),
-            }
-        })
+        Box::pin(self.core().ping(msg))
     }
 }
 
@@ -301,6 +364,6 @@ impl Handler<GetCounters> for ExitActor {
     type Result = MessageResult<GetCounters>;
 
     fn handle(&mut self, _msg: GetCounters, _ctx: &mut Self::Context) -> Self::Result {
-        MessageResult(self.counters.clone())
+        MessageResult(self.core().counters())
     }
 }

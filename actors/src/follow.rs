@@ -36,6 +36,7 @@
 //!
 //! Everything runs on the calling task (no spawn); the futures in flight borrow `handle`.
 
+use awc::http::header::HeaderMap;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::pin::pin;
@@ -195,11 +196,11 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn is_html(headers: &[(String, String)]) -> bool {
+fn is_html(headers: &HeaderMap) -> bool {
     headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        .is_some_and(|(_, v)| {
+        .get(awc::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
             let v = v.trim_start().to_ascii_lowercase();
             v.starts_with("text/html") || v.starts_with("application/xhtml+xml")
         })
@@ -620,12 +621,19 @@ mod tests {
 
     #[test]
     fn html_content_types() {
-        let h = |v: &str| vec![("Content-Type".to_string(), v.to_string())];
+        let h = |v: &'static str| {
+            let mut m = HeaderMap::new();
+            m.insert(
+                awc::http::header::CONTENT_TYPE,
+                awc::http::header::HeaderValue::from_static(v),
+            );
+            m
+        };
         assert!(is_html(&h("text/html; charset=utf-8")));
         assert!(is_html(&h(" TEXT/HTML")));
         assert!(is_html(&h("application/xhtml+xml")));
         assert!(!is_html(&h("text/plain")));
-        assert!(!is_html(&[]));
+        assert!(!is_html(&HeaderMap::new()));
     }
 
     #[test]

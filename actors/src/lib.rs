@@ -37,6 +37,7 @@ pub mod net;
 pub mod redis;
 pub mod scheduler;
 
+pub use awc::http::header::HeaderMap;
 pub use crawler::{Crawler, CrawlerHandle, StartError};
 pub use follow::{crawl_site, FollowOptions, FollowRecord, FollowTotals, SkipReason};
 pub use messages::{ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse};

@@ -10,11 +10,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+use awc::http::header::HeaderMap;
 use awc::http::Method;
 use bytes::Bytes;
 use exitcrawl::headers::ServerHints;
 
 use crate::net::FailureKind;
+use crate::scheduler::SchedulerActor;
 
 // ---------------------------------------------------------------------------------------
 // Public: fetching
@@ -83,7 +85,7 @@ pub struct FetchResponse {
     /// HTTP status of the final attempt.
     pub status: u16,
     /// Response headers of the final attempt.
-    pub headers: Vec<(String, String)>,
+    pub headers: HeaderMap,
     /// Response body (at most `crawler.max_body_bytes`).
     pub body: Bytes,
     /// Name of the exit that got the final answer.
@@ -341,17 +343,77 @@ impl Message for Shutdown {
 // Internal
 // ---------------------------------------------------------------------------------------
 
-/// Scheduler → exit: send one HTTP request.
+/// Scheduler → exit: send one HTTP request, and report how it went through `done`.
+///
+/// Why not a reply: a request/reply future has to be polled by the scheduler's context,
+/// and an actix context polls every future it holds each time it wakes, so with C
+/// fetches in flight each completion cost C polls. A report is one message per fetch.
 #[derive(Debug)]
 pub(crate) struct SendRequest {
-    pub url: String,
+    pub url: awc::http::Uri,
     pub method: Method,
     pub headers: Vec<(String, String)>,
     pub body: Option<Bytes>,
+    pub done: AttemptReport,
 }
 
 impl Message for SendRequest {
-    type Result = Attempted;
+    type Result = ();
+}
+
+/// Where an exit reports one attempt. Exactly one [`AttemptDone`] reaches the scheduler
+/// per report: the attempt's result, or — when the report is dropped unused because the
+/// exit stopped before or while sending — `None`.
+pub(crate) struct AttemptReport {
+    id: u64,
+    to: Option<Addr<SchedulerActor>>,
+}
+
+impl AttemptReport {
+    pub fn new(id: u64, to: Addr<SchedulerActor>) -> Self {
+        Self { id, to: Some(to) }
+    }
+
+    /// Report the attempt.
+    pub fn send(mut self, attempted: Attempted) {
+        if let Some(to) = self.to.take() {
+            to.do_send(AttemptDone {
+                id: self.id,
+                attempted: Some(attempted),
+            });
+        }
+    }
+}
+
+impl Drop for AttemptReport {
+    fn drop(&mut self) {
+        if let Some(to) = self.to.take() {
+            to.do_send(AttemptDone {
+                id: self.id,
+                attempted: None,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for AttemptReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AttemptReport")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+/// Exit → scheduler: attempt `id` ended; `None` when the exit dropped it without an
+/// answer (its actor or Arbiter stopped).
+#[derive(Debug)]
+pub(crate) struct AttemptDone {
+    pub id: u64,
+    pub attempted: Option<Attempted>,
+}
+
+impl Message for AttemptDone {
+    type Result = ();
 }
 
 /// Exit → scheduler: how one HTTP request went.
@@ -366,7 +428,7 @@ pub(crate) struct Attempted {
 #[derive(Debug)]
 pub(crate) struct Answer {
     pub status: u16,
-    pub headers: Vec<(String, String)>,
+    pub headers: HeaderMap,
     pub body: Bytes,
 }
 

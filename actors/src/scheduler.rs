@@ -14,13 +14,15 @@
 //! - a fetch whose exit cannot even connect (the source address is gone, nothing was
 //!   sent) moves to another exit without counting an attempt or telling the limiter.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::clock::Instant;
 use actix::dev::MessageResponse;
 use actix::prelude::*;
+use awc::http::Uri;
 use exitcrawl::config::{Algorithm, Settings};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter, TokenBucket};
@@ -28,17 +30,19 @@ use exitcrawl::pacer::Pacer;
 use exitcrawl::retry::{Backoff, RetryBudget};
 use exitcrawl::rng::SplitMix64;
 use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
+use foldhash::HashMap;
 use prometheus_client::metrics::counter::Counter;
+use smallvec::SmallVec;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing_actix::ActorInstrument;
 
-use crate::exit::ExitActor;
+use crate::exit::{ExitActor, ExitCore};
 use crate::health::HealthActor;
 use crate::limiter::{LimitKey, LimiterActor};
 use crate::messages::{
-    AllExitsDown, Attempted, ExitStats, Failed, Fetch, FetchError, FetchErrorKind, FetchResponse,
-    GetCounters, GetStats, HealthChanged, Observed, SendRequest, SetInterval, Shutdown, Succeeded,
-    Throttled,
+    AllExitsDown, AttemptDone, AttemptReport, Attempted, ExitStats, Failed, Fetch, FetchError,
+    FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Observed, SendRequest,
+    SetInterval, Shutdown, Succeeded, Throttled,
 };
 use crate::metrics::{status_class, ExitHandles, Metrics, RateLabels};
 use crate::net::FailureKind;
@@ -53,6 +57,8 @@ pub(crate) struct ExitSlot {
     pub enabled: bool,
     pub healthy: bool,
     pub addr: Addr<ExitActor>,
+    /// The exit's core when it shares this Arbiter: requests start on it directly.
+    pub local: Option<Rc<ExitCore>>,
     pub max_concurrent: u32,
     pub active: u32,
     pub bucket: Option<TokenBucket>,
@@ -123,9 +129,9 @@ struct Pending {
     throttled: u32,
     excluded: Vec<usize>,
     arrived: Instant,
-    /// The URL as sent when it differs from the one requested (an IDN host in punycode,
-    /// non-ASCII paths percent-encoded); replies carry the URL as requested.
-    wire_url: Option<String>,
+    /// The URL as sent, parsed once: it differs from the one requested for an IDN host
+    /// (punycode) or a non-ASCII path (percent-encoded); replies carry the URL as requested.
+    uri: Uri,
     no_exit_since: Option<Instant>,
     waited: bool,
     last_exit: Option<usize>,
@@ -170,10 +176,60 @@ impl Drop for Pending {
     }
 }
 
+/// One host as the scheduler sees it. One map lookup per host visit finds its queue and
+/// its in-flight counts together (the per-fetch path used to make several).
+#[derive(Default)]
+struct HostState {
+    queue: VecDeque<Pending>,
+    /// Fetches in flight to this host, by exit index.
+    active: Vec<u32>,
+    /// The host is in `order`.
+    ordered: bool,
+}
+
+impl HostState {
+    /// Nothing queued, nothing in flight, not in `order`: the entry can go.
+    fn idle(&self) -> bool {
+        !self.ordered && self.queue.is_empty() && self.active.iter().all(|n| *n == 0)
+    }
+}
+
+/// The pacing state of the limiter key of (`exit`, `host`), created on first use.
+fn key_state<'a>(
+    keys: &'a mut HashMap<LimitKey, KeyState>,
+    settings: &Settings,
+    exit_name: &Arc<str>,
+    exit: usize,
+    host: &Arc<str>,
+    now: std::time::Instant,
+) -> &'a mut KeyState {
+    let key = LimitKey::new(settings.limiter.scope, exit_name, host);
+    let l = &settings.limiter;
+    keys.entry(key).or_insert_with(|| {
+        let limiter: Option<Box<dyn RateLimiter>> = match l.algorithm {
+            Algorithm::None => None,
+            Algorithm::Aimd => Some(Box::new(Pacer::new(
+                interval_of(l.initial_rps),
+                l.jitter,
+                exit as u64 ^ 0xa11ce,
+                now,
+            ))),
+            other => other
+                .limiter_kind()
+                .map(|k| limiter::build(k, Quota::new(l.initial_rps, l.burst.max(1)), now)),
+        };
+        KeyState {
+            limiter,
+            pause_until: None,
+            fallback_from: None,
+        }
+    })
+}
+
 /// Internal: a fetch that got its queue slot.
 struct Enqueue {
     fetch: Fetch,
-    wire_url: Option<String>,
+    uri: Uri,
     host: Arc<str>,
     slot: OwnedSemaphorePermit,
     reply: Option<oneshot::Sender<Reply>>,
@@ -197,11 +253,19 @@ pub struct SchedulerActor {
     settings: Arc<Settings>,
     exits: Vec<ExitSlot>,
     keys: HashMap<LimitKey, KeyState>,
-    queues: HashMap<Arc<str>, VecDeque<Pending>>,
+    /// Hosts with fetches queued or in flight.
+    hosts: HashMap<Arc<str>, HostState>,
+    /// Round-robin over the hosts with queued fetches.
     order: VecDeque<Arc<str>>,
-    per_host_active: HashMap<(usize, Arc<str>), u32>,
+    /// Scratch for `try_host`: when each exit may send next.
+    ready: Vec<Duration>,
     delayed: HashMap<u64, Pending>,
+    /// Attempts handed to an exit, by report id (see [`AttemptReport`]).
+    sent: HashMap<u64, (usize, Pending)>,
+    /// Redis checks in flight (distributed mode), cancelled at the end of a shutdown.
     in_flight_handles: HashMap<u64, SpawnHandle>,
+    /// Where exits report attempts: this actor.
+    me: Option<Addr<SchedulerActor>>,
     next_id: u64,
     in_flight: u32,
     queue_slots: Arc<Semaphore>,
@@ -240,12 +304,14 @@ impl SchedulerActor {
         };
         Self {
             exits,
-            keys: HashMap::new(),
-            queues: HashMap::new(),
+            keys: HashMap::default(),
+            hosts: HashMap::default(),
             order: VecDeque::new(),
-            per_host_active: HashMap::new(),
-            delayed: HashMap::new(),
-            in_flight_handles: HashMap::new(),
+            ready: Vec::new(),
+            delayed: HashMap::default(),
+            sent: HashMap::default(),
+            in_flight_handles: HashMap::default(),
+            me: None,
             next_id: 0,
             in_flight: 0,
             queue_slots,
@@ -281,27 +347,14 @@ impl SchedulerActor {
         host: &Arc<str>,
         now: std::time::Instant,
     ) -> &mut KeyState {
-        let key = LimitKey::new(self.settings.limiter.scope, &self.exits[exit].name, host);
-        let l = &self.settings.limiter;
-        self.keys.entry(key).or_insert_with(|| {
-            let limiter: Option<Box<dyn RateLimiter>> = match l.algorithm {
-                Algorithm::None => None,
-                Algorithm::Aimd => Some(Box::new(Pacer::new(
-                    interval_of(l.initial_rps),
-                    l.jitter,
-                    exit as u64 ^ 0xa11ce,
-                    now,
-                ))),
-                other => other
-                    .limiter_kind()
-                    .map(|k| limiter::build(k, Quota::new(l.initial_rps, l.burst.max(1)), now)),
-            };
-            KeyState {
-                limiter,
-                pause_until: None,
-                fallback_from: None,
-            }
-        })
+        key_state(
+            &mut self.keys,
+            &self.settings,
+            &self.exits[exit].name,
+            exit,
+            host,
+            now,
+        )
     }
 
     /// Send what may be sent; set one timer for the earliest moment more may go.
@@ -326,7 +379,12 @@ impl SchedulerActor {
                 }
                 Step::Busy => self.order.push_back(host),
                 Step::Empty => {
-                    self.queues.remove(&host);
+                    if let Some(state) = self.hosts.get_mut(&host) {
+                        state.ordered = false;
+                        if state.idle() {
+                            self.hosts.remove(&host);
+                        }
+                    }
                 }
             }
         }
@@ -352,50 +410,48 @@ impl SchedulerActor {
 
     fn try_host(&mut self, host: &Arc<str>, now: Instant, ctx: &mut Context<Self>) -> Step {
         let now_std = now.into_std();
-        let Some(head) = self.queues.get(host).and_then(|q| q.front()) else {
+        let n = self.exits.len();
+        let per_host_cap = self.settings.crawler.per_host_connections;
+        let Some(state) = self.hosts.get_mut(host) else {
             return Step::Empty;
         };
-        let preferred = head.fetch.preferred_exit.clone();
-        let region = head.fetch.region.clone();
-        let excluded = head.excluded.clone();
-        let per_host_cap = self.settings.crawler.per_host_connections;
-        let mut ready = Vec::with_capacity(self.exits.len());
-        for i in 0..self.exits.len() {
-            let bucket = self.exits[i]
+        let Some(head) = state.queue.front_mut() else {
+            return Step::Empty;
+        };
+        if state.active.len() < n {
+            state.active.resize(n, 0);
+        }
+        self.ready.clear();
+        for (i, exit) in self.exits.iter_mut().enumerate() {
+            let bucket = exit
                 .bucket
                 .as_mut()
                 .map_or(Duration::ZERO, |b| b.peek(now_std));
-            let key = self.key_state(i, host, now_std).ready_in(now_std);
-            ready.push(bucket.max(key));
+            let key = key_state(&mut self.keys, &self.settings, &exit.name, i, host, now_std)
+                .ready_in(now_std);
+            self.ready.push(bucket.max(key));
         }
-        let cands: Vec<Candidate<'_>> = self
+        let cands: SmallVec<[Candidate<'_>; 8]> = self
             .exits
             .iter()
             .enumerate()
-            .map(|(i, e)| {
-                let host_active = self
-                    .per_host_active
-                    .get(&(i, host.clone()))
-                    .copied()
-                    .unwrap_or(0);
-                Candidate {
-                    name: &e.name,
-                    region: e.region.as_deref(),
-                    available: e.enabled && e.healthy,
-                    active: if host_active >= per_host_cap {
-                        e.max_concurrent
-                    } else {
-                        e.active
-                    },
-                    max_concurrent: e.max_concurrent,
-                    ready_in: ready[i],
-                }
+            .map(|(i, e)| Candidate {
+                name: &e.name,
+                region: e.region.as_deref(),
+                available: e.enabled && e.healthy,
+                active: if state.active[i] >= per_host_cap {
+                    e.max_concurrent
+                } else {
+                    e.active
+                },
+                max_concurrent: e.max_concurrent,
+                ready_in: self.ready[i],
             })
             .collect();
         let req = select::Request {
-            preferred: preferred.as_deref(),
-            region: region.as_deref(),
-            exclude: &excluded,
+            preferred: head.fetch.preferred_exit.as_deref(),
+            region: head.fetch.region.as_deref(),
+            exclude: &head.excluded,
         };
         self.tie = self.tie.wrapping_add(1);
         let selection = select::select(&cands, &req, self.tie);
@@ -403,25 +459,25 @@ impl SchedulerActor {
         match selection {
             Selection::Exit(i) => {
                 // Take the permits the selection saw as free.
-                if let Some(b) = self.exits[i].bucket.as_mut() {
+                let exit = &mut self.exits[i];
+                if let Some(b) = exit.bucket.as_mut() {
                     b.check(now_std);
                 }
-                if let Some(l) = self.key_state(i, host, now_std).limiter.as_mut() {
+                let key = key_state(&mut self.keys, &self.settings, &exit.name, i, host, now_std);
+                if let Some(l) = key.limiter.as_mut() {
                     l.check(now_std);
                 }
-                let Some(mut p) = self.queues.get_mut(host).and_then(|q| q.pop_front()) else {
+                let Some(mut p) = state.queue.pop_front() else {
                     return Step::Empty;
                 };
+                state.active[i] += 1;
+                p.waited |= !state.queue.is_empty();
                 self.set_queued(-1);
-                let more = self.queues.get(host).is_some_and(|q| !q.is_empty());
-                p.waited |= more;
                 self.send(i, p, ctx);
                 Step::Sent
             }
             Selection::Wait(d) => {
-                if let Some(p) = self.queues.get_mut(host).and_then(|q| q.front_mut()) {
-                    p.waited = true;
-                }
+                head.waited = true;
                 Step::Wait(d)
             }
             Selection::Busy => Step::Busy,
@@ -430,7 +486,7 @@ impl SchedulerActor {
     }
 
     fn no_exit(&mut self, host: &Arc<str>, reason: NoExitReason, now: Instant) -> Step {
-        let Some(q) = self.queues.get_mut(host) else {
+        let Some(q) = self.hosts.get_mut(host).map(|h| &mut h.queue) else {
             return Step::Empty;
         };
         let (kind, message) = match reason {
@@ -486,53 +542,50 @@ impl SchedulerActor {
         Step::Sent
     }
 
+    /// Send `p` through exit `i`; the host's count for the exit is already taken.
     fn send(&mut self, i: usize, mut p: Pending, ctx: &mut Context<Self>) {
         p.slot = None; // leaves the queue: frees a slot for a waiting Fetch
-        self.reserve(i, &p.host);
+        self.reserve(i);
         match self.shared.clone() {
             Some(shared) => self.check_shared(i, p, shared, ctx),
-            None => self.launch(i, p, ctx),
+            None => self.launch(i, p),
         }
     }
 
     /// Count a fetch against the exit before anything is sent (the counterpart of
     /// [`Self::release`]).
-    fn reserve(&mut self, i: usize, host: &Arc<str>) {
+    fn reserve(&mut self, i: usize) {
         self.exits[i].active += 1;
         self.handles[i].active.inc();
         self.in_flight += 1;
-        *self.per_host_active.entry((i, host.clone())).or_insert(0) += 1;
     }
 
     /// Send one HTTP attempt through exit `i` (already reserved).
-    fn launch(&mut self, i: usize, mut p: Pending, ctx: &mut Context<Self>) {
+    fn launch(&mut self, i: usize, mut p: Pending) {
         let now = Instant::now();
         p.attempts += 1;
         if p.attempts == 1 {
             self.budget.deposit(now.into_std());
         }
         p.last_exit = Some(i);
+        let id = self.next_id;
+        self.next_id += 1;
+        let Some(me) = self.me.clone() else {
+            return; // not started: unreachable, `started` sets it
+        };
         let req = SendRequest {
-            url: p.wire_url.clone().unwrap_or_else(|| p.fetch.url.clone()),
+            url: p.uri.clone(),
             method: p.fetch.method.clone(),
             headers: p.fetch.headers.clone(),
             body: p.fetch.body.clone(),
+            done: AttemptReport::new(id, me),
         };
-        let id = self.next_id;
-        self.next_id += 1;
-        let fut = self.exits[i].addr.send(req);
-        let span = p.span.clone();
-        // `.map(..).actor_instrument(span)`: the handler runs inside the fetch's span, so its
-        // events carry url and host (the other order would leave them outside).
-        let h = ctx.spawn(
-            fut.into_actor(self)
-                .map(move |res, act, ctx| {
-                    act.in_flight_handles.remove(&id);
-                    act.on_attempted(i, p, res, ctx);
-                })
-                .actor_instrument(span),
-        );
-        self.in_flight_handles.insert(id, h);
+        match &self.exits[i].local {
+            Some(core) => core.send(req),
+            // A stopped exit drops the message, and with it the report, which says so.
+            None => self.exits[i].addr.do_send(req),
+        }
+        self.sent.insert(id, (i, p));
     }
 
     /// Distributed mode: ask the shared GCRA for the key's permit before sending. The
@@ -589,7 +642,7 @@ impl SchedulerActor {
                 if let Some(state) = self.keys.get_mut(&key) {
                     state.leave_fallback(now);
                 }
-                self.launch(i, p, ctx);
+                self.launch(i, p);
             }
             Ok(exitcrawl::Decision::Wait(d)) => {
                 self.metrics.redis_up.set(1);
@@ -612,7 +665,7 @@ impl SchedulerActor {
                         tracing::warn!(key = %key.redis_name(), error = %e, "redis unavailable: pacing this key on a local share");
                     }
                 }
-                self.launch(i, p, ctx);
+                self.launch(i, p);
             }
         }
     }
@@ -630,10 +683,12 @@ impl SchedulerActor {
         self.handles[i].active.dec();
         self.exits[i].active = self.exits[i].active.saturating_sub(1);
         self.in_flight = self.in_flight.saturating_sub(1);
-        if let Some(n) = self.per_host_active.get_mut(&(i, host.clone())) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.per_host_active.remove(&(i, host.clone()));
+        if let Some(state) = self.hosts.get_mut(host) {
+            if let Some(n) = state.active.get_mut(i) {
+                *n = n.saturating_sub(1);
+            }
+            if state.idle() {
+                self.hosts.remove(host);
             }
         }
     }
@@ -661,7 +716,15 @@ impl SchedulerActor {
                     self.observe(i, None);
                     self.handles[i].duration.observe(att.latency.as_secs_f64());
                     let hints = ServerHints::from_headers(
-                        answer.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                        // Every hint header is named retry-after or [x-]ratelimit…, and
+                        // names arrive lowercase: skip the rest without decoding them.
+                        answer
+                            .headers
+                            .iter()
+                            .filter(|(k, _)| {
+                                matches!(k.as_str().as_bytes().first(), Some(b'r' | b'x'))
+                            })
+                            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
                         // Retry-After's HTTP-date form is relative to the wall clock.
                         std::time::SystemTime::now(),
                     );
@@ -801,12 +864,13 @@ impl SchedulerActor {
 
     fn requeue_front(&mut self, p: Pending) {
         let host = p.host.clone();
-        let q = self.queues.entry(host.clone()).or_default();
-        q.push_front(p);
-        self.set_queued(1);
-        if !self.order.contains(&host) {
+        let state = self.hosts.entry(host.clone()).or_default();
+        state.queue.push_front(p);
+        if !state.ordered {
+            state.ordered = true;
             self.order.push_front(host);
         }
+        self.set_queued(1);
     }
 
     fn check_drained(&mut self) {
@@ -823,6 +887,7 @@ impl Actor for SchedulerActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(64 * 1024);
+        self.me = Some(ctx.address());
     }
 }
 
@@ -831,8 +896,9 @@ impl Actor for SchedulerActor {
 const MAX_URL_BYTES: usize = 8192;
 
 /// Parse a URL into its host, or say why it cannot be fetched.
-fn host_of(url: &str) -> Result<Arc<str>, String> {
-    let uri: awc::http::Uri = url.parse().map_err(|e| format!("not a valid URL ({e})"))?;
+/// The URL parsed as sent, and its host in lowercase.
+fn parse_url(url: &str) -> Result<(Uri, Arc<str>), String> {
+    let uri: Uri = url.parse().map_err(|e| format!("not a valid URL ({e})"))?;
     match uri.scheme_str() {
         Some("http") | Some("https") => {}
         Some(other) => {
@@ -846,7 +912,8 @@ fn host_of(url: &str) -> Result<Arc<str>, String> {
         .host()
         .filter(|h| !h.is_empty())
         .ok_or_else(|| "URL has no host".to_string())?;
-    Ok(Arc::from(host.to_ascii_lowercase().as_str()))
+    let host = Arc::from(host.to_ascii_lowercase().as_str());
+    Ok((uri, host))
 }
 
 impl Handler<Fetch> for SchedulerActor {
@@ -866,7 +933,7 @@ enum AdmissionKind {
     /// Answered at once (invalid URL, shutting down).
     Ready(Reply),
     /// A queue slot is free: join the queue as soon as the reply channel is known.
-    Queue(Box<Enqueue>),
+    Queue(Enqueue),
     /// The queue is full: wait for a slot (backpressure), then join.
     Wait(ResponseFuture<Reply>),
 }
@@ -883,7 +950,7 @@ impl MessageResponse<SchedulerActor, Fetch> for Admission {
                 m.reply = tx;
                 ctx.spawn(
                     actix::fut::ready(()).map(move |_, act: &mut SchedulerActor, ctx| {
-                        act.enqueue(*m, ctx);
+                        act.enqueue(m, ctx);
                     }),
                 );
             }
@@ -932,8 +999,8 @@ impl SchedulerActor {
         } else {
             url::Url::parse(&fetch.url).ok().map(String::from)
         };
-        let host = match host_of(wire_url.as_deref().unwrap_or(&fetch.url)) {
-            Ok(h) => h,
+        let (uri, host) = match parse_url(wire_url.as_deref().unwrap_or(&fetch.url)) {
+            Ok(parsed) => parsed,
             Err(m) => return ready(FetchErrorKind::InvalidUrl, m, fetch.url, done),
         };
         if self.shutting_down {
@@ -942,14 +1009,14 @@ impl SchedulerActor {
         }
         // The common case: a queue slot is free, so the fetch joins the queue right away.
         if let Ok(slot) = self.queue_slots.clone().try_acquire_owned() {
-            return Admission(AdmissionKind::Queue(Box::new(Enqueue {
+            return Admission(AdmissionKind::Queue(Enqueue {
                 fetch,
-                wire_url,
+                uri,
                 host,
                 slot,
                 reply: None,
                 arrived,
-            })));
+            }));
         }
         // Backpressure: the queue is full; wait for a slot, then enter through the mailbox.
         let url = fetch.url.clone();
@@ -974,7 +1041,7 @@ impl SchedulerActor {
             let (tx, rx) = oneshot::channel();
             let msg = Enqueue {
                 fetch,
-                wire_url,
+                uri,
                 host,
                 slot,
                 reply: Some(tx),
@@ -985,6 +1052,23 @@ impl SchedulerActor {
             }
             rx.await.unwrap_or_else(|_| shutdown())
         })))
+    }
+}
+
+impl Handler<AttemptDone> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, m: AttemptDone, ctx: &mut Self::Context) {
+        // Missing after a shutdown's grace period cancelled it (already answered).
+        let Some((i, p)) = self.sent.remove(&m.id) else {
+            return;
+        };
+        let span = p.span.clone();
+        // A disabled span (nothing records it) is not entered: entering one still costs a
+        // trip through the `log` fallback.
+        let _in_span = (!span.is_disabled()).then(|| span.enter());
+        let res = m.attempted.ok_or(MailboxError::Closed);
+        self.on_attempted(i, p, res, ctx);
     }
 }
 
@@ -1002,12 +1086,12 @@ impl SchedulerActor {
         // and the warnings operators do see ("retries exhausted") would lose url and host.
         let span = tracing::warn_span!(
             "fetch",
-            url = %exitcrawl::redact::mask_url(&m.fetch.url),
+            url = %exitcrawl::redact::Masked(&m.fetch.url),
             host = %m.host
         );
         let p = Pending {
             fetch: m.fetch,
-            wire_url: m.wire_url,
+            uri: m.uri,
             host: m.host.clone(),
             reply: m.reply,
             done: self.metrics.urls_done.clone(),
@@ -1029,13 +1113,13 @@ impl SchedulerActor {
             );
             return;
         }
-        let q = self.queues.entry(m.host.clone()).or_default();
-        q.push_back(p);
-        let first = q.len() == 1;
-        self.set_queued(1);
-        if first && !self.order.contains(&m.host) {
+        let state = self.hosts.entry(m.host.clone()).or_default();
+        state.queue.push_back(p);
+        if !state.ordered {
+            state.ordered = true;
             self.order.push_back(m.host);
         }
+        self.set_queued(1);
         self.dispatch(ctx);
     }
 }
@@ -1106,8 +1190,8 @@ impl Handler<HealthChanged> for SchedulerActor {
             .set(available as f64 / self.exits.len().max(1) as f64);
         if m.available {
             // An exit that failed locally for a fetch may work now.
-            for q in self.queues.values_mut() {
-                for p in q.iter_mut() {
+            for state in self.hosts.values_mut() {
+                for p in state.queue.iter_mut() {
                     p.excluded.retain(|x| *x != m.exit);
                 }
             }
@@ -1191,12 +1275,14 @@ impl Handler<Shutdown> for SchedulerActor {
     fn handle(&mut self, m: Shutdown, ctx: &mut Self::Context) -> Self::Result {
         self.shutting_down = true;
         self.queue_slots.close();
-        let queued: Vec<Pending> = self
-            .queues
-            .drain()
-            .flat_map(|(_, q)| q)
-            .chain(self.delayed.drain().map(|(_, p)| p))
-            .collect();
+        // Queued fetches end now; the hosts' in-flight counts stay until those end.
+        let mut queued: Vec<Pending> = Vec::new();
+        for state in self.hosts.values_mut() {
+            queued.extend(state.queue.drain(..));
+            state.ordered = false;
+        }
+        self.hosts.retain(|_, state| !state.idle());
+        queued.extend(self.delayed.drain().map(|(_, p)| p));
         self.order.clear();
         self.queued = 0;
         self.metrics.queue_depth.set(0);
@@ -1216,11 +1302,13 @@ impl Handler<Shutdown> for SchedulerActor {
             for (_, h) in act.in_flight_handles.drain() {
                 ctx.cancel_future(h);
             }
+            // Their reports, if they still come, find nothing and are ignored.
+            act.sent.clear();
             act.in_flight = 0;
             for e in act.exits.iter_mut() {
                 e.active = 0;
             }
-            act.per_host_active.clear();
+            act.hosts.clear();
             act.check_drained();
         });
         Box::pin(async move {
