@@ -6,15 +6,17 @@
 //! actor decides nothing: the scheduler chose this exit and paced the request, the exit
 //! just sends it and reports what happened.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::net::IpAddr;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use actix::clock::Instant;
 use actix::prelude::*;
 use awc::error::{PayloadError, SendRequestError};
 use awc::http::header::{HeaderMap, HeaderName, HeaderValue};
+use tokio::sync::Notify;
 
 use crate::messages::{
     Answer, AttemptFailure, Attempted, FetchErrorKind, GetCounters, Ping, SendRequest,
@@ -87,19 +89,45 @@ pub struct ExitOptions {
 /// (`crawler.arbiters = "single"`), the scheduler holds the core too and starts requests
 /// on it directly, saving a mailbox hop per fetch; an exit on an Arbiter of its own is
 /// reached through the actor's mailbox. Either way the request runs the same code.
+///
+/// Requests run on worker tasks that live as long as the core (at most `max_concurrent`,
+/// started as load needs them), not on a task per request: an async request is a large
+/// future, and spawning one per request copied it several times and was among the
+/// largest costs of the actor path (see README, "Cost of the actor system").
 pub struct ExitCore {
     opts: ExitOptions,
     client: awc::Client,
     counters: RefCell<Counters>,
+    /// Requests waiting for a worker.
+    queue: RefCell<VecDeque<SendRequest>>,
+    /// Wakes one idle worker per request queued.
+    work: Rc<Notify>,
+    /// Worker tasks started.
+    workers: Cell<usize>,
+    /// Workers waiting on `work` and not yet woken.
+    idle: Cell<usize>,
+    me: Weak<ExitCore>,
+}
+
+impl Drop for ExitCore {
+    fn drop(&mut self) {
+        // Idle workers hold only a weak reference: wake them to see it is gone and end.
+        self.work.notify_waiters();
+    }
 }
 
 impl ExitCore {
     /// Build the exit's client; call it on the Arbiter that will use it.
     pub fn new(opts: ExitOptions, dns: DnsCache) -> Rc<Self> {
-        Rc::new(Self {
+        Rc::new_cyclic(|me| Self {
             client: build_client(&opts.client, dns),
             opts,
             counters: RefCell::default(),
+            queue: RefCell::default(),
+            work: Rc::new(Notify::new()),
+            workers: Cell::new(0),
+            idle: Cell::new(0),
+            me: me.clone(),
         })
     }
 
@@ -108,19 +136,36 @@ impl ExitCore {
         self.counters.borrow().clone()
     }
 
-    /// Send one request on its own task and report the attempt through `msg.done`.
-    pub(crate) fn send(self: &Rc<Self>, msg: SendRequest) {
+    /// Send one request on a worker and report the attempt through `msg.done`.
+    pub(crate) fn send(&self, msg: SendRequest) {
         {
             let mut c = self.counters.borrow_mut();
             c.active += 1;
             c.total += 1;
         }
-        // Its own task, not a future in an actor's context: an actix context polls every
-        // future it holds each time any of them makes progress.
-        actix_rt::spawn(Rc::clone(self).attempt(msg));
+        self.queue.borrow_mut().push_back(msg);
+        if self.idle.get() > 0 {
+            self.idle.set(self.idle.get() - 1);
+            self.work.notify_one();
+        } else if self.workers.get() < self.opts.client.max_concurrent.max(1) {
+            self.workers.set(self.workers.get() + 1);
+            // Tasks of their own, not futures in an actor's context: a context polls
+            // every future it holds each time any of them makes progress.
+            actix_rt::spawn(worker(self.me.clone(), Rc::clone(&self.work)));
+        }
+        // Otherwise every worker is busy; the first one free takes it.
     }
 
-    async fn attempt(self: Rc<Self>, msg: SendRequest) {
+    /// The next queued request, or `None` after counting the caller as idle.
+    fn next_or_idle(&self) -> Option<SendRequest> {
+        let next = self.queue.borrow_mut().pop_front();
+        if next.is_none() {
+            self.idle.set(self.idle.get() + 1);
+        }
+        next
+    }
+
+    async fn attempt(&self, msg: SendRequest) {
         let SendRequest {
             url,
             method,
@@ -208,6 +253,21 @@ impl ExitCore {
                 Ok(resp) => Err(format!("health check answered {}", resp.status())),
                 Err(e) => Err(format!("health check failed: {e}")),
             }
+        }
+    }
+}
+
+/// A worker: runs queued requests one after another while the core lives.
+async fn worker(core: Weak<ExitCore>, work: Rc<Notify>) {
+    loop {
+        let next = match core.upgrade() {
+            Some(core) => core.next_or_idle().map(|msg| (core, msg)),
+            None => return,
+        };
+        match next {
+            // The strong reference is held only while a request runs.
+            Some((core, msg)) => core.attempt(msg).await,
+            None => work.notified().await,
         }
     }
 }
