@@ -26,9 +26,6 @@
 //! Each path first runs a short warm-up (connections opened, not timed). The site is a
 //! local `TestSite` on 127.0.0.1 with the request log off (its own thread). Loopback only.
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 use std::rc::Rc;

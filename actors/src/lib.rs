@@ -7,8 +7,9 @@
 //!
 //! - [`messages`]: every message, in one file. Commands are verbs (`Fetch`,
 //!   `SetInterval`), reports are past tense (`Succeeded`, `Throttled`, `Failed`).
-//! - [`exit::ExitActor`]: one per source IP; owns the awc client bound to it and the
-//!   exit's counters.
+//! - [`exit::ExitActor`]: one per source IP; owns the exit's core ([`exit::ExitCore`]: the
+//!   awc client bound to the source IP, the counters, and worker tasks that run requests).
+//!   A scheduler on the same Arbiter starts requests on the core directly.
 //! - [`scheduler::SchedulerActor`]: takes `Fetch`, picks the least-loaded healthy exit
 //!   that may send to the host now (the core's `select`), paces each limiter key, retries
 //!   within a budget, replies exactly once.
@@ -22,7 +23,7 @@
 //!   leaves from the exit's own source IP, a shared DNS cache, and the classification of
 //!   connection failures (exit's fault or site's fault).
 //! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on
-//!   Redis, with bounded timeouts and an outage counter (not yet wired into the actors).
+//!   Redis, with bounded timeouts and an outage counter (`limiter.backend = "redis"`).
 
 #![warn(missing_docs)]
 
