@@ -16,7 +16,10 @@ use actix::clock::Instant;
 use actix::prelude::*;
 use awc::error::{PayloadError, SendRequestError};
 use awc::http::header::{HeaderMap, HeaderName, HeaderValue};
+use awc::http::{Method, Uri};
+use bytes::Bytes;
 use tokio::sync::Notify;
+use url::Url;
 
 use crate::messages::{
     Answer, AttemptFailure, Attempted, FetchErrorKind, GetCounters, Ping, SendRequest,
@@ -173,59 +176,44 @@ impl ExitCore {
             body,
             done,
         } = msg;
-        let limit = self.opts.max_body_bytes;
         let max_redirects = self.opts.client.max_redirects;
         let sent_at = Instant::now();
-        let mut req = self.client.request(method, url);
-        for (name, value) in &headers {
-            if let (Ok(n), Ok(v)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(value),
-            ) {
-                req = req.insert_header((n, v));
-            }
-        }
-        let sent = match body {
-            Some(b) => req.send_body(b).await,
-            None => req.send().await,
+        let mut hop = Hop {
+            uri: url,
+            method,
+            body,
+            cross_origin: false,
         };
-        let latency = sent_at.elapsed();
-        let result = match sent {
-            Err(e) => Err(send_failure(&e)),
-            Ok(resp) if max_redirects > 0 && redirect_limit_hit(&resp) => {
-                let location = resp
-                    .headers()
-                    .get(awc::http::header::LOCATION)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned();
-                Err(AttemptFailure {
-                    kind: FailureKind::Other,
-                    error: FetchErrorKind::TooManyRedirects,
-                    message: format!(
-                        "too many redirects: more than {max_redirects} (last Location: {location})"
-                    ),
-                })
-            }
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let mut resp = resp.timeout(self.opts.client.timeout);
-                match resp.body().limit(limit).await {
-                    Ok(body) => {
-                        // Move the headers out instead of cloning the map.
-                        let mut headers = HeaderMap::new();
-                        let _ = resp.map_body(|head, payload| {
-                            headers = std::mem::take(&mut head.headers);
-                            payload
-                        });
-                        Ok(Answer {
-                            status,
-                            headers,
-                            body,
-                        })
-                    }
-                    Err(e) => Err(body_failure(&e, limit)),
+        let mut redirects = 0;
+        let (latency, result) = loop {
+            let sent = self.send_hop(&hop, &headers).await;
+            let latency = sent_at.elapsed();
+            let resp = match sent {
+                Ok(resp) => resp,
+                Err(e) => break (latency, Err(send_failure(&e))),
+            };
+            let location = match redirect_location(&resp) {
+                Some(location) if max_redirects > 0 => location,
+                _ => {
+                    let final_url = (redirects > 0).then(|| hop.uri.to_string());
+                    break (latency, self.read_answer(resp, final_url).await);
                 }
+            };
+            if redirects == max_redirects {
+                break (
+                    latency,
+                    Err(AttemptFailure {
+                        kind: FailureKind::Other,
+                        error: FetchErrorKind::TooManyRedirects,
+                        message: format!(
+                            "too many redirects: more than {max_redirects} (last Location: {location})"
+                        ),
+                    }),
+                );
+            }
+            match hop.follow(resp, &location).await {
+                Ok(()) => redirects += 1,
+                Err(failure) => break (latency, Err(failure)),
             }
         };
         let attempted = Attempted {
@@ -239,22 +227,184 @@ impl ExitCore {
         done.send(attempted);
     }
 
-    /// Fetch the health URL through this exit.
-    fn ping(&self, msg: Ping) -> impl std::future::Future<Output = Result<(), String>> {
-        let client = self.client.clone();
-        async move {
-            let req = client.get(msg.url.as_str()).timeout(msg.timeout);
-            match req.send().await {
-                Ok(mut resp) if resp.status().is_success() => {
-                    // Drain a little so the connection can be reused; the content is unused.
-                    let _ = resp.body().limit(64 * 1024).await;
-                    Ok(())
-                }
-                Ok(resp) => Err(format!("health check answered {}", resp.status())),
-                Err(e) => Err(format!("health check failed: {e}")),
+    /// Send one hop of a request: the fetch's own headers, minus credentials once a
+    /// redirect has left the first origin.
+    async fn send_hop(
+        &self,
+        hop: &Hop,
+        headers: &[(String, String)],
+    ) -> Result<awc::ClientResponse, SendRequestError> {
+        let mut req = self.client.request(hop.method.clone(), hop.uri.clone());
+        for (name, value) in headers {
+            if hop.cross_origin && is_credential(name) {
+                continue;
+            }
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                req = req.insert_header((n, v));
             }
         }
+        match &hop.body {
+            Some(b) => req.send_body(b.clone()).await,
+            None => req.send().await,
+        }
     }
+
+    /// Read the body of the final answer (within the size limit and the timeout).
+    async fn read_answer(
+        &self,
+        resp: awc::ClientResponse,
+        final_url: Option<String>,
+    ) -> Result<Answer, AttemptFailure> {
+        let limit = self.opts.max_body_bytes;
+        let status = resp.status().as_u16();
+        let mut resp = resp.timeout(self.opts.client.timeout);
+        match resp.body().limit(limit).await {
+            Ok(body) => {
+                // Move the headers out instead of cloning the map.
+                let mut headers = HeaderMap::new();
+                let _ = resp.map_body(|head, payload| {
+                    headers = std::mem::take(&mut head.headers);
+                    payload
+                });
+                Ok(Answer {
+                    status,
+                    headers,
+                    body,
+                    final_url,
+                })
+            }
+            Err(e) => Err(body_failure(&e, limit)),
+        }
+    }
+
+    /// Fetch the health URL through this exit.
+    fn ping(self: &Rc<Self>, msg: Ping) -> impl std::future::Future<Output = Result<(), String>> {
+        let core = Rc::clone(self);
+        async move {
+            let uri: Uri = msg
+                .url
+                .parse()
+                .map_err(|e| format!("health check URL {:?} is unusable: {e}", msg.url))?;
+            let mut hop = Hop {
+                uri,
+                method: Method::GET,
+                body: None,
+                cross_origin: false,
+            };
+            let max_redirects = core.opts.client.max_redirects;
+            for redirects in 0..=max_redirects {
+                let req = core
+                    .client
+                    .request(hop.method.clone(), hop.uri.clone())
+                    .timeout(msg.timeout);
+                let mut resp = req
+                    .send()
+                    .await
+                    .map_err(|e| format!("health check failed: {e}"))?;
+                match redirect_location(&resp) {
+                    Some(location) if redirects < max_redirects => {
+                        hop.follow(resp, &location)
+                            .await
+                            .map_err(|f| format!("health check failed: {}", f.message))?;
+                    }
+                    _ if resp.status().is_success() => {
+                        // Drain a little so the connection can be reused; the content is unused.
+                        let _ = resp.body().limit(64 * 1024).await;
+                        return Ok(());
+                    }
+                    _ => return Err(format!("health check answered {}", resp.status())),
+                }
+            }
+            Err(format!(
+                "health check failed: more than {max_redirects} redirects"
+            ))
+        }
+    }
+}
+
+/// Where one hop of a request goes, and how.
+///
+/// Why the exit follows redirects itself instead of awc's redirect middleware: the crawl
+/// needs the URL an answer finally came from (links resolve against it), which awc does
+/// not report, and every hop's scheme must be checked (awc's middleware sends plain HTTP
+/// for any scheme but https, so `Location: ftp://host:21/` reached port 21).
+struct Hop {
+    uri: Uri,
+    method: Method,
+    body: Option<Bytes>,
+    /// A redirect went to another scheme, host or port: credentials stay behind.
+    cross_origin: bool,
+}
+
+impl Hop {
+    /// Move to `location` (relative to this hop), as browsers and awc do: 301/302/303
+    /// turn any method but GET and HEAD into a bodyless GET; 307/308 keep both.
+    async fn follow(
+        &mut self,
+        mut resp: awc::ClientResponse,
+        location: &str,
+    ) -> Result<(), AttemptFailure> {
+        let unusable = |why: String| AttemptFailure {
+            kind: FailureKind::Other,
+            error: FetchErrorKind::Other,
+            message: why,
+        };
+        let next = Url::parse(&self.uri.to_string())
+            .and_then(|base| base.join(location))
+            .map_err(|e| {
+                unusable(format!(
+                    "redirect to an unusable Location {location:?}: {e}"
+                ))
+            })?;
+        if !matches!(next.scheme(), "http" | "https") {
+            return Err(unusable(format!(
+                "redirect to an unsupported scheme refused: {next} (only http and https are followed)"
+            )));
+        }
+        let uri: Uri = next.as_str().parse().map_err(|e| {
+            unusable(format!(
+                "redirect to an unusable Location {location:?}: {e}"
+            ))
+        })?;
+        // Read a small redirect body so the connection can go back to the pool.
+        let _ = resp.body().limit(REDIRECT_BODY_LIMIT).await;
+        if uri.scheme() != self.uri.scheme()
+            || uri.host() != self.uri.host()
+            || uri.port_u16() != self.uri.port_u16()
+        {
+            self.cross_origin = true;
+        }
+        if !matches!(resp.status().as_u16(), 307 | 308) {
+            if self.method != Method::GET && self.method != Method::HEAD {
+                self.method = Method::GET;
+            }
+            self.body = None;
+        }
+        self.uri = uri;
+        Ok(())
+    }
+}
+
+/// At most this much of a redirect's body is read (and dropped) before the next hop.
+const REDIRECT_BODY_LIMIT: usize = 64 * 1024;
+
+/// The `Location` of a redirect answer (301, 302, 303, 307, 308 with the header).
+fn redirect_location<S>(resp: &awc::ClientResponse<S>) -> Option<String> {
+    if !matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    let location = resp.headers().get(awc::http::header::LOCATION)?;
+    Some(String::from_utf8_lossy(location.as_bytes()).into_owned())
+}
+
+/// Headers that carry credentials: not sent past a redirect to another origin.
+fn is_credential(name: &str) -> bool {
+    ["authorization", "cookie", "proxy-authorization"]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
 }
 
 /// A worker: runs queued requests one after another while the core lives.
@@ -325,14 +475,6 @@ impl Actor for ExitActor {
 
 /// Map an awc send error to the fetch error kind and a message that keeps the OS error.
 fn send_failure(err: &SendRequestError) -> AttemptFailure {
-    if let SendRequestError::Custom(e, _) = err {
-        // HttpOnly refused a redirect hop: its message says so (not a "redirect" limit).
-        return AttemptFailure {
-            kind: FailureKind::Other,
-            error: FetchErrorKind::Other,
-            message: e.to_string(),
-        };
-    }
     let kind = classify(err);
     let message = match (kind, err) {
         // awc words an EOF before the answer as a connect failure ("connector has been
@@ -350,16 +492,7 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
         FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
         FailureKind::Timeout => FetchErrorKind::Timeout,
         FailureKind::Reset => FetchErrorKind::Reset,
-        FailureKind::Other => {
-            // awc reports a redirect loop or a redirect beyond the limit as a send error
-            // whose text says so; make it a kind of its own.
-            let lower = message.to_ascii_lowercase();
-            if lower.contains("redirect") {
-                FetchErrorKind::TooManyRedirects
-            } else {
-                FetchErrorKind::Other
-            }
-        }
+        FailureKind::Other => FetchErrorKind::Other,
     };
     AttemptFailure {
         kind,
@@ -394,14 +527,6 @@ fn body_failure(err: &PayloadError, limit: usize) -> AttemptFailure {
             }
         }
     }
-}
-
-/// awc's redirect middleware follows 301/302/303/307/308 with a `Location` until its
-/// limit, then hands back that redirect as if it were the answer: such an answer means the
-/// limit was hit.
-fn redirect_limit_hit<S>(resp: &awc::ClientResponse<S>) -> bool {
-    matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308)
-        && resp.headers().contains_key(awc::http::header::LOCATION)
 }
 
 impl Handler<SendRequest> for ExitActor {

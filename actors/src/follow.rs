@@ -25,8 +25,9 @@
 //!   queues one request longer than the next. Hosts without a delay get
 //!   `crawl.per_host_concurrency` fetches in flight and the limiter's pacing.
 //! - **Links** are taken from 2xx answers whose `Content-Type` is `text/html` (or
-//!   `application/xhtml+xml`), resolved against the URL that was requested (awc follows
-//!   redirects internally and does not report the final URL; `<base href>` is honoured).
+//!   `application/xhtml+xml`), resolved against the URL the answer finally came from
+//!   (after redirects, [`FetchResponse::final_url`]) and `<base href>`. That final URL
+//!   counts as seen, so a link to it is not fetched again.
 //! - **Records**: one [`FollowRecord`] per URL that was fetched or skipped by robots.
 //!   Links that are out of scope, already seen, or past the page budget get no record;
 //!   they are only counted in [`FollowTotals`] (one count per link *occurrence* for
@@ -286,11 +287,17 @@ impl State {
         self.frontier = Frontier::new();
     }
 
-    /// Links of a fetched page into the frontier.
-    fn enqueue_links(&mut self, page: &Entry, body: &[u8]) -> u32 {
+    /// Links of a fetched page into the frontier. `final_url` is where redirects led, if
+    /// any: relative links resolve against it, and it counts as seen (it was fetched).
+    fn enqueue_links(&mut self, page: &Entry, final_url: Option<&str>, body: &[u8]) -> u32 {
         let depth = page.depth.saturating_add(1);
+        let landed = final_url.and_then(|u| normalize(u).ok());
+        if let Some(u) = &landed {
+            self.seen.insert(u);
+        }
+        let base = landed.as_ref().unwrap_or(&page.url);
         let mut new = 0;
-        for link in extract_links(body, &page.url) {
+        for link in extract_links(body, base) {
             if self.scope.check(&link, depth) != Verdict::In {
                 self.totals.skipped_scope += 1;
                 continue;
@@ -570,7 +577,7 @@ pub async fn crawl_site(
                         let ok = (200..300).contains(&r.status);
                         st.totals.ok += u64::from(ok);
                         let new_links = if c.follow && ok && is_html(&r.headers) {
-                            st.enqueue_links(&entry, &r.body)
+                            st.enqueue_links(&entry, r.final_url.as_deref(), &r.body)
                         } else {
                             0
                         };

@@ -82,6 +82,9 @@ impl Message for Fetch {
 pub struct FetchResponse {
     /// The URL as requested.
     pub url: String,
+    /// The URL the answer came from, when redirects were followed to get it (`None`
+    /// when it came from `url` itself). Relative links in the body resolve against it.
+    pub final_url: Option<String>,
     /// HTTP status of the final attempt.
     pub status: u16,
     /// Response headers of the final attempt.
@@ -430,6 +433,8 @@ pub(crate) struct Answer {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Where redirects led, when they were followed.
+    pub final_url: Option<String>,
 }
 
 /// No HTTP answer.

@@ -771,6 +771,7 @@ impl SchedulerActor {
                         }
                         let resp = FetchResponse {
                             url: p.fetch.url.clone(),
+                            final_url: answer.final_url,
                             status: answer.status,
                             headers: answer.headers,
                             body: answer.body,

@@ -107,6 +107,7 @@ fn site(log: Log) -> TestSite {
                 status: 200,
                 content_type: "text/plain",
                 body: "<a href=\"/p/never.html\">not html, not followed</a>".into(),
+                location: None,
             }),
             p => {
                 let i: usize = p.strip_prefix("/p/")?.strip_suffix(".html")?.parse().ok()?;
@@ -322,6 +323,7 @@ async fn unreachable_robots_txt_is_retried_then_the_host_skipped() {
                 status: 500,
                 content_type: "text/plain",
                 body: "oops".into(),
+                location: None,
             })
         })),
         ..SiteConfig::default()
@@ -346,5 +348,47 @@ async fn unreachable_robots_txt_is_retried_then_the_host_skipped() {
         && r.error
             .as_deref()
             .is_some_and(|e| e.starts_with("robots_unavailable"))));
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix_rt::test]
+async fn links_resolve_against_where_redirects_led() {
+    // `/start` redirects into `/dir/`; its page links relatively and back to itself.
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(|_, pq: &str| match pq {
+            "/start" => Some(Page::redirect(302, "/dir/index.html")),
+            "/dir/index.html" => Some(Page::html(
+                "<a href=\"page2.html\">2</a> <a href=\"index.html\">me</a>",
+            )),
+            "/dir/page2.html" => Some(Page::html("<a href=\"/start\">start</a>")),
+            "/robots.txt" => Some(Page::text("")),
+            _ => None,
+        })),
+        ..SiteConfig::default()
+    });
+    let s = settings();
+    let opts = FollowOptions::from_settings(&s);
+    let h = Crawler::start(s).expect("start");
+    let mut records = Vec::new();
+    crawl_site(&h, vec![site.url("/start")], &opts, |r| records.push(r))
+        .await
+        .unwrap();
+    let mut paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "/dir/index.html",
+            "/dir/page2.html",
+            "/robots.txt",
+            "/start"
+        ],
+        "page2 resolved under /dir/, and the redirect's target counted as seen"
+    );
+    assert_eq!(
+        records.len(),
+        2,
+        "a record per URL handed out: /start and page2"
+    );
     h.shutdown(Duration::from_secs(1)).await;
 }

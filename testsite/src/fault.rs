@@ -470,6 +470,9 @@ pub(crate) fn record(
 ) -> RequestRecord {
     RequestRecord {
         peer,
+        // The fault listener parses only the request line's path.
+        method: String::new(),
+        headers: Vec::new(),
         path: path.to_owned(),
         arrived,
         status,

@@ -133,6 +133,8 @@ pub struct Page {
     pub content_type: &'static str,
     /// The body.
     pub body: Bytes,
+    /// `Location` header value, for redirects.
+    pub location: Option<String>,
 }
 
 impl Page {
@@ -142,6 +144,7 @@ impl Page {
             status: 200,
             content_type: "text/html; charset=utf-8",
             body: body.into(),
+            location: None,
         }
     }
 
@@ -151,6 +154,17 @@ impl Page {
             status: 200,
             content_type: "text/plain",
             body: body.into(),
+            location: None,
+        }
+    }
+
+    /// A redirect (`status` 301, 302, 303, 307 or 308) to `location`, as given.
+    pub fn redirect(status: u16, location: impl Into<String>) -> Page {
+        Page {
+            status,
+            content_type: "text/plain",
+            body: Bytes::from_static(b"moved"),
+            location: Some(location.into()),
         }
     }
 }
@@ -175,6 +189,7 @@ impl Pages {
             status: 404,
             content_type: "text/plain",
             body: Bytes::from_static(b"not found"),
+            location: None,
         })
     }
 }
@@ -262,6 +277,11 @@ impl SiteStats {
 pub struct RequestRecord {
     /// The peer's IP (the client's source address).
     pub peer: IpAddr,
+    /// The request method (empty on the fault listener).
+    pub method: String,
+    /// The request headers, names in lowercase (main listener only; empty on the fault
+    /// listener).
+    pub headers: Vec<(String, String)>,
     /// The request path (no query).
     pub path: String,
     /// When the request head had arrived.
@@ -664,10 +684,21 @@ struct InFlight<'a> {
 }
 
 impl InFlight<'_> {
-    fn sent(self, path: String, arrived: Instant, status: u16) {
+    fn sent(self, req: &Request, path: String, arrived: Instant, status: u16) {
         if self.shared.cfg.log_requests {
+            let headers = req
+                .head()
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+                    (k.as_str().to_owned(), v)
+                })
+                .collect();
             self.shared.lock().log.push(RequestRecord {
                 peer: self.peer,
+                method: req.method().to_string(),
+                headers,
                 path,
                 arrived,
                 status,
@@ -712,6 +743,13 @@ async fn handle(shared: Arc<Shared>, req: Request) -> Result<Response<BoxBody>, 
             let mut res = Response::with_body(status, page.body);
             res.headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static(page.content_type));
+            if let Some(v) = page
+                .location
+                .as_deref()
+                .and_then(|l| HeaderValue::from_str(l).ok())
+            {
+                res.headers_mut().insert(actix_http::header::LOCATION, v);
+            }
             res.map_into_boxed_body()
         }
         _ => shared.respond(&verdict),
@@ -719,7 +757,7 @@ async fn handle(shared: Arc<Shared>, req: Request) -> Result<Response<BoxBody>, 
     if !shared.cfg.latency.is_zero() {
         actix_rt::time::sleep(shared.cfg.latency).await;
     }
-    guard.sent(path, arrived, res.status().as_u16());
+    guard.sent(&req, path, arrived, res.status().as_u16());
     Ok(res)
 }
 

@@ -47,7 +47,7 @@ pub struct ClientOptions {
     pub timeout: Duration,
     /// How long an idle pooled connection may be reused.
     pub keep_alive: Duration,
-    /// Redirects followed per request; 0 disables following (awc caps at 255).
+    /// Redirects followed per request; 0 disables following.
     pub max_redirects: usize,
     /// `User-Agent` on every request.
     pub user_agent: String,
@@ -89,8 +89,9 @@ impl Default for ClientOptions {
 /// - pool: `limit = max_concurrent` (one semaphore over all hosts; per-host is the
 ///   scheduler's job, see [`ClientOptions::per_host_connections`]), idle keep-alive
 ///   `keep_alive`;
-/// - request timeout `timeout`, `max_redirects`, `User-Agent: user_agent`;
-/// - [`HttpOnly`] inside awc's redirect middleware: every hop must be http or https.
+/// - request timeout `timeout`, `User-Agent: user_agent`;
+/// - redirects not followed: the exit follows them itself, checking every hop's scheme
+///   and keeping the final URL (see `exit.rs`).
 ///
 /// Built without compression features, so no `Accept-Encoding` is sent and bodies arrive
 /// as the site sent them.
@@ -106,103 +107,12 @@ pub fn build_client(opts: &ClientOptions, dns: DnsCache) -> awc::Client {
         .handshake_timeout(opts.connect_timeout)
         .limit(opts.max_concurrent)
         .conn_keep_alive(opts.keep_alive);
-    let builder = awc::Client::builder()
+    awc::Client::builder()
         .connector(connector)
-        .wrap(HttpOnly)
+        .disable_redirects()
         .timeout(opts.timeout)
-        .add_default_header((awc::http::header::USER_AGENT, opts.user_agent.as_str()));
-    let builder = match opts.max_redirects {
-        0 => builder.disable_redirects(),
-        n => builder.max_redirects(u8::try_from(n).unwrap_or(u8::MAX)),
-    };
-    builder.finish()
-}
-
-/// The message of a request (or redirect hop) refused by [`HttpOnly`].
-#[derive(Debug)]
-pub struct UnsupportedScheme(pub String);
-
-impl std::fmt::Display for UnsupportedScheme {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "redirect to an unsupported scheme refused: {} (only http and https are followed)",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for UnsupportedScheme {}
-
-/// awc middleware that refuses any request whose URI is not http or https, with
-/// [`UnsupportedScheme`] (as `SendRequestError::Custom`).
-///
-/// Why: awc's redirect middleware follows any `Location` and its connector sends plain HTTP
-/// for every scheme but https, so `Location: ftp://host:21/` made the exit send an HTTP
-/// request to that port (found by the fault tests). [`build_client`] installs this with
-/// `wrap` before `finish`, which puts it *inside* the redirect middleware: it sees every
-/// hop, not only the first request (which the scheduler has already checked).
-#[derive(Debug, Clone, Copy)]
-pub struct HttpOnly;
-
-impl<S> awc::middleware::Transform<S, awc::ConnectRequest> for HttpOnly
-where
-    S: actix_service::Service<
-        awc::ConnectRequest,
-        Response = awc::ConnectResponse,
-        Error = awc::error::SendRequestError,
-    >,
-{
-    type Transform = HttpOnlyService<S>;
-
-    fn new_transform(self, service: S) -> Self::Transform {
-        HttpOnlyService(service)
-    }
-}
-
-/// The service of [`HttpOnly`].
-#[derive(Debug)]
-pub struct HttpOnlyService<S>(S);
-
-impl<S> actix_service::Service<awc::ConnectRequest> for HttpOnlyService<S>
-where
-    S: actix_service::Service<
-        awc::ConnectRequest,
-        Response = awc::ConnectResponse,
-        Error = awc::error::SendRequestError,
-    >,
-{
-    type Response = awc::ConnectResponse;
-    type Error = awc::error::SendRequestError;
-    type Future = futures_util::future::Either<
-        S::Future,
-        std::future::Ready<Result<awc::ConnectResponse, awc::error::SendRequestError>>,
-    >;
-
-    fn poll_ready(
-        &self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&self, req: awc::ConnectRequest) -> Self::Future {
-        let head = match &req {
-            awc::ConnectRequest::Client(head, ..) => head.as_ref(),
-            awc::ConnectRequest::Tunnel(head, ..) => head,
-        };
-        match head.uri.scheme_str() {
-            Some("http") | Some("https") | Some("ws") | Some("wss") => {
-                futures_util::future::Either::Left(self.0.call(req))
-            }
-            _ => {
-                let err = UnsupportedScheme(head.uri.to_string());
-                futures_util::future::Either::Right(std::future::ready(Err(
-                    awc::error::SendRequestError::Custom(Box::new(err), Box::new("HttpOnly")),
-                )))
-            }
-        }
-    }
+        .add_default_header((awc::http::header::USER_AGENT, opts.user_agent.as_str()))
+        .finish()
 }
 
 /// Make ring rustls's process-wide crypto provider. awc builds its rustls `ClientConfig` in

@@ -1,0 +1,132 @@
+//! Redirects, followed by the exit itself: the final URL is reported, 303 turns a POST
+//! into a GET while 307 keeps it, and credentials do not follow a redirect to another
+//! origin. What the servers saw is what is asserted.
+
+mod support;
+
+use exitcrawl::config::{Algorithm, Settings};
+use exitcrawl_actors::{Crawler, Fetch, FetchErrorKind};
+use exitcrawl_testsite::{Page, Pages, RequestRecord, SiteConfig, TestSite};
+use support::exits;
+
+fn settings() -> Settings {
+    let mut s = Settings::with_exits(exits(1, 8));
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.max_retries = 0;
+    s
+}
+
+/// A site whose pages redirect as their path says; `other` is where `/away` points.
+fn site(other: Option<String>) -> TestSite {
+    TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_, pq: &str| {
+            Some(match pq {
+                "/a" => Page::redirect(302, "dir/b"),
+                "/dir/b" => Page::redirect(301, "c?x=1"),
+                "/post303" => Page::redirect(303, "/landed303"),
+                "/post307" => Page::redirect(307, "/landed307"),
+                "/away" => Page::redirect(302, other.clone().unwrap_or_default()),
+                "/ftp" => Page::redirect(302, "ftp://127.0.0.1:21/x"),
+                _ => Page::text(format!("here: {pq}")),
+            })
+        })),
+        ..SiteConfig::default()
+    })
+}
+
+fn header<'a>(r: &'a RequestRecord, name: &str) -> Option<&'a str> {
+    r.headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[actix_rt::test]
+async fn the_final_url_is_reported_after_relative_redirects() {
+    let site = site(None);
+    let h = Crawler::start(settings()).expect("start");
+    let r = h.fetch(Fetch::get(site.url("/a"))).await.expect("answer");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.url, site.url("/a"), "the URL as requested");
+    assert_eq!(
+        r.final_url.as_deref(),
+        Some(site.url("/dir/c?x=1").as_str())
+    );
+    assert_eq!(r.attempts, 1, "hops are one attempt");
+    let paths: Vec<_> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/a", "/dir/b", "/dir/c"]);
+
+    let direct = h
+        .fetch(Fetch::get(site.url("/plain")))
+        .await
+        .expect("answer");
+    assert_eq!(direct.final_url, None, "no redirect, no final URL");
+}
+
+#[actix_rt::test]
+async fn see_other_turns_a_post_into_a_get_and_307_keeps_it() {
+    let site = site(None);
+    let h = Crawler::start(settings()).expect("start");
+    for path in ["/post303", "/post307"] {
+        let mut f = Fetch::get(site.url(path));
+        f.method = awc::http::Method::POST;
+        f.body = Some("payload".into());
+        let r = h.fetch(f).await.expect("answer");
+        assert_eq!(r.status, 200, "{path}");
+    }
+    let log = site.requests();
+    // The body's length as sent: awc may send `content-length: 0` for no body.
+    let body_len = |r: &RequestRecord| header(r, "content-length").unwrap_or("0").to_owned();
+    let seen: Vec<_> = log
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str(), body_len(r)))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("POST", "/post303", "7".to_owned()),
+            ("GET", "/landed303", "0".to_owned()),
+            ("POST", "/post307", "7".to_owned()),
+            ("POST", "/landed307", "7".to_owned()),
+        ]
+    );
+}
+
+#[actix_rt::test]
+async fn credentials_stay_behind_on_a_redirect_to_another_origin() {
+    let other = site(None);
+    let first = site(Some(other.url("/landed")));
+    let h = Crawler::start(settings()).expect("start");
+    let f = Fetch::get(first.url("/away"))
+        .header("Authorization", "Bearer secret")
+        .header("Cookie", "session=1")
+        .header("X-Trace", "kept");
+    let r = h.fetch(f).await.expect("answer");
+    assert_eq!(r.final_url.as_deref(), Some(other.url("/landed").as_str()));
+    let at_first = &first.requests()[0];
+    assert_eq!(header(at_first, "authorization"), Some("Bearer secret"));
+    let at_other = &other.requests()[0];
+    assert_eq!(header(at_other, "authorization"), None);
+    assert_eq!(header(at_other, "cookie"), None);
+    assert_eq!(header(at_other, "x-trace"), Some("kept"));
+}
+
+#[actix_rt::test]
+async fn a_redirect_to_another_scheme_or_past_the_limit_is_an_error() {
+    let site = site(None);
+    let mut s = settings();
+    s.crawler.max_redirects = 1;
+    let h = Crawler::start(s).expect("start");
+    let e = h.fetch(Fetch::get(site.url("/ftp"))).await.unwrap_err();
+    assert_eq!(e.kind, FetchErrorKind::Other);
+    assert!(e.message.contains("unsupported scheme"), "{}", e.message);
+    let e = h.fetch(Fetch::get(site.url("/a"))).await.unwrap_err();
+    assert_eq!(e.kind, FetchErrorKind::TooManyRedirects);
+    assert!(e.message.contains("more than 1"), "{}", e.message);
+    let paths: Vec<_> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        paths,
+        ["/ftp", "/a", "/dir/b"],
+        "nothing past the limit was sent"
+    );
+}
