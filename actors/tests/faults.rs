@@ -220,7 +220,12 @@ async fn a_mixed_crawl_of_faults_ends_in_one_clear_reply_per_url() {
             Some(Fault::TooMany(_)) => {
                 let resp = r.as_ref().expect(&ctx);
                 assert_eq!(resp.status, 429, "{ctx}");
-                assert_eq!(resp.throttled, resp.attempts, "{ctx}");
+                // Every attempt answered 429, but for one that may have gone to a pooled
+                // connection the listener had just closed (see above).
+                assert!(
+                    resp.throttled <= resp.attempts && resp.throttled + 1 >= resp.attempts,
+                    "{ctx}"
+                );
             }
             Some(f) => {
                 let e = r.as_ref().expect_err(&ctx);
