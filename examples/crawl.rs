@@ -46,8 +46,8 @@ use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl::redact::mask_url;
 use exitcrawl_actors::redis::{Frontier, FrontierEntry, Redis, RedisOptions};
 use exitcrawl_actors::{
-    crawl_site, Crawler, CrawlerHandle, ExitStats, Fetch, FetchError, FetchErrorKind,
-    FetchResponse, FollowOptions, FollowRecord, FollowTotals,
+    resume_site, Crawler, CrawlerHandle, ExitStats, Fetch, FetchError, FetchErrorKind,
+    FetchResponse, FollowOptions, FollowRecord, FollowTotals, PendingLink, Resume,
 };
 use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
 use futures_util::future::FutureExt;
@@ -77,6 +77,8 @@ OPTIONS:
                         already have a final record there (one whose error is not
                         \"interrupted\"); interrupted URLs are fetched again and get a new
                         record. When a URL has several records, the LAST one counts.
+                        With --follow: URLs with a record are not fetched again, and the
+                        links the recorded pages found (their 'links') are crawled on.
     --summary FILE      One JSON object at the end ('-' = stdout): total, ok, failed,
                         throttled, requests, interrupted, skipped, elapsed_s, per_exit
                         (without --summary, the summary goes to stdout)
@@ -91,9 +93,9 @@ OPTIONS:
     --demo-urls N       URLs the demo generates (default 3000)
     --follow            Crawl, not only fetch (sets [crawl] follow = true): the --urls are
                         seeds, links are followed within the [crawl] scope, robots.txt is
-                        obeyed. Records gain depth, parent, skipped (\"robots\"), new_links;
-                        the summary gains discovered, skipped_scope, skipped_robots,
-                        deduped. Not with --resume (a Ctrl-C stops at once, exit 130).
+                        obeyed. Records gain depth, parent, skipped (\"robots\"), new_links,
+                        links; the summary gains discovered, skipped_scope, skipped_robots,
+                        deduped. A Ctrl-C stops at once (exit 130); --resume goes on.
     --ignore-robots     Do not fetch or obey robots.txt (sets [crawl] robots = false);
                         prints a warning
     --frontier URL      A shared Redis frontier redis://HOST:PORT/QUEUE. With --enqueue:
@@ -384,9 +386,6 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, String> {
     if (claim_idle.is_some() || idle_exit.is_some()) && frontier.is_none() {
         return Err("--claim-idle/--idle-exit only go with --frontier".into());
     }
-    if follow && resume {
-        return Err("--follow does not go with --resume".into());
-    }
     let urls = if let Some(f) = frontier {
         if demo || urls.is_some() {
             return Err("--frontier pulls its URLs from Redis: drop --urls/--demo".into());
@@ -675,11 +674,17 @@ fn open_output(path: &Path, append: bool) -> io::Result<Box<dyn Write>> {
 // Resume
 // ---------------------------------------------------------------------------------------
 
-/// The two fields of an earlier record that `--resume` needs.
+/// The fields of an earlier record that `--resume` needs (the last four: `--follow`).
 #[derive(Deserialize)]
 struct SeenRecord {
     url: String,
     error: Option<String>,
+    #[serde(default)]
+    depth: u32,
+    #[serde(default)]
+    skipped: Option<String>,
+    #[serde(default)]
+    links: Vec<String>,
 }
 
 /// What `--resume` found in `--out`.
@@ -695,6 +700,13 @@ struct ResumeState {
     unreadable: u64,
     /// Bytes of an unfinished last line (a hard kill mid-write) cut off the file.
     truncated: u64,
+    /// `--follow`: records of fetched pages (they count against `max_pages`).
+    pages: u64,
+    /// `--follow`: the links the recorded pages put in the frontier. A link whose
+    /// credentials were masked (`***`) cannot be fetched as written and is left out.
+    links: Vec<PendingLink>,
+    /// `--follow`: links left out because they were masked.
+    masked_links: u64,
 }
 
 /// Read the existing `--out` (absent = nothing done yet). The last record of a URL
@@ -725,6 +737,24 @@ fn read_resume(path: &Path) -> io::Result<ResumeState> {
         match serde_json::from_slice::<SeenRecord>(&buf) {
             Ok(r) => {
                 state.records += 1;
+                let invalid_seed = r
+                    .error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("invalid_url"));
+                if r.skipped.is_none() && !invalid_seed {
+                    state.pages += 1;
+                }
+                for link in r.links {
+                    if link.contains("***") {
+                        state.masked_links += 1;
+                        continue;
+                    }
+                    state.links.push(PendingLink {
+                        url: link,
+                        depth: r.depth.saturating_add(1),
+                        parent: Some(r.url.clone()),
+                    });
+                }
                 if r.error.as_deref() == Some(INTERRUPTED) {
                     state.done.remove(&r.url);
                     interrupted.insert(r.url);
@@ -1125,6 +1155,7 @@ async fn crawl(
 async fn follow_crawl(
     handle: &CrawlerHandle,
     mut urls: mpsc::Receiver<io::Result<String>>,
+    resume: Resume,
     mut stop: mpsc::UnboundedReceiver<()>,
     out: &SharedOut,
     totals: &Totals,
@@ -1144,6 +1175,9 @@ async fn follow_crawl(
         let raw = std::mem::take(&mut r.url);
         r.url = mask_url(&raw);
         r.parent = r.parent.as_deref().map(mask_url);
+        for l in &mut r.links {
+            *l = mask_url(l);
+        }
         r.error = r.error.as_deref().map(|e| mask_text(e, &raw));
         totals.count(
             r.status.is_some_and(|s| (200..300).contains(&s)),
@@ -1167,7 +1201,7 @@ async fn follow_crawl(
             }
         }
     };
-    let crawl = pin!(crawl_site(handle, seeds, &opts, on_record));
+    let crawl = pin!(resume_site(handle, seeds, resume, &opts, on_record));
     let stopped = pin!(stop.recv());
     let (ended, ft) = match futures_util::future::select(crawl, stopped).await {
         futures_util::future::Either::Left((result, _)) => {
@@ -1798,14 +1832,10 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
         _ => None,
     };
     let follow = settings.crawl.follow && frontier.is_none();
-    if follow && args.resume {
-        return Err(Failure::Usage(
-            "[crawl] follow = true does not go with --resume".into(),
-        ));
-    }
     let concurrency = settings.crawler.concurrency.max(1) as usize;
 
     let mut skip = HashSet::new();
+    let mut resume = Resume::default();
     if let (true, Some(path)) = (args.resume, &args.out) {
         let state = read_resume(path)
             .map_err(|e| Failure::Usage(format!("--resume {}: {e}", path.display())))?;
@@ -1829,7 +1859,21 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
             state.done.len(),
             state.interrupted
         ));
-        skip = state.done;
+        if follow && state.masked_links > 0 {
+            note(&format!(
+                "crawl: --resume: {} recorded links have masked credentials (***) and are \
+                 not resumed",
+                state.masked_links
+            ));
+        }
+        if follow {
+            // The seeds all go to the crawl, which knows which are done.
+            resume.done = state.done.into_iter().collect();
+            resume.pages = state.pages;
+            resume.pending = state.links;
+        } else {
+            skip = state.done;
+        }
     }
 
     // Open the outputs up front, so a bad path fails before the crawl.
@@ -1886,7 +1930,7 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
         };
         frontier_crawl(&handle, f, &opts, stop, &out, &totals).await
     } else if follow {
-        let r = follow_crawl(&handle, urls, stop, &out, &totals).await;
+        let r = follow_crawl(&handle, urls, resume, stop, &out, &totals).await;
         r.map(|(ended, ft)| {
             follow_totals = ft;
             ended
@@ -1927,6 +1971,7 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
     if let Some(ft) = follow_totals {
         // robots.txt fetches go through the exits too: count them so per_exit adds up.
         summary.requests = ft.requests;
+        summary.skipped = ft.resumed;
         summary.follow = Some(FollowSummary {
             discovered: ft.discovered,
             skipped_scope: ft.skipped_scope,

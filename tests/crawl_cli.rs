@@ -702,6 +702,73 @@ fn follow_crawls_allowed_pages_once_and_obeys_robots() {
 }
 
 #[test]
+fn an_interrupted_follow_crawl_resumes_where_it_stopped() {
+    // Run 1 stops after 6 pages (max_pages, like an interruption); run 2 resumes
+    // without the cap. Together: every allowed page fetched once, one record each.
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = follow_site(Arc::clone(&log));
+    let dir = TempDir::new("follow-resume");
+    let capped = dir.file(
+        "capped.toml",
+        &format!("{CONFIG}\n[crawl]\nfollow = true\nmax_pages = 6\n"),
+    );
+    let config = dir.file("crawl.toml", &format!("{CONFIG}\n[crawl]\nfollow = true\n"));
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
+    let out = dir.path("out.jsonl");
+    let run = |config: &Path, resume: bool| {
+        let summary = dir.path("summary.json");
+        let mut args = vec!["--config", s(config), "--urls", s(&urls)];
+        args.extend(["--out", s(&out), "--summary", s(&summary), "--quiet"]);
+        if resume {
+            args.push("--resume");
+        }
+        let o = crawl(&args);
+        assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+        let sum: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap())
+            .expect("summary json");
+        (o, sum)
+    };
+    let (_, first) = run(&capped, false);
+    let after_first = records(&out).len();
+    assert_eq!(first["ok"], 6, "{first}");
+    assert!(after_first < FOLLOW_PAGES, "the cap stopped run 1 early");
+    let (o, second) = run(&config, true);
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    assert_eq!(
+        second["skipped"].as_u64(),
+        Some(after_first as u64),
+        "{second}"
+    );
+
+    let recs = records(&out);
+    let mut fetched: Vec<&str> = recs
+        .iter()
+        .filter(|r| r["skipped"].is_null())
+        .map(|r| r["url"].as_str().unwrap())
+        .collect();
+    fetched.sort_unstable();
+    let mut want: Vec<String> = (0..FOLLOW_PAGES)
+        .map(|i| site.url(&format!("/p/{i}.html")))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(fetched, want, "each allowed page has exactly one record");
+    let distinct: HashSet<&str> = recs.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    assert_eq!(
+        distinct.len(),
+        recs.len(),
+        "one record per URL over both runs"
+    );
+    let asked = log.lock().unwrap().clone();
+    let pages: Vec<&String> = asked.iter().filter(|p| p.starts_with("/p/")).collect();
+    assert_eq!(
+        pages.len(),
+        FOLLOW_PAGES,
+        "no page fetched twice: {asked:?}"
+    );
+    assert!(!asked.iter().any(|p| p.starts_with("/private/")));
+}
+
+#[test]
 fn ignore_robots_is_loud_and_fetches_disallowed_pages() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let site = follow_site(Arc::clone(&log));
@@ -970,19 +1037,6 @@ fn frontier_flags_reject_bad_values() {
                 "1",
             ],
             "--idle-exit",
-        ),
-        (
-            vec![
-                "--config",
-                s(&config),
-                "--urls",
-                s(&urls),
-                "--follow",
-                "--resume",
-                "--out",
-                s(&dir.path("o")),
-            ],
-            "--follow does not go with --resume",
         ),
     ] {
         let o = crawl(&args);

@@ -103,8 +103,9 @@ pub enum SkipReason {
 
 /// One line of output: the fate of one URL (fetched, or skipped by robots.txt).
 ///
-/// Serialises (JSON) with the binary's record fields plus `depth`, `parent`, `skipped`:
-/// `url, status, exit, attempts, elapsed_ms, bytes, error, depth, parent, skipped`.
+/// Serialises (JSON) with the binary's record fields plus `depth`, `parent`, `skipped`,
+/// `new_links` and, when there are any, `links`:
+/// `url, status, exit, attempts, elapsed_ms, bytes, error, depth, parent, skipped, …`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FollowRecord {
     /// The normalised URL.
@@ -129,6 +130,9 @@ pub struct FollowRecord {
     pub skipped: Option<SkipReason>,
     /// In-scope, unseen links this page added to the frontier.
     pub new_links: u32,
+    /// Those links (normalised): what an interrupted crawl resumes from ([`Resume`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<String>,
     /// 429/503 answers over all attempts (not serialised; for summaries).
     #[serde(skip)]
     pub throttled: u32,
@@ -161,6 +165,33 @@ pub struct FollowTotals {
     pub robots_fetches: u64,
     /// HTTP attempts of all fetches, robots.txt included.
     pub requests: u64,
+    /// URLs an earlier run already has records for ([`Resume::done`]): not fetched again.
+    pub resumed: u64,
+}
+
+/// What an earlier, interrupted run of the same crawl left in its records, to go on from
+/// there ([`resume_site`]; `crawl --follow --resume`). The records hold everything needed:
+/// each URL's fate, and each page's `links` — the URLs it put in the frontier, of which
+/// those without a record of their own were still waiting.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// URLs that have a record (fetched or skipped): never handed out again.
+    pub done: Vec<String>,
+    /// Pages the earlier run fetched: they count against `max_pages`.
+    pub pages: u64,
+    /// Links the earlier run's pages put in the frontier.
+    pub pending: Vec<PendingLink>,
+}
+
+/// A link found by an earlier run ([`Resume::pending`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingLink {
+    /// The link.
+    pub url: String,
+    /// Its depth (its page's depth + 1).
+    pub depth: u32,
+    /// The page it was found on.
+    pub parent: Option<String>,
 }
 
 /// Why [`crawl_site`] could not start.
@@ -220,6 +251,7 @@ fn skipped_record(entry: &Entry, error: Option<String>) -> FollowRecord {
         parent: entry.parent.as_ref().map(Url::to_string),
         skipped: Some(SkipReason::Robots),
         new_links: 0,
+        links: Vec::new(),
         throttled: 0,
     }
 }
@@ -289,14 +321,14 @@ impl State {
 
     /// Links of a fetched page into the frontier. `final_url` is where redirects led, if
     /// any: relative links resolve against it, and it counts as seen (it was fetched).
-    fn enqueue_links(&mut self, page: &Entry, final_url: Option<&str>, body: &[u8]) -> u32 {
+    fn enqueue_links(&mut self, page: &Entry, final_url: Option<&str>, body: &[u8]) -> Vec<String> {
         let depth = page.depth.saturating_add(1);
         let landed = final_url.and_then(|u| normalize(u).ok());
         if let Some(u) = &landed {
             self.seen.insert(u);
         }
         let base = landed.as_ref().unwrap_or(&page.url);
-        let mut new = 0;
+        let mut new = Vec::new();
         for link in extract_links(body, base) {
             if self.scope.check(&link, depth) != Verdict::In {
                 self.totals.skipped_scope += 1;
@@ -316,8 +348,8 @@ impl State {
                 self.totals.skipped_budget += 1;
                 continue;
             }
+            new.push(link.to_string());
             self.frontier.push(link, depth, Some(page.url.clone()));
-            new += 1;
         }
         new
     }
@@ -336,6 +368,20 @@ impl State {
 pub async fn crawl_site(
     handle: &CrawlerHandle,
     seeds: Vec<String>,
+    opts: &FollowOptions,
+    on_record: impl FnMut(FollowRecord),
+) -> Result<FollowTotals, FollowError> {
+    resume_site(handle, seeds, Resume::default(), opts, on_record).await
+}
+
+/// [`crawl_site`], going on from an earlier run's records: URLs in `resume.done` are not
+/// fetched again (seeds included), its pages count against `max_pages`, and its pending
+/// links join the frontier (after the seeds) unless done. Records and totals cover this
+/// run only, so appending them to the earlier ones gives each URL one record.
+pub async fn resume_site(
+    handle: &CrawlerHandle,
+    seeds: Vec<String>,
+    resume: Resume,
     opts: &FollowOptions,
     mut on_record: impl FnMut(FollowRecord),
 ) -> Result<FollowTotals, FollowError> {
@@ -360,6 +406,17 @@ pub async fn crawl_site(
             "robots.txt is IGNORED for this crawl ([crawl] robots = false / --ignore-robots): \
              disallowed paths and Crawl-delay will not be honoured"
         );
+    }
+
+    for u in &resume.done {
+        if let Ok(u) = normalize(u) {
+            st.seen.insert(&u);
+            st.totals.resumed += 1;
+        }
+    }
+    // A spent budget shows at the first hand-out, as in a run that spends it.
+    for _ in 0..resume.pages {
+        st.scope.take_page();
     }
 
     for s in seeds {
@@ -387,10 +444,27 @@ pub async fn crawl_site(
                     parent: None,
                     skipped: None,
                     new_links: 0,
+                    links: Vec::new(),
                     throttled: 0,
                 });
             }
         }
+    }
+
+    for link in resume.pending {
+        let Ok(u) = normalize(&link.url) else {
+            continue;
+        };
+        // Seeds define the scope, so a link that was in scope then is checked again.
+        if st.scope.check(&u, link.depth) != Verdict::In || !st.seen.insert(&u) {
+            continue;
+        }
+        if st.budget_spent {
+            st.totals.skipped_budget += 1;
+            continue;
+        }
+        let parent = link.parent.as_deref().and_then(|p| normalize(p).ok());
+        st.frontier.push(u, link.depth, parent);
     }
 
     let concurrency = opts.concurrency.max(1);
@@ -576,10 +650,10 @@ pub async fn crawl_site(
                         st.totals.requests += u64::from(r.attempts);
                         let ok = (200..300).contains(&r.status);
                         st.totals.ok += u64::from(ok);
-                        let new_links = if c.follow && ok && is_html(&r.headers) {
+                        let links = if c.follow && ok && is_html(&r.headers) {
                             st.enqueue_links(&entry, r.final_url.as_deref(), &r.body)
                         } else {
-                            0
+                            Vec::new()
                         };
                         FollowRecord {
                             url: entry.url.to_string(),
@@ -592,7 +666,8 @@ pub async fn crawl_site(
                             depth: entry.depth,
                             parent,
                             skipped: None,
-                            new_links,
+                            new_links: u32::try_from(links.len()).unwrap_or(u32::MAX),
+                            links,
                             throttled: r.throttled,
                         }
                     }
@@ -611,6 +686,7 @@ pub async fn crawl_site(
                             parent,
                             skipped: None,
                             new_links: 0,
+                            links: Vec::new(),
                             throttled: e.throttled,
                         }
                     }

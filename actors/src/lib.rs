@@ -40,5 +40,8 @@ pub mod scheduler;
 
 pub use awc::http::header::HeaderMap;
 pub use crawler::{Crawler, CrawlerHandle, StartError};
-pub use follow::{crawl_site, FollowOptions, FollowRecord, FollowTotals, SkipReason};
+pub use follow::{
+    crawl_site, resume_site, FollowOptions, FollowRecord, FollowTotals, PendingLink, Resume,
+    SkipReason,
+};
 pub use messages::{ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse};
