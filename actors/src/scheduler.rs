@@ -14,6 +14,7 @@
 //! - a fetch whose exit cannot even connect (the source address is gone, nothing was
 //!   sent) moves to another exit without counting an attempt or telling the limiter.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -72,6 +73,9 @@ pub(crate) struct ExitSlot {
 pub(crate) struct SharedLimits {
     pub gcra: crate::redis::RedisGcra,
 }
+
+/// A limiter key's pacing, shared between `SchedulerActor::keys` and the hosts using it.
+type SharedKey = Rc<RefCell<KeyState>>;
 
 /// One limiter key's pacing.
 struct KeyState {
@@ -185,6 +189,8 @@ struct HostState {
     active: Vec<u32>,
     /// The host is in `order`.
     ordered: bool,
+    /// Its limiter key's pacing, by exit index, found once instead of per visit.
+    keys: Vec<Option<SharedKey>>,
 }
 
 impl HostState {
@@ -195,17 +201,17 @@ impl HostState {
 }
 
 /// The pacing state of the limiter key of (`exit`, `host`), created on first use.
-fn key_state<'a>(
-    keys: &'a mut HashMap<LimitKey, KeyState>,
+fn key_state(
+    keys: &mut HashMap<LimitKey, SharedKey>,
     settings: &Settings,
     exit_name: &Arc<str>,
     exit: usize,
     host: &Arc<str>,
     now: std::time::Instant,
-) -> &'a mut KeyState {
+) -> SharedKey {
     let key = LimitKey::new(settings.limiter.scope, exit_name, host);
     let l = &settings.limiter;
-    keys.entry(key).or_insert_with(|| {
+    let state = keys.entry(key).or_insert_with(|| {
         let limiter: Option<Box<dyn RateLimiter>> = match l.algorithm {
             Algorithm::None => None,
             Algorithm::Aimd => Some(Box::new(Pacer::new(
@@ -218,12 +224,13 @@ fn key_state<'a>(
                 .limiter_kind()
                 .map(|k| limiter::build(k, Quota::new(l.initial_rps, l.burst.max(1)), now)),
         };
-        KeyState {
+        Rc::new(RefCell::new(KeyState {
             limiter,
             pause_until: None,
             fallback_from: None,
-        }
-    })
+        }))
+    });
+    Rc::clone(state)
 }
 
 /// Internal: a fetch that got its queue slot.
@@ -252,7 +259,8 @@ enum Step {
 pub struct SchedulerActor {
     settings: Arc<Settings>,
     exits: Vec<ExitSlot>,
-    keys: HashMap<LimitKey, KeyState>,
+    /// Pacing per limiter key; hosts keep a handle to theirs (see [`HostState::keys`]).
+    keys: HashMap<LimitKey, SharedKey>,
     /// Hosts with fetches queued or in flight.
     hosts: HashMap<Arc<str>, HostState>,
     /// Round-robin over the hosts with queued fetches.
@@ -341,12 +349,7 @@ impl SchedulerActor {
         self.health = Some(health);
     }
 
-    fn key_state(
-        &mut self,
-        exit: usize,
-        host: &Arc<str>,
-        now: std::time::Instant,
-    ) -> &mut KeyState {
+    fn key_state(&mut self, exit: usize, host: &Arc<str>, now: std::time::Instant) -> SharedKey {
         key_state(
             &mut self.keys,
             &self.settings,
@@ -420,6 +423,7 @@ impl SchedulerActor {
         };
         if state.active.len() < n {
             state.active.resize(n, 0);
+            state.keys.resize(n, None);
         }
         self.ready.clear();
         for (i, exit) in self.exits.iter_mut().enumerate() {
@@ -427,7 +431,11 @@ impl SchedulerActor {
                 .bucket
                 .as_mut()
                 .map_or(Duration::ZERO, |b| b.peek(now_std));
-            let key = key_state(&mut self.keys, &self.settings, &exit.name, i, host, now_std)
+            let key = state.keys[i]
+                .get_or_insert_with(|| {
+                    key_state(&mut self.keys, &self.settings, &exit.name, i, host, now_std)
+                })
+                .borrow_mut()
                 .ready_in(now_std);
             self.ready.push(bucket.max(key));
         }
@@ -463,9 +471,10 @@ impl SchedulerActor {
                 if let Some(b) = exit.bucket.as_mut() {
                     b.check(now_std);
                 }
-                let key = key_state(&mut self.keys, &self.settings, &exit.name, i, host, now_std);
-                if let Some(l) = key.limiter.as_mut() {
-                    l.check(now_std);
+                if let Some(key) = &state.keys[i] {
+                    if let Some(l) = key.borrow_mut().limiter.as_mut() {
+                        l.check(now_std);
+                    }
                 }
                 let Some(mut p) = state.queue.pop_front() else {
                     return Step::Empty;
@@ -600,7 +609,7 @@ impl SchedulerActor {
         let now = Instant::now().into_std();
         let key = LimitKey::new(self.settings.limiter.scope, &self.exits[i].name, &p.host);
         let state = self.key_state(i, &p.host, now);
-        let (rps, burst) = match (&state.limiter, state.fallback_from) {
+        let (rps, burst) = match (&state.borrow().limiter, state.borrow().fallback_from) {
             // In a fallback the local rate is a share; Redis must see the whole.
             (_, Some(r)) => (r, 1),
             (Some(l), None) => {
@@ -639,14 +648,15 @@ impl SchedulerActor {
         match res {
             Ok(exitcrawl::Decision::Allow) => {
                 self.metrics.redis_up.set(1);
-                if let Some(state) = self.keys.get_mut(&key) {
-                    state.leave_fallback(now);
+                if let Some(state) = self.keys.get(&key) {
+                    state.borrow_mut().leave_fallback(now);
                 }
                 self.launch(i, p);
             }
             Ok(exitcrawl::Decision::Wait(d)) => {
                 self.metrics.redis_up.set(1);
-                if let Some(state) = self.keys.get_mut(&key) {
+                if let Some(state) = self.keys.get(&key) {
+                    let mut state = state.borrow_mut();
                     state.leave_fallback(now);
                     let until = now + d;
                     state.pause_until = Some(state.pause_until.map_or(until, |q| q.max(until)));
@@ -660,8 +670,8 @@ impl SchedulerActor {
                 // Redis is away: keep crawling on a conservative local share of the rate.
                 self.metrics.redis_up.set(0);
                 self.metrics.redis_errors.inc();
-                if let Some(state) = self.keys.get_mut(&key) {
-                    if state.enter_fallback(processes, min_rps, now) {
+                if let Some(state) = self.keys.get(&key) {
+                    if state.borrow_mut().enter_fallback(processes, min_rps, now) {
                         tracing::warn!(key = %key.redis_name(), error = %e, "redis unavailable: pacing this key on a local share");
                     }
                 }
@@ -715,19 +725,24 @@ impl SchedulerActor {
                 Ok(answer) => {
                     self.observe(i, None);
                     self.handles[i].duration.observe(att.latency.as_secs_f64());
-                    let hints = ServerHints::from_headers(
-                        // Every hint header is named retry-after or [x-]ratelimit…, and
-                        // names arrive lowercase: skip the rest without decoding them.
-                        answer
-                            .headers
-                            .iter()
-                            .filter(|(k, _)| {
-                                matches!(k.as_str().as_bytes().first(), Some(b'r' | b'x'))
-                            })
-                            .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
-                        // Retry-After's HTTP-date form is relative to the wall clock.
-                        std::time::SystemTime::now(),
-                    );
+                    // Every hint header is named retry-after or [x-]ratelimit…, and names
+                    // arrive lowercase: most answers have none, and skip the parse.
+                    let maybe_hint = |k: &awc::http::header::HeaderName| {
+                        matches!(k.as_str().as_bytes().first(), Some(b'r' | b'x'))
+                    };
+                    let hints = if answer.headers.keys().any(maybe_hint) {
+                        ServerHints::from_headers(
+                            answer
+                                .headers
+                                .iter()
+                                .filter(|(k, _)| maybe_hint(k))
+                                .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
+                            // Retry-After's HTTP-date form is relative to the wall clock.
+                            std::time::SystemTime::now(),
+                        )
+                    } else {
+                        ServerHints::default()
+                    };
                     let throttle = self.settings.limiter.is_throttle_status(answer.status);
                     // Fixed algorithms only need what can pause them: throttles and
                     // the site's rate-limit headers.
@@ -770,7 +785,8 @@ impl SchedulerActor {
                             tracing::warn!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "retries exhausted");
                         }
                         let resp = FetchResponse {
-                            url: p.fetch.url.clone(),
+                            // The pending fetch is answered here; its URL is not needed after.
+                            url: std::mem::take(&mut p.fetch.url),
                             final_url: answer.final_url,
                             status: answer.status,
                             headers: answer.headers,
@@ -897,8 +913,9 @@ impl Actor for SchedulerActor {
 const MAX_URL_BYTES: usize = 8192;
 
 /// Parse a URL into its host, or say why it cannot be fetched.
-/// The URL parsed as sent, and its host in lowercase.
-fn parse_url(url: &str) -> Result<(Uri, Arc<str>), String> {
+/// The URL parsed as sent, and its host in lowercase (shared with `hosts`' key when the
+/// host is already there, which saves an allocation per fetch to a busy host).
+fn parse_url(url: &str, hosts: &HashMap<Arc<str>, HostState>) -> Result<(Uri, Arc<str>), String> {
     let uri: Uri = url.parse().map_err(|e| format!("not a valid URL ({e})"))?;
     match uri.scheme_str() {
         Some("http") | Some("https") => {}
@@ -913,7 +930,14 @@ fn parse_url(url: &str) -> Result<(Uri, Arc<str>), String> {
         .host()
         .filter(|h| !h.is_empty())
         .ok_or_else(|| "URL has no host".to_string())?;
-    let host = Arc::from(host.to_ascii_lowercase().as_str());
+    let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Arc::from(host.to_ascii_lowercase().as_str())
+    } else {
+        match hosts.get_key_value(host) {
+            Some((known, _)) => Arc::clone(known),
+            None => Arc::from(host),
+        }
+    };
     Ok((uri, host))
 }
 
@@ -1000,7 +1024,7 @@ impl SchedulerActor {
         } else {
             url::Url::parse(&fetch.url).ok().map(String::from)
         };
-        let (uri, host) = match parse_url(wire_url.as_deref().unwrap_or(&fetch.url)) {
+        let (uri, host) = match parse_url(wire_url.as_deref().unwrap_or(&fetch.url), &self.hosts) {
             Ok(parsed) => parsed,
             Err(m) => return ready(FetchErrorKind::InvalidUrl, m, fetch.url, done),
         };
@@ -1146,7 +1170,8 @@ impl Handler<SetInterval> for SchedulerActor {
             host: m.host,
         };
         let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
-        if let Some(state) = self.keys.get_mut(&key) {
+        if let Some(state) = self.keys.get(&key) {
+            let state = &mut *state.borrow_mut();
             if let Some(l) = state.limiter.as_mut() {
                 if adaptive {
                     let rps = 1.0 / m.interval.as_secs_f64().max(1e-9);
@@ -1222,7 +1247,7 @@ impl Handler<GetStats> for SchedulerActor {
                     .iter()
                     .filter(|(k, _)| k.exit.as_ref().is_none_or(|x| *x == e.name))
                     .filter_map(|(k, s)| {
-                        let q = s.limiter.as_ref()?.quota();
+                        let q = s.borrow().limiter.as_ref()?.quota();
                         let host = k.host.as_deref().unwrap_or("*").to_string();
                         Some((host, interval_of(q.rps)))
                     })
