@@ -369,11 +369,13 @@ impl Message for SendRequest {
 /// exit stopped before or while sending — `None`.
 pub(crate) struct AttemptReport {
     id: u64,
-    to: Option<Addr<SchedulerActor>>,
+    /// Shared, not a clone per report: cloning an `Addr` allocates twice (each sender has
+    /// its own parking slot), an `Arc` does not.
+    to: Option<Arc<Addr<SchedulerActor>>>,
 }
 
 impl AttemptReport {
-    pub fn new(id: u64, to: Addr<SchedulerActor>) -> Self {
+    pub fn new(id: u64, to: Arc<Addr<SchedulerActor>>) -> Self {
         Self { id, to: Some(to) }
     }
 

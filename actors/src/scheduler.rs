@@ -273,7 +273,7 @@ pub struct SchedulerActor {
     /// Redis checks in flight (distributed mode), cancelled at the end of a shutdown.
     in_flight_handles: HashMap<u64, SpawnHandle>,
     /// Where exits report attempts: this actor.
-    me: Option<Addr<SchedulerActor>>,
+    me: Option<Arc<Addr<SchedulerActor>>>,
     next_id: u64,
     in_flight: u32,
     queue_slots: Arc<Semaphore>,
@@ -904,7 +904,7 @@ impl Actor for SchedulerActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(64 * 1024);
-        self.me = Some(ctx.address());
+        self.me = Some(Arc::new(ctx.address()));
     }
 }
 
