@@ -409,6 +409,7 @@ fn is_credential(name: &str) -> bool {
 
 /// A worker: runs queued requests one after another while the core lives.
 async fn worker(core: Weak<ExitCore>, work: Rc<Notify>) {
+    let _count = WorkerCount(core.clone());
     loop {
         let next = match core.upgrade() {
             Some(core) => core.next_or_idle().map(|msg| (core, msg)),
@@ -418,6 +419,19 @@ async fn worker(core: Weak<ExitCore>, work: Rc<Notify>) {
             // The strong reference is held only while a request runs.
             Some((core, msg)) => core.attempt(msg).await,
             None => work.notified().await,
+        }
+    }
+}
+
+/// Takes a worker off the core's count when its task ends (a panic inside a request, or
+/// its Arbiter stopping), so `send` starts another when one is needed. Idle workers end
+/// only with the core or their Arbiter, so the idle count needs no such care.
+struct WorkerCount(Weak<ExitCore>);
+
+impl Drop for WorkerCount {
+    fn drop(&mut self) {
+        if let Some(core) = self.0.upgrade() {
+            core.workers.set(core.workers.get().saturating_sub(1));
         }
     }
 }
