@@ -50,7 +50,7 @@ pub struct Counters {
 impl Counters {
     /// Count one ended attempt.
     fn record(&mut self, attempted: &Attempted, throttle_statuses: &[u16]) {
-        let c = self;
+        let c = self; // short for the many fields below
         c.active = c.active.saturating_sub(1);
         match &attempted.result {
             Ok(answer) => {
@@ -176,7 +176,6 @@ impl ExitCore {
             body,
             done,
         } = msg;
-        let max_redirects = self.opts.client.max_redirects;
         let sent_at = Instant::now();
         let mut hop = Hop {
             uri: url,
@@ -184,37 +183,14 @@ impl ExitCore {
             body,
             cross_origin: false,
         };
-        let mut redirects = 0;
-        let (latency, result) = loop {
-            let sent = self.send_hop(&hop, &headers).await;
-            let latency = sent_at.elapsed();
-            let resp = match sent {
-                Ok(resp) => resp,
-                Err(e) => break (latency, Err(send_failure(&e))),
-            };
-            let location = match redirect_location(&resp) {
-                Some(location) if max_redirects > 0 => location,
-                _ => {
-                    let final_url = (redirects > 0).then(|| hop.uri.to_string());
-                    break (latency, self.read_answer(resp, final_url).await);
-                }
-            };
-            if redirects == max_redirects {
-                break (
-                    latency,
-                    Err(AttemptFailure {
-                        kind: FailureKind::Other,
-                        error: FetchErrorKind::TooManyRedirects,
-                        message: format!(
-                            "too many redirects: more than {max_redirects} (last Location: {location})"
-                        ),
-                    }),
-                );
+        let sent = self.follow_redirects(&mut hop, &headers, None).await;
+        let latency = sent_at.elapsed();
+        let result = match sent {
+            Ok((resp, redirects)) => {
+                let final_url = (redirects > 0).then(|| hop.uri.to_string());
+                self.read_answer(resp, final_url).await
             }
-            match hop.follow(resp, &location).await {
-                Ok(()) => redirects += 1,
-                Err(failure) => break (latency, Err(failure)),
-            }
+            Err(failure) => Err(failure),
         };
         let attempted = Attempted {
             sent_at: sent_at.into_std(),
@@ -227,14 +203,51 @@ impl ExitCore {
         done.send(attempted);
     }
 
+    /// Send `hop`, following redirects (at most `max_redirects`, each hop moving `hop`),
+    /// up to the first answer that is not one; returns it with the redirects followed.
+    async fn follow_redirects(
+        &self,
+        hop: &mut Hop,
+        headers: &[(String, String)],
+        timeout: Option<Duration>,
+    ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
+        let max_redirects = self.opts.client.max_redirects;
+        let mut redirects = 0;
+        loop {
+            let resp = self
+                .send_hop(hop, headers, timeout)
+                .await
+                .map_err(|e| send_failure(&e))?;
+            let location = match redirect_location(&resp) {
+                Some(location) if max_redirects > 0 => location,
+                _ => return Ok((resp, redirects)),
+            };
+            if redirects == max_redirects {
+                return Err(AttemptFailure {
+                    kind: FailureKind::Other,
+                    error: FetchErrorKind::TooManyRedirects,
+                    message: format!(
+                        "too many redirects: more than {max_redirects} (last Location: {location})"
+                    ),
+                });
+            }
+            hop.follow(resp, &location).await?;
+            redirects += 1;
+        }
+    }
+
     /// Send one hop of a request: the fetch's own headers, minus credentials once a
     /// redirect has left the first origin.
     async fn send_hop(
         &self,
         hop: &Hop,
         headers: &[(String, String)],
+        timeout: Option<Duration>,
     ) -> Result<awc::ClientResponse, SendRequestError> {
         let mut req = self.client.request(hop.method.clone(), hop.uri.clone());
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
         for (name, value) in headers {
             if hop.cross_origin && is_credential(name) {
                 continue;
@@ -294,33 +307,18 @@ impl ExitCore {
                 body: None,
                 cross_origin: false,
             };
-            let max_redirects = core.opts.client.max_redirects;
-            for redirects in 0..=max_redirects {
-                let req = core
-                    .client
-                    .request(hop.method.clone(), hop.uri.clone())
-                    .timeout(msg.timeout);
-                let mut resp = req
-                    .send()
-                    .await
-                    .map_err(|e| format!("health check failed: {e}"))?;
-                match redirect_location(&resp) {
-                    Some(location) if redirects < max_redirects => {
-                        hop.follow(resp, &location)
-                            .await
-                            .map_err(|f| format!("health check failed: {}", f.message))?;
-                    }
-                    _ if resp.status().is_success() => {
-                        // Drain a little so the connection can be reused; the content is unused.
-                        let _ = resp.body().limit(64 * 1024).await;
-                        return Ok(());
-                    }
-                    _ => return Err(format!("health check answered {}", resp.status())),
+            match core
+                .follow_redirects(&mut hop, &[], Some(msg.timeout))
+                .await
+            {
+                Ok((mut resp, _)) if resp.status().is_success() => {
+                    // Drain a little so the connection can be reused; the content is unused.
+                    let _ = resp.body().limit(64 * 1024).await;
+                    Ok(())
                 }
+                Ok((resp, _)) => Err(format!("health check answered {}", resp.status())),
+                Err(f) => Err(format!("health check failed: {}", f.message)),
             }
-            Err(format!(
-                "health check failed: more than {max_redirects} redirects"
-            ))
         }
     }
 }

@@ -381,10 +381,14 @@ impl AttemptReport {
 
     /// Report the attempt.
     pub fn send(mut self, attempted: Attempted) {
+        self.deliver(Some(attempted));
+    }
+
+    fn deliver(&mut self, attempted: Option<Attempted>) {
         if let Some(to) = self.to.take() {
             to.do_send(AttemptDone {
                 id: self.id,
-                attempted: Some(attempted),
+                attempted,
             });
         }
     }
@@ -392,12 +396,7 @@ impl AttemptReport {
 
 impl Drop for AttemptReport {
     fn drop(&mut self) {
-        if let Some(to) = self.to.take() {
-            to.do_send(AttemptDone {
-                id: self.id,
-                attempted: None,
-            });
-        }
+        self.deliver(None);
     }
 }
 
