@@ -252,6 +252,8 @@ fn report(label: &str, r: &Run) {
 }
 
 fn main() {
+    // Large bodies and glibc's heap trimming: see exitcrawl_actors::alloc.
+    exitcrawl_actors::alloc::keep_freed_memory(64 << 20);
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -2012,6 +2012,8 @@ async fn run(args: RunArgs) -> Result<Ended, Failure> {
 }
 
 fn main() -> ExitCode {
+    // Large bodies and glibc's heap trimming: see exitcrawl_actors::alloc.
+    exitcrawl_actors::alloc::keep_freed_memory(64 << 20);
     let cli = match parse_args(std::env::args().skip(1)) {
         Ok(cli) => cli,
         Err(msg) => {

@@ -13,11 +13,11 @@ use exitcrawl::limiter::TokenBucket;
 use crate::exit::{ExitActor, ExitCore, ExitOptions};
 use crate::health::{HealthActor, HealthOptions};
 use crate::limiter::LimiterActor;
-use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Shutdown};
+use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Intake, Shutdown};
 use crate::metrics::{self, LagActor, Metrics};
 use crate::net::{ClientOptions, DnsCache};
 use crate::redis::{Redis, RedisGcra, RedisOptions, RedisStats, SharedRates};
-use crate::scheduler::{ExitSlot, SchedulerActor, SharedLimits};
+use crate::scheduler::{Channel, ExitSlot, SchedulerActor, SharedLimits};
 
 /// Why the crawler could not start.
 #[derive(Debug)]
@@ -173,7 +173,10 @@ impl Crawler {
         let lag = LagActor::new(Arc::clone(&metrics), Duration::from_millis(250)).start();
         let mut limiter_addr = None;
         let mut health_addr = None;
+        let mut queue_slots = None;
+        let (intake, intake_rx) = tokio::sync::mpsc::unbounded_channel();
         let scheduler = SchedulerActor::create(|ctx| {
+            ctx.add_stream(Channel(intake_rx));
             let me = ctx.address();
             let mut limiter = LimiterActor::new(limiter_settings, vec![me.clone().recipient()]);
             if let Some(r) = &redis_for_limiter {
@@ -197,12 +200,18 @@ impl Crawler {
                 });
             }
             s.connect(limiter.clone(), health.clone());
+            queue_slots = Some(s.queue_slots());
             limiter_addr = Some(limiter);
             health_addr = Some(health);
             s
         });
+        let Some(queue_slots) = queue_slots else {
+            unreachable!("SchedulerActor::create runs its closure before it returns")
+        };
         Ok(CrawlerHandle {
             scheduler,
+            intake,
+            queue_slots,
             exits: exit_addrs,
             _limiter: limiter_addr,
             _health: health_addr,
@@ -220,6 +229,10 @@ impl Crawler {
 #[derive(Clone)]
 pub struct CrawlerHandle {
     scheduler: Addr<SchedulerActor>,
+    /// `fetch`'s way in (see [`Intake`]).
+    intake: tokio::sync::mpsc::UnboundedSender<Intake>,
+    /// The scheduler's queue slots: `fetch` waits for one (backpressure) before handing in.
+    queue_slots: Arc<tokio::sync::Semaphore>,
     exits: Vec<Addr<ExitActor>>,
     _limiter: Option<Addr<LimiterActor>>,
     _health: Option<Addr<HealthActor>>,
@@ -262,20 +275,38 @@ impl CrawlerHandle {
         &self.settings
     }
 
-    /// Fetch one URL (a `Fetch` sent to the scheduler).
+    /// Fetch one URL. The same as sending the scheduler a `Fetch` (same queue, same
+    /// backpressure, one reply), by a cheaper way in: see [`Intake`].
     pub async fn fetch(&self, fetch: Fetch) -> Result<FetchResponse, FetchError> {
-        let url = fetch.url.clone();
-        match self.scheduler.send(fetch).await {
-            Ok(r) => r,
-            Err(e) => Err(FetchError {
-                kind: crate::messages::FetchErrorKind::Shutdown,
-                message: format!("scheduler unavailable: {e}"),
-                url,
-                exit: None,
-                attempts: 0,
-                throttled: 0,
-            }),
-        }
+        let arrived = actix::clock::Instant::now();
+        let slot = match Arc::clone(&self.queue_slots).try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => match Arc::clone(&self.queue_slots).acquire_owned().await {
+                Ok(slot) => slot,
+                // Closed: the crawler is shutting down.
+                Err(_) => {
+                    self.metrics.urls_total.inc();
+                    self.metrics.urls_done.inc();
+                    return Err(FetchError::shutdown(fetch.url, "crawler is shutting down"));
+                }
+            },
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let intake = Intake {
+            fetch,
+            slot: Some(slot),
+            reply: Some(tx),
+            arrived,
+        };
+        // A failed send drops the item, and the item's drop replies `Shutdown`.
+        let _ = self.intake.send(intake);
+        rx.await.unwrap_or_else(|_| {
+            // Unreachable: every pending fetch and intake item replies before it is dropped.
+            Err(FetchError::shutdown(
+                String::new(),
+                "scheduler dropped the fetch without a reply",
+            ))
+        })
     }
 
     /// Every exit's figures.

@@ -22,11 +22,14 @@
 //! - [`net`]: how one exit talks to the network — an awc client whose every TCP connection
 //!   leaves from the exit's own source IP, a shared DNS cache, and the classification of
 //!   connection failures (exit's fault or site's fault).
+//! - [`alloc`]: an opt-in allocator setting for binaries (why: large bodies and glibc's
+//!   heap trimming).
 //! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on
 //!   Redis, with bounded timeouts and an outage counter (`limiter.backend = "redis"`).
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod crawler;
 pub mod exit;
 pub mod follow;

@@ -16,7 +16,6 @@ use bytes::Bytes;
 use exitcrawl::headers::ServerHints;
 
 use crate::net::FailureKind;
-use crate::scheduler::SchedulerActor;
 
 // ---------------------------------------------------------------------------------------
 // Public: fetching
@@ -174,6 +173,20 @@ impl fmt::Display for FetchError {
 }
 
 impl std::error::Error for FetchError {}
+
+impl FetchError {
+    /// A fetch that ended before any attempt because the crawler stopped or is stopping.
+    pub(crate) fn shutdown(url: String, message: impl Into<String>) -> Self {
+        FetchError {
+            kind: FetchErrorKind::Shutdown,
+            message: message.into(),
+            url,
+            exit: None,
+            attempts: 0,
+            throttled: 0,
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------------------
 // Public: pacing and feedback
@@ -364,18 +377,24 @@ impl Message for SendRequest {
     type Result = ();
 }
 
+/// Where exits report attempts: the scheduler's report channel.
+///
+/// Why a channel and not the scheduler's mailbox: every actix message is boxed and queued
+/// on its own, and reports are one per request; the channel's items are read by the
+/// scheduler's context as a stream, without a box per report. Shared, not cloned per
+/// report: cloning a sender touches two shared counters, an `Arc` one.
+pub(crate) type ReportTo = Arc<tokio::sync::mpsc::UnboundedSender<AttemptDone>>;
+
 /// Where an exit reports one attempt. Exactly one [`AttemptDone`] reaches the scheduler
 /// per report: the attempt's result, or — when the report is dropped unused because the
 /// exit stopped before or while sending — `None`.
 pub(crate) struct AttemptReport {
     id: u64,
-    /// Shared, not a clone per report: cloning an `Addr` allocates twice (each sender has
-    /// its own parking slot), an `Arc` does not.
-    to: Option<Arc<Addr<SchedulerActor>>>,
+    to: Option<ReportTo>,
 }
 
 impl AttemptReport {
-    pub fn new(id: u64, to: Arc<Addr<SchedulerActor>>) -> Self {
+    pub fn new(id: u64, to: ReportTo) -> Self {
         Self { id, to: Some(to) }
     }
 
@@ -386,7 +405,8 @@ impl AttemptReport {
 
     fn deliver(&mut self, attempted: Option<Attempted>) {
         if let Some(to) = self.to.take() {
-            to.do_send(AttemptDone {
+            // Fails only when the scheduler is gone, and then nobody waits for it.
+            let _ = to.send(AttemptDone {
                 id: self.id,
                 attempted,
             });
@@ -416,8 +436,27 @@ pub(crate) struct AttemptDone {
     pub attempted: Option<Attempted>,
 }
 
-impl Message for AttemptDone {
-    type Result = ();
+/// `CrawlerHandle::fetch` → scheduler: a fetch that already holds its queue slot.
+///
+/// Why not a `Fetch` message: the handle's fetches are the hot path, and an actix
+/// request/reply boxes the message, queues it, and needs a spawned future in the
+/// scheduler's context to join the queue once the reply channel is known. An intake item
+/// carries its own reply channel and joins the queue directly. If the scheduler is gone
+/// before reading it, dropping the item replies `Shutdown`, so there is still one reply.
+pub(crate) struct Intake {
+    pub fetch: Fetch,
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    pub reply: Option<tokio::sync::oneshot::Sender<Result<FetchResponse, FetchError>>>,
+    pub arrived: actix::clock::Instant,
+}
+
+impl Drop for Intake {
+    fn drop(&mut self) {
+        if let Some(tx) = self.reply.take() {
+            let url = std::mem::take(&mut self.fetch.url);
+            let _ = tx.send(Err(FetchError::shutdown(url, "crawler is shutting down")));
+        }
+    }
 }
 
 /// Exit → scheduler: how one HTTP request went.

@@ -32,7 +32,6 @@ use exitcrawl::retry::{Backoff, RetryBudget};
 use exitcrawl::rng::SplitMix64;
 use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
 use foldhash::HashMap;
-use prometheus_client::metrics::counter::Counter;
 use smallvec::SmallVec;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing_actix::ActorInstrument;
@@ -42,8 +41,8 @@ use crate::health::HealthActor;
 use crate::limiter::{LimitKey, LimiterActor};
 use crate::messages::{
     AllExitsDown, AttemptDone, AttemptReport, Attempted, ExitStats, Failed, Fetch, FetchError,
-    FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Observed, SendRequest,
-    SetInterval, Shutdown, Succeeded, Throttled,
+    FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Intake, Observed,
+    ReportTo, SendRequest, SetInterval, Shutdown, Succeeded, Throttled,
 };
 use crate::metrics::{status_class, ExitHandles, Metrics, RateLabels};
 use crate::net::FailureKind;
@@ -133,17 +132,32 @@ struct Pending {
     throttled: u32,
     excluded: Vec<usize>,
     arrived: Instant,
-    /// The URL as sent, parsed once: it differs from the one requested for an IDN host
-    /// (punycode) or a non-ASCII path (percent-encoded); replies carry the URL as requested.
-    uri: Uri,
+    /// The URL as sent, parsed at admission: it differs from the one requested for an IDN
+    /// host (punycode) or a non-ASCII path (percent-encoded); replies carry the URL as
+    /// requested. The first attempt takes it (cloning a `Uri` allocates); a retry parses
+    /// the URL again.
+    uri: Option<Uri>,
     no_exit_since: Option<Instant>,
     waited: bool,
     last_exit: Option<usize>,
     /// One span per fetch: every event about it (attempts, throttles, retries) carries it.
-    span: tracing::Span,
+    /// Made on the first event (see [`Pending::span`]): most fetches have none, and a span
+    /// costs a few hundred instructions to make and drop even when nothing records it.
+    span: Option<tracing::Span>,
 }
 
 impl Pending {
+    /// The fetch's span, made on first use.
+    fn span(&mut self) -> &tracing::Span {
+        let (url, host) = (&self.fetch.url, &self.host);
+        self.span.get_or_insert_with(|| {
+            // At WARN, not INFO: the default filter (`warn`) would otherwise drop the
+            // span, and the warnings operators do see ("retries exhausted") would lose
+            // url and host.
+            tracing::warn_span!("fetch", url = %exitcrawl::redact::Masked(url), host = %host)
+        })
+    }
+
     fn fail(mut self, kind: FetchErrorKind, message: impl Into<String>, exits: &[ExitSlot]) {
         let err = FetchError {
             kind,
@@ -238,7 +252,7 @@ struct Enqueue {
     fetch: Fetch,
     uri: Uri,
     host: Arc<str>,
-    slot: OwnedSemaphorePermit,
+    slot: Option<OwnedSemaphorePermit>,
     reply: Option<oneshot::Sender<Reply>>,
     arrived: Instant,
 }
@@ -250,6 +264,8 @@ impl Message for Enqueue {
 /// What one look at a host's queue found.
 enum Step {
     Sent,
+    /// Sent the last queued fetch: the host leaves `order` without another visit.
+    SentLast,
     Wait(Duration),
     Busy,
     Empty,
@@ -272,8 +288,8 @@ pub struct SchedulerActor {
     sent: HashMap<u64, (usize, Pending)>,
     /// Redis checks in flight (distributed mode), cancelled at the end of a shutdown.
     in_flight_handles: HashMap<u64, SpawnHandle>,
-    /// Where exits report attempts: this actor.
-    me: Option<Arc<Addr<SchedulerActor>>>,
+    /// Where exits report attempts: a channel this actor reads as a stream.
+    reports: Option<ReportTo>,
     next_id: u64,
     in_flight: u32,
     queue_slots: Arc<Semaphore>,
@@ -319,7 +335,7 @@ impl SchedulerActor {
             delayed: HashMap::default(),
             sent: HashMap::default(),
             in_flight_handles: HashMap::default(),
-            me: None,
+            reports: None,
             next_id: 0,
             in_flight: 0,
             queue_slots,
@@ -374,6 +390,15 @@ impl SchedulerActor {
             match self.try_host(&host, now, ctx) {
                 Step::Sent => {
                     self.order.push_back(host);
+                    to_visit = self.order.len();
+                }
+                Step::SentLast => {
+                    if let Some(state) = self.hosts.get_mut(&host) {
+                        state.ordered = false;
+                        if state.idle() {
+                            self.hosts.remove(&host);
+                        }
+                    }
                     to_visit = self.order.len();
                 }
                 Step::Wait(d) => {
@@ -480,10 +505,15 @@ impl SchedulerActor {
                     return Step::Empty;
                 };
                 state.active[i] += 1;
-                p.waited |= !state.queue.is_empty();
+                let last = state.queue.is_empty();
+                p.waited |= !last;
                 self.set_queued(-1);
                 self.send(i, p, ctx);
-                Step::Sent
+                if last {
+                    Step::SentLast
+                } else {
+                    Step::Sent
+                }
             }
             Selection::Wait(d) => {
                 head.waited = true;
@@ -579,15 +609,24 @@ impl SchedulerActor {
         p.last_exit = Some(i);
         let id = self.next_id;
         self.next_id += 1;
-        let Some(me) = self.me.clone() else {
+        let Some(reports) = self.reports.clone() else {
             return; // not started: unreachable, `started` sets it
         };
+        let url = match p.uri.take().map_or_else(|| wire_uri(&p.fetch.url), Ok) {
+            Ok(url) => url,
+            Err(m) => {
+                // Unreachable: the URL parsed at admission.
+                self.release(i, &p.host);
+                p.fail(FetchErrorKind::InvalidUrl, m, &self.exits);
+                return;
+            }
+        };
         let req = SendRequest {
-            url: p.uri.clone(),
+            url,
             method: p.fetch.method.clone(),
             headers: p.fetch.headers.clone(),
             body: p.fetch.body.clone(),
-            done: AttemptReport::new(id, me),
+            done: AttemptReport::new(id, reports),
         };
         match &self.exits[i].local {
             Some(core) => core.send(req),
@@ -602,7 +641,7 @@ impl SchedulerActor {
     fn check_shared(
         &mut self,
         i: usize,
-        p: Pending,
+        mut p: Pending,
         shared: SharedLimits,
         ctx: &mut Context<Self>,
     ) {
@@ -621,7 +660,7 @@ impl SchedulerActor {
         let name = key.redis_name();
         let id = self.next_id;
         self.next_id += 1;
-        let span = p.span.clone();
+        let span = p.span().clone();
         let fut = async move { shared.gcra.check(&name, rps, burst).await };
         let h = ctx.spawn(
             fut.into_actor(self)
@@ -904,7 +943,24 @@ impl Actor for SchedulerActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(64 * 1024);
-        self.me = Some(Arc::new(ctx.address()));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        ctx.add_stream(Channel(rx));
+        self.reports = Some(Arc::new(tx));
+    }
+}
+
+/// An unbounded channel's receiving end as a stream the scheduler's context reads
+/// (`ctx.add_stream`): attempt reports, and fetches from `CrawlerHandle::fetch`.
+pub(crate) struct Channel<T>(pub(crate) tokio::sync::mpsc::UnboundedReceiver<T>);
+
+impl<T> futures_util::Stream for Channel<T> {
+    type Item = T;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
     }
 }
 
@@ -912,11 +968,25 @@ impl Actor for SchedulerActor {
 /// line must not become a request.
 const MAX_URL_BYTES: usize = 8192;
 
-/// Parse a URL into its host, or say why it cannot be fetched.
+/// The URL as sent: non-ASCII URLs (IDN hosts, raw UTF-8 paths) go out in their ASCII form.
+fn wire_uri(url: &str) -> Result<Uri, String> {
+    let ascii = if url.is_ascii() {
+        None
+    } else {
+        url::Url::parse(url).ok().map(String::from)
+    };
+    ascii
+        .as_deref()
+        .unwrap_or(url)
+        .parse()
+        .map_err(|e| format!("not a valid URL ({e})"))
+}
+
 /// The URL parsed as sent, and its host in lowercase (shared with `hosts`' key when the
-/// host is already there, which saves an allocation per fetch to a busy host).
+/// host is already there, which saves an allocation per fetch to a busy host), or why it
+/// cannot be fetched.
 fn parse_url(url: &str, hosts: &HashMap<Arc<str>, HostState>) -> Result<(Uri, Arc<str>), String> {
-    let uri: Uri = url.parse().map_err(|e| format!("not a valid URL ({e})"))?;
+    let uri = wire_uri(url)?;
     match uri.scheme_str() {
         Some("http") | Some("https") => {}
         Some(other) => {
@@ -939,6 +1009,35 @@ fn parse_url(url: &str, hosts: &HashMap<Arc<str>, HostState>) -> Result<(Uri, Ar
         }
     };
     Ok((uri, host))
+}
+
+impl SchedulerActor {
+    /// The URL as sent and its host, or why the fetch is answered at once.
+    fn validate(&self, fetch: &Fetch) -> Result<(Uri, Arc<str>), (FetchErrorKind, String)> {
+        if fetch.url.len() > MAX_URL_BYTES {
+            let m = format!(
+                "URL is {} bytes long; at most {MAX_URL_BYTES} are accepted",
+                fetch.url.len()
+            );
+            return Err((FetchErrorKind::InvalidUrl, m));
+        }
+        if !fetch.url.is_ascii() && fetch.url.contains('\u{FFFD}') {
+            // A replacement character is what a lossy decode of non-UTF-8 input leaves.
+            let m = "URL contains bytes that are not valid UTF-8".to_string();
+            return Err((FetchErrorKind::InvalidUrl, m));
+        }
+        let parsed =
+            parse_url(&fetch.url, &self.hosts).map_err(|m| (FetchErrorKind::InvalidUrl, m))?;
+        if self.shutting_down {
+            return Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()));
+        }
+        Ok(parsed)
+    }
+
+    /// The queue's slots: `CrawlerHandle::fetch` takes one before it hands a fetch in.
+    pub(crate) fn queue_slots(&self) -> Arc<Semaphore> {
+        Arc::clone(&self.queue_slots)
+    }
 }
 
 impl Handler<Fetch> for SchedulerActor {
@@ -994,51 +1093,27 @@ impl MessageResponse<SchedulerActor, Fetch> for Admission {
 impl SchedulerActor {
     /// Validate a fetch and say how it will be answered.
     fn admit(&mut self, fetch: Fetch, arrived: Instant, ctx: &mut Context<Self>) -> Admission {
-        let ready = |kind, message: String, url: String, done: &Counter| {
-            done.inc();
-            Admission(AdmissionKind::Ready(Err(FetchError {
-                kind,
-                message,
-                url,
-                exit: None,
-                attempts: 0,
-                throttled: 0,
-            })))
-        };
-        let done = &self.metrics.urls_done;
-        if fetch.url.len() > MAX_URL_BYTES {
-            let m = format!(
-                "URL is {} bytes long; at most {MAX_URL_BYTES} are accepted",
-                fetch.url.len()
-            );
-            return ready(FetchErrorKind::InvalidUrl, m, fetch.url, done);
-        }
-        if fetch.url.contains('\u{FFFD}') {
-            // A replacement character is what a lossy decode of non-UTF-8 input leaves.
-            let m = "URL contains bytes that are not valid UTF-8".to_string();
-            return ready(FetchErrorKind::InvalidUrl, m, fetch.url, done);
-        }
-        // Non-ASCII URLs (IDN hosts, raw UTF-8 paths) go out in their ASCII form.
-        let wire_url = if fetch.url.is_ascii() {
-            None
-        } else {
-            url::Url::parse(&fetch.url).ok().map(String::from)
-        };
-        let (uri, host) = match parse_url(wire_url.as_deref().unwrap_or(&fetch.url), &self.hosts) {
+        let (uri, host) = match self.validate(&fetch) {
             Ok(parsed) => parsed,
-            Err(m) => return ready(FetchErrorKind::InvalidUrl, m, fetch.url, done),
+            Err((kind, message)) => {
+                self.metrics.urls_done.inc();
+                return Admission(AdmissionKind::Ready(Err(FetchError {
+                    kind,
+                    message,
+                    url: fetch.url,
+                    exit: None,
+                    attempts: 0,
+                    throttled: 0,
+                })));
+            }
         };
-        if self.shutting_down {
-            let m = "crawler is shutting down".to_string();
-            return ready(FetchErrorKind::Shutdown, m, fetch.url, done);
-        }
         // The common case: a queue slot is free, so the fetch joins the queue right away.
         if let Ok(slot) = self.queue_slots.clone().try_acquire_owned() {
             return Admission(AdmissionKind::Queue(Enqueue {
                 fetch,
                 uri,
                 host,
-                slot,
+                slot: Some(slot),
                 reply: None,
                 arrived,
             }));
@@ -1046,18 +1121,14 @@ impl SchedulerActor {
         // Backpressure: the queue is full; wait for a slot, then enter through the mailbox.
         let url = fetch.url.clone();
         let shutdown = move || {
-            Err(FetchError {
-                kind: FetchErrorKind::Shutdown,
-                message: "crawler is shutting down".into(),
-                url: url.clone(),
-                exit: None,
-                attempts: 0,
-                throttled: 0,
-            })
+            Err(FetchError::shutdown(
+                url.clone(),
+                "crawler is shutting down",
+            ))
         };
         let slots = self.queue_slots.clone();
         let me = ctx.address();
-        let done = done.clone();
+        let done = self.metrics.urls_done.clone();
         Admission(AdmissionKind::Wait(Box::pin(async move {
             let Ok(slot) = slots.acquire_owned().await else {
                 done.inc();
@@ -1068,7 +1139,7 @@ impl SchedulerActor {
                 fetch,
                 uri,
                 host,
-                slot,
+                slot: Some(slot),
                 reply: Some(tx),
                 arrived,
             };
@@ -1080,21 +1151,73 @@ impl SchedulerActor {
     }
 }
 
-impl Handler<AttemptDone> for SchedulerActor {
-    type Result = ();
-
+impl StreamHandler<AttemptDone> for SchedulerActor {
     fn handle(&mut self, m: AttemptDone, ctx: &mut Self::Context) {
         // Missing after a shutdown's grace period cancelled it (already answered).
-        let Some((i, p)) = self.sent.remove(&m.id) else {
+        let Some((i, mut p)) = self.sent.remove(&m.id) else {
             return;
         };
-        let span = p.span.clone();
+        // A plain answer logs nothing: no span for it. Anything else may (throttle, retry,
+        // failure), and its events carry the fetch's span.
+        let quiet = matches!(
+            &m.attempted,
+            Some(Attempted { result: Ok(a), .. })
+                if a.status < 500 && !self.settings.limiter.is_throttle_status(a.status)
+        );
+        let span = if quiet { None } else { Some(p.span().clone()) };
         // A disabled span (nothing records it) is not entered: entering one still costs a
         // trip through the `log` fallback.
-        let _in_span = (!span.is_disabled()).then(|| span.enter());
+        let _in_span = span
+            .as_ref()
+            .filter(|s| !s.is_disabled())
+            .map(|s| s.enter());
         let res = m.attempted.ok_or(MailboxError::Closed);
         self.on_attempted(i, p, res, ctx);
     }
+
+    /// The scheduler holds a sender, so the report stream never ends while it runs; the
+    /// default would stop the actor.
+    fn finished(&mut self, _ctx: &mut Self::Context) {}
+}
+
+impl StreamHandler<Intake> for SchedulerActor {
+    fn handle(&mut self, mut m: Intake, ctx: &mut Self::Context) {
+        self.metrics.urls_total.inc();
+        let reply = m.reply.take();
+        let fetch = std::mem::replace(&mut m.fetch, Fetch::get(String::new()));
+        match self.validate(&fetch) {
+            Ok((uri, host)) => {
+                let slot = m.slot.take();
+                self.enqueue(
+                    Enqueue {
+                        fetch,
+                        uri,
+                        host,
+                        slot,
+                        reply,
+                        arrived: m.arrived,
+                    },
+                    ctx,
+                );
+            }
+            Err((kind, message)) => {
+                self.metrics.urls_done.inc();
+                if let Some(tx) = reply {
+                    let _ = tx.send(Err(FetchError {
+                        kind,
+                        message,
+                        url: fetch.url,
+                        exit: None,
+                        attempts: 0,
+                        throttled: 0,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// `CrawlerHandle`s hold senders; when the last is gone, the `Addr` path remains.
+    fn finished(&mut self, _ctx: &mut Self::Context) {}
 }
 
 impl Handler<Enqueue> for SchedulerActor {
@@ -1107,20 +1230,13 @@ impl Handler<Enqueue> for SchedulerActor {
 
 impl SchedulerActor {
     fn enqueue(&mut self, m: Enqueue, ctx: &mut Context<Self>) {
-        // At WARN, not INFO: the default filter (`warn`) would otherwise drop the span,
-        // and the warnings operators do see ("retries exhausted") would lose url and host.
-        let span = tracing::warn_span!(
-            "fetch",
-            url = %exitcrawl::redact::Masked(&m.fetch.url),
-            host = %m.host
-        );
         let p = Pending {
             fetch: m.fetch,
-            uri: m.uri,
+            uri: Some(m.uri),
             host: m.host.clone(),
             reply: m.reply,
             done: self.metrics.urls_done.clone(),
-            slot: Some(m.slot),
+            slot: m.slot,
             attempts: 0,
             throttled: 0,
             excluded: Vec::new(),
@@ -1128,7 +1244,7 @@ impl SchedulerActor {
             no_exit_since: None,
             waited: false,
             last_exit: None,
-            span,
+            span: None,
         };
         if self.shutting_down {
             p.fail(

@@ -1,0 +1,147 @@
+//! The two ways a fetch gets in — a `Fetch` message to the scheduler's `Addr` (other
+//! actors) and `CrawlerHandle::fetch` (its own channel) — share one queue, one
+//! backpressure and one reply per fetch; and `shutdown` answers every fetch, queued or in
+//! flight, whichever way it came in. Real site on 127.0.0.1, exits on 127.0.0.2/3.
+
+mod support;
+
+use support::exits;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use exitcrawl::config::{Algorithm, Settings};
+use exitcrawl_actors::{Crawler, Fetch, FetchError, FetchErrorKind, FetchResponse};
+use exitcrawl_testsite::{SiteConfig, TestSite};
+use futures_util::future::{join, join_all, LocalBoxFuture};
+use futures_util::FutureExt as _;
+
+type Reply = Result<FetchResponse, FetchError>;
+
+fn settings(concurrency: u32, queue_capacity: u32) -> Settings {
+    let mut s = Settings::with_exits(exits(2, concurrency));
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.concurrency = concurrency;
+    s.crawler.queue_capacity = queue_capacity;
+    s.crawler.timeout_ms = 5_000;
+    s.crawler.connect_timeout_ms = 2_000;
+    s
+}
+
+#[actix_rt::test]
+async fn both_ways_in_share_the_queue_and_each_fetch_gets_one_reply() {
+    let site = TestSite::start(SiteConfig {
+        // Slow enough that the queue (capacity 4) fills and both ways must wait for slots.
+        latency: Duration::from_millis(20),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings(2, 4)).expect("start");
+    let addr = h.scheduler();
+    let mut fetches: Vec<LocalBoxFuture<'_, Reply>> = Vec::new();
+    let mut urls = Vec::new();
+    for i in 0..30 {
+        let url = site.url(&format!("/in/{i}"));
+        urls.push(url.clone());
+        if i % 2 == 0 {
+            fetches.push(Box::pin(h.fetch(Fetch::get(url))));
+        } else {
+            let addr = addr.clone();
+            fetches.push(Box::pin(async move {
+                addr.send(Fetch::get(url)).await.expect("scheduler running")
+            }));
+        }
+    }
+    // Invalid URLs are answered at once on both ways, queue full or not.
+    fetches.push(Box::pin(h.fetch(Fetch::get("ht!tp://x"))));
+    fetches.push(
+        async move { addr.send(Fetch::get("mailto:a@b")).await.expect("running") }.boxed_local(),
+    );
+    let replies = tokio::time::timeout(Duration::from_secs(30), join_all(fetches))
+        .await
+        .expect("every fetch is answered");
+    assert_eq!(replies.len(), 32);
+    for (r, u) in replies.iter().zip(&urls) {
+        let resp = r.as_ref().unwrap_or_else(|e| panic!("{u}: {e}"));
+        assert_eq!(&resp.url, u);
+        assert_eq!(resp.status, 200);
+    }
+    for r in &replies[30..] {
+        let e = r.as_ref().expect_err("invalid URL");
+        assert_eq!(e.kind, FetchErrorKind::InvalidUrl, "{e}");
+        assert_eq!(e.attempts, 0);
+    }
+    // The site saw every path once and never more than the concurrency at once.
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    for r in site.requests() {
+        *seen.entry(r.path).or_default() += 1;
+    }
+    assert_eq!(seen.len(), 30, "{seen:?}");
+    assert!(seen.values().all(|n| *n == 1), "{seen:?}");
+    assert!(site.stats().peak_in_flight <= 2);
+    let m = h.metrics();
+    assert_eq!(m.urls_total.get(), 32);
+    assert_eq!(m.urls_done.get(), 32);
+    assert_eq!(m.queue_depth.get(), 0);
+}
+
+#[actix_rt::test]
+async fn shutdown_answers_every_fetch_queued_or_in_flight() {
+    let site = TestSite::start(SiteConfig {
+        // Longer than the grace period: fetches in flight at shutdown cannot finish.
+        latency: Duration::from_secs(3),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings(2, 8)).expect("start");
+    let addr = h.scheduler();
+    let mut fetches: Vec<LocalBoxFuture<'_, Reply>> = Vec::new();
+    for i in 0..12 {
+        let url = site.url(&format!("/s/{i}"));
+        if i % 2 == 0 {
+            fetches.push(Box::pin(h.fetch(Fetch::get(url))));
+        } else {
+            let addr = addr.clone();
+            fetches.push(Box::pin(async move {
+                addr.send(Fetch::get(url)).await.expect("scheduler running")
+            }));
+        }
+    }
+    let all = join_all(fetches);
+    let stop = async {
+        // Two fetches reach the site (the concurrency), the rest wait: queued (8) or for a
+        // queue slot (2).
+        let two = support::eventually(Duration::from_secs(5), || {
+            std::future::ready(site.stats().requests == 2)
+        })
+        .await;
+        assert!(two, "two fetches reach the site");
+        h.shutdown(Duration::from_millis(200)).await;
+    };
+    let (replies, ()) = tokio::time::timeout(Duration::from_secs(10), join(all, stop))
+        .await
+        .expect("shutdown answers every fetch within its grace period");
+    assert_eq!(replies.len(), 12);
+    for r in &replies {
+        let e = r
+            .as_ref()
+            .expect_err("no fetch can finish before the grace period ends");
+        assert_eq!(e.kind, FetchErrorKind::Shutdown, "{e}");
+    }
+    // The two cut off in flight report their attempt; the ten others never reached the site.
+    let attempted = replies
+        .iter()
+        .filter(|r| r.as_ref().is_err_and(|e| e.attempts == 1))
+        .count();
+    assert_eq!(attempted, 2);
+    assert_eq!(site.stats().requests, 2);
+    // After shutdown, both ways answer at once.
+    let late = h.fetch(Fetch::get(site.url("/late"))).await;
+    assert_eq!(late.expect_err("shut down").kind, FetchErrorKind::Shutdown);
+    let late = h
+        .scheduler()
+        .send(Fetch::get(site.url("/late2")))
+        .await
+        .expect("the scheduler still answers");
+    assert_eq!(late.expect_err("shut down").kind, FetchErrorKind::Shutdown);
+    let m = h.metrics();
+    assert_eq!(m.urls_done.get(), m.urls_total.get());
+}
