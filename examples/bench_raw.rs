@@ -10,12 +10,14 @@
 //! which `crawler.arbiters` layouts to measure), `--body B` response body bytes (default 64),
 //! `--only bare|actor` (run one path, no ratio: for profiling one path alone), `--rounds R`
 //! (default 3: timed rounds, each running every path once, in turn; the summary gives
-//! medians, and the ratio is the median of each round's actor/bare).
+//! medians, and the ratio is the median of each round's actor/bare), `--via
+//! handle|addr|both` (default `handle`: how the actor path's fetches get in).
 //!
 //! - **actor**: `Crawler::start` with one exit on 127.0.0.2, `limiter.algorithm = "none"`,
 //!   `crawler.concurrency = C`, the exit's `max_concurrent = C`, `per_host_connections = C`,
 //!   `queue_capacity = 4·C`; C tasks on the main Arbiter each loop on
-//!   `handle.fetch(Fetch::get(url))`.
+//!   `handle.fetch(Fetch::get(url))` (`--via handle`) or on
+//!   `handle.scheduler().send(Fetch::get(url))` (`--via addr`, as another actor would).
 //! - **bare**: `build_client(ClientOptions::new(127.0.0.2) with max_concurrent = C)`, and C
 //!   tasks on the main Arbiter each loop on `client.get(url).send()` + reading the body.
 //!
@@ -25,6 +27,8 @@
 //!
 //! Each path first runs a short warm-up (connections opened, not timed). The site is a
 //! local `TestSite` on 127.0.0.1 with the request log off (its own thread). Loopback only.
+//! Like the `crawl` binary, the process raises glibc's heap trim threshold
+//! (`exitcrawl_actors::alloc`), for both paths alike.
 
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
@@ -47,6 +51,17 @@ struct Args {
     only: Option<&'static str>,
     /// Timed rounds; each round runs every path once.
     rounds: usize,
+    /// How the actor path's fetches get in (`--via handle|addr|both`).
+    via: Vec<Via>,
+}
+
+/// How the actor path's fetches get in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// `CrawlerHandle::fetch` (the crate's own way in).
+    Handle,
+    /// `Addr<SchedulerActor>::send(Fetch)` (how other actors fetch).
+    Addr,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -57,6 +72,7 @@ fn parse_args() -> Result<Args, String> {
         body: 64,
         only: None,
         rounds: 3,
+        via: vec![Via::Handle],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -73,6 +89,14 @@ fn parse_args() -> Result<Args, String> {
                     other => return Err(format!("--only: unknown value {other:?}")),
                 }
             }
+            "--via" => {
+                args.via = match value()?.as_str() {
+                    "handle" => vec![Via::Handle],
+                    "addr" => vec![Via::Addr],
+                    "both" => vec![Via::Handle, Via::Addr],
+                    other => return Err(format!("--via: unknown value {other:?}")),
+                }
+            }
             "--arbiters" => {
                 args.arbiters = match value()?.as_str() {
                     "single" => vec![Arbiters::Single],
@@ -83,7 +107,8 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err("usage: bench_raw [--count N] [--concurrency C] \
-                            [--arbiters single|per_exit|both] [--body B] [--only bare|actor] [--rounds R]"
+                            [--arbiters single|per_exit|both] [--via handle|addr|both] [--body B] \
+                            [--only bare|actor] [--rounds R]"
                     .into())
             }
             other => return Err(format!("unknown flag {other:?} (try --help)")),
@@ -197,14 +222,25 @@ fn crawler_settings(c: usize, arbiters: Arbiters) -> Settings {
     s
 }
 
-async fn actor_run(handle: &CrawlerHandle, url: &str, count: usize, c: usize) -> Run {
+async fn actor_run(handle: &CrawlerHandle, via: Via, url: &str, count: usize, c: usize) -> Run {
     // Share one handle: cloning a CrawlerHandle per fetch would add its own cost.
     let handle = Rc::new(handle.clone());
+    let addr = handle.scheduler();
     let url: Rc<str> = Rc::from(url);
     drive(count, c, move || {
         let handle = handle.clone();
+        let addr = addr.clone();
         let url = url.clone();
-        async move { matches!(handle.fetch(Fetch::get(&*url)).await, Ok(r) if r.status == 200) }
+        async move {
+            let reply = match via {
+                Via::Handle => handle.fetch(Fetch::get(&*url)).await,
+                Via::Addr => match addr.send(Fetch::get(&*url)).await {
+                    Ok(reply) => reply,
+                    Err(_) => return false,
+                },
+            };
+            matches!(reply, Ok(r) if r.status == 200)
+        }
     })
     .await
 }
@@ -241,7 +277,7 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
 
 fn report(label: &str, r: &Run) {
     println!(
-        "{label:<22} {:>8} req in {:>8.3} s = {:>9.0} req/s, client CPU {} ({} errors)",
+        "{label:<26} {:>8} req in {:>8.3} s = {:>9.0} req/s, client CPU {} ({} errors)",
         r.done,
         r.elapsed.as_secs_f64(),
         r.rate(),
@@ -287,7 +323,16 @@ fn main() {
         if run_actor {
             for &arbiters in &args.arbiters {
                 match Crawler::start(crawler_settings(c, arbiters)) {
-                    Ok(h) => handles.push((arbiters, h)),
+                    Ok(h) => {
+                        for &via in &args.via {
+                            let label = match (args.via.len(), via) {
+                                (1, _) => format!("actor ({})", arbiters.as_str()),
+                                (_, Via::Handle) => format!("actor ({}, handle)", arbiters.as_str()),
+                                (_, Via::Addr) => format!("actor ({}, addr)", arbiters.as_str()),
+                            };
+                            handles.push((label, via, h.clone()));
+                        }
+                    }
                     Err(e) => {
                         eprintln!("cannot start the crawler: {e}");
                         return;
@@ -299,8 +344,8 @@ fn main() {
         if run_bare {
             let _ = bare_run(&client, &url, warmup, c).await;
         }
-        for (_, h) in &handles {
-            let _ = actor_run(h, &url, warmup, c).await;
+        for (_, via, h) in &handles {
+            let _ = actor_run(h, *via, &url, warmup, c).await;
         }
         // Rounds alternate the paths, so a burst of other load on the machine hits all of
         // them alike; the summary takes medians.
@@ -315,9 +360,9 @@ fn main() {
                 report("bare awc", &r);
                 bare_runs.push(r);
             }
-            for (k, (arbiters, h)) in handles.iter().enumerate() {
-                let r = actor_run(h, &url, count, c).await;
-                report(&format!("actor ({})", arbiters.as_str()), &r);
+            for (k, (label, via, h)) in handles.iter().enumerate() {
+                let r = actor_run(h, *via, &url, count, c).await;
+                report(label, &r);
                 actor_runs[k].push(r);
             }
         }
@@ -325,22 +370,22 @@ fn main() {
             println!("median of {rounds} round(s):");
             let bare_rate = median(bare_runs.iter().map(Run::rate));
             let bare_cpu = median(bare_runs.iter().filter_map(Run::cpu_us));
-            println!("{:<22} {bare_rate:>9.0} req/s, client CPU {bare_cpu:.1} µs/req", "bare awc");
-            for ((arbiters, _), runs) in handles.iter().zip(&actor_runs) {
+            println!("{:<26} {bare_rate:>9.0} req/s, client CPU {bare_cpu:.1} µs/req", "bare awc");
+            for ((label, _, _), runs) in handles.iter().zip(&actor_runs) {
                 let rate = median(runs.iter().map(Run::rate));
                 let cpu = median(runs.iter().filter_map(Run::cpu_us));
                 // Per round, actor against the bare run just before it.
                 let ratio = median(runs.iter().zip(&bare_runs).map(|(a, b)| a.rate() / b.rate()));
                 println!(
-                    "{:<22} {rate:>9.0} req/s, client CPU {cpu:.1} µs/req; ratio actor/bare = {ratio:.3} \
+                    "{:<26} {rate:>9.0} req/s, client CPU {cpu:.1} µs/req; ratio actor/bare = {ratio:.3} \
                      ({:+.1}% per-request time), client CPU +{:.1} µs/req",
-                    format!("actor ({})", arbiters.as_str()),
+                    label,
                     (1.0 / ratio - 1.0) * 100.0,
                     cpu - bare_cpu
                 );
             }
         }
-        for (_, h) in handles {
+        for (_, _, h) in handles {
             h.shutdown(Duration::from_secs(1)).await;
         }
     });

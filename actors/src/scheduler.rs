@@ -392,15 +392,9 @@ impl SchedulerActor {
                     self.order.push_back(host);
                     to_visit = self.order.len();
                 }
-                Step::SentLast => {
-                    if let Some(state) = self.hosts.get_mut(&host) {
-                        state.ordered = false;
-                        if state.idle() {
-                            self.hosts.remove(&host);
-                        }
-                    }
-                    to_visit = self.order.len();
-                }
+                // `try_host` took the host out of `order` (its count for the exit keeps
+                // the entry until the fetch ends).
+                Step::SentLast => to_visit = self.order.len(),
                 Step::Wait(d) => {
                     wake = Some(wake.map_or(d, |w| w.min(d)));
                     self.order.push_back(host);
@@ -507,6 +501,9 @@ impl SchedulerActor {
                 state.active[i] += 1;
                 let last = state.queue.is_empty();
                 p.waited |= !last;
+                if last {
+                    state.ordered = false;
+                }
                 self.set_queued(-1);
                 self.send(i, p, ctx);
                 if last {
