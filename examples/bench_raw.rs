@@ -11,7 +11,9 @@
 //! `--only bare|actor` (run one path, no ratio: for profiling one path alone), `--rounds R`
 //! (default 3: timed rounds, each running every path once, in turn; the summary gives
 //! medians, and the ratio is the median of each round's actor/bare), `--via
-//! handle|addr|both` (default `handle`: how the actor path's fetches get in).
+//! handle|addr|both` (default `handle`: how the actor path's fetches get in), `--floor`
+//! (also run the bare loop with one `Addr::send` round trip to a do-nothing actor before
+//! each request: the floor for any design that routes each fetch through a mailbox).
 //!
 //! - **actor**: `Crawler::start` with one exit on 127.0.0.2, `limiter.algorithm = "none"`,
 //!   `crawler.concurrency = C`, the exit's `max_concurrent = C`, `per_host_connections = C`,
@@ -53,6 +55,8 @@ struct Args {
     rounds: usize,
     /// How the actor path's fetches get in (`--via handle|addr|both`).
     via: Vec<Via>,
+    /// Also run the bare loop with one do-nothing actor round trip per request (`--floor`).
+    floor: bool,
 }
 
 /// How the actor path's fetches get in.
@@ -73,6 +77,7 @@ fn parse_args() -> Result<Args, String> {
         only: None,
         rounds: 3,
         via: vec![Via::Handle],
+        floor: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -89,6 +94,7 @@ fn parse_args() -> Result<Args, String> {
                     other => return Err(format!("--only: unknown value {other:?}")),
                 }
             }
+            "--floor" => args.floor = true,
             "--via" => {
                 args.via = match value()?.as_str() {
                     "handle" => vec![Via::Handle],
@@ -108,7 +114,7 @@ fn parse_args() -> Result<Args, String> {
             "-h" | "--help" => {
                 return Err("usage: bench_raw [--count N] [--concurrency C] \
                             [--arbiters single|per_exit|both] [--via handle|addr|both] [--body B] \
-                            [--only bare|actor] [--rounds R]"
+                            [--only bare|actor] [--rounds R] [--floor]"
                     .into())
             }
             other => return Err(format!("unknown flag {other:?} (try --help)")),
@@ -245,13 +251,48 @@ async fn actor_run(handle: &CrawlerHandle, via: Via, url: &str, count: usize, c:
     .await
 }
 
-async fn bare_run(client: &awc::Client, url: &str, count: usize, c: usize) -> Run {
+/// `--floor`: an actor that does nothing, on the main Arbiter.
+struct Echo;
+
+impl actix::Actor for Echo {
+    type Context = actix::Context<Self>;
+}
+
+struct Ping;
+
+impl actix::Message for Ping {
+    type Result = ();
+}
+
+impl actix::Handler<Ping> for Echo {
+    type Result = ();
+
+    fn handle(&mut self, _: Ping, _: &mut actix::Context<Self>) {}
+}
+
+/// The bare loop; with `hop`, one `Addr::send` round trip to a do-nothing actor before each
+/// request (`--floor`: what any design that routes each fetch through a mailbox pays
+/// before it does anything).
+async fn bare_run(
+    client: &awc::Client,
+    hop: Option<&actix::Addr<Echo>>,
+    url: &str,
+    count: usize,
+    c: usize,
+) -> Run {
     let client = client.clone();
+    let hop = hop.cloned();
     let url: Rc<str> = Rc::from(url);
     drive(count, c, move || {
         let client = client.clone();
+        let hop = hop.clone();
         let url = url.clone();
         async move {
+            if let Some(hop) = hop {
+                if hop.send(Ping).await.is_err() {
+                    return false;
+                }
+            }
             match client.get(&*url).send().await {
                 Ok(mut resp) => {
                     let ok = resp.status().as_u16() == 200;
@@ -262,6 +303,23 @@ async fn bare_run(client: &awc::Client, url: &str, count: usize, c: usize) -> Ru
         }
     })
     .await
+}
+
+/// A path measured against the bare loop.
+enum Path {
+    /// The crawler, fetches handed in one way.
+    Actor(Via, Box<CrawlerHandle>),
+    /// The bare loop plus one actor round trip per request (`--floor`).
+    Hop(actix::Addr<Echo>),
+}
+
+impl Path {
+    async fn run(&self, client: &awc::Client, url: &str, count: usize, c: usize) -> Run {
+        match self {
+            Path::Actor(via, h) => actor_run(h, *via, url, count, c).await,
+            Path::Hop(echo) => bare_run(client, Some(echo), url, count, c).await,
+        }
+    }
 }
 
 /// The median (the mean of the middle two for an even count); NaN when empty.
@@ -319,7 +377,12 @@ fn main() {
         let client = build_client(&opts, DnsCache::new(opts.dns_ttl));
         let run_bare = args.only != Some("actor");
         let run_actor = args.only != Some("bare");
-        let mut handles = Vec::new();
+        // Paths measured against the bare loop: (label, how).
+        let mut handles: Vec<(String, Path)> = Vec::new();
+        if run_bare && args.floor {
+            use actix::Actor as _;
+            handles.push(("bare + 1 actor hop".into(), Path::Hop(Echo.start())));
+        }
         if run_actor {
             for &arbiters in &args.arbiters {
                 match Crawler::start(crawler_settings(c, arbiters)) {
@@ -330,7 +393,7 @@ fn main() {
                                 (_, Via::Handle) => format!("actor ({}, handle)", arbiters.as_str()),
                                 (_, Via::Addr) => format!("actor ({}, addr)", arbiters.as_str()),
                             };
-                            handles.push((label, via, h.clone()));
+                            handles.push((label, Path::Actor(via, Box::new(h.clone()))));
                         }
                     }
                     Err(e) => {
@@ -342,10 +405,10 @@ fn main() {
         }
         // Warm-up: connections opened on every path, not timed.
         if run_bare {
-            let _ = bare_run(&client, &url, warmup, c).await;
+            let _ = bare_run(&client, None, &url, warmup, c).await;
         }
-        for (_, via, h) in &handles {
-            let _ = actor_run(h, *via, &url, warmup, c).await;
+        for (_, path) in &handles {
+            let _ = path.run(&client, &url, warmup, c).await;
         }
         // Rounds alternate the paths, so a burst of other load on the machine hits all of
         // them alike; the summary takes medians.
@@ -356,28 +419,28 @@ fn main() {
                 println!("round {round}/{rounds}");
             }
             if run_bare {
-                let r = bare_run(&client, &url, count, c).await;
+                let r = bare_run(&client, None, &url, count, c).await;
                 report("bare awc", &r);
                 bare_runs.push(r);
             }
-            for (k, (label, via, h)) in handles.iter().enumerate() {
-                let r = actor_run(h, *via, &url, count, c).await;
+            for (k, (label, path)) in handles.iter().enumerate() {
+                let r = path.run(&client, &url, count, c).await;
                 report(label, &r);
                 actor_runs[k].push(r);
             }
         }
-        if run_bare && run_actor {
+        if run_bare && !handles.is_empty() {
             println!("median of {rounds} round(s):");
             let bare_rate = median(bare_runs.iter().map(Run::rate));
             let bare_cpu = median(bare_runs.iter().filter_map(Run::cpu_us));
             println!("{:<26} {bare_rate:>9.0} req/s, client CPU {bare_cpu:.1} µs/req", "bare awc");
-            for ((label, _, _), runs) in handles.iter().zip(&actor_runs) {
+            for ((label, _), runs) in handles.iter().zip(&actor_runs) {
                 let rate = median(runs.iter().map(Run::rate));
                 let cpu = median(runs.iter().filter_map(Run::cpu_us));
                 // Per round, actor against the bare run just before it.
                 let ratio = median(runs.iter().zip(&bare_runs).map(|(a, b)| a.rate() / b.rate()));
                 println!(
-                    "{:<26} {rate:>9.0} req/s, client CPU {cpu:.1} µs/req; ratio actor/bare = {ratio:.3} \
+                    "{:<26} {rate:>9.0} req/s, client CPU {cpu:.1} µs/req; ratio to bare = {ratio:.3} \
                      ({:+.1}% per-request time), client CPU +{:.1} µs/req",
                     label,
                     (1.0 / ratio - 1.0) * 100.0,
@@ -385,8 +448,10 @@ fn main() {
                 );
             }
         }
-        for (_, _, h) in handles {
-            h.shutdown(Duration::from_secs(1)).await;
+        for (_, path) in handles {
+            if let Path::Actor(_, h) = path {
+                h.shutdown(Duration::from_secs(1)).await;
+            }
         }
     });
     let seen = site.stats();
