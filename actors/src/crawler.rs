@@ -17,7 +17,7 @@ use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Int
 use crate::metrics::{self, LagActor, Metrics};
 use crate::net::{ClientOptions, DnsCache};
 use crate::redis::{Redis, RedisGcra, RedisOptions, RedisStats, SharedRates};
-use crate::scheduler::{Channel, ExitSlot, SchedulerActor, SharedLimits};
+use crate::scheduler::{self, Channel, ExitSlot, Scheduler, SchedulerActor, SharedLimits};
 
 /// Why the crawler could not start.
 #[derive(Debug)]
@@ -174,6 +174,9 @@ impl Crawler {
         let mut limiter_addr = None;
         let mut health_addr = None;
         let mut queue_slots = None;
+        // Names this crawler's scheduler for `CrawlerHandle::fetch`'s direct path.
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (intake, intake_rx) = tokio::sync::mpsc::unbounded_channel();
         let scheduler = SchedulerActor::create(|ctx| {
             ctx.add_stream(Channel(intake_rx));
@@ -193,23 +196,27 @@ impl Crawler {
                 health_metrics,
             )
             .start();
-            let mut s = SchedulerActor::new(sched_settings, slots, sched_metrics);
+            let mut s = Scheduler::new(sched_settings, slots, sched_metrics);
             if let Some(r) = &redis_for_limiter {
                 s.share_limits(SharedLimits {
                     gcra: RedisGcra::new(r.clone()),
                 });
             }
             s.connect(limiter.clone(), health.clone());
+            s.attach(ctx);
             queue_slots = Some(s.queue_slots());
             limiter_addr = Some(limiter);
             health_addr = Some(health);
-            s
+            let actor = SchedulerActor::new(s);
+            scheduler::register_local(id, Rc::downgrade(actor.state()));
+            actor
         });
         let Some(queue_slots) = queue_slots else {
             unreachable!("SchedulerActor::create runs its closure before it returns")
         };
         Ok(CrawlerHandle {
             scheduler,
+            id,
             intake,
             queue_slots,
             exits: exit_addrs,
@@ -229,6 +236,8 @@ impl Crawler {
 #[derive(Clone)]
 pub struct CrawlerHandle {
     scheduler: Addr<SchedulerActor>,
+    /// Finds the scheduler for the direct path when `fetch` runs on its Arbiter.
+    id: u64,
     /// `fetch`'s way in (see [`Intake`]).
     intake: tokio::sync::mpsc::UnboundedSender<Intake>,
     /// The scheduler's queue slots: `fetch` waits for one (backpressure) before handing in.
@@ -278,6 +287,15 @@ impl CrawlerHandle {
     /// Fetch one URL. The same as sending the scheduler a `Fetch` (same queue, same
     /// backpressure, one reply), by a cheaper way in: see [`Intake`].
     pub async fn fetch(&self, fetch: Fetch) -> Result<FetchResponse, FetchError> {
+        // On the scheduler's own Arbiter, with every exit there too, a fetch that may go
+        // now runs on this task (see `scheduler::fetch_direct`); anything else queues.
+        let fetch = match scheduler::local(self.id) {
+            Some(state) => match scheduler::fetch_direct(&state, fetch).await {
+                Ok(reply) => return reply,
+                Err(fetch) => fetch,
+            },
+            None => fetch,
+        };
         let arrived = actix::clock::Instant::now();
         let slot = match Arc::clone(&self.queue_slots).try_acquire_owned() {
             Ok(slot) => slot,

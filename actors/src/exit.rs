@@ -176,6 +176,45 @@ impl ExitCore {
             body,
             done,
         } = msg;
+        let attempted = self.exchange(url, method, &headers, body).await;
+        self.counters
+            .borrow_mut()
+            .record(&attempted, &self.opts.throttle_statuses);
+        done.send(attempted);
+    }
+
+    /// Send one request on the caller's own task (the scheduler's direct path) and count
+    /// it. Dropped before it ends (a shutdown's grace period ran out), it leaves the
+    /// counters as if it had never started, apart from `total`.
+    pub(crate) async fn run(
+        &self,
+        url: Uri,
+        method: Method,
+        headers: &[(String, String)],
+        body: Option<Bytes>,
+    ) -> Attempted {
+        {
+            let mut c = self.counters.borrow_mut();
+            c.active += 1;
+            c.total += 1;
+        }
+        let running = Running(self);
+        let attempted = self.exchange(url, method, headers, body).await;
+        std::mem::forget(running);
+        self.counters
+            .borrow_mut()
+            .record(&attempted, &self.opts.throttle_statuses);
+        attempted
+    }
+
+    /// One HTTP exchange, redirects followed, body read.
+    async fn exchange(
+        &self,
+        url: Uri,
+        method: Method,
+        headers: &[(String, String)],
+        body: Option<Bytes>,
+    ) -> Attempted {
         let sent_at = Instant::now();
         let mut hop = Hop {
             uri: url,
@@ -183,7 +222,7 @@ impl ExitCore {
             body,
             cross_origin: false,
         };
-        let sent = self.follow_redirects(&mut hop, &headers, None).await;
+        let sent = self.follow_redirects(&mut hop, headers, None).await;
         let latency = sent_at.elapsed();
         let result = match sent {
             Ok((resp, redirects)) => {
@@ -193,15 +232,11 @@ impl ExitCore {
             }
             Err(failure) => Err(failure),
         };
-        let attempted = Attempted {
+        Attempted {
             sent_at: sent_at.into_std(),
             latency,
             result,
-        };
-        self.counters
-            .borrow_mut()
-            .record(&attempted, &self.opts.throttle_statuses);
-        done.send(attempted);
+        }
     }
 
     /// Send `hop`, following redirects (at most `max_redirects`, each hop moving `hop`),
@@ -422,6 +457,16 @@ async fn worker(core: Weak<ExitCore>, work: Rc<Notify>) {
             Some((core, msg)) => core.attempt(msg).await,
             None => work.notified().await,
         }
+    }
+}
+
+/// A request running on the caller's task: dropped unfinished, it is no longer active.
+struct Running<'a>(&'a ExitCore);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut c = self.0.counters.borrow_mut();
+        c.active = c.active.saturating_sub(1);
     }
 }
 
