@@ -284,8 +284,11 @@ impl CrawlerHandle {
         &self.settings
     }
 
-    /// Fetch one URL. The same as sending the scheduler a `Fetch` (same queue, same
-    /// backpressure, one reply), by a cheaper way in: see [`Intake`].
+    /// Fetch one URL: the same queue, pacing, backpressure and single reply as a `Fetch`
+    /// sent to [`Self::scheduler`], by cheaper ways in. Called on the scheduler's own
+    /// Arbiter with every exit there (`crawler.arbiters = "single"`, not distributed), a
+    /// fetch that may be sent now runs on the calling task; otherwise it joins the queue
+    /// through a channel the scheduler reads, after taking a queue slot.
     pub async fn fetch(&self, fetch: Fetch) -> Result<FetchResponse, FetchError> {
         // On the scheduler's own Arbiter, with every exit there too, a fetch that may go
         // now runs on this task (see `scheduler::fetch_direct`); anything else queues.

@@ -60,9 +60,10 @@ impl Counters {
                     c.ok += 1;
                 }
                 c.consecutive_failures = 0;
+                // 0.8 · old + 0.2 · new, in integer arithmetic (no float round trip).
                 c.latency_ewma = Some(match c.latency_ewma {
                     None => attempted.latency,
-                    Some(l) => l.mul_f64(0.8) + attempted.latency.mul_f64(0.2),
+                    Some(l) => (l * 4 + attempted.latency) / 5,
                 });
             }
             Err(f) => {

@@ -4,15 +4,28 @@
 //! *now*" is the selection itself. Keeping every limiter key's pacer next to the selection
 //! makes the choice exact without a round trip to the exits; the exits stay thin I/O.
 //!
+//! The state is a `Scheduler` behind a shared cell; [`SchedulerActor`] is its mailbox.
+//! Fetches come in three ways: `Fetch` messages (other actors), `CrawlerHandle::fetch`'s
+//! channel (read by the actor as a stream), and — when the caller runs on the scheduler's
+//! Arbiter and every exit does too — the direct path (`fetch_direct`): a fetch that may
+//! be sent now, with nothing queued for its host, is admitted, sent and settled on the
+//! caller's own task, with the same selection, pacing, counting and reply as any other.
+//! Why: each hand-off between tasks and mailboxes costs about as much as the scheduling
+//! itself; against a fast site the direct path is what keeps the actor system close to a
+//! bare client (README, "Cost of the actor system").
+//!
 //! Guarantees:
-//! - exactly one reply per `Fetch`: each pending fetch owns its reply channel, and a
-//!   pending fetch that is dropped (shutdown, cancelled attempt) replies `Shutdown`;
+//! - exactly one reply per `Fetch`: each pending fetch owns its reply channel (or, on the
+//!   direct path, the slot its caller reads right after), and a pending fetch that is
+//!   dropped (shutdown, cancelled attempt) replies `Shutdown`;
 //! - no polling: when nothing may be sent, one timer is set for the earliest moment
 //!   something may, and completions and interval changes re-run the dispatch;
 //! - backpressure: at most `queue_capacity` fetches wait in the queue; further `Fetch`es
 //!   wait for a slot before they are queued, so `Addr::send(..).await` waits;
 //! - a fetch whose exit cannot even connect (the source address is gone, nothing was
-//!   sent) moves to another exit without counting an attempt or telling the limiter.
+//!   sent) moves to another exit without counting an attempt or telling the limiter;
+//! - a shutdown cuts off what is still in flight when its grace period ends, direct
+//!   attempts included.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -123,7 +136,7 @@ struct Pending {
     host: Arc<str>,
     /// Taken when the reply is sent; a pending fetch dropped without one (shutdown,
     /// cancelled attempt) answers `Shutdown` from `Drop`, so there is always a reply.
-    reply: Option<oneshot::Sender<Reply>>,
+    reply: Option<ReplyTo>,
     /// `exitcrawl_urls_done_total`, counted when the pending fetch ends (in `Drop`).
     done: prometheus_client::metrics::counter::Counter,
     /// Holds a queue slot while the fetch waits in the queue.
@@ -171,8 +184,12 @@ impl Pending {
     }
 
     fn answer(&mut self, reply: Reply) {
-        if let Some(tx) = self.reply.take() {
-            let _ = tx.send(reply);
+        match self.reply.take() {
+            Some(ReplyTo::Channel(tx)) => {
+                let _ = tx.send(reply);
+            }
+            Some(ReplyTo::Slot(slot)) => *slot.borrow_mut() = Some(reply),
+            None => {}
         }
     }
 }
@@ -192,6 +209,16 @@ impl Drop for Pending {
             self.answer(Err(err));
         }
     }
+}
+
+/// Where a pending fetch's reply goes.
+enum ReplyTo {
+    /// A channel its sender waits on.
+    Channel(oneshot::Sender<Reply>),
+    /// The scheduler's slot for direct fetches, read by the caller's task right after the
+    /// attempt is settled (see [`fetch_direct`]): a plain answer needs no channel. A direct
+    /// fetch that may not be answered at once gets a channel before it is settled.
+    Slot(Rc<RefCell<Option<Reply>>>),
 }
 
 /// One host as the scheduler sees it. One map lookup per host visit finds its queue and
@@ -387,6 +414,8 @@ pub(crate) struct Scheduler {
     handoff: Option<tokio::sync::mpsc::UnboundedSender<Handoff>>,
     /// Told when a shutdown's grace period ends: direct attempts still running stop.
     cut: Rc<tokio::sync::Notify>,
+    /// Where plain answers to direct fetches go (see [`ReplyTo::Slot`]).
+    direct_reply: Rc<RefCell<Option<Reply>>>,
 }
 
 impl Scheduler {
@@ -435,6 +464,7 @@ impl Scheduler {
             all_local: false,
             handoff: None,
             cut: Rc::new(tokio::sync::Notify::new()),
+            direct_reply: Rc::default(),
             settings,
         }
     }
@@ -810,12 +840,11 @@ impl Scheduler {
     ) -> Option<(Pending, Option<Duration>)> {
         // A plain answer logs nothing: no span for it. Anything else may (throttle, retry,
         // failure), and its events carry the fetch's span.
-        let quiet = matches!(
-            &attempted,
-            Some(Attempted { result: Ok(a), .. })
-                if a.status < 500 && !self.settings.limiter.is_throttle_status(a.status)
-        );
-        let span = if quiet { None } else { Some(p.span().clone()) };
+        let span = if self.is_plain(&attempted) {
+            None
+        } else {
+            Some(p.span().clone())
+        };
         // A disabled span (nothing records it) is not entered: entering one still costs a
         // trip through the `log` fallback.
         let _in_span = span
@@ -823,6 +852,16 @@ impl Scheduler {
             .filter(|s| !s.is_disabled())
             .map(|s| s.enter());
         self.settle(i, p, attempted.ok_or(MailboxError::Closed))
+    }
+
+    /// An answer that ends the fetch at once (not a throttle, not a 5xx): settled, it is
+    /// answered, logs nothing, and is not retried.
+    fn is_plain(&self, attempted: &Option<Attempted>) -> bool {
+        matches!(
+            attempted,
+            Some(Attempted { result: Ok(a), .. })
+                if a.status < 500 && !self.settings.limiter.is_throttle_status(a.status)
+        )
     }
 
     /// Count an ended attempt through exit `i`, tell the limiter and the health actor,
@@ -1029,9 +1068,9 @@ impl Scheduler {
     }
 }
 
-/// Routes fetches to exits: the mailbox of a [`Scheduler`]. The state sits behind a
+/// Routes fetches to exits: the mailbox of a `Scheduler`. The state sits behind a
 /// shared cell so that `CrawlerHandle::fetch` on this Arbiter can take a fetch straight
-/// through it (see `Scheduler::try_direct`); everything else comes in as messages.
+/// through it (see `fetch_direct`); everything else comes in as messages.
 pub struct SchedulerActor {
     state: Rc<RefCell<Scheduler>>,
 }
@@ -1297,7 +1336,7 @@ impl Scheduler {
             fetch: m.fetch,
             uri: Some(m.uri),
             host: m.host.clone(),
-            reply: m.reply,
+            reply: m.reply.map(ReplyTo::Channel),
             done: self.metrics.urls_done.clone(),
             slot: m.slot,
             attempts: 0,
@@ -1617,7 +1656,7 @@ impl Scheduler {
 /// What a direct attempt hands back to the actor: what needs its timers.
 enum Handoff {
     /// Retry after a backoff (at least the `Retry-After`, if any).
-    Retry(Pending, Option<Duration>),
+    Retry(Box<Pending>, Option<Duration>),
     /// Capacity was freed, or a fetch requeued, while fetches wait: run the dispatch.
     Dispatch,
 }
@@ -1634,7 +1673,7 @@ impl StreamHandler<Handoff> for SchedulerActor {
                 );
                 st.check_drained();
             }
-            Handoff::Retry(p, retry_after) => st.retry_later(p, retry_after, ctx),
+            Handoff::Retry(p, retry_after) => st.retry_later(*p, retry_after, ctx),
             Handoff::Dispatch => {}
         }
         st.dispatch(ctx);
@@ -1645,6 +1684,9 @@ impl StreamHandler<Handoff> for SchedulerActor {
 }
 
 /// How `Scheduler::admit_direct` took a fetch.
+// The large variant is the common one, and the value lives on the stack for a moment:
+// boxing it would add an allocation per fetch.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Direct {
     /// Send it now on the caller's task, then [`Scheduler::finish_direct`].
     Go(DirectAttempt),
@@ -1660,7 +1702,7 @@ pub(crate) struct DirectAttempt {
     core: Rc<ExitCore>,
     pending: Pending,
     uri: Uri,
-    reply: oneshot::Receiver<Reply>,
+    reply: Rc<RefCell<Option<Reply>>>,
     cut: Rc<tokio::sync::Notify>,
 }
 
@@ -1714,7 +1756,7 @@ pub(crate) async fn fetch_direct(
         core,
         pending,
         uri,
-        mut reply,
+        reply,
         cut,
     } = go;
     let attempted = {
@@ -1728,19 +1770,27 @@ pub(crate) async fn fetch_direct(
             futures_util::future::Either::Right(_) => None,
         }
     };
-    match attempted {
+    let later = match attempted {
         Some(attempted) => state.borrow_mut().finish_direct(exit, pending, attempted),
-        None => drop(pending),
-    }
-    // Answered already unless the fetch went back for a retry.
-    Ok(match reply.try_recv() {
-        Ok(r) => r,
-        Err(_) => (&mut reply).await.unwrap_or_else(|_| {
+        // The grace period is over: dropping the pending fetch answers `Shutdown`.
+        None => {
+            drop(pending);
+            None
+        }
+    };
+    let now = reply.borrow_mut().take();
+    Ok(match (now, later) {
+        (Some(r), _) => r,
+        (None, Some(rx)) => rx.await.unwrap_or_else(|_| {
             Err(FetchError::shutdown(
                 String::new(),
                 "scheduler dropped the fetch without a reply",
             ))
         }),
+        (None, None) => Err(FetchError::shutdown(
+            String::new(),
+            "scheduler dropped the fetch without a reply",
+        )),
     })
 }
 
@@ -1771,8 +1821,7 @@ impl Scheduler {
                 }));
             }
         };
-        let now = Instant::now();
-        let now_std = now.into_std();
+        let now_std = arrived.into_std();
         let state = self.hosts.entry(Arc::clone(&host)).or_default();
         if !state.queue.is_empty() {
             return Direct::Queue(fetch);
@@ -1809,12 +1858,11 @@ impl Scheduler {
         self.metrics.urls_total.inc();
         self.reserve(i);
         self.budget.deposit(now_std);
-        let (tx, rx) = oneshot::channel();
         let pending = Pending {
             fetch,
             uri: None,
             host,
-            reply: Some(tx),
+            reply: Some(ReplyTo::Slot(Rc::clone(&self.direct_reply))),
             done: self.metrics.urls_done.clone(),
             slot: None,
             attempts: 1,
@@ -1831,15 +1879,30 @@ impl Scheduler {
             core,
             pending,
             uri,
-            reply: rx,
+            reply: Rc::clone(&self.direct_reply),
             cut: Rc::clone(&self.cut),
         })
     }
 
-    /// Settle a direct attempt; hand the actor what needs its timers.
-    fn finish_direct(&mut self, exit: usize, pending: Pending, attempted: Attempted) {
-        let handoff = match self.settle_spanned(exit, pending, Some(attempted)) {
-            Some((p, retry_after)) => Some(Handoff::Retry(p, retry_after)),
+    /// Settle a direct attempt; hand the actor what needs its timers. A plain answer goes
+    /// to the direct slot; anything else may be answered later (a retry, another exit),
+    /// so it gets a channel first, and its receiver is returned.
+    fn finish_direct(
+        &mut self,
+        exit: usize,
+        mut pending: Pending,
+        attempted: Attempted,
+    ) -> Option<oneshot::Receiver<Reply>> {
+        let attempted = Some(attempted);
+        let later = if self.is_plain(&attempted) {
+            None
+        } else {
+            let (tx, rx) = oneshot::channel();
+            pending.reply = Some(ReplyTo::Channel(tx));
+            Some(rx)
+        };
+        let handoff = match self.settle_spanned(exit, pending, attempted) {
+            Some((p, retry_after)) => Some(Handoff::Retry(Box::new(p), retry_after)),
             None if !self.order.is_empty() => Some(Handoff::Dispatch),
             None => None,
         };
@@ -1848,5 +1911,6 @@ impl Scheduler {
             let _ = tx.send(h);
         }
         self.check_drained();
+        later
     }
 }

@@ -145,3 +145,37 @@ async fn shutdown_answers_every_fetch_queued_or_in_flight() {
     let m = h.metrics();
     assert_eq!(m.urls_done.get(), m.urls_total.get());
 }
+
+#[actix_rt::test]
+async fn exits_on_arbiters_of_their_own_serve_both_ways_in() {
+    let site = TestSite::start(SiteConfig::default());
+    let mut s = settings(4, 16);
+    s.exits = exits(2, 2);
+    s.crawler.arbiters = exitcrawl::config::Arbiters::PerExit;
+    let h = Crawler::start(s).expect("start");
+    let addr = h.scheduler();
+    let mut fetches: Vec<LocalBoxFuture<'_, Reply>> = Vec::new();
+    for i in 0..40 {
+        let url = site.url(&format!("/a/{i}"));
+        if i % 2 == 0 {
+            fetches.push(Box::pin(h.fetch(Fetch::get(url))));
+        } else {
+            let addr = addr.clone();
+            fetches.push(Box::pin(async move {
+                addr.send(Fetch::get(url)).await.expect("scheduler running")
+            }));
+        }
+    }
+    let replies = tokio::time::timeout(Duration::from_secs(30), join_all(fetches))
+        .await
+        .expect("every fetch is answered");
+    assert!(replies
+        .iter()
+        .all(|r| r.as_ref().is_ok_and(|r| r.status == 200)));
+    // Both exits carried requests, each from its own source address.
+    let ips: std::collections::HashSet<_> = site.requests().iter().map(|r| r.peer).collect();
+    assert_eq!(ips.len(), 2, "{ips:?}");
+    let stats = h.stats().await;
+    assert_eq!(stats.iter().map(|e| e.total).sum::<u64>(), 40);
+    h.shutdown(Duration::from_secs(1)).await;
+}
