@@ -311,10 +311,23 @@ impl ExitCore {
     ) -> Result<Answer, AttemptFailure> {
         let limit = self.opts.max_body_bytes;
         let status = resp.status().as_u16();
-        let mut resp = resp.timeout(self.opts.client.timeout);
         // A HEAD answer, a 204 and a 304 announce a length but carry no body.
         let bodyless = head || status == 204 || status == 304;
-        match read_body(&mut resp, limit, bodyless).await {
+        let mut resp = resp;
+        let body = match Body::new(&resp, limit, bodyless) {
+            Err(e) => Err(e),
+            Ok(mut body) => match body.take_ready(&mut resp) {
+                Some(done) => done.map(|()| body.finish()),
+                None => {
+                    // Not all here yet: the rest within the body timeout.
+                    let mut timed = resp.timeout(self.opts.client.timeout);
+                    let rest = body.read_rest(&mut timed).await;
+                    resp = timed;
+                    rest.map(|()| body.finish())
+                }
+            },
+        };
+        match body {
             Ok(body) => {
                 // Move the headers out instead of cloning the map.
                 let mut headers = HeaderMap::new();
@@ -563,7 +576,7 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
     }
 }
 
-/// Read a response body of at most `limit` bytes into one buffer sized from
+/// A response body of at most `limit` bytes, read into one buffer sized from
 /// `Content-Length`.
 ///
 /// Why not awc's `body()`: it starts from an empty buffer and doubles it as chunks come,
@@ -571,29 +584,67 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
 /// freed buffers at the top of the heap were handed back to the OS and faulted in again,
 /// about one page fault per request (`perf stat -e page-faults` on
 /// `bench_raw --body 32768`). One buffer of the announced size avoids both.
-async fn read_body(
-    resp: &mut awc::ClientResponse,
+///
+/// The body timeout is armed only if the body is not all there already
+/// ([`Body::take_ready`]): a short answer usually arrives whole with its head, and arming
+/// the timer cost more than reading such a body.
+struct Body {
+    buf: bytes::BytesMut,
     limit: usize,
-    bodyless: bool,
-) -> Result<Bytes, PayloadError> {
-    use futures_util::StreamExt as _;
-    let announced = resp
-        .headers()
-        .get(awc::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .filter(|_| !bodyless);
-    if announced.is_some_and(|n| n > limit) {
-        return Err(PayloadError::Overflow);
-    }
-    let mut buf = bytes::BytesMut::with_capacity(announced.unwrap_or(0));
-    while let Some(chunk) = resp.next().await {
-        let chunk = chunk?;
-        if buf.len() + chunk.len() > limit {
+}
+
+impl Body {
+    fn new(resp: &awc::ClientResponse, limit: usize, bodyless: bool) -> Result<Self, PayloadError> {
+        let announced = resp
+            .headers()
+            .get(awc::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+            .filter(|_| !bodyless);
+        if announced.is_some_and(|n| n > limit) {
             return Err(PayloadError::Overflow);
         }
-        buf.extend_from_slice(&chunk);
+        Ok(Self {
+            buf: bytes::BytesMut::with_capacity(announced.unwrap_or(0)),
+            limit,
+        })
     }
-    Ok(buf.freeze())
+
+    fn append(&mut self, chunk: Result<Bytes, PayloadError>) -> Result<(), PayloadError> {
+        let chunk = chunk?;
+        if self.buf.len() + chunk.len() > self.limit {
+            return Err(PayloadError::Overflow);
+        }
+        self.buf.extend_from_slice(&chunk);
+        Ok(())
+    }
+
+    /// Read what has arrived; `Some` when the body ended (or failed), `None` when more
+    /// is to come.
+    fn take_ready(&mut self, resp: &mut awc::ClientResponse) -> Option<Result<(), PayloadError>> {
+        use futures_util::{FutureExt as _, StreamExt as _};
+        loop {
+            match resp.next().now_or_never()? {
+                Some(chunk) => {
+                    if let Err(e) = self.append(chunk) {
+                        return Some(Err(e));
+                    }
+                }
+                None => return Some(Ok(())),
+            }
+        }
+    }
+
+    async fn read_rest(&mut self, resp: &mut awc::ClientResponse) -> Result<(), PayloadError> {
+        use futures_util::StreamExt as _;
+        while let Some(chunk) = resp.next().await {
+            self.append(chunk)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Bytes {
+        self.buf.freeze()
+    }
 }
 
 fn body_failure(err: &PayloadError, limit: usize) -> AttemptFailure {

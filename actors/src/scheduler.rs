@@ -1132,6 +1132,24 @@ fn wire_uri(url: &str) -> Result<Uri, String> {
         .map_err(|e| format!("not a valid URL ({e})"))
 }
 
+/// The host of a URI's authority, as `Uri::host` gives it (an IPv6 literal keeps its
+/// brackets), found with byte searches: `Uri::host` splits by `char` patterns, which
+/// showed as a measurable share of admission.
+fn host_of(uri: &Uri) -> Option<&str> {
+    let auth = uri.authority()?.as_str();
+    let host_port = match auth.bytes().rposition(|b| b == b'@') {
+        Some(at) => &auth[at + 1..],
+        None => auth,
+    };
+    if host_port.starts_with('[') {
+        return host_port.find(']').map(|end| &host_port[..=end]);
+    }
+    Some(match host_port.bytes().position(|b| b == b':') {
+        Some(colon) => &host_port[..colon],
+        None => host_port,
+    })
+}
+
 /// The URL parsed as sent, and its host in lowercase (shared with `hosts`' key when the
 /// host is already there, which saves an allocation per fetch to a busy host), or why it
 /// cannot be fetched.
@@ -1146,8 +1164,7 @@ fn parse_url(url: &str, hosts: &HashMap<Arc<str>, HostState>) -> Result<(Uri, Ar
         }
         None => return Err("not an absolute URL (expected http:// or https://)".into()),
     }
-    let host = uri
-        .host()
+    let host = host_of(&uri)
         .filter(|h| !h.is_empty())
         .ok_or_else(|| "URL has no host".to_string())?;
     let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -1763,8 +1780,7 @@ pub(crate) async fn fetch_direct(
         let f = &pending.fetch;
         let run = core.run(uri, f.method.clone(), &f.headers, f.body.clone());
         let cut = cut.notified();
-        futures_util::pin_mut!(run, cut);
-        match futures_util::future::select(run, cut).await {
+        match futures_util::future::select(std::pin::pin!(run), std::pin::pin!(cut)).await {
             futures_util::future::Either::Left((attempted, _)) => Some(attempted),
             // The shutdown's grace period is over: dropping the pending fetch answers it.
             futures_util::future::Either::Right(_) => None,
@@ -1912,5 +1928,27 @@ impl Scheduler {
         }
         self.check_drained();
         later
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_of_agrees_with_uri_host() {
+        for url in [
+            "http://example.com/",
+            "http://Example.COM:8080/x",
+            "https://user:pw@example.com:443/a?b#c",
+            "http://user@[::1]:8080/",
+            "http://[2001:db8::1]/",
+            "http://127.0.0.1:1234",
+            "http://a@b@c:80/",
+            "http://example.com:/",
+        ] {
+            let uri: Uri = url.parse().expect(url);
+            assert_eq!(host_of(&uri), uri.host(), "{url}");
+        }
     }
 }

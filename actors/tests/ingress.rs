@@ -179,3 +179,24 @@ async fn exits_on_arbiters_of_their_own_serve_both_ways_in() {
     assert_eq!(stats.iter().map(|e| e.total).sum::<u64>(), 40);
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+#[actix_rt::test]
+async fn a_body_that_arrives_after_its_head_is_read_whole() {
+    // The head comes at once, the 8 body bytes 20 ms apart: the exit reads what is there,
+    // then the rest within the body timeout.
+    let site = TestSite::start(SiteConfig::default());
+    let h = Crawler::start(settings(2, 4)).expect("start");
+    let url = site.fault_url("/fault/trickle8x20");
+    let direct = h.fetch(Fetch::get(url.clone())).await.expect("answer");
+    assert_eq!(direct.status, 200);
+    assert_eq!(direct.body.len(), 8);
+    // The same through the queue (a Fetch message), on an exit worker.
+    let queued = h
+        .scheduler()
+        .send(Fetch::get(url))
+        .await
+        .expect("running")
+        .expect("answer");
+    assert_eq!(queued.status, 200);
+    assert_eq!(queued.body.len(), 8);
+}
