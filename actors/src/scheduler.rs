@@ -53,9 +53,9 @@ use crate::exit::{ExitActor, ExitCore};
 use crate::health::HealthActor;
 use crate::limiter::{LimitKey, LimiterActor};
 use crate::messages::{
-    AllExitsDown, AttemptDone, AttemptReport, Attempted, ExitStats, Failed, Fetch, FetchError,
-    FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Intake, Observed,
-    ReportTo, SendRequest, SetInterval, Shutdown, Succeeded, Throttled,
+    AllExitsDown, Answer, AttemptDone, AttemptReport, Attempted, ExitStats, Failed, Fetch,
+    FetchError, FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Intake,
+    Observed, ReportTo, SendRequest, SetInterval, Shutdown, Succeeded, Throttled,
 };
 use crate::metrics::{status_class, ExitHandles, Metrics, RateLabels};
 use crate::net::FailureKind;
@@ -136,7 +136,7 @@ struct Pending {
     host: Arc<str>,
     /// Taken when the reply is sent; a pending fetch dropped without one (shutdown,
     /// cancelled attempt) answers `Shutdown` from `Drop`, so there is always a reply.
-    reply: Option<ReplyTo>,
+    reply: Option<oneshot::Sender<Reply>>,
     /// `exitcrawl_urls_done_total`, counted when the pending fetch ends (in `Drop`).
     done: prometheus_client::metrics::counter::Counter,
     /// Holds a queue slot while the fetch waits in the queue.
@@ -184,12 +184,8 @@ impl Pending {
     }
 
     fn answer(&mut self, reply: Reply) {
-        match self.reply.take() {
-            Some(ReplyTo::Channel(tx)) => {
-                let _ = tx.send(reply);
-            }
-            Some(ReplyTo::Slot(slot)) => *slot.borrow_mut() = Some(reply),
-            None => {}
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(reply);
         }
     }
 }
@@ -209,16 +205,6 @@ impl Drop for Pending {
             self.answer(Err(err));
         }
     }
-}
-
-/// Where a pending fetch's reply goes.
-enum ReplyTo {
-    /// A channel its sender waits on.
-    Channel(oneshot::Sender<Reply>),
-    /// The scheduler's slot for direct fetches, read by the caller's task right after the
-    /// attempt is settled (see [`fetch_direct`]): a plain answer needs no channel. A direct
-    /// fetch that may not be answered at once gets a channel before it is settled.
-    Slot(Rc<RefCell<Option<Reply>>>),
 }
 
 /// One host as the scheduler sees it. One map lookup per host visit finds its queue and
@@ -414,8 +400,6 @@ pub(crate) struct Scheduler {
     handoff: Option<tokio::sync::mpsc::UnboundedSender<Handoff>>,
     /// Told when a shutdown's grace period ends: direct attempts still running stop.
     cut: Rc<tokio::sync::Notify>,
-    /// Where plain answers to direct fetches go (see [`ReplyTo::Slot`]).
-    direct_reply: Rc<RefCell<Option<Reply>>>,
 }
 
 impl Scheduler {
@@ -464,7 +448,6 @@ impl Scheduler {
             all_local: false,
             handoff: None,
             cut: Rc::new(tokio::sync::Notify::new()),
-            direct_reply: Rc::default(),
             settings,
         }
     }
@@ -840,11 +823,9 @@ impl Scheduler {
     ) -> Option<(Pending, Option<Duration>)> {
         // A plain answer logs nothing: no span for it. Anything else may (throttle, retry,
         // failure), and its events carry the fetch's span.
-        let span = if self.is_plain(&attempted) {
-            None
-        } else {
-            Some(p.span().clone())
-        };
+        let plain =
+            matches!(&attempted, Some(Attempted { result: Ok(a), .. }) if self.is_plain(a.status));
+        let span = if plain { None } else { Some(p.span().clone()) };
         // A disabled span (nothing records it) is not entered: entering one still costs a
         // trip through the `log` fallback.
         let _in_span = span
@@ -856,12 +837,8 @@ impl Scheduler {
 
     /// An answer that ends the fetch at once (not a throttle, not a 5xx): settled, it is
     /// answered, logs nothing, and is not retried.
-    fn is_plain(&self, attempted: &Option<Attempted>) -> bool {
-        matches!(
-            attempted,
-            Some(Attempted { result: Ok(a), .. })
-                if a.status < 500 && !self.settings.limiter.is_throttle_status(a.status)
-        )
+    fn is_plain(&self, status: u16) -> bool {
+        status < 500 && !self.settings.limiter.is_throttle_status(status)
     }
 
     /// Count an ended attempt through exit `i`, tell the limiter and the health actor,
@@ -887,55 +864,14 @@ impl Scheduler {
             }
             Ok(att) => match att.result {
                 Ok(answer) => {
-                    self.observe(i, None);
-                    self.handles[i].duration.observe(att.latency.as_secs_f64());
-                    // Every hint header is named retry-after or [x-]ratelimit…, and names
-                    // arrive lowercase: most answers have none, and skip the parse.
-                    let maybe_hint = |k: &awc::http::header::HeaderName| {
-                        matches!(k.as_str().as_bytes().first(), Some(b'r' | b'x'))
-                    };
-                    let hints = if answer.headers.keys().any(maybe_hint) {
-                        ServerHints::from_headers(
-                            answer
-                                .headers
-                                .iter()
-                                .filter(|(k, _)| maybe_hint(k))
-                                .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
-                            // Retry-After's HTTP-date form is relative to the wall clock.
-                            std::time::SystemTime::now(),
-                        )
-                    } else {
-                        ServerHints::default()
-                    };
-                    let throttle = self.settings.limiter.is_throttle_status(answer.status);
-                    // Fixed algorithms only need what can pause them: throttles and
-                    // the site's rate-limit headers.
-                    let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
-                    let tell_limiter = throttle || adaptive || !hints.is_empty();
-                    if let Some(l) = self.limiter.as_ref().filter(|_| tell_limiter) {
-                        if throttle {
-                            l.do_send(Throttled {
-                                exit: exit_name.clone(),
-                                host: p.host.clone(),
-                                sent_at: att.sent_at,
-                                latency: att.latency,
-                                status: answer.status,
-                                hints,
-                            });
-                        } else {
-                            l.do_send(Succeeded {
-                                exit: exit_name.clone(),
-                                host: p.host.clone(),
-                                sent_at: att.sent_at,
-                                latency: att.latency,
-                                status: answer.status,
-                                hints,
-                                limited: p.waited,
-                            });
-                        }
-                    }
-                    let outcome = if throttle { "throttled" } else { "ok" };
-                    self.count(i, outcome, status_class(answer.status));
+                    let (throttle, hints) = self.note_answer(
+                        i,
+                        &exit_name,
+                        &p.host,
+                        p.waited,
+                        (att.sent_at, att.latency),
+                        &answer,
+                    );
                     let latency_ms = att.latency.as_secs_f64() * 1e3;
                     if throttle {
                         p.throttled += 1;
@@ -999,6 +935,70 @@ impl Scheduler {
             },
         }
         retry
+    }
+
+    /// What an answer through exit `i` tells: time and count it, feed the limiter (a
+    /// throttle; with the adaptive algorithm, any answer; the site's rate-limit headers).
+    /// Returns whether it is a throttle, and the site's hints.
+    fn note_answer(
+        &mut self,
+        i: usize,
+        exit_name: &Arc<str>,
+        host: &Arc<str>,
+        waited: bool,
+        (sent_at, latency): (std::time::Instant, Duration),
+        answer: &Answer,
+    ) -> (bool, ServerHints) {
+        self.observe(i, None);
+        self.handles[i].duration.observe(latency.as_secs_f64());
+        // Every hint header is named retry-after or [x-]ratelimit…, and names arrive
+        // lowercase: most answers have none, and skip the parse.
+        let maybe_hint = |k: &awc::http::header::HeaderName| {
+            matches!(k.as_str().as_bytes().first(), Some(b'r' | b'x'))
+        };
+        let hints = if answer.headers.keys().any(maybe_hint) {
+            ServerHints::from_headers(
+                answer
+                    .headers
+                    .iter()
+                    .filter(|(k, _)| maybe_hint(k))
+                    .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
+                // Retry-After's HTTP-date form is relative to the wall clock.
+                std::time::SystemTime::now(),
+            )
+        } else {
+            ServerHints::default()
+        };
+        let throttle = self.settings.limiter.is_throttle_status(answer.status);
+        // Fixed algorithms only need what can pause them: throttles and the site's
+        // rate-limit headers.
+        let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
+        let tell_limiter = throttle || adaptive || !hints.is_empty();
+        if let Some(l) = self.limiter.as_ref().filter(|_| tell_limiter) {
+            if throttle {
+                l.do_send(Throttled {
+                    exit: Arc::clone(exit_name),
+                    host: Arc::clone(host),
+                    sent_at,
+                    latency,
+                    status: answer.status,
+                    hints,
+                });
+            } else {
+                l.do_send(Succeeded {
+                    exit: Arc::clone(exit_name),
+                    host: Arc::clone(host),
+                    sent_at,
+                    latency,
+                    status: answer.status,
+                    hints,
+                    limited: waited,
+                });
+            }
+        }
+        let outcome = if throttle { "throttled" } else { "ok" };
+        self.count(i, outcome, status_class(answer.status));
+        (throttle, hints)
     }
 
     /// Passive health. Successes of an exit in good standing change nothing, so only
@@ -1353,7 +1353,7 @@ impl Scheduler {
             fetch: m.fetch,
             uri: Some(m.uri),
             host: m.host.clone(),
-            reply: m.reply.map(ReplyTo::Channel),
+            reply: m.reply,
             done: self.metrics.urls_done.clone(),
             slot: m.slot,
             attempts: 0,
@@ -1713,13 +1713,15 @@ pub(crate) enum Direct {
     Queue(Fetch),
 }
 
-/// A fetch admitted on the direct path, with everything its attempt needs.
+/// A fetch admitted on the direct path, with everything its attempt needs. Not a
+/// [`Pending`]: most direct fetches end with their first answer and never need one.
 pub(crate) struct DirectAttempt {
     exit: usize,
     core: Rc<ExitCore>,
-    pending: Pending,
+    fetch: Fetch,
+    host: Arc<str>,
+    arrived: Instant,
     uri: Uri,
-    reply: Rc<RefCell<Option<Reply>>>,
     cut: Rc<tokio::sync::Notify>,
 }
 
@@ -1771,42 +1773,48 @@ pub(crate) async fn fetch_direct(
     let DirectAttempt {
         exit,
         core,
-        pending,
+        fetch,
+        host,
+        arrived,
         uri,
-        reply,
         cut,
     } = go;
     let attempted = {
-        let f = &pending.fetch;
-        let run = core.run(uri, f.method.clone(), &f.headers, f.body.clone());
+        let run = core.run(
+            uri,
+            fetch.method.clone(),
+            &fetch.headers,
+            fetch.body.clone(),
+        );
         let cut = cut.notified();
         match futures_util::future::select(std::pin::pin!(run), std::pin::pin!(cut)).await {
             futures_util::future::Either::Left((attempted, _)) => Some(attempted),
-            // The shutdown's grace period is over: dropping the pending fetch answers it.
             futures_util::future::Either::Right(_) => None,
         }
     };
-    let later = match attempted {
-        Some(attempted) => state.borrow_mut().finish_direct(exit, pending, attempted),
-        // The grace period is over: dropping the pending fetch answers `Shutdown`.
-        None => {
-            drop(pending);
-            None
-        }
+    let Some(attempted) = attempted else {
+        // The shutdown's grace period is over (the scheduler has let go of the fetch).
+        state.borrow().metrics.urls_done.inc();
+        return Ok(Err(FetchError {
+            kind: FetchErrorKind::Shutdown,
+            message: "crawler shut down before this fetch finished".into(),
+            url: fetch.url,
+            exit: None,
+            attempts: 1,
+            throttled: 0,
+        }));
     };
-    let now = reply.borrow_mut().take();
-    Ok(match (now, later) {
-        (Some(r), _) => r,
-        (None, Some(rx)) => rx.await.unwrap_or_else(|_| {
+    let outcome = state
+        .borrow_mut()
+        .finish_direct(exit, fetch, host, arrived, attempted);
+    Ok(match outcome {
+        Ok(reply) => reply,
+        Err(later) => later.await.unwrap_or_else(|_| {
             Err(FetchError::shutdown(
                 String::new(),
                 "scheduler dropped the fetch without a reply",
             ))
         }),
-        (None, None) => Err(FetchError::shutdown(
-            String::new(),
-            "scheduler dropped the fetch without a reply",
-        )),
     })
 }
 
@@ -1874,60 +1882,94 @@ impl Scheduler {
         self.metrics.urls_total.inc();
         self.reserve(i);
         self.budget.deposit(now_std);
-        let pending = Pending {
-            fetch,
-            uri: None,
-            host,
-            reply: Some(ReplyTo::Slot(Rc::clone(&self.direct_reply))),
-            done: self.metrics.urls_done.clone(),
-            slot: None,
-            attempts: 1,
-            throttled: 0,
-            excluded: Vec::new(),
-            arrived,
-            no_exit_since: None,
-            waited: false,
-            last_exit: Some(i),
-            span: None,
-        };
         Direct::Go(DirectAttempt {
             exit: i,
             core,
-            pending,
+            fetch,
+            host,
+            arrived,
             uri,
-            reply: Rc::clone(&self.direct_reply),
             cut: Rc::clone(&self.cut),
         })
     }
 
-    /// Settle a direct attempt; hand the actor what needs its timers. A plain answer goes
-    /// to the direct slot; anything else may be answered later (a retry, another exit),
-    /// so it gets a channel first, and its receiver is returned.
+    /// Settle a direct attempt. A plain answer is answered here and now; anything else
+    /// becomes a pending fetch like any other (it may be retried, or moved to another
+    /// exit), with a channel for its reply, whose receiver is returned. What needs the
+    /// actor's timers goes to it.
     fn finish_direct(
         &mut self,
-        exit: usize,
-        mut pending: Pending,
+        i: usize,
+        fetch: Fetch,
+        host: Arc<str>,
+        arrived: Instant,
         attempted: Attempted,
-    ) -> Option<oneshot::Receiver<Reply>> {
-        let attempted = Some(attempted);
-        let later = if self.is_plain(&attempted) {
-            None
-        } else {
-            let (tx, rx) = oneshot::channel();
-            pending.reply = Some(ReplyTo::Channel(tx));
-            Some(rx)
+    ) -> Result<Reply, oneshot::Receiver<Reply>> {
+        let outcome = match attempted.result {
+            Ok(answer) if self.is_plain(answer.status) => {
+                self.release(i, &host);
+                let exit_name = Arc::clone(&self.exits[i].name);
+                self.note_answer(
+                    i,
+                    &exit_name,
+                    &host,
+                    false,
+                    (attempted.sent_at, attempted.latency),
+                    &answer,
+                );
+                self.metrics.urls_done.inc();
+                Ok(Ok(FetchResponse {
+                    url: fetch.url,
+                    final_url: answer.final_url,
+                    status: answer.status,
+                    headers: answer.headers,
+                    body: answer.body,
+                    exit: exit_name.to_string(),
+                    attempts: 1,
+                    throttled: 0,
+                    elapsed: Instant::now().saturating_duration_since(arrived),
+                }))
+            }
+            result => {
+                let (tx, rx) = oneshot::channel();
+                let p = Pending {
+                    fetch,
+                    uri: None,
+                    host,
+                    reply: Some(tx),
+                    done: self.metrics.urls_done.clone(),
+                    slot: None,
+                    attempts: 1,
+                    throttled: 0,
+                    excluded: Vec::new(),
+                    arrived,
+                    no_exit_since: None,
+                    waited: false,
+                    last_exit: Some(i),
+                    span: None,
+                };
+                let attempted = Attempted {
+                    result,
+                    ..attempted
+                };
+                if let Some((p, retry_after)) = self.settle_spanned(i, p, Some(attempted)) {
+                    self.hand_off(Handoff::Retry(Box::new(p), retry_after));
+                }
+                Err(rx)
+            }
         };
-        let handoff = match self.settle_spanned(exit, pending, attempted) {
-            Some((p, retry_after)) => Some(Handoff::Retry(Box::new(p), retry_after)),
-            None if !self.order.is_empty() => Some(Handoff::Dispatch),
-            None => None,
-        };
-        if let (Some(h), Some(tx)) = (handoff, &self.handoff) {
+        if !self.order.is_empty() {
+            self.hand_off(Handoff::Dispatch);
+        }
+        self.check_drained();
+        outcome
+    }
+
+    fn hand_off(&self, h: Handoff) {
+        if let Some(tx) = &self.handoff {
             // Fails only when the actor is gone; a pending fetch dropped with it answers.
             let _ = tx.send(h);
         }
-        self.check_drained();
-        later
     }
 }
 
