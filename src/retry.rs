@@ -10,7 +10,6 @@
 //! retries of many failed requests instead of re-synchronising them (the thundering herd),
 //! and `Retry-After` is a floor no jitter may undercut.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::rng::RandomSource;
@@ -46,63 +45,93 @@ impl Backoff {
 
 /// A retry budget: retries may add at most `ratio` of the first attempts' load, plus a
 /// reserve of `min_per_sec` retries per second.
+///
+/// Counted in [`BUDGET_SLOTS`] slots of `ttl / BUDGET_SLOTS` each, not one timestamp per
+/// attempt: at 80,000 first attempts a second and a 10 s ttl a list of timestamps held
+/// 800,000 entries (12.8 MB) and grew and shrank on every fetch; the slots are constant
+/// in size and time. The window is `ttl` to within one slot.
 #[derive(Debug, Clone)]
 pub struct RetryBudget {
     ratio: f64,
     min_per_sec: f64,
     ttl: Duration,
-    /// When each first attempt (deposit) and each retry (withdrawal) happened, within ttl.
-    deposits: VecDeque<Instant>,
-    withdrawals: VecDeque<Instant>,
+    /// Slot width, nanoseconds (at least 1).
+    slot_nanos: u64,
+    /// (deposits, withdrawals) per slot; slot `n` (counted from `start`) is at `n % SLOTS`.
+    slots: [(u64, u64); BUDGET_SLOTS],
+    /// Sums over the slots.
+    deposits: u64,
+    withdrawals: u64,
+    /// The first instant seen: slot 0 starts there.
+    start: Option<Instant>,
+    /// The newest slot counted into.
+    current: u64,
 }
+
+/// Slots a [`RetryBudget`] divides its ttl into.
+pub const BUDGET_SLOTS: usize = 20;
 
 impl RetryBudget {
     /// A budget allowing retries of `ratio` × first attempts over the last `ttl`, plus
     /// `min_per_sec` × ttl retries.
     pub fn new(ratio: f64, min_per_sec: f64, ttl: Duration) -> Self {
+        let slot_nanos = (ttl.as_nanos() / BUDGET_SLOTS as u128).clamp(1, u64::MAX as u128);
         Self {
             ratio: ratio.max(0.0),
             min_per_sec: min_per_sec.max(0.0),
             ttl,
-            deposits: VecDeque::new(),
-            withdrawals: VecDeque::new(),
+            slot_nanos: slot_nanos as u64,
+            slots: [(0, 0); BUDGET_SLOTS],
+            deposits: 0,
+            withdrawals: 0,
+            start: None,
+            current: 0,
         }
     }
 
-    fn expire(&mut self, now: Instant) {
-        let Some(horizon) = now.checked_sub(self.ttl) else {
-            return;
-        };
-        while self.deposits.front().is_some_and(|t| *t < horizon) {
-            self.deposits.pop_front();
+    /// Move to the slot of `now`, emptying the slots that fell out of the window; returns
+    /// the index of `now`'s slot.
+    fn advance(&mut self, now: Instant) -> usize {
+        let start = *self.start.get_or_insert(now);
+        let elapsed =
+            u64::try_from(now.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX);
+        let slot = elapsed / self.slot_nanos;
+        if slot > self.current {
+            let passed = (slot - self.current).min(BUDGET_SLOTS as u64);
+            for k in 1..=passed {
+                let i = ((self.current + k) % BUDGET_SLOTS as u64) as usize;
+                let (d, w) = std::mem::take(&mut self.slots[i]);
+                self.deposits -= d;
+                self.withdrawals -= w;
+            }
+            self.current = slot;
         }
-        while self.withdrawals.front().is_some_and(|t| *t < horizon) {
-            self.withdrawals.pop_front();
-        }
+        (self.current % BUDGET_SLOTS as u64) as usize
     }
 
-    /// Record a first attempt.
+    /// Count a first attempt.
     pub fn deposit(&mut self, now: Instant) {
-        self.expire(now);
-        self.deposits.push_back(now);
+        let i = self.advance(now);
+        self.slots[i].0 += 1;
+        self.deposits += 1;
     }
 
     /// Ask to retry once: `true` (and the retry is counted) if the budget allows it.
     pub fn try_withdraw(&mut self, now: Instant) -> bool {
-        self.expire(now);
-        let allowed =
-            self.ratio * self.deposits.len() as f64 + self.min_per_sec * self.ttl.as_secs_f64();
-        if (self.withdrawals.len() as f64) + 1.0 <= allowed {
-            self.withdrawals.push_back(now);
+        let i = self.advance(now);
+        let allowed = self.ratio * self.deposits as f64 + self.min_per_sec * self.ttl.as_secs_f64();
+        if (self.withdrawals as f64) + 1.0 <= allowed {
+            self.slots[i].1 += 1;
+            self.withdrawals += 1;
             true
         } else {
             false
         }
     }
 
-    /// Retries counted within the ttl.
+    /// Retries counted within the ttl, as of the last deposit or withdrawal.
     pub fn retries_in_window(&self) -> usize {
-        self.withdrawals.len()
+        usize::try_from(self.withdrawals).unwrap_or(usize::MAX)
     }
 }
 
@@ -147,6 +176,49 @@ mod tests {
         // Deposits expire: after the ttl the credit is gone.
         c.advance(Duration::from_secs(11));
         assert!(!budget.try_withdraw(c.now()));
+    }
+
+    #[test]
+    fn budget_window_slides_slot_by_slot() {
+        let c = FakeClock::new();
+        let mut budget = RetryBudget::new(1.0, 0.0, Duration::from_secs(10));
+        // 10 deposits at t=0, 10 at t=5 s.
+        for _ in 0..10 {
+            budget.deposit(c.now());
+        }
+        c.advance(Duration::from_secs(5));
+        for _ in 0..10 {
+            budget.deposit(c.now());
+        }
+        // At t=9.9 s both halves count: 20 retries allowed.
+        c.advance(Duration::from_millis(4_900));
+        let granted = (0..30).filter(|_| budget.try_withdraw(c.now())).count();
+        assert_eq!(granted, 20);
+        // At t=10.6 s the first half (and the retries made alongside it, at 9.9 s, stay)
+        // has expired: 10 deposits, 20 withdrawals in the window, nothing more allowed.
+        c.advance(Duration::from_millis(700));
+        assert!(!budget.try_withdraw(c.now()));
+        // At t=20 s everything has expired: a fresh deposit allows one retry again.
+        c.advance(Duration::from_millis(9_400));
+        budget.deposit(c.now());
+        assert_eq!(budget.retries_in_window(), 0);
+        assert!(budget.try_withdraw(c.now()));
+        assert!(!budget.try_withdraw(c.now()));
+    }
+
+    #[test]
+    fn budget_counts_a_high_rate_of_first_attempts() {
+        let c = FakeClock::new();
+        let mut budget = RetryBudget::new(0.2, 0.0, Duration::from_secs(10));
+        for _ in 0..1_000_000 {
+            budget.deposit(c.now());
+            c.advance(Duration::from_micros(10));
+        }
+        // 10 s of deposits at 100,000/s: about 1,000,000 in the window (one slot of slack).
+        let granted = (0..300_000)
+            .filter(|_| budget.try_withdraw(c.now()))
+            .count();
+        assert!((190_000..=200_000).contains(&granted), "{granted}");
     }
 
     #[test]
