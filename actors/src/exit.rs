@@ -142,11 +142,7 @@ impl ExitCore {
 
     /// Send one request on a worker and report the attempt through `msg.done`.
     pub(crate) fn send(&self, msg: SendRequest) {
-        {
-            let mut c = self.counters.borrow_mut();
-            c.active += 1;
-            c.total += 1;
-        }
+        self.count_start();
         self.queue.borrow_mut().push_back(msg);
         if self.idle.get() > 0 {
             self.idle.set(self.idle.get() - 1);
@@ -158,6 +154,19 @@ impl ExitCore {
             actix_rt::spawn(worker(self.me.clone(), Rc::clone(&self.work)));
         }
         // Otherwise every worker is busy; the first one free takes it.
+    }
+
+    /// Count a request that starts (it is active until [`Self::count_end`]).
+    fn count_start(&self) {
+        let mut c = self.counters.borrow_mut();
+        c.active += 1;
+        c.total += 1;
+    }
+
+    fn count_end(&self, attempted: &Attempted) {
+        self.counters
+            .borrow_mut()
+            .record(attempted, &self.opts.throttle_statuses);
     }
 
     /// The next queued request, or `None` after counting the caller as idle.
@@ -178,9 +187,7 @@ impl ExitCore {
             done,
         } = msg;
         let attempted = self.exchange(url, method, &headers, body).await;
-        self.counters
-            .borrow_mut()
-            .record(&attempted, &self.opts.throttle_statuses);
+        self.count_end(&attempted);
         done.send(attempted);
     }
 
@@ -194,17 +201,11 @@ impl ExitCore {
         headers: &[(String, String)],
         body: Option<Bytes>,
     ) -> Attempted {
-        {
-            let mut c = self.counters.borrow_mut();
-            c.active += 1;
-            c.total += 1;
-        }
+        self.count_start();
         let running = Running(self);
         let attempted = self.exchange(url, method, headers, body).await;
         std::mem::forget(running);
-        self.counters
-            .borrow_mut()
-            .record(&attempted, &self.opts.throttle_statuses);
+        self.count_end(&attempted);
         attempted
     }
 

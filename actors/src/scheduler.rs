@@ -481,6 +481,18 @@ impl Scheduler {
         )
     }
 
+    /// What [`choose`] needs, borrowed apart from the hosts it is asked about.
+    fn split(&mut self) -> (Choice<'_>, &mut HashMap<Arc<str>, HostState>) {
+        let choice = Choice {
+            exits: &mut self.exits,
+            keys: &mut self.keys,
+            settings: &self.settings,
+            ready: &mut self.ready,
+            tie: &mut self.tie,
+        };
+        (choice, &mut self.hosts)
+    }
+
     /// Send what may be sent; set one timer for the earliest moment more may go.
     fn dispatch(&mut self, ctx: &mut Context<SchedulerActor>) {
         let now = Instant::now();
@@ -543,7 +555,8 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) -> Step {
         let now_std = now.into_std();
-        let Some(state) = self.hosts.get_mut(host) else {
+        let (choice, hosts) = self.split();
+        let Some(state) = hosts.get_mut(host) else {
             return Step::Empty;
         };
         let Some(head) = state.queue.front_mut() else {
@@ -555,13 +568,7 @@ impl Scheduler {
             exclude: &head.excluded,
         };
         let selection = choose(
-            Choice {
-                exits: &mut self.exits,
-                keys: &mut self.keys,
-                settings: &self.settings,
-                ready: &mut self.ready,
-                tie: &mut self.tie,
-            },
+            choice,
             (&mut state.active, &mut state.keys),
             host,
             &req,
@@ -804,6 +811,11 @@ impl Scheduler {
         self.handles[i].active.dec();
         self.exits[i].active = self.exits[i].active.saturating_sub(1);
         self.in_flight = self.in_flight.saturating_sub(1);
+        self.release_host(i, host);
+    }
+
+    /// The host's own count for exit `i` (the counterpart of `state.active[i] += 1`).
+    fn release_host(&mut self, i: usize, host: &Arc<str>) {
         if let Some(state) = self.hosts.get_mut(host) {
             if let Some(n) = state.active.get_mut(i) {
                 *n = n.saturating_sub(1);
@@ -1846,7 +1858,8 @@ impl Scheduler {
             }
         };
         let now_std = arrived.into_std();
-        let state = self.hosts.entry(Arc::clone(&host)).or_default();
+        let (choice, hosts) = self.split();
+        let state = hosts.entry(Arc::clone(&host)).or_default();
         if !state.queue.is_empty() {
             return Direct::Queue(fetch);
         }
@@ -1856,13 +1869,7 @@ impl Scheduler {
             exclude: &[],
         };
         let selection = choose(
-            Choice {
-                exits: &mut self.exits,
-                keys: &mut self.keys,
-                settings: &self.settings,
-                ready: &mut self.ready,
-                tie: &mut self.tie,
-            },
+            choice,
             (&mut state.active, &mut state.keys),
             &host,
             &req,
@@ -1874,11 +1881,12 @@ impl Scheduler {
             }
             return Direct::Queue(fetch);
         };
+        state.active[i] += 1;
         let Some(core) = self.exits[i].local.clone() else {
-            // Unreachable: `all_local`.
+            // Unreachable: `all_local`. The permits taken are spent; the count is undone.
+            self.release_host(i, &host);
             return Direct::Queue(fetch);
         };
-        state.active[i] += 1;
         self.metrics.urls_total.inc();
         self.reserve(i);
         self.budget.deposit(now_std);
@@ -1927,7 +1935,9 @@ impl Scheduler {
                     exit: exit_name.to_string(),
                     attempts: 1,
                     throttled: 0,
-                    elapsed: Instant::now().saturating_duration_since(arrived),
+                    // The attempt's end, without another clock read.
+                    elapsed: (attempted.sent_at + attempted.latency)
+                        .saturating_duration_since(arrived.into_std()),
                 }))
             }
             result => {

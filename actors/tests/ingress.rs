@@ -11,12 +11,31 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use exitcrawl::config::{Algorithm, Settings};
-use exitcrawl_actors::{Crawler, Fetch, FetchError, FetchErrorKind, FetchResponse};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchError, FetchErrorKind, FetchResponse};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 use futures_util::future::{join, join_all, LocalBoxFuture};
 use futures_util::FutureExt as _;
 
 type Reply = Result<FetchResponse, FetchError>;
+
+/// Fetches of `urls`, handed in both ways in turn: even ones by `CrawlerHandle::fetch`,
+/// odd ones as `Fetch` messages to the scheduler's `Addr`.
+fn both_ways(h: &CrawlerHandle, urls: Vec<String>) -> Vec<LocalBoxFuture<'_, Reply>> {
+    let addr = h.scheduler();
+    urls.into_iter()
+        .enumerate()
+        .map(|(i, url)| -> LocalBoxFuture<'_, Reply> {
+            if i % 2 == 0 {
+                Box::pin(h.fetch(Fetch::get(url)))
+            } else {
+                let addr = addr.clone();
+                Box::pin(
+                    async move { addr.send(Fetch::get(url)).await.expect("scheduler running") },
+                )
+            }
+        })
+        .collect()
+}
 
 fn settings(concurrency: u32, queue_capacity: u32) -> Settings {
     let mut s = Settings::with_exits(exits(2, concurrency));
@@ -37,20 +56,8 @@ async fn both_ways_in_share_the_queue_and_each_fetch_gets_one_reply() {
     });
     let h = Crawler::start(settings(2, 4)).expect("start");
     let addr = h.scheduler();
-    let mut fetches: Vec<LocalBoxFuture<'_, Reply>> = Vec::new();
-    let mut urls = Vec::new();
-    for i in 0..30 {
-        let url = site.url(&format!("/in/{i}"));
-        urls.push(url.clone());
-        if i % 2 == 0 {
-            fetches.push(Box::pin(h.fetch(Fetch::get(url))));
-        } else {
-            let addr = addr.clone();
-            fetches.push(Box::pin(async move {
-                addr.send(Fetch::get(url)).await.expect("scheduler running")
-            }));
-        }
-    }
+    let urls: Vec<String> = (0..30).map(|i| site.url(&format!("/in/{i}"))).collect();
+    let mut fetches = both_ways(&h, urls.clone());
     // Invalid URLs are answered at once on both ways, queue full or not.
     fetches.push(Box::pin(h.fetch(Fetch::get("ht!tp://x"))));
     fetches.push(
@@ -92,19 +99,8 @@ async fn shutdown_answers_every_fetch_queued_or_in_flight() {
         ..SiteConfig::default()
     });
     let h = Crawler::start(settings(2, 8)).expect("start");
-    let addr = h.scheduler();
-    let mut fetches: Vec<LocalBoxFuture<'_, Reply>> = Vec::new();
-    for i in 0..12 {
-        let url = site.url(&format!("/s/{i}"));
-        if i % 2 == 0 {
-            fetches.push(Box::pin(h.fetch(Fetch::get(url))));
-        } else {
-            let addr = addr.clone();
-            fetches.push(Box::pin(async move {
-                addr.send(Fetch::get(url)).await.expect("scheduler running")
-            }));
-        }
-    }
+    let urls = (0..12).map(|i| site.url(&format!("/s/{i}"))).collect();
+    let fetches = both_ways(&h, urls);
     let all = join_all(fetches);
     let stop = async {
         // Two fetches reach the site (the concurrency), the rest wait: queued (8) or for a
@@ -153,19 +149,8 @@ async fn exits_on_arbiters_of_their_own_serve_both_ways_in() {
     s.exits = exits(2, 2);
     s.crawler.arbiters = exitcrawl::config::Arbiters::PerExit;
     let h = Crawler::start(s).expect("start");
-    let addr = h.scheduler();
-    let mut fetches: Vec<LocalBoxFuture<'_, Reply>> = Vec::new();
-    for i in 0..40 {
-        let url = site.url(&format!("/a/{i}"));
-        if i % 2 == 0 {
-            fetches.push(Box::pin(h.fetch(Fetch::get(url))));
-        } else {
-            let addr = addr.clone();
-            fetches.push(Box::pin(async move {
-                addr.send(Fetch::get(url)).await.expect("scheduler running")
-            }));
-        }
-    }
+    let urls = (0..40).map(|i| site.url(&format!("/a/{i}"))).collect();
+    let fetches = both_ways(&h, urls);
     let replies = tokio::time::timeout(Duration::from_secs(30), join_all(fetches))
         .await
         .expect("every fetch is answered");
