@@ -292,12 +292,12 @@ impl CrawlerHandle {
     pub async fn fetch(&self, fetch: Fetch) -> Result<FetchResponse, FetchError> {
         // On the scheduler's own Arbiter, with every exit there too, a fetch that may go
         // now runs on this task (see `scheduler::fetch_direct`); anything else queues.
-        let fetch = match scheduler::local(self.id) {
+        let (fetch, parsed) = match scheduler::local(self.id) {
             Some(state) => match scheduler::fetch_direct(&state, fetch).await {
                 Ok(reply) => return reply,
-                Err(fetch) => fetch,
+                Err(queue) => queue,
             },
-            None => fetch,
+            None => (fetch, None),
         };
         let arrived = actix::clock::Instant::now();
         let slot = match Arc::clone(&self.queue_slots).try_acquire_owned() {
@@ -315,6 +315,7 @@ impl CrawlerHandle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let intake = Intake {
             fetch,
+            parsed,
             slot: Some(slot),
             reply: Some(tx),
             arrived,

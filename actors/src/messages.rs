@@ -445,6 +445,8 @@ pub(crate) struct AttemptDone {
 /// before reading it, dropping the item replies `Shutdown`, so there is still one reply.
 pub(crate) struct Intake {
     pub fetch: Fetch,
+    /// The URL as sent and its host, when the direct path parsed it already.
+    pub parsed: Option<crate::scheduler::Parsed>,
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
     pub reply: Option<tokio::sync::oneshot::Sender<Result<FetchResponse, FetchError>>>,
     pub arrived: actix::clock::Instant,

@@ -62,6 +62,9 @@ use crate::net::FailureKind;
 
 type Reply = Result<FetchResponse, FetchError>;
 
+/// A URL as sent, and its host (see `parse_url`).
+pub(crate) type Parsed = (Uri, Arc<str>);
+
 /// One exit as the scheduler sees it.
 pub(crate) struct ExitSlot {
     pub name: Arc<str>,
@@ -1458,7 +1461,15 @@ impl Scheduler {
         self.metrics.urls_total.inc();
         let reply = m.reply.take();
         let fetch = std::mem::replace(&mut m.fetch, Fetch::get(String::new()));
-        match self.validate(&fetch) {
+        let parsed = match m.parsed.take() {
+            // Parsed already, by the direct path that could not take it.
+            Some(_) if self.shutting_down => {
+                Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()))
+            }
+            Some(parsed) => Ok(parsed),
+            None => self.validate(&fetch),
+        };
+        match parsed {
             Ok((uri, host)) => {
                 let slot = m.slot.take();
                 self.enqueue(
@@ -1721,8 +1732,9 @@ pub(crate) enum Direct {
     Go(DirectAttempt),
     /// Answered without an attempt (an invalid URL).
     Answered(Reply),
-    /// Not for the direct path now: hand it in the ordinary way, through the queue.
-    Queue(Fetch),
+    /// Not for the direct path now: hand it in the ordinary way, through the queue, with
+    /// its URL as parsed when it got that far (so it is not parsed twice).
+    Queue(Fetch, Option<Parsed>),
 }
 
 /// A fetch admitted on the direct path, with everything its attempt needs. Not a
@@ -1775,12 +1787,12 @@ pub(crate) fn local(id: u64) -> Option<Rc<RefCell<Scheduler>>> {
 pub(crate) async fn fetch_direct(
     state: &Rc<RefCell<Scheduler>>,
     fetch: Fetch,
-) -> Result<Reply, Fetch> {
+) -> Result<Reply, (Fetch, Option<Parsed>)> {
     let admitted = state.borrow_mut().admit_direct(fetch, Instant::now());
     let go = match admitted {
         Direct::Go(go) => go,
         Direct::Answered(reply) => return Ok(reply),
-        Direct::Queue(fetch) => return Err(fetch),
+        Direct::Queue(fetch, parsed) => return Err((fetch, parsed)),
     };
     let DirectAttempt {
         exit,
@@ -1840,7 +1852,7 @@ impl Scheduler {
             || self.shutting_down
             || self.in_flight >= self.settings.crawler.concurrency
         {
-            return Direct::Queue(fetch);
+            return Direct::Queue(fetch, None);
         }
         let (uri, host) = match self.validate(&fetch) {
             Ok(parsed) => parsed,
@@ -1861,7 +1873,7 @@ impl Scheduler {
         let (choice, hosts) = self.split();
         let state = hosts.entry(Arc::clone(&host)).or_default();
         if !state.queue.is_empty() {
-            return Direct::Queue(fetch);
+            return Direct::Queue(fetch, Some((uri, host)));
         }
         let req = select::Request {
             preferred: fetch.preferred_exit.as_deref(),
@@ -1879,13 +1891,13 @@ impl Scheduler {
             if state.idle() {
                 self.hosts.remove(&host);
             }
-            return Direct::Queue(fetch);
+            return Direct::Queue(fetch, Some((uri, host)));
         };
         state.active[i] += 1;
         let Some(core) = self.exits[i].local.clone() else {
             // Unreachable: `all_local`. The permits taken are spent; the count is undone.
             self.release_host(i, &host);
-            return Direct::Queue(fetch);
+            return Direct::Queue(fetch, Some((uri, host)));
         };
         self.metrics.urls_total.inc();
         self.reserve(i);
