@@ -175,16 +175,21 @@ impl fmt::Display for FetchError {
 impl std::error::Error for FetchError {}
 
 impl FetchError {
-    /// A fetch that ended before any attempt because the crawler stopped or is stopping.
-    pub(crate) fn shutdown(url: String, message: impl Into<String>) -> Self {
+    /// A fetch answered before any attempt was sent (invalid URL, shutting down, …).
+    pub(crate) fn unsent(kind: FetchErrorKind, message: impl Into<String>, url: String) -> Self {
         FetchError {
-            kind: FetchErrorKind::Shutdown,
+            kind,
             message: message.into(),
             url,
             exit: None,
             attempts: 0,
             throttled: 0,
         }
+    }
+
+    /// A fetch that ended before any attempt because the crawler stopped or is stopping.
+    pub(crate) fn shutdown(url: String, message: impl Into<String>) -> Self {
+        Self::unsent(FetchErrorKind::Shutdown, message, url)
     }
 }
 

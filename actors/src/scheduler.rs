@@ -1283,14 +1283,9 @@ impl Scheduler {
             Ok(parsed) => parsed,
             Err((kind, message)) => {
                 self.metrics.urls_done.inc();
-                return Admission(AdmissionKind::Ready(Err(FetchError {
-                    kind,
-                    message,
-                    url: fetch.url,
-                    exit: None,
-                    attempts: 0,
-                    throttled: 0,
-                })));
+                return Admission(AdmissionKind::Ready(Err(FetchError::unsent(
+                    kind, message, fetch.url,
+                ))));
             }
         };
         // The common case: a queue slot is free, so the fetch joins the queue right away.
@@ -1358,7 +1353,7 @@ impl Handler<Enqueue> for SchedulerActor {
     type Result = ();
 
     fn handle(&mut self, m: Enqueue, ctx: &mut Self::Context) {
-        self.state.borrow_mut().on_enqueue(m, ctx)
+        self.state.borrow_mut().enqueue(m, ctx)
     }
 }
 
@@ -1487,21 +1482,10 @@ impl Scheduler {
             Err((kind, message)) => {
                 self.metrics.urls_done.inc();
                 if let Some(tx) = reply {
-                    let _ = tx.send(Err(FetchError {
-                        kind,
-                        message,
-                        url: fetch.url,
-                        exit: None,
-                        attempts: 0,
-                        throttled: 0,
-                    }));
+                    let _ = tx.send(Err(FetchError::unsent(kind, message, fetch.url)));
                 }
             }
         }
-    }
-
-    fn on_enqueue(&mut self, m: Enqueue, ctx: &mut Context<SchedulerActor>) {
-        self.enqueue(m, ctx);
     }
 
     fn on_set_interval(&mut self, m: SetInterval, ctx: &mut Context<SchedulerActor>) {
@@ -1859,14 +1843,7 @@ impl Scheduler {
             Err((kind, message)) => {
                 self.metrics.urls_total.inc();
                 self.metrics.urls_done.inc();
-                return Direct::Answered(Err(FetchError {
-                    kind,
-                    message,
-                    url: fetch.url,
-                    exit: None,
-                    attempts: 0,
-                    throttled: 0,
-                }));
+                return Direct::Answered(Err(FetchError::unsent(kind, message, fetch.url)));
             }
         };
         let now_std = arrived.into_std();
