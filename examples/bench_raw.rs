@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, Arbiters, ExitSettings, Settings};
 use exitcrawl_actors::net::{build_client, ClientOptions, DnsCache};
-use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchError, FetchResponse};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 
 const EXIT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
@@ -229,26 +229,32 @@ fn crawler_settings(c: usize, arbiters: Arbiters) -> Settings {
 }
 
 async fn actor_run(handle: &CrawlerHandle, via: Via, url: &str, count: usize, c: usize) -> Run {
-    // Share one handle: cloning a CrawlerHandle per fetch would add its own cost.
-    let handle = Rc::new(handle.clone());
-    let addr = handle.scheduler();
+    // One closure per way in, each capturing only what it uses, shared: cloning a
+    // CrawlerHandle or an `Addr` per fetch (an `Addr` clone allocates twice) would add
+    // the loop's own cost to the crawler's, and a future holding both ways is twice the
+    // size of either.
     let url: Rc<str> = Rc::from(url);
-    drive(count, c, move || {
-        let handle = handle.clone();
-        let addr = addr.clone();
-        let url = url.clone();
-        async move {
-            let reply = match via {
-                Via::Handle => handle.fetch(Fetch::get(&*url)).await,
-                Via::Addr => match addr.send(Fetch::get(&*url)).await {
-                    Ok(reply) => reply,
-                    Err(_) => return false,
-                },
-            };
-            matches!(reply, Ok(r) if r.status == 200)
+    let ok = |reply: Result<FetchResponse, FetchError>| matches!(reply, Ok(r) if r.status == 200);
+    match via {
+        Via::Handle => {
+            let handle = Rc::new(handle.clone());
+            drive(count, c, move || {
+                let handle = handle.clone();
+                let url = url.clone();
+                async move { ok(handle.fetch(Fetch::get(&*url)).await) }
+            })
+            .await
         }
-    })
-    .await
+        Via::Addr => {
+            let addr = Rc::new(handle.scheduler());
+            drive(count, c, move || {
+                let addr = addr.clone();
+                let url = url.clone();
+                async move { addr.send(Fetch::get(&*url)).await.is_ok_and(ok) }
+            })
+            .await
+        }
+    }
 }
 
 /// `--floor`: an actor that does nothing, on the main Arbiter.

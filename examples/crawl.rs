@@ -481,7 +481,7 @@ impl Record {
             Ok(r) => Record {
                 url: mask_url(&r.url),
                 status: Some(r.status),
-                exit: Some(r.exit),
+                exit: Some(String::from(&*r.exit)),
                 attempts: r.attempts,
                 elapsed_ms: millis(r.elapsed),
                 bytes: r.body.len() as u64,
@@ -496,7 +496,7 @@ impl Record {
                 }),
                 url: mask_url(&e.url),
                 status: None,
-                exit: e.exit,
+                exit: e.exit.as_deref().map(String::from),
                 attempts: e.attempts,
                 elapsed_ms: millis(waited),
                 bytes: 0,

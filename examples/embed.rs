@@ -37,7 +37,7 @@ struct Summary {
     ok: usize,
     other_status: usize,
     failed: usize,
-    per_exit: std::collections::BTreeMap<String, usize>,
+    per_exit: std::collections::BTreeMap<std::sync::Arc<str>, usize>,
     max_attempts: u32,
 }
 

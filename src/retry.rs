@@ -66,6 +66,8 @@ pub struct RetryBudget {
     start: Option<Instant>,
     /// The newest slot counted into.
     current: u64,
+    /// Where that slot ends: before it, `advance` has nothing to do.
+    current_end: Option<Instant>,
 }
 
 /// Slots a [`RetryBudget`] divides its ttl into.
@@ -86,12 +88,17 @@ impl RetryBudget {
             withdrawals: 0,
             start: None,
             current: 0,
+            current_end: None,
         }
     }
 
     /// Move to the slot of `now`, emptying the slots that fell out of the window; returns
     /// the index of `now`'s slot.
     fn advance(&mut self, now: Instant) -> usize {
+        // Most calls fall in the current slot: one comparison instead of a division.
+        if self.current_end.is_some_and(|end| now < end) {
+            return (self.current % BUDGET_SLOTS as u64) as usize;
+        }
         let start = *self.start.get_or_insert(now);
         let elapsed =
             u64::try_from(now.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX);
@@ -106,6 +113,11 @@ impl RetryBudget {
             }
             self.current = slot;
         }
+        self.current_end = self
+            .current
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(self.slot_nanos))
+            .and_then(|end| start.checked_add(Duration::from_nanos(end)));
         (self.current % BUDGET_SLOTS as u64) as usize
     }
 

@@ -186,51 +186,48 @@ impl ExitCore {
             body,
             done,
         } = msg;
-        let attempted = self.exchange(url, method, &headers, body).await;
+        let mut hop = Hop::new(url, method, body);
+        let attempted = self.exchange(&mut hop, &headers, Instant::now()).await;
         self.count_end(&attempted);
         done.send(attempted);
     }
 
     /// Send one request on the caller's own task (the scheduler's direct path) and count
-    /// it. Dropped before it ends (a shutdown's grace period ran out), it leaves the
-    /// counters as if it had never started, apart from `total`.
+    /// it; `sent_at` is now, as the caller last read the clock. Dropped before it ends (a
+    /// shutdown's grace period ran out), it leaves the counters as if it had never
+    /// started, apart from `total`.
     pub(crate) async fn run(
         &self,
-        url: Uri,
-        method: Method,
+        mut hop: Hop,
         headers: &[(String, String)],
-        body: Option<Bytes>,
+        sent_at: Instant,
     ) -> Attempted {
         self.count_start();
         let running = Running(self);
-        let attempted = self.exchange(url, method, headers, body).await;
+        let attempted = self.exchange(&mut hop, headers, sent_at).await;
         std::mem::forget(running);
         self.count_end(&attempted);
         attempted
     }
 
-    /// One HTTP exchange, redirects followed, body read.
+    /// One HTTP exchange, redirects followed, body read. The hop is borrowed, not moved
+    /// in: each level of request future that takes it by value holds a copy of it.
     async fn exchange(
         &self,
-        url: Uri,
-        method: Method,
+        hop: &mut Hop,
         headers: &[(String, String)],
-        body: Option<Bytes>,
+        sent_at: Instant,
     ) -> Attempted {
-        let sent_at = Instant::now();
-        let mut hop = Hop {
-            uri: url,
-            method,
-            body,
-            cross_origin: false,
-        };
-        let sent = self.follow_redirects(&mut hop, headers, None).await;
+        let sent = self.follow_redirects(hop, headers, None).await;
         let latency = sent_at.elapsed();
         let result = match sent {
             Ok((resp, redirects)) => {
                 let final_url = (redirects > 0).then(|| hop.uri.to_string());
                 let head = hop.method == Method::HEAD;
-                self.read_answer(resp, final_url, head).await
+                match self.read_answer(resp, final_url, head) {
+                    Read::Now(answer) => answer,
+                    Read::Later(rest) => rest.await,
+                }
             }
             Err(failure) => Err(failure),
         };
@@ -269,7 +266,9 @@ impl ExitCore {
                     ),
                 });
             }
-            hop.follow(resp, &location).await?;
+            // Boxed: a redirect is rare, and its future would otherwise make every
+            // request's future (moved and polled on each fetch) several hundred bytes larger.
+            Box::pin(hop.follow(resp, &location)).await?;
             redirects += 1;
         }
     }
@@ -303,48 +302,35 @@ impl ExitCore {
         }
     }
 
-    /// Read the body of the final answer (within the size limit and the timeout).
-    async fn read_answer(
+    /// Read the body of the final answer (within the size limit and the timeout): at
+    /// once when it is all there, which is the common case, else through a future.
+    ///
+    /// Why not one `async fn`: its future would be part of every request's future, which
+    /// is moved and polled on each fetch; the answer and its body in flight made it
+    /// several hundred bytes larger.
+    fn read_answer(
         &self,
-        resp: awc::ClientResponse,
+        mut resp: awc::ClientResponse,
         final_url: Option<String>,
         head: bool,
-    ) -> Result<Answer, AttemptFailure> {
+    ) -> Read<'_> {
         let limit = self.opts.max_body_bytes;
         let status = resp.status().as_u16();
         // A HEAD answer, a 204 and a 304 announce a length but carry no body.
         let bodyless = head || status == 204 || status == 304;
-        let mut resp = resp;
-        let body = match Body::new(&resp, limit, bodyless) {
-            Err(e) => Err(e),
-            Ok(mut body) => match body.take_ready(&mut resp) {
-                Some(done) => done.map(|()| body.finish()),
-                None => {
-                    // Not all here yet: the rest within the body timeout.
-                    let mut timed = resp.timeout(self.opts.client.timeout);
-                    let rest = body.read_rest(&mut timed).await;
-                    resp = timed;
-                    rest.map(|()| body.finish())
-                }
-            },
+        let mut body = match Body::new(&resp, limit, bodyless) {
+            Ok(body) => body,
+            Err(e) => return Read::Now(Err(body_failure(&e, limit))),
         };
-        match body {
-            Ok(body) => {
-                // Move the headers out instead of cloning the map.
-                let mut headers = HeaderMap::new();
-                let _ = resp.map_body(|head, payload| {
-                    headers = std::mem::take(&mut head.headers);
-                    payload
-                });
-                Ok(Answer {
-                    status,
-                    headers,
-                    body,
-                    final_url,
-                })
-            }
-            Err(e) => Err(body_failure(&e, limit)),
+        if let Some(done) = body.take_ready(&mut resp) {
+            return Read::Now(answer(resp, done.map(|()| body.finish()), final_url, limit));
         }
+        Read::Later(Box::pin(async move {
+            // Not all here yet: the rest within the body timeout.
+            let mut timed = resp.timeout(self.opts.client.timeout);
+            let rest = body.read_rest(&mut timed).await;
+            answer(timed, rest.map(|()| body.finish()), final_url, limit)
+        }))
     }
 
     /// Fetch the health URL through this exit.
@@ -377,13 +363,43 @@ impl ExitCore {
     }
 }
 
+/// A final answer, read at once or later (see [`ExitCore::read_answer`]).
+enum Read<'a> {
+    Now(Result<Answer, AttemptFailure>),
+    Later(
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Answer, AttemptFailure>> + 'a>>,
+    ),
+}
+
+/// The answer to hand on: status, headers (moved out, not cloned) and body.
+fn answer(
+    resp: awc::ClientResponse,
+    body: Result<Bytes, PayloadError>,
+    final_url: Option<String>,
+    limit: usize,
+) -> Result<Answer, AttemptFailure> {
+    let body = body.map_err(|e| body_failure(&e, limit))?;
+    let status = resp.status().as_u16();
+    let mut headers = HeaderMap::new();
+    let _ = resp.map_body(|head, payload| {
+        headers = std::mem::take(&mut head.headers);
+        payload
+    });
+    Ok(Answer {
+        status,
+        headers,
+        body,
+        final_url,
+    })
+}
+
 /// Where one hop of a request goes, and how.
 ///
 /// Why the exit follows redirects itself instead of awc's redirect middleware: the crawl
 /// needs the URL an answer finally came from (links resolve against it), which awc does
 /// not report, and every hop's scheme must be checked (awc's middleware sends plain HTTP
 /// for any scheme but https, so `Location: ftp://host:21/` reached port 21).
-struct Hop {
+pub(crate) struct Hop {
     uri: Uri,
     method: Method,
     body: Option<Bytes>,
@@ -392,6 +408,16 @@ struct Hop {
 }
 
 impl Hop {
+    /// The first hop of a request.
+    pub(crate) fn new(uri: Uri, method: Method, body: Option<Bytes>) -> Self {
+        Self {
+            uri,
+            method,
+            body,
+            cross_origin: false,
+        }
+    }
+
     /// Move to `location` (relative to this hop), as browsers and awc do: 301/302/303
     /// turn any method but GET and HEAD into a bodyless GET; 307/308 keep both.
     async fn follow(

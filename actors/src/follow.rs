@@ -658,7 +658,7 @@ pub async fn resume_site(
                         FollowRecord {
                             url: entry.url.to_string(),
                             status: Some(r.status),
-                            exit: Some(r.exit),
+                            exit: Some(String::from(&*r.exit)),
                             attempts: r.attempts,
                             elapsed_ms: millis(r.elapsed),
                             bytes: r.body.len() as u64,
@@ -677,7 +677,7 @@ pub async fn resume_site(
                         FollowRecord {
                             url: entry.url.to_string(),
                             status: None,
-                            exit: e.exit,
+                            exit: e.exit.as_deref().map(String::from),
                             attempts: e.attempts,
                             elapsed_ms: millis(sent.elapsed()),
                             bytes: 0,

@@ -17,6 +17,8 @@
 //!   broadcasts `SetInterval`.
 //! - [`health::HealthActor`]: pings exits on a timer, runs the health state machine.
 //! - [`crawler`]: `Crawler::start(settings) -> CrawlerHandle`, the embedding API.
+//! - `cutoff`: ends the scheduler's direct-path attempts when a shutdown's grace period
+//!   is over, for a few instructions per fetch.
 //! - [`follow`]: `crawl_site` — follow links from seeds through a `CrawlerHandle`, with
 //!   scope, dedupe, robots.txt and per-host politeness (`exitcrawl::discover`).
 //! - [`net`]: how one exit talks to the network — an awc client whose every TCP connection
@@ -31,6 +33,7 @@
 
 pub mod alloc;
 pub mod crawler;
+mod cutoff;
 pub mod exit;
 pub mod follow;
 pub mod health;

@@ -90,8 +90,9 @@ pub struct FetchResponse {
     pub headers: HeaderMap,
     /// Response body (at most `crawler.max_body_bytes`).
     pub body: Bytes,
-    /// Name of the exit that got the final answer.
-    pub exit: String,
+    /// Name of the exit that got the final answer (shared with the scheduler: a copy
+    /// of the name per fetch was a measurable share of its cost).
+    pub exit: Arc<str>,
     /// HTTP attempts sent for this fetch (1 + retries).
     pub attempts: u32,
     /// 429/503 answers received over all attempts.
@@ -159,7 +160,7 @@ pub struct FetchError {
     /// The URL as requested.
     pub url: String,
     /// The exit of the last attempt, if any was made.
-    pub exit: Option<String>,
+    pub exit: Option<Arc<str>>,
     /// HTTP attempts sent.
     pub attempts: u32,
     /// 429/503 answers received over all attempts.

@@ -228,12 +228,12 @@ impl Metrics {
         self.consecutive_failures.get_or_create(&l).set(0);
         let _ = self.ejections.get_or_create(&l);
         let _ = self.request_duration.get_or_create(&l);
-        for (outcome, class) in OUTCOMES {
+        for (outcome, status) in OUTCOMES {
             let _ = self.requests.get_or_create(&OutcomeLabels {
                 exit: l.exit.clone(),
                 source_ip: l.source_ip.clone(),
-                outcome,
-                class,
+                outcome: outcome.label(),
+                class: class_label(status),
             });
         }
     }
@@ -241,18 +241,17 @@ impl Metrics {
     /// One exit's hot-path handles, looked up once: a labelled lookup hashes the label
     /// strings and takes a lock on every call; the handles are plain shared atomics.
     pub fn exit_handles(&self, l: &ExitLabels) -> ExitHandles {
-        let requests = OUTCOMES
-            .iter()
-            .map(|&(outcome, class)| {
-                let labels = OutcomeLabels {
-                    exit: l.exit.clone(),
-                    source_ip: l.source_ip.clone(),
-                    outcome,
-                    class,
-                };
-                (outcome, class, self.requests.get_or_create(&labels).clone())
-            })
-            .collect();
+        let mut requests: [Option<Counter>; 11] = Default::default();
+        for (outcome, status) in OUTCOMES {
+            let labels = OutcomeLabels {
+                exit: l.exit.clone(),
+                source_ip: l.source_ip.clone(),
+                outcome: outcome.label(),
+                class: class_label(status),
+            };
+            requests[outcome_slot(outcome, status)] =
+                Some(self.requests.get_or_create(&labels).clone());
+        }
         ExitHandles {
             labels: l.clone(),
             active: self.exit_active.get_or_create(l).clone(),
@@ -297,15 +296,59 @@ impl Metrics {
 }
 
 /// The (outcome, class) pairs every exit's request counter starts with.
-const OUTCOMES: [(&str, &str); 7] = [
-    ("ok", "2xx"),
-    ("ok", "3xx"),
-    ("ok", "4xx"),
-    ("ok", "5xx"),
-    ("throttled", "4xx"),
-    ("throttled", "5xx"),
-    ("error", "none"),
+const OUTCOMES: [(Outcome, Option<u16>); 7] = [
+    (Outcome::Ok, Some(200)),
+    (Outcome::Ok, Some(300)),
+    (Outcome::Ok, Some(400)),
+    (Outcome::Ok, Some(500)),
+    (Outcome::Throttled, Some(400)),
+    (Outcome::Throttled, Some(500)),
+    (Outcome::Error, None),
 ];
+
+/// What became of one request: the `outcome` label of `exitcrawl_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered with a status that is not a throttle.
+    Ok,
+    /// Answered with a throttle status.
+    Throttled,
+    /// No answer.
+    Error,
+}
+
+impl Outcome {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Throttled => "throttled",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// The `class` label: of the status, or `none` without an answer.
+fn class_label(status: Option<u16>) -> &'static str {
+    status.map_or("none", status_class)
+}
+
+/// Where the counter of (outcome, status class) sits in [`ExitHandles`]: five classes for
+/// each answered outcome, one slot for errors.
+fn outcome_slot(outcome: Outcome, status: Option<u16>) -> usize {
+    let class = match status {
+        Some(100..=199) => 0,
+        Some(200..=299) => 1,
+        Some(300..=399) => 2,
+        Some(400..=499) => 3,
+        _ => 4,
+    };
+    match outcome {
+        Outcome::Ok => class,
+        Outcome::Throttled => 5 + class,
+        Outcome::Error => 10,
+    }
+}
 
 /// One exit's metric handles for the per-request path (see [`Metrics::exit_handles`]).
 #[derive(Debug, Clone)]
@@ -315,26 +358,24 @@ pub struct ExitHandles {
     pub active: Gauge,
     /// `exitcrawl_request_duration_seconds` of this exit.
     pub duration: Histogram,
-    requests: Vec<(&'static str, &'static str, Counter)>,
+    /// Request counters by [`outcome_slot`]; the pairs of [`OUTCOMES`] are filled in.
+    // An index, not a search by label strings: this is counted once per request.
+    requests: [Option<Counter>; 11],
 }
 
 impl ExitHandles {
-    /// Count one request with this outcome and status class.
-    pub fn count(&self, metrics: &Metrics, outcome: &'static str, class: &'static str) {
-        match self
-            .requests
-            .iter()
-            .find(|(o, c, _)| *o == outcome && *c == class)
-        {
-            Some((_, _, counter)) => {
+    /// Count one request with this outcome and status (`None`: no answer).
+    pub fn count(&self, metrics: &Metrics, outcome: Outcome, status: Option<u16>) {
+        match &self.requests[outcome_slot(outcome, status)] {
+            Some(counter) => {
                 counter.inc();
             }
             None => {
                 let labels = OutcomeLabels {
                     exit: self.labels.exit.clone(),
                     source_ip: self.labels.source_ip.clone(),
-                    outcome,
-                    class,
+                    outcome: outcome.label(),
+                    class: class_label(status),
                 };
                 metrics.requests.get_or_create(&labels).inc();
             }

@@ -49,7 +49,8 @@ use smallvec::SmallVec;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing_actix::ActorInstrument;
 
-use crate::exit::{ExitActor, ExitCore};
+use crate::cutoff::CutOff;
+use crate::exit::{ExitActor, ExitCore, Hop};
 use crate::health::HealthActor;
 use crate::limiter::{LimitKey, LimiterActor};
 use crate::messages::{
@@ -57,7 +58,7 @@ use crate::messages::{
     FetchError, FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Intake,
     Observed, ReportTo, SendRequest, SetInterval, Shutdown, Succeeded, Throttled,
 };
-use crate::metrics::{status_class, ExitHandles, Metrics, RateLabels};
+use crate::metrics::{ExitHandles, Metrics, Outcome, RateLabels};
 use crate::net::FailureKind;
 
 type Reply = Result<FetchResponse, FetchError>;
@@ -179,7 +180,7 @@ impl Pending {
             kind,
             message: message.into(),
             url: self.fetch.url.clone(),
-            exit: self.last_exit.map(|i| exits[i].name.to_string()),
+            exit: self.last_exit.map(|i| Arc::clone(&exits[i].name)),
             attempts: self.attempts,
             throttled: self.throttled,
         };
@@ -303,11 +304,10 @@ fn choose(
             .ready_in(now_std);
         c.ready.push(bucket.max(key));
     }
-    let cands: SmallVec<[Candidate<'_>; 8]> = c
-        .exits
-        .iter()
-        .enumerate()
-        .map(|(i, e)| Candidate {
+    // Filled in place: `collect` builds the (half-kilobyte) vector and then moves it.
+    let mut cands: SmallVec<[Candidate<'_>; 8]> = SmallVec::new();
+    for (i, e) in c.exits.iter().enumerate() {
+        cands.push(Candidate {
             name: &e.name,
             region: e.region.as_deref(),
             available: e.enabled && e.healthy,
@@ -318,8 +318,8 @@ fn choose(
             },
             max_concurrent: e.max_concurrent,
             ready_in: c.ready[i],
-        })
-        .collect();
+        });
+    }
     *c.tie = c.tie.wrapping_add(1);
     let selection = select::select(&cands, req, *c.tie);
     drop(cands);
@@ -401,8 +401,8 @@ pub(crate) struct Scheduler {
     all_local: bool,
     /// The direct path's way back to the actor, for what needs its timers.
     handoff: Option<tokio::sync::mpsc::UnboundedSender<Handoff>>,
-    /// Told when a shutdown's grace period ends: direct attempts still running stop.
-    cut: Rc<tokio::sync::Notify>,
+    /// Fired when a shutdown's grace period ends: direct attempts still running stop.
+    cut: Rc<CutOff>,
 }
 
 impl Scheduler {
@@ -450,7 +450,7 @@ impl Scheduler {
             queued: 0,
             all_local: false,
             handoff: None,
-            cut: Rc::new(tokio::sync::Notify::new()),
+            cut: Rc::new(CutOff::default()),
             settings,
         }
     }
@@ -806,8 +806,8 @@ impl Scheduler {
         self.metrics.queue_depth.set(self.queued);
     }
 
-    fn count(&self, i: usize, outcome: &'static str, class: &'static str) {
-        self.handles[i].count(&self.metrics, outcome, class);
+    fn count(&self, i: usize, outcome: Outcome, status: Option<u16>) {
+        self.handles[i].count(&self.metrics, outcome, status);
     }
 
     fn release(&mut self, i: usize, host: &Arc<str>) {
@@ -906,7 +906,7 @@ impl Scheduler {
                             status: answer.status,
                             headers: answer.headers,
                             body: answer.body,
-                            exit: exit_name.to_string(),
+                            exit: exit_name,
                             attempts: p.attempts,
                             throttled: p.throttled,
                             elapsed: now.saturating_duration_since(p.arrived),
@@ -923,7 +923,7 @@ impl Scheduler {
                     self.requeue_front(p);
                 }
                 Err(f) => {
-                    self.count(i, "error", "none");
+                    self.count(i, Outcome::Error, None);
                     if let Some(l) = &self.limiter {
                         l.do_send(Failed {
                             exit: exit_name.clone(),
@@ -1011,8 +1011,12 @@ impl Scheduler {
                 });
             }
         }
-        let outcome = if throttle { "throttled" } else { "ok" };
-        self.count(i, outcome, status_class(answer.status));
+        let outcome = if throttle {
+            Outcome::Throttled
+        } else {
+            Outcome::Ok
+        };
+        self.count(i, outcome, Some(answer.status));
         (throttle, hints)
     }
 
@@ -1654,7 +1658,7 @@ impl Scheduler {
         // fetch replies `Shutdown` to its sender.
         ctx.run_later(m.grace, |act, ctx| {
             let mut act = act.state.borrow_mut();
-            act.cut.notify_waiters();
+            act.cut.fire();
             for (_, h) in act.in_flight_handles.drain() {
                 ctx.cancel_future(h);
             }
@@ -1714,23 +1718,23 @@ impl StreamHandler<Handoff> for SchedulerActor {
 pub(crate) enum Direct {
     /// Send it now on the caller's task, then [`Scheduler::finish_direct`].
     Go(DirectAttempt),
-    /// Answered without an attempt (an invalid URL).
-    Answered(Reply),
+    /// To be answered without an attempt (an invalid URL), with this error.
+    Answered(FetchErrorKind, String),
     /// Not for the direct path now: hand it in the ordinary way, through the queue, with
     /// its URL as parsed when it got that far (so it is not parsed twice).
-    Queue(Fetch, Option<Parsed>),
+    Queue(Option<Parsed>),
 }
 
-/// A fetch admitted on the direct path, with everything its attempt needs. Not a
+/// A fetch admitted on the direct path: what its attempt needs besides the fetch itself
+/// (which stays with the caller: moving it in and out is a copy each way). Not a
 /// [`Pending`]: most direct fetches end with their first answer and never need one.
 pub(crate) struct DirectAttempt {
     exit: usize,
     core: Rc<ExitCore>,
-    fetch: Fetch,
     host: Arc<str>,
     arrived: Instant,
     uri: Uri,
-    cut: Rc<tokio::sync::Notify>,
+    cut: Rc<CutOff>,
 }
 
 thread_local! {
@@ -1772,33 +1776,32 @@ pub(crate) async fn fetch_direct(
     state: &Rc<RefCell<Scheduler>>,
     fetch: Fetch,
 ) -> Result<Reply, (Fetch, Option<Parsed>)> {
-    let admitted = state.borrow_mut().admit_direct(fetch, Instant::now());
+    let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
     let go = match admitted {
         Direct::Go(go) => go,
-        Direct::Answered(reply) => return Ok(reply),
-        Direct::Queue(fetch, parsed) => return Err((fetch, parsed)),
+        Direct::Answered(kind, message) => {
+            return Ok(Err(FetchError::unsent(kind, message, fetch.url)))
+        }
+        Direct::Queue(parsed) => return Err((fetch, parsed)),
     };
     let DirectAttempt {
         exit,
         core,
-        fetch,
         host,
         arrived,
         uri,
         cut,
     } = go;
     let attempted = {
-        let run = core.run(
-            uri,
-            fetch.method.clone(),
+        // Pinned where it is built: the request future is large, and each move of it is
+        // a copy.
+        // Sent as it arrived: admission does not wait, and a clock read is saved.
+        let run = std::pin::pin!(core.run(
+            Hop::new(uri, fetch.method.clone(), fetch.body.clone()),
             &fetch.headers,
-            fetch.body.clone(),
-        );
-        let cut = cut.notified();
-        match futures_util::future::select(std::pin::pin!(run), std::pin::pin!(cut)).await {
-            futures_util::future::Either::Left((attempted, _)) => Some(attempted),
-            futures_util::future::Either::Right(_) => None,
-        }
+            arrived,
+        ));
+        cut.race(run).await
     };
     let Some(attempted) = attempted else {
         // The shutdown's grace period is over (the scheduler has let go of the fetch).
@@ -1830,27 +1833,27 @@ impl Scheduler {
     /// Admit a fetch on the direct path when it may be sent now without overtaking
     /// anything: every exit local, not distributed, not shutting down, concurrency left,
     /// nothing queued for its host, and an exit the selection allows now.
-    pub(crate) fn admit_direct(&mut self, fetch: Fetch, arrived: Instant) -> Direct {
+    pub(crate) fn admit_direct(&mut self, fetch: &Fetch, arrived: Instant) -> Direct {
         if !self.all_local
             || self.shared.is_some()
             || self.shutting_down
             || self.in_flight >= self.settings.crawler.concurrency
         {
-            return Direct::Queue(fetch, None);
+            return Direct::Queue(None);
         }
-        let (uri, host) = match self.validate(&fetch) {
+        let (uri, host) = match self.validate(fetch) {
             Ok(parsed) => parsed,
             Err((kind, message)) => {
                 self.metrics.urls_total.inc();
                 self.metrics.urls_done.inc();
-                return Direct::Answered(Err(FetchError::unsent(kind, message, fetch.url)));
+                return Direct::Answered(kind, message);
             }
         };
         let now_std = arrived.into_std();
         let (choice, hosts) = self.split();
         let state = hosts.entry(Arc::clone(&host)).or_default();
         if !state.queue.is_empty() {
-            return Direct::Queue(fetch, Some((uri, host)));
+            return Direct::Queue(Some((uri, host)));
         }
         let req = select::Request {
             preferred: fetch.preferred_exit.as_deref(),
@@ -1868,13 +1871,13 @@ impl Scheduler {
             if state.idle() {
                 self.hosts.remove(&host);
             }
-            return Direct::Queue(fetch, Some((uri, host)));
+            return Direct::Queue(Some((uri, host)));
         };
         state.active[i] += 1;
         let Some(core) = self.exits[i].local.clone() else {
             // Unreachable: `all_local`. The permits taken are spent; the count is undone.
             self.release_host(i, &host);
-            return Direct::Queue(fetch, Some((uri, host)));
+            return Direct::Queue(Some((uri, host)));
         };
         self.metrics.urls_total.inc();
         self.reserve(i);
@@ -1882,7 +1885,6 @@ impl Scheduler {
         Direct::Go(DirectAttempt {
             exit: i,
             core,
-            fetch,
             host,
             arrived,
             uri,
@@ -1921,12 +1923,11 @@ impl Scheduler {
                     status: answer.status,
                     headers: answer.headers,
                     body: answer.body,
-                    exit: exit_name.to_string(),
+                    exit: exit_name,
                     attempts: 1,
                     throttled: 0,
-                    // The attempt's end, without another clock read.
-                    elapsed: (attempted.sent_at + attempted.latency)
-                        .saturating_duration_since(arrived.into_std()),
+                    // Sent as it arrived (`fetch_direct`).
+                    elapsed: attempted.latency,
                 }))
             }
             result => {

@@ -149,7 +149,7 @@ async fn a_dead_exit_is_skipped_and_reported() {
         let r = r
             .as_ref()
             .expect("every fetch succeeds through the live exit");
-        assert_eq!(r.exit, "e2");
+        assert_eq!(&*r.exit, "e2");
         assert_eq!(r.attempts, 1, "a local connect failure is not an attempt");
     }
     assert_eq!(site.stats().requests, 60);
@@ -194,7 +194,7 @@ async fn health_checks_eject_and_restore_an_exit() {
     );
     // While e3 is out, fetches go through e2 only.
     let r = h.fetch(Fetch::get(site.url("/x"))).await.expect("fetch");
-    assert_eq!(r.exit, "e2");
+    assert_eq!(&*r.exit, "e2");
     site.set_fail_peer(ip("127.0.0.3"), false);
     assert!(
         eventually(Duration::from_secs(5), || healthy(h.clone(), "e3")).await,
@@ -215,7 +215,7 @@ async fn a_preferred_exit_is_honoured_when_healthy_and_skipped_when_not() {
             .fetch(Fetch::get(site.url(&format!("/a/{i}"))).prefer("e3"))
             .await
             .expect("fetch");
-        assert_eq!(r.exit, "e3");
+        assert_eq!(&*r.exit, "e3");
     }
     assert_eq!(site.stats().peer(ip("127.0.0.3")).requests, 10);
     // The preferred exit cannot connect: the fetch goes elsewhere.
@@ -224,7 +224,7 @@ async fn a_preferred_exit_is_honoured_when_healthy_and_skipped_when_not() {
             .fetch(Fetch::get(site.url(&format!("/b/{i}"))).prefer("dead"))
             .await
             .expect("fetch");
-        assert_ne!(r.exit, "dead");
+        assert_ne!(&*r.exit, "dead");
     }
     let err = h
         .fetch(Fetch::get(site.url("/c")).prefer("nope"))
@@ -337,7 +337,7 @@ async fn an_exit_token_bucket_and_a_disabled_exit_are_honoured() {
     .await;
     assert!(replies
         .iter()
-        .all(|r| r.as_ref().is_ok_and(|r| r.exit == "e2")));
+        .all(|r| r.as_ref().is_ok_and(|r| &*r.exit == "e2")));
     let log: Vec<_> = site
         .requests()
         .into_iter()
