@@ -192,33 +192,31 @@ impl ExitCore {
         done.send(attempted);
     }
 
-    /// Send one request on the caller's own task (the scheduler's direct path) and count
-    /// it; `sent_at` is now, as the caller last read the clock. Dropped before it ends (a
-    /// shutdown's grace period ran out), it leaves the counters as if it had never
-    /// started, apart from `total`.
-    pub(crate) async fn run(
-        &self,
-        mut hop: Hop,
-        headers: &[(String, String)],
-        sent_at: Instant,
-    ) -> Attempted {
+    /// Count a request that runs on the caller's own task (the scheduler's direct path,
+    /// which then runs [`Self::exchange`] and ends the count with [`Running::end`]).
+    pub(crate) fn start(&self) -> Running<'_> {
         self.count_start();
-        let running = Running(self);
-        let attempted = self.exchange(&mut hop, headers, sent_at).await;
-        std::mem::forget(running);
-        self.count_end(&attempted);
-        attempted
+        Running(self)
     }
 
-    /// One HTTP exchange, redirects followed, body read. The hop is borrowed, not moved
-    /// in: each level of request future that takes it by value holds a copy of it.
-    async fn exchange(
+    /// One HTTP exchange, redirects followed, body read; `sent_at` is now, as the caller
+    /// last read the clock. The caller counts it. The hop is borrowed, not moved in: each
+    /// level of request future that takes it by value holds a copy of it.
+    pub(crate) async fn exchange(
         &self,
         hop: &mut Hop,
         headers: &[(String, String)],
         sent_at: Instant,
     ) -> Attempted {
-        let sent = self.follow_redirects(hop, headers, None).await;
+        // The first hop is awaited here, and redirects, which are rare, in a boxed future
+        // of their own: the common path's future stays small and one level shallower.
+        let sent = match self.send_hop(hop, headers, None).await {
+            Ok(resp) if self.is_followed(&resp) => {
+                Box::pin(self.redirected(hop, headers, None, resp)).await
+            }
+            Ok(resp) => Ok((resp, 0)),
+            Err(e) => Err(send_failure(&e)),
+        };
         let latency = sent_at.elapsed();
         let result = match sent {
             Ok((resp, redirects)) => {
@@ -238,21 +236,38 @@ impl ExitCore {
         }
     }
 
-    /// Send `hop`, following redirects (at most `max_redirects`, each hop moving `hop`),
-    /// up to the first answer that is not one; returns it with the redirects followed.
+    /// Send `hop`, following redirects; see [`Self::redirected`].
     async fn follow_redirects(
         &self,
         hop: &mut Hop,
         headers: &[(String, String)],
         timeout: Option<Duration>,
     ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
+        let resp = self
+            .send_hop(hop, headers, timeout)
+            .await
+            .map_err(|e| send_failure(&e))?;
+        self.redirected(hop, headers, timeout, resp).await
+    }
+
+    /// Whether `resp` is a redirect this exit follows.
+    fn is_followed(&self, resp: &awc::ClientResponse) -> bool {
+        self.opts.client.max_redirects > 0 && redirect_location(resp).is_some()
+    }
+
+    /// Follow redirects from `resp`, the answer to `hop` (at most `max_redirects`, each
+    /// hop moving `hop`), up to the first answer that is not one; returns it with the
+    /// redirects followed.
+    async fn redirected(
+        &self,
+        hop: &mut Hop,
+        headers: &[(String, String)],
+        timeout: Option<Duration>,
+        mut resp: awc::ClientResponse,
+    ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
         let max_redirects = self.opts.client.max_redirects;
         let mut redirects = 0;
         loop {
-            let resp = self
-                .send_hop(hop, headers, timeout)
-                .await
-                .map_err(|e| send_failure(&e))?;
             let location = match redirect_location(&resp) {
                 Some(location) if max_redirects > 0 => location,
                 _ => return Ok((resp, redirects)),
@@ -266,21 +281,24 @@ impl ExitCore {
                     ),
                 });
             }
-            // Boxed: a redirect is rare, and its future would otherwise make every
-            // request's future (moved and polled on each fetch) several hundred bytes larger.
-            Box::pin(hop.follow(resp, &location)).await?;
+            hop.follow(resp, &location).await?;
             redirects += 1;
+            resp = self
+                .send_hop(hop, headers, timeout)
+                .await
+                .map_err(|e| send_failure(&e))?;
         }
     }
 
     /// Send one hop of a request: the fetch's own headers, minus credentials once a
-    /// redirect has left the first origin.
-    async fn send_hop(
+    /// redirect has left the first origin. Not an `async fn`: awc's own future is
+    /// awaited directly, one level of request future fewer.
+    fn send_hop(
         &self,
         hop: &Hop,
         headers: &[(String, String)],
         timeout: Option<Duration>,
-    ) -> Result<awc::ClientResponse, SendRequestError> {
+    ) -> awc::SendClientRequest {
         let mut req = self.client.request(hop.method.clone(), hop.uri.clone());
         if let Some(t) = timeout {
             req = req.timeout(t);
@@ -297,8 +315,8 @@ impl ExitCore {
             }
         }
         match &hop.body {
-            Some(b) => req.send_body(b.clone()).await,
-            None => req.send().await,
+            Some(b) => req.send_body(b.clone()),
+            None => req.send(),
         }
     }
 
@@ -501,8 +519,19 @@ async fn worker(core: Weak<ExitCore>, work: Rc<Notify>) {
     }
 }
 
-/// A request running on the caller's task: dropped unfinished, it is no longer active.
-struct Running<'a>(&'a ExitCore);
+/// A request running on the caller's task (see [`ExitCore::start`]): dropped
+/// unfinished (a shutdown's grace period ran out), it is no longer active, and the
+/// counters are as if it had never started, apart from `total`.
+pub(crate) struct Running<'a>(&'a ExitCore);
+
+impl Running<'_> {
+    /// Count the request's end.
+    pub(crate) fn end(self, attempted: &Attempted) {
+        let core = self.0;
+        std::mem::forget(self);
+        core.count_end(attempted);
+    }
+}
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {

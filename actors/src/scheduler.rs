@@ -1792,18 +1792,16 @@ pub(crate) async fn fetch_direct(
         uri,
         cut,
     } = go;
+    let running = core.start();
+    let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone());
+    // Pinned where it is built: each move of a request future is a copy. Sent as it
+    // arrived: admission does not wait, and a clock read is saved.
     let attempted = {
-        // Pinned where it is built: the request future is large, and each move of it is
-        // a copy.
-        // Sent as it arrived: admission does not wait, and a clock read is saved.
-        let run = std::pin::pin!(core.run(
-            Hop::new(uri, fetch.method.clone(), fetch.body.clone()),
-            &fetch.headers,
-            arrived,
-        ));
-        cut.race(run).await
+        let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, arrived));
+        cut.race(exchange).await
     };
     let Some(attempted) = attempted else {
+        drop(running);
         // The shutdown's grace period is over (the scheduler has let go of the fetch).
         state.borrow().metrics.urls_done.inc();
         return Ok(Err(FetchError {
@@ -1815,6 +1813,7 @@ pub(crate) async fn fetch_direct(
             throttled: 0,
         }));
     };
+    running.end(&attempted);
     let outcome = state
         .borrow_mut()
         .finish_direct(exit, fetch, host, arrived, attempted);
