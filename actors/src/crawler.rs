@@ -13,11 +13,11 @@ use exitcrawl::limiter::TokenBucket;
 use crate::exit::{ExitActor, ExitCore, ExitOptions};
 use crate::health::{HealthActor, HealthOptions};
 use crate::limiter::LimiterActor;
-use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Intake, Shutdown};
+use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Shutdown};
 use crate::metrics::{self, LagActor, Metrics};
 use crate::net::{ClientOptions, DnsCache};
 use crate::redis::{Redis, RedisGcra, RedisOptions, RedisStats, SharedRates};
-use crate::scheduler::{self, Channel, ExitSlot, Scheduler, SchedulerActor, SharedLimits};
+use crate::scheduler::{self, Channel, ExitSlot, Ingress, Scheduler, SchedulerActor, SharedLimits};
 
 /// Why the crawler could not start.
 #[derive(Debug)]
@@ -216,9 +216,12 @@ impl Crawler {
         };
         Ok(CrawlerHandle {
             scheduler,
-            id,
-            intake,
-            queue_slots,
+            ingress: Ingress {
+                id,
+                intake,
+                queue_slots,
+                metrics: Arc::clone(&metrics),
+            },
             exits: exit_addrs,
             _limiter: limiter_addr,
             _health: health_addr,
@@ -236,12 +239,8 @@ impl Crawler {
 #[derive(Clone)]
 pub struct CrawlerHandle {
     scheduler: Addr<SchedulerActor>,
-    /// Finds the scheduler for the direct path when `fetch` runs on its Arbiter.
-    id: u64,
-    /// `fetch`'s way in (see [`Intake`]).
-    intake: tokio::sync::mpsc::UnboundedSender<Intake>,
-    /// The scheduler's queue slots: `fetch` waits for one (backpressure) before handing in.
-    queue_slots: Arc<tokio::sync::Semaphore>,
+    /// `fetch`'s way in: the direct path or the queue.
+    ingress: Ingress,
     exits: Vec<Addr<ExitActor>>,
     _limiter: Option<Addr<LimiterActor>>,
     _health: Option<Addr<HealthActor>>,
@@ -289,46 +288,13 @@ impl CrawlerHandle {
     /// Arbiter with every exit there (`crawler.arbiters = "single"`, not distributed), a
     /// fetch that may be sent now runs on the calling task; otherwise it joins the queue
     /// through a channel the scheduler reads, after taking a queue slot.
-    pub async fn fetch(&self, fetch: Fetch) -> Result<FetchResponse, FetchError> {
-        // On the scheduler's own Arbiter, with every exit there too, a fetch that may go
-        // now runs on this task (see `scheduler::fetch_direct`); anything else queues.
-        let (fetch, parsed) = match scheduler::local(self.id) {
-            Some(state) => match scheduler::fetch_direct(&state, fetch).await {
-                Ok(reply) => return reply,
-                Err(queue) => queue,
-            },
-            None => (fetch, None),
-        };
-        let arrived = actix::clock::Instant::now();
-        let slot = match Arc::clone(&self.queue_slots).try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(_) => match Arc::clone(&self.queue_slots).acquire_owned().await {
-                Ok(slot) => slot,
-                // Closed: the crawler is shutting down.
-                Err(_) => {
-                    self.metrics.urls_total.inc();
-                    self.metrics.urls_done.inc();
-                    return Err(FetchError::shutdown(fetch.url, "crawler is shutting down"));
-                }
-            },
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let intake = Intake {
-            fetch,
-            parsed,
-            slot: Some(slot),
-            reply: Some(tx),
-            arrived,
-        };
-        // A failed send drops the item, and the item's drop replies `Shutdown`.
-        let _ = self.intake.send(intake);
-        rx.await.unwrap_or_else(|_| {
-            // Unreachable: every pending fetch and intake item replies before it is dropped.
-            Err(FetchError::shutdown(
-                String::new(),
-                "scheduler dropped the fetch without a reply",
-            ))
-        })
+    pub fn fetch(
+        &self,
+        fetch: Fetch,
+    ) -> impl std::future::Future<Output = Result<FetchResponse, FetchError>> + '_ {
+        // Not an `async fn`: the scheduler's future is returned as it is, without a level
+        // of its own around it (see `scheduler::Ingress::fetch`).
+        self.ingress.fetch(fetch)
     }
 
     /// Every exit's figures.

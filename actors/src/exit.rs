@@ -60,10 +60,17 @@ impl Counters {
                     c.ok += 1;
                 }
                 c.consecutive_failures = 0;
-                // 0.8 · old + 0.2 · new, in integer arithmetic (no float round trip).
+                // 0.8 · old + 0.2 · new, in integer nanoseconds (cheaper than `Duration`'s
+                // checked arithmetic, and no float round trip).
+                let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
                 c.latency_ewma = Some(match c.latency_ewma {
                     None => attempted.latency,
-                    Some(l) => (l * 4 + attempted.latency) / 5,
+                    Some(l) => Duration::from_nanos(
+                        nanos(l)
+                            .saturating_mul(4)
+                            .saturating_add(nanos(attempted.latency))
+                            / 5,
+                    ),
                 });
             }
             Err(f) => {

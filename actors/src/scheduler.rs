@@ -7,7 +7,7 @@
 //! The state is a `Scheduler` behind a shared cell; [`SchedulerActor`] is its mailbox.
 //! Fetches come in three ways: `Fetch` messages (other actors), `CrawlerHandle::fetch`'s
 //! channel (read by the actor as a stream), and — when the caller runs on the scheduler's
-//! Arbiter and every exit does too — the direct path (`fetch_direct`): a fetch that may
+//! Arbiter and every exit does too — the direct path (`Ingress::fetch`): a fetch that may
 //! be sent now, with nothing queued for its host, is admitted, sent and settled on the
 //! caller's own task, with the same selection, pacing, counting and reply as any other.
 //! Why: each hand-off between tasks and mailboxes costs about as much as the scheduling
@@ -1089,7 +1089,7 @@ impl Scheduler {
 
 /// Routes fetches to exits: the mailbox of a `Scheduler`. The state sits behind a
 /// shared cell so that `CrawlerHandle::fetch` on this Arbiter can take a fetch straight
-/// through it (see `fetch_direct`); everything else comes in as messages.
+/// through it (see `Ingress::fetch`); everything else comes in as messages.
 pub struct SchedulerActor {
     state: Rc<RefCell<Scheduler>>,
 }
@@ -1763,69 +1763,124 @@ pub(crate) fn local(id: u64) -> Option<Rc<RefCell<Scheduler>>> {
     })
 }
 
-/// Fetch on the caller's own task: admission, selection and pacing as for any fetch, then
-/// the HTTP exchange right here instead of on an exit worker, and the outcome settled in
-/// place. What the direct path cannot finish alone (a retry after backoff, waking queued
-/// fetches) goes to the actor. `Err` gives the fetch back when it must queue.
-///
-/// Why: with every exit on the scheduler's Arbiter, the caller's task can run the
-/// request itself. That saves the hand-offs of the queued path (to the scheduler, to an
-/// exit worker, back to the scheduler, back to the caller), about a fifth of the cost
-/// of a fetch against a fast local site (README, "Cost of the actor system").
-pub(crate) async fn fetch_direct(
-    state: &Rc<RefCell<Scheduler>>,
-    fetch: Fetch,
-) -> Result<Reply, (Fetch, Option<Parsed>)> {
-    let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
-    let go = match admitted {
-        Direct::Go(go) => go,
-        Direct::Answered(kind, message) => {
-            return Ok(Err(FetchError::unsent(kind, message, fetch.url)))
-        }
-        Direct::Queue(parsed) => return Err((fetch, parsed)),
-    };
-    let DirectAttempt {
-        exit,
-        core,
-        host,
-        arrived,
-        uri,
-        cut,
-    } = go;
-    let running = core.start();
-    let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone());
-    // Pinned where it is built: each move of a request future is a copy. Sent as it
-    // arrived: admission does not wait, and a clock read is saved.
-    let attempted = {
-        let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, arrived));
-        cut.race(exchange).await
-    };
-    let Some(attempted) = attempted else {
-        drop(running);
-        // The shutdown's grace period is over (the scheduler has let go of the fetch).
-        state.borrow().metrics.urls_done.inc();
-        return Ok(Err(FetchError {
-            kind: FetchErrorKind::Shutdown,
-            message: "crawler shut down before this fetch finished".into(),
-            url: fetch.url,
-            exit: None,
-            attempts: 1,
-            throttled: 0,
-        }));
-    };
-    running.end(&attempted);
-    let outcome = state
-        .borrow_mut()
-        .finish_direct(exit, fetch, host, arrived, attempted);
-    Ok(match outcome {
-        Ok(reply) => reply,
-        Err(later) => later.await.unwrap_or_else(|_| {
+/// `CrawlerHandle::fetch`'s way in: the direct path when it can be taken, else the queue
+/// through the intake channel, after taking a queue slot.
+#[derive(Clone)]
+pub(crate) struct Ingress {
+    /// Finds the scheduler for the direct path when `fetch` runs on its Arbiter.
+    pub(crate) id: u64,
+    /// The way into the queue (see [`Intake`]).
+    pub(crate) intake: tokio::sync::mpsc::UnboundedSender<Intake>,
+    /// The scheduler's queue slots: a queued fetch waits for one (backpressure).
+    pub(crate) queue_slots: Arc<Semaphore>,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl Ingress {
+    /// Fetch one URL.
+    ///
+    /// On the scheduler's own Arbiter, with every exit there too, a fetch that may go now
+    /// takes the direct path: admission, selection and pacing as for any fetch, then the
+    /// HTTP exchange right here on the caller's task instead of on an exit worker, and
+    /// the outcome settled in place. What the direct path cannot finish alone (a retry
+    /// after backoff, waking queued fetches) goes to the actor. Anything else queues.
+    ///
+    /// Why: with every exit on the scheduler's Arbiter, the caller's task can run the
+    /// request itself. That saves the hand-offs of the queued path (to the scheduler, to
+    /// an exit worker, back to the scheduler, back to the caller), about a fifth of the
+    /// cost of a fetch against a fast local site (README, "Cost of the actor system").
+    /// Both ways are one `async fn`: each level of nested request future costs moves
+    /// and a dispatch per poll.
+    pub(crate) async fn fetch(&self, fetch: Fetch) -> Reply {
+        let parsed = 'direct: {
+            let Some(state) = local(self.id) else {
+                break 'direct None;
+            };
+            {
+                let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
+                let go = match admitted {
+                    Direct::Go(go) => go,
+                    Direct::Answered(kind, message) => {
+                        return Err(FetchError::unsent(kind, message, fetch.url))
+                    }
+                    Direct::Queue(parsed) => break 'direct parsed,
+                };
+                let DirectAttempt {
+                    exit,
+                    core,
+                    host,
+                    arrived,
+                    uri,
+                    cut,
+                } = go;
+                let running = core.start();
+                let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone());
+                let attempted = {
+                    // Pinned where it is built: each move of a request future is a copy.
+                    // Sent as it arrived: admission does not wait, and a clock read is
+                    // saved.
+                    let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, arrived));
+                    cut.race(exchange).await
+                };
+                let Some(attempted) = attempted else {
+                    // The shutdown's grace period is over (the scheduler has let go of it).
+                    drop(running);
+                    self.metrics.urls_done.inc();
+                    return Err(FetchError {
+                        kind: FetchErrorKind::Shutdown,
+                        message: "crawler shut down before this fetch finished".into(),
+                        url: fetch.url,
+                        exit: None,
+                        attempts: 1,
+                        throttled: 0,
+                    });
+                };
+                running.end(&attempted);
+                let outcome = state
+                    .borrow_mut()
+                    .finish_direct(exit, fetch, host, arrived, attempted);
+                return match outcome {
+                    Ok(reply) => reply,
+                    Err(later) => later.await.unwrap_or_else(|_| {
+                        Err(FetchError::shutdown(
+                            String::new(),
+                            "scheduler dropped the fetch without a reply",
+                        ))
+                    }),
+                };
+            }
+        };
+        let arrived = Instant::now();
+        let slot = match Arc::clone(&self.queue_slots).try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => match Arc::clone(&self.queue_slots).acquire_owned().await {
+                Ok(slot) => slot,
+                // Closed: the crawler is shutting down.
+                Err(_) => {
+                    self.metrics.urls_total.inc();
+                    self.metrics.urls_done.inc();
+                    return Err(FetchError::shutdown(fetch.url, "crawler is shutting down"));
+                }
+            },
+        };
+        let (tx, rx) = oneshot::channel();
+        let intake = Intake {
+            fetch,
+            parsed,
+            slot: Some(slot),
+            reply: Some(tx),
+            arrived,
+        };
+        // A failed send drops the item, and the item's drop replies `Shutdown`.
+        let _ = self.intake.send(intake);
+        rx.await.unwrap_or_else(|_| {
+            // Unreachable: every pending fetch and intake item replies before it is dropped.
             Err(FetchError::shutdown(
                 String::new(),
                 "scheduler dropped the fetch without a reply",
             ))
-        }),
-    })
+        })
+    }
 }
 
 impl Scheduler {
@@ -1850,7 +1905,12 @@ impl Scheduler {
         };
         let now_std = arrived.into_std();
         let (choice, hosts) = self.split();
-        let state = hosts.entry(Arc::clone(&host)).or_default();
+        // A lookup before the entry: a host already there (the common case) costs no
+        // reference-count round trip on its name.
+        let state = match hosts.get_mut(&*host) {
+            Some(state) => state,
+            None => hosts.entry(Arc::clone(&host)).or_default(),
+        };
         if !state.queue.is_empty() {
             return Direct::Queue(Some((uri, host)));
         }
@@ -1925,7 +1985,7 @@ impl Scheduler {
                     exit: exit_name,
                     attempts: 1,
                     throttled: 0,
-                    // Sent as it arrived (`fetch_direct`).
+                    // Sent as it arrived (`Ingress::fetch`).
                     elapsed: attempted.latency,
                 }))
             }
