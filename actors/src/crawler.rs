@@ -288,6 +288,10 @@ impl CrawlerHandle {
     /// Arbiter with every exit there (`crawler.arbiters = "single"`, not distributed), a
     /// fetch that may be sent now runs on the calling task; otherwise it joins the queue
     /// through a channel the scheduler reads, after taking a queue slot.
+    ///
+    /// The fetch is admitted when `fetch` is called (a fetch for the direct path takes its
+    /// share of the capacity then); dropping the returned future, polled or not, before it
+    /// ends gives that share back.
     pub fn fetch(
         &self,
         fetch: Fetch,

@@ -1230,17 +1230,21 @@ impl Handler<Fetch> for SchedulerActor {
     type Result = Admission;
 
     fn handle(&mut self, fetch: Fetch, ctx: &mut Self::Context) -> Self::Result {
-        self.state.borrow_mut().on_fetch(fetch, ctx)
+        let state = Rc::clone(&self.state);
+        self.state.borrow_mut().on_fetch(fetch, state, ctx)
     }
 }
 
-/// How a `Fetch` is answered. Most fetches join the queue with actix's own reply channel
-/// as their reply: no extra channel, task or boxed future per fetch on the hot path.
+/// How a `Fetch` is answered. A fetch that may be sent now runs on a task of its own, as
+/// on the direct path; others join the queue with actix's own reply channel as their
+/// reply: no extra channel, task or boxed future per queued fetch.
 pub struct Admission(AdmissionKind);
 
 enum AdmissionKind {
     /// Answered at once (invalid URL, shutting down).
     Ready(Reply),
+    /// Admitted on the direct path: run it on a task (see [`run_direct`]).
+    Direct(Box<(Held, DirectAttempt, Fetch)>),
     /// A queue slot is free: join the queue as soon as the reply channel is known.
     Queue(Enqueue),
     /// The queue is full: wait for a slot (backpressure), then join.
@@ -1271,6 +1275,15 @@ impl MessageResponse<SchedulerActor, Fetch> for Admission {
                     }
                 });
             }
+            AdmissionKind::Direct(direct) => {
+                let (held, go, fetch) = *direct;
+                actix_rt::spawn(async move {
+                    let r = run_direct(held, go, fetch).await;
+                    if let Some(tx) = tx {
+                        let _ = tx.send(r);
+                    }
+                });
+            }
         }
     }
 }
@@ -1280,10 +1293,18 @@ impl Scheduler {
     fn admit(
         &mut self,
         fetch: Fetch,
+        parsed: Option<Parsed>,
         arrived: Instant,
         ctx: &mut Context<SchedulerActor>,
     ) -> Admission {
-        let (uri, host) = match self.validate(&fetch) {
+        let parsed = match parsed {
+            Some(_) if self.shutting_down => {
+                Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()))
+            }
+            Some(parsed) => Ok(parsed),
+            None => self.validate(&fetch),
+        };
+        let (uri, host) = match parsed {
             Ok(parsed) => parsed,
             Err((kind, message)) => {
                 self.metrics.urls_done.inc();
@@ -1439,9 +1460,31 @@ impl Handler<Shutdown> for SchedulerActor {
 }
 
 impl Scheduler {
-    fn on_fetch(&mut self, fetch: Fetch, ctx: &mut Context<SchedulerActor>) -> Admission {
+    /// A `Fetch` from the mailbox. One that may be sent now takes the direct path, on a
+    /// task of its own (`me` is this scheduler's cell): that saves the queue, the exit
+    /// worker's hand-offs and the attempt report (README, "Cost of the actor system").
+    /// Others are admitted to the queue, with backpressure, as before.
+    fn on_fetch(
+        &mut self,
+        fetch: Fetch,
+        me: Rc<RefCell<Scheduler>>,
+        ctx: &mut Context<SchedulerActor>,
+    ) -> Admission {
+        let arrived = Instant::now();
+        let parsed = match self.admit_direct(&fetch, arrived) {
+            Direct::Go { exit, host, go } => {
+                let held = Held::new(me, exit, host);
+                return Admission(AdmissionKind::Direct(Box::new((held, go, fetch))));
+            }
+            Direct::Answered(kind, message) => {
+                return Admission(AdmissionKind::Ready(Err(FetchError::unsent(
+                    kind, message, fetch.url,
+                ))))
+            }
+            Direct::Queue(parsed) => parsed,
+        };
         self.metrics.urls_total.inc();
-        self.admit(fetch, Instant::now(), ctx)
+        self.admit(fetch, parsed, arrived, ctx)
     }
 
     fn on_attempt_done(&mut self, m: AttemptDone, ctx: &mut Context<SchedulerActor>) {
@@ -1716,8 +1759,12 @@ impl StreamHandler<Handoff> for SchedulerActor {
 // boxing it would add an allocation per fetch.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Direct {
-    /// Send it now on the caller's task, then [`Scheduler::finish_direct`].
-    Go(DirectAttempt),
+    /// Send it now on the caller's task ([`run_direct`]) through exit `exit`, to `host`.
+    Go {
+        exit: usize,
+        host: Arc<str>,
+        go: DirectAttempt,
+    },
     /// To be answered without an attempt (an invalid URL), with this error.
     Answered(FetchErrorKind, String),
     /// Not for the direct path now: hand it in the ordinary way, through the queue, with
@@ -1729,9 +1776,7 @@ pub(crate) enum Direct {
 /// (which stays with the caller: moving it in and out is a copy each way). Not a
 /// [`Pending`]: most direct fetches end with their first answer and never need one.
 pub(crate) struct DirectAttempt {
-    exit: usize,
     core: Rc<ExitCore>,
-    host: Arc<str>,
     arrived: Instant,
     uri: Uri,
     cut: Rc<CutOff>,
@@ -1776,6 +1821,97 @@ pub(crate) struct Ingress {
     pub(crate) metrics: Arc<Metrics>,
 }
 
+/// A direct fetch's hold on the scheduler's capacity (its exit's slot, its host's count,
+/// the crawler's concurrency), from admission until it is settled. Dropped before that —
+/// its caller gave up on the fetch (a timeout around `CrawlerHandle::fetch`), or the
+/// shutdown cut it off — it gives the capacity back and counts the fetch done: without
+/// it, each abandoned fetch kept a slot for good.
+pub(crate) struct Held {
+    state: Rc<RefCell<Scheduler>>,
+    exit: usize,
+    host: Arc<str>,
+    /// Not settled yet: dropping the hold gives the capacity back.
+    armed: bool,
+}
+
+impl Held {
+    fn new(state: Rc<RefCell<Scheduler>>, exit: usize, host: Arc<str>) -> Self {
+        Self {
+            state,
+            exit,
+            host,
+            armed: true,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let host = &self.host;
+        // A fetch future is dropped by its owner, never inside the scheduler's own code,
+        // so the cell is free; if it were not, the capacity would stay taken (no panic
+        // in a destructor).
+        if let Ok(mut s) = self.state.try_borrow_mut() {
+            s.abandon_direct(self.exit, host);
+        }
+    }
+}
+
+/// Run a fetch admitted on the direct path ([`Scheduler::admit_direct`]) on this task:
+/// the HTTP exchange on the exit's core, raced against the shutdown cut-off, then the
+/// outcome settled in place ([`Scheduler::finish_direct`]). `held` was taken at
+/// admission, so a future dropped before its first poll gives its capacity back too.
+async fn run_direct(mut held: Held, go: DirectAttempt, fetch: Fetch) -> Reply {
+    let DirectAttempt {
+        core,
+        arrived,
+        uri,
+        cut,
+    } = go;
+    let running = core.start();
+    let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone());
+    let attempted = {
+        // Pinned where it is built: each move of a request future is a copy. Sent as it
+        // arrived: admission does not wait, and a clock read is saved.
+        let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, arrived));
+        cut.race(exchange).await
+    };
+    let Some(attempted) = attempted else {
+        // The shutdown's grace period is over (the scheduler has let go of the fetch).
+        // The exit's counters and the scheduler's capacity are let go of as for any
+        // fetch that ends unsettled, and it counts as done.
+        drop(running);
+        drop(held);
+        return Err(FetchError {
+            kind: FetchErrorKind::Shutdown,
+            message: "crawler shut down before this fetch finished".into(),
+            url: fetch.url,
+            exit: None,
+            attempts: 1,
+            throttled: 0,
+        });
+    };
+    running.end(&attempted);
+    // Settling releases the capacity: the hold lets go of it.
+    held.armed = false;
+    let outcome = held
+        .state
+        .borrow_mut()
+        .finish_direct(held.exit, fetch, &held.host, arrived, attempted);
+    match outcome {
+        Ok(reply) => reply,
+        Err(later) => later.await.unwrap_or_else(|_| {
+            Err(FetchError::shutdown(
+                String::new(),
+                "scheduler dropped the fetch without a reply",
+            ))
+        }),
+    }
+}
+
 impl Ingress {
     /// Fetch one URL.
     ///
@@ -1789,67 +1925,35 @@ impl Ingress {
     /// request itself. That saves the hand-offs of the queued path (to the scheduler, to
     /// an exit worker, back to the scheduler, back to the caller), about a fifth of the
     /// cost of a fetch against a fast local site (README, "Cost of the actor system").
-    /// Both ways are one `async fn`: each level of nested request future costs moves
-    /// and a dispatch per poll.
-    pub(crate) async fn fetch(&self, fetch: Fetch) -> Reply {
-        let parsed = 'direct: {
-            let Some(state) = local(self.id) else {
-                break 'direct None;
-            };
-            {
+    ///
+    /// The fetch is admitted when this is called; the future carries it out. The direct
+    /// path's future is returned as it is, not awaited inside another: each level of
+    /// nested request future costs moves and a dispatch per poll.
+    pub(crate) fn fetch(&self, fetch: Fetch) -> impl std::future::Future<Output = Reply> + '_ {
+        use futures_util::future::{ready, Either};
+        let parsed = match local(self.id) {
+            Some(state) => {
                 let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
-                let go = match admitted {
-                    Direct::Go(go) => go,
-                    Direct::Answered(kind, message) => {
-                        return Err(FetchError::unsent(kind, message, fetch.url))
+                match admitted {
+                    Direct::Go { exit, host, go } => {
+                        let held = Held::new(state, exit, host);
+                        return Either::Left(run_direct(held, go, fetch));
                     }
-                    Direct::Queue(parsed) => break 'direct parsed,
-                };
-                let DirectAttempt {
-                    exit,
-                    core,
-                    host,
-                    arrived,
-                    uri,
-                    cut,
-                } = go;
-                let running = core.start();
-                let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone());
-                let attempted = {
-                    // Pinned where it is built: each move of a request future is a copy.
-                    // Sent as it arrived: admission does not wait, and a clock read is
-                    // saved.
-                    let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, arrived));
-                    cut.race(exchange).await
-                };
-                let Some(attempted) = attempted else {
-                    // The shutdown's grace period is over (the scheduler has let go of it).
-                    drop(running);
-                    self.metrics.urls_done.inc();
-                    return Err(FetchError {
-                        kind: FetchErrorKind::Shutdown,
-                        message: "crawler shut down before this fetch finished".into(),
-                        url: fetch.url,
-                        exit: None,
-                        attempts: 1,
-                        throttled: 0,
-                    });
-                };
-                running.end(&attempted);
-                let outcome = state
-                    .borrow_mut()
-                    .finish_direct(exit, fetch, host, arrived, attempted);
-                return match outcome {
-                    Ok(reply) => reply,
-                    Err(later) => later.await.unwrap_or_else(|_| {
-                        Err(FetchError::shutdown(
-                            String::new(),
-                            "scheduler dropped the fetch without a reply",
-                        ))
-                    }),
-                };
+                    Direct::Answered(kind, message) => {
+                        let e = FetchError::unsent(kind, message, fetch.url);
+                        return Either::Right(Either::Left(ready(Err(e))));
+                    }
+                    Direct::Queue(parsed) => parsed,
+                }
             }
+            None => None,
         };
+        Either::Right(Either::Right(self.queue(fetch, parsed)))
+    }
+
+    /// Hand `fetch` in through the intake channel, after taking a queue slot
+    /// (backpressure), and wait for its reply.
+    async fn queue(&self, fetch: Fetch, parsed: Option<Parsed>) -> Reply {
         let arrived = Instant::now();
         let slot = match Arc::clone(&self.queue_slots).try_acquire_owned() {
             Ok(slot) => slot,
@@ -1941,14 +2045,16 @@ impl Scheduler {
         self.metrics.urls_total.inc();
         self.reserve(i);
         self.budget.deposit(now_std);
-        Direct::Go(DirectAttempt {
+        Direct::Go {
             exit: i,
-            core,
             host,
-            arrived,
-            uri,
-            cut: Rc::clone(&self.cut),
-        })
+            go: DirectAttempt {
+                core,
+                arrived,
+                uri,
+                cut: Rc::clone(&self.cut),
+            },
+        }
     }
 
     /// Settle a direct attempt. A plain answer is answered here and now; anything else
@@ -1959,18 +2065,18 @@ impl Scheduler {
         &mut self,
         i: usize,
         fetch: Fetch,
-        host: Arc<str>,
+        host: &Arc<str>,
         arrived: Instant,
         attempted: Attempted,
     ) -> Result<Reply, oneshot::Receiver<Reply>> {
         let outcome = match attempted.result {
             Ok(answer) if self.is_plain(answer.status) => {
-                self.release(i, &host);
+                self.release(i, host);
                 let exit_name = Arc::clone(&self.exits[i].name);
                 self.note_answer(
                     i,
                     &exit_name,
-                    &host,
+                    host,
                     false,
                     (attempted.sent_at, attempted.latency),
                     &answer,
@@ -1994,7 +2100,7 @@ impl Scheduler {
                 let p = Pending {
                     fetch,
                     uri: None,
-                    host,
+                    host: Arc::clone(host),
                     reply: Some(tx),
                     done: self.metrics.urls_done.clone(),
                     slot: None,
@@ -2022,6 +2128,17 @@ impl Scheduler {
         }
         self.check_drained();
         outcome
+    }
+
+    /// A direct fetch that ended unsettled (see [`Held`]): its capacity back, counted done,
+    /// and queued fetches woken if they may now go.
+    fn abandon_direct(&mut self, i: usize, host: &Arc<str>) {
+        self.release(i, host);
+        self.metrics.urls_done.inc();
+        if !self.order.is_empty() {
+            self.hand_off(Handoff::Dispatch);
+        }
+        self.check_drained();
     }
 
     fn hand_off(&self, h: Handoff) {

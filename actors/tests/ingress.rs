@@ -185,3 +185,40 @@ async fn a_body_that_arrives_after_its_head_is_read_whole() {
     assert_eq!(queued.status, 200);
     assert_eq!(queued.body.len(), 8);
 }
+
+#[actix_rt::test]
+async fn a_fetch_its_caller_gives_up_on_gives_its_capacity_back() {
+    // Concurrency 1 and a site that takes 300 ms: the first fetch is dropped by its caller
+    // mid-flight (a timeout around `CrawlerHandle::fetch`), the second before it is ever
+    // polled. The next fetch must still get the crawler's one slot, and the figures must
+    // add up.
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings(1, 4)).expect("start");
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        h.fetch(Fetch::get(site.url("/dropped"))),
+    )
+    .await;
+    assert!(
+        gave_up.is_err(),
+        "the site answers after 300 ms: {gave_up:?}"
+    );
+    // A fetch is admitted when `fetch` is called: one dropped unpolled gives its slot back.
+    drop(h.fetch(Fetch::get(site.url("/never-polled"))));
+    let next = tokio::time::timeout(
+        Duration::from_secs(5),
+        h.fetch(Fetch::get(site.url("/next"))),
+    )
+    .await
+    .expect("the slot came back: the next fetch is answered")
+    .expect("answer");
+    assert_eq!(next.status, 200);
+    let m = h.metrics();
+    assert_eq!(m.urls_total.get(), 3);
+    assert_eq!(m.urls_done.get(), 3, "the dropped fetches count as done");
+    assert_eq!(site.requests().len(), 2, "the unpolled fetch sent nothing");
+    h.shutdown(Duration::from_secs(1)).await;
+}
