@@ -289,9 +289,8 @@ impl CrawlerHandle {
     /// fetch that may be sent now runs on the calling task; otherwise it joins the queue
     /// through a channel the scheduler reads, after taking a queue slot.
     ///
-    /// The fetch is admitted when `fetch` is called (a fetch for the direct path takes its
-    /// share of the capacity then); dropping the returned future, polled or not, before it
-    /// ends gives that share back.
+    /// The fetch is admitted when the returned future is first polled; dropping the
+    /// future before it ends gives back the share of the capacity it took.
     pub fn fetch(
         &self,
         fetch: Fetch,

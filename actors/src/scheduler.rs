@@ -1278,7 +1278,7 @@ impl MessageResponse<SchedulerActor, Fetch> for Admission {
             AdmissionKind::Direct(direct) => {
                 let (held, go, fetch) = *direct;
                 actix_rt::spawn(async move {
-                    let r = run_direct(held, go, fetch).await;
+                    let r = run_direct(Entry::Admitted(held, go), fetch).await;
                     if let Some(tx) = tx {
                         let _ = tx.send(r);
                     }
@@ -1860,11 +1860,40 @@ impl Drop for Held {
     }
 }
 
-/// Run a fetch admitted on the direct path ([`Scheduler::admit_direct`]) on this task:
-/// the HTTP exchange on the exit's core, raced against the shutdown cut-off, then the
-/// outcome settled in place ([`Scheduler::finish_direct`]). `held` was taken at
-/// admission, so a future dropped before its first poll gives its capacity back too.
-async fn run_direct(mut held: Held, go: DirectAttempt, fetch: Fetch) -> Reply {
+/// Where [`run_direct`] starts.
+enum Entry<'a> {
+    /// Admitted on the direct path already (a `Fetch` from the mailbox).
+    Admitted(Held, DirectAttempt),
+    /// Not admitted yet (`CrawlerHandle::fetch`): admit it, and queue it if it may not go
+    /// now.
+    Fresh(&'a Ingress),
+}
+
+/// Run a fetch on the direct path ([`Scheduler::admit_direct`]) on this task: the HTTP
+/// exchange on the exit's core, raced against the shutdown cut-off, then the outcome
+/// settled in place ([`Scheduler::finish_direct`]). A fresh fetch that may not go now
+/// queues instead.
+///
+/// Why both entries share one `async fn`: the direct path's future is then not awaited
+/// inside another, and each level of nested request future costs moves and a dispatch
+/// per poll (a future returned by value is also copied whole).
+async fn run_direct(entry: Entry<'_>, fetch: Fetch) -> Reply {
+    let (mut held, go) = match entry {
+        Entry::Admitted(held, go) => (held, go),
+        Entry::Fresh(ingress) => {
+            let Some(state) = local(ingress.id) else {
+                return ingress.queue(fetch, None).await;
+            };
+            let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
+            match admitted {
+                Direct::Go { exit, host, go } => (Held::new(state, exit, host), go),
+                Direct::Answered(kind, message) => {
+                    return Err(FetchError::unsent(kind, message, fetch.url))
+                }
+                Direct::Queue(parsed) => return ingress.queue(fetch, parsed).await,
+            }
+        }
+    };
     let DirectAttempt {
         core,
         arrived,
@@ -1925,30 +1954,8 @@ impl Ingress {
     /// request itself. That saves the hand-offs of the queued path (to the scheduler, to
     /// an exit worker, back to the scheduler, back to the caller), about a fifth of the
     /// cost of a fetch against a fast local site (README, "Cost of the actor system").
-    ///
-    /// The fetch is admitted when this is called; the future carries it out. The direct
-    /// path's future is returned as it is, not awaited inside another: each level of
-    /// nested request future costs moves and a dispatch per poll.
     pub(crate) fn fetch(&self, fetch: Fetch) -> impl std::future::Future<Output = Reply> + '_ {
-        use futures_util::future::{ready, Either};
-        let parsed = match local(self.id) {
-            Some(state) => {
-                let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
-                match admitted {
-                    Direct::Go { exit, host, go } => {
-                        let held = Held::new(state, exit, host);
-                        return Either::Left(run_direct(held, go, fetch));
-                    }
-                    Direct::Answered(kind, message) => {
-                        let e = FetchError::unsent(kind, message, fetch.url);
-                        return Either::Right(Either::Left(ready(Err(e))));
-                    }
-                    Direct::Queue(parsed) => parsed,
-                }
-            }
-            None => None,
-        };
-        Either::Right(Either::Right(self.queue(fetch, parsed)))
+        run_direct(Entry::Fresh(self), fetch)
     }
 
     /// Hand `fetch` in through the intake channel, after taking a queue slot
