@@ -218,7 +218,11 @@ async fn a_fetch_its_caller_gives_up_on_gives_its_capacity_back() {
     assert_eq!(next.status, 200);
     let m = h.metrics();
     assert_eq!(m.urls_total.get(), 2);
-    assert_eq!(m.urls_done.get(), 2, "the fetch dropped mid-flight counts as done");
+    assert_eq!(
+        m.urls_done.get(),
+        2,
+        "the fetch dropped mid-flight counts as done"
+    );
     assert_eq!(site.requests().len(), 2, "the unpolled fetch sent nothing");
     h.shutdown(Duration::from_secs(1)).await;
 }
