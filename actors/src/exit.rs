@@ -259,7 +259,7 @@ impl ExitCore {
 
     /// Whether `resp` is a redirect this exit follows.
     fn is_followed(&self, resp: &awc::ClientResponse) -> bool {
-        self.opts.client.max_redirects > 0 && redirect_location(resp).is_some()
+        self.opts.client.max_redirects > 0 && location_header(resp).is_some()
     }
 
     /// Follow redirects from `resp`, the answer to `hop` (at most `max_redirects`, each
@@ -496,11 +496,16 @@ const REDIRECT_BODY_LIMIT: usize = 64 * 1024;
 
 /// The `Location` of a redirect answer (301, 302, 303, 307, 308 with the header).
 fn redirect_location<S>(resp: &awc::ClientResponse<S>) -> Option<String> {
+    let location = location_header(resp)?;
+    Some(String::from_utf8_lossy(location.as_bytes()).into_owned())
+}
+
+/// The `Location` header of a redirect status, without copying it.
+fn location_header<S>(resp: &awc::ClientResponse<S>) -> Option<&HeaderValue> {
     if !matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
         return None;
     }
-    let location = resp.headers().get(awc::http::header::LOCATION)?;
-    Some(String::from_utf8_lossy(location.as_bytes()).into_owned())
+    resp.headers().get(awc::http::header::LOCATION)
 }
 
 /// Headers that carry credentials: not sent past a redirect to another origin.

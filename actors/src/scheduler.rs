@@ -1878,15 +1878,21 @@ enum Entry<'a> {
 /// inside another, and each level of nested request future costs moves and a dispatch
 /// per poll (a future returned by value is also copied whole).
 async fn run_direct(entry: Entry<'_>, fetch: Fetch) -> Reply {
-    let (mut held, go) = match entry {
-        Entry::Admitted(held, go) => (held, go),
+    // When it is sent: as it arrived for a fresh fetch (admission does not wait, and a
+    // clock read is saved); now for one admitted in the mailbox, whose task may have
+    // waited its turn (latency feeds the limiter).
+    let (mut held, go, sent_at) = match entry {
+        Entry::Admitted(held, go) => (held, go, Instant::now()),
         Entry::Fresh(ingress) => {
             let Some(state) = local(ingress.id) else {
                 return ingress.queue(fetch, None).await;
             };
             let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
             match admitted {
-                Direct::Go { exit, host, go } => (Held::new(state, exit, host), go),
+                Direct::Go { exit, host, go } => {
+                    let sent_at = go.arrived;
+                    (Held::new(state, exit, host), go, sent_at)
+                }
                 Direct::Answered(kind, message) => {
                     return Err(FetchError::unsent(kind, message, fetch.url))
                 }
@@ -1903,9 +1909,8 @@ async fn run_direct(entry: Entry<'_>, fetch: Fetch) -> Reply {
     let running = core.start();
     let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone());
     let attempted = {
-        // Pinned where it is built: each move of a request future is a copy. Sent as it
-        // arrived: admission does not wait, and a clock read is saved.
-        let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, arrived));
+        // Pinned where it is built: each move of a request future is a copy.
+        let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, sent_at));
         cut.race(exchange).await
     };
     let Some(attempted) = attempted else {
@@ -2098,8 +2103,9 @@ impl Scheduler {
                     exit: exit_name,
                     attempts: 1,
                     throttled: 0,
-                    // Sent as it arrived (`Ingress::fetch`).
-                    elapsed: attempted.latency,
+                    // The attempt's end, without another clock read.
+                    elapsed: (attempted.sent_at + attempted.latency)
+                        .saturating_duration_since(arrived.into_std()),
                 }))
             }
             result => {
