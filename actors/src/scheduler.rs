@@ -2103,9 +2103,14 @@ impl Scheduler {
                     exit: exit_name,
                     attempts: 1,
                     throttled: 0,
-                    // The attempt's end, without another clock read.
-                    elapsed: (attempted.sent_at + attempted.latency)
-                        .saturating_duration_since(arrived.into_std()),
+                    // The attempt's end, without another clock read (a fetch sent as it
+                    // arrived, the common case, needs no arithmetic).
+                    elapsed: if attempted.sent_at == arrived.into_std() {
+                        attempted.latency
+                    } else {
+                        (attempted.sent_at + attempted.latency)
+                            .saturating_duration_since(arrived.into_std())
+                    },
                 }))
             }
             result => {
