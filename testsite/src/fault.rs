@@ -24,10 +24,12 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::{RequestRecord, Shared};
+use crate::server::Shared;
+use crate::RequestRecord;
 
-/// The longest a [`Fault::Hang`] (or a stalled write) holds a connection when the client
-/// never gives up. Keeps every server loop bounded.
+/// The longest a stalled write, an idle keep-alive connection or (by default, see
+/// [`SiteConfig::hang_max`](crate::SiteConfig::hang_max)) a [`Fault::Hang`] holds a
+/// connection when the client never gives up. Keeps every server loop bounded.
 pub const HANG_MAX: Duration = Duration::from_secs(60);
 
 /// The largest request head the fault listener reads; a longer one closes the connection.
@@ -54,7 +56,8 @@ pub enum Fault {
     /// Read the request, then close the connection without answering.
     Close,
     /// Read the request and never answer; the connection stays open until the client
-    /// closes it (its timeout), at most [`HANG_MAX`].
+    /// closes it (its timeout) or [`SiteConfig::hang_max`](crate::SiteConfig::hang_max)
+    /// passes ([`HANG_MAX`] by default), then the site closes it.
     Hang,
     /// Answer this status (500, 502, 503, …) with a short body, keep-alive.
     Status(u16),
@@ -165,6 +168,11 @@ impl fmt::Display for Fault {
 
 /// A seeded mix of faults for paths that do not name one: each path's fault is a pure
 /// function of `(seed, path)`.
+///
+/// A flaky but unlimited site — 5 % of connections dropped, 2 % hangs, 3 % 500s — is
+/// `FaultMix { seed, faults: vec![(Fault::Close, 50), (Fault::Hang, 20),
+/// (Fault::Status(500), 30)] }`; bound the hangs below the client's timeout with
+/// [`SiteConfig::hang_max`](crate::SiteConfig::hang_max) to model a proxy that drops them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultMix {
     /// Seed of the per-path choice.
@@ -374,8 +382,8 @@ async fn connection(
             }
             Some(Fault::Close) => return Ok(()),
             Some(Fault::Hang) => {
-                // Read (and drop) whatever comes until the client closes or HANG_MAX.
-                let deadline = tokio::time::Instant::now() + HANG_MAX;
+                // Read (and drop) whatever comes until the client closes or hang_max.
+                let deadline = tokio::time::Instant::now() + shared.cfg.hang_max;
                 let mut scratch = [0u8; 1024];
                 while let Ok(Ok(n)) =
                     tokio::time::timeout_at(deadline, stream.read(&mut scratch)).await
@@ -477,5 +485,7 @@ pub(crate) fn record(
         arrived,
         status,
         fault,
+        latency: Duration::ZERO,
+        queued: Duration::ZERO,
     }
 }
