@@ -1,13 +1,19 @@
 //! Prints what the adaptive controller reaches in every scenario of `tests/scenarios/`
-//! (fake time, no network): `cargo run --release --example aimd_sim`.
+//! (fake time, no network): `cargo run --release --example aimd_sim [-- NAME-FILTER]`
+//! (`--trace`: one line per simulated second on stderr).
 //! The scenario tests (`tests/aimd_scenarios.rs`) assert the same runs against the
-//! expected ranges written in each file.
+//! expected ranges written in each file; `--markdown` prints the README's table (one row
+//! per scenario: the worst of its seeds).
 
 use std::path::Path;
 
-use exitcrawl::sim::{simulate, Scenario};
+use exitcrawl::sim::{simulate, Scenario, SimReport};
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let markdown = args.iter().any(|a| a == "--markdown");
+    let trace = args.iter().any(|a| a == "--trace");
+    let filter = args.iter().find(|a| !a.starts_with("--")).cloned();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("tests/scenarios exists")
@@ -15,11 +21,21 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
-    println!(
-        "{:<24} {:>5} {:>8} {:>10} {:>9} {:>8} {:>8} {:>6}",
-        "scenario", "seed", "goodput", "throttled", "warm-thr", "final/s", "lat ms", "cuts"
-    );
+    if markdown {
+        println!("| scenario | what it models | goodput | throttled | expected goodput | expected throttled | met |");
+        println!("|---|---|---|---|---|---|---|");
+    } else {
+        println!(
+            "{:<28} {:>4} {:>8} {:>9} {:>8} {:>8} {:>8} {:>7} {:>5} {:>7} {:<7} ok",
+            "scenario", "seed", "goodput", "throttled", "warm-thr", "final/s", "lat ms", "errors", "bans", "p99/kn", "scope"
+        );
+    }
+    let mut all_met = true;
     for path in files {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?").to_owned();
+        if filter.as_ref().is_some_and(|f| !stem.contains(f.as_str())) {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).expect("readable scenario");
         let scenario = match Scenario::parse(&text) {
             Ok(s) => s,
@@ -28,7 +44,7 @@ fn main() {
                 continue;
             }
         };
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+        let mut runs: Vec<(SimReport, Vec<String>)> = vec![];
         for &seed in &scenario.run.seeds {
             let cfg = match scenario.sim_config(seed) {
                 Ok(c) => c,
@@ -37,18 +53,48 @@ fn main() {
                     break;
                 }
             };
-            let r = simulate(&cfg);
+            let r = simulate(&exitcrawl::sim::SimConfig { trace, ..cfg });
+            let misses = scenario.misses(&r);
+            all_met &= misses.is_empty();
+            if !markdown {
+                println!(
+                    "{:<28} {:>4} {:>8.3} {:>8.3}% {:>8} {:>8.1} {:>8.1} {:>7} {:>5} {:>7} {:<7} {}",
+                    stem,
+                    seed,
+                    r.goodput,
+                    100.0 * r.throttled_fraction,
+                    r.warmup_throttled,
+                    r.final_rps,
+                    r.mean_latency.as_secs_f64() * 1000.0,
+                    r.errors,
+                    r.bans_after_warmup,
+                    r.in_flight_p99_over_knee
+                        .map_or_else(|| "-".into(), |x| format!("{x:.2}")),
+                    r.detected.as_str(),
+                    if misses.is_empty() { "yes".into() } else { misses.join("; ") }
+                );
+            }
+            runs.push((r, misses));
+        }
+        if markdown && !runs.is_empty() {
+            let g_lo = runs.iter().map(|r| r.0.goodput).fold(f64::MAX, f64::min);
+            let g_hi = runs.iter().map(|r| r.0.goodput).fold(f64::MIN, f64::max);
+            let t_hi = runs.iter().map(|r| r.0.throttled_fraction).fold(0.0, f64::max);
+            let met = runs.iter().all(|r| r.1.is_empty());
+            let e = &scenario.expect;
             println!(
-                "{:<24} {:>5} {:>8.3} {:>9.3}% {:>9} {:>8.1} {:>8.1} {:>6}",
-                stem,
-                seed,
-                r.goodput,
-                100.0 * r.throttled_fraction,
-                r.warmup_throttled,
-                r.final_rps,
-                r.mean_latency.as_secs_f64() * 1000.0,
-                r.decreases
+                "| `{stem}` | {} | {g_lo:.3}–{g_hi:.3} | ≤ {:.2} % | {:.2}–{:.2} | {:.1}–{:.1} % | {} |",
+                scenario.name,
+                100.0 * t_hi,
+                e.goodput[0],
+                e.goodput[1],
+                100.0 * e.throttled[0],
+                100.0 * e.throttled[1],
+                if met { "yes" } else { "**no**" }
             );
         }
+    }
+    if !all_met {
+        std::process::exit(1);
     }
 }

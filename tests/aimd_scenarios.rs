@@ -19,30 +19,21 @@ fn scenario_files() -> Vec<PathBuf> {
 #[test]
 fn every_scenario_meets_its_expected_ranges() {
     let files = scenario_files();
-    assert!(files.len() >= 9, "scenario files went missing: {files:?}");
+    assert!(files.len() >= 30, "scenario files went missing: {files:?}");
     let mut failures = vec![];
     for path in &files {
         let text = std::fs::read_to_string(path).expect("readable");
         let sc = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(!sc.run.seeds.is_empty(), "{}: no seeds", path.display());
         for &seed in &sc.run.seeds {
-            let r = simulate(&sc.sim_config(seed).expect("valid scenario"));
-            let [glo, ghi] = sc.expect.goodput;
-            let [tlo, thi] = sc.expect.throttled;
-            let lat_ok = sc
-                .expect
-                .max_mean_latency_ms
-                .is_none_or(|m| r.mean_latency.as_secs_f64() * 1000.0 <= m);
-            let rate_ok = sc
-                .expect
-                .final_rps
-                .is_none_or(|[lo, hi]| (lo..=hi).contains(&r.final_rps));
-            if !(glo..=ghi).contains(&r.goodput)
-                || !rate_ok
-                || !(tlo..=thi).contains(&r.throttled_fraction)
-                || !lat_ok
-            {
-                failures.push(format!("{} (seed {seed}): {r:?}", sc.name));
+            let cfg = sc
+                .sim_config(seed)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let r = simulate(&cfg);
+            let misses = sc.misses(&r);
+            if !misses.is_empty() {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+                failures.push(format!("{stem} (seed {seed}): {}", misses.join("; ")));
             }
         }
     }
@@ -61,4 +52,10 @@ fn a_bad_scenario_file_is_reported() {
     let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"tide\"\ncapacity = 1.0\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n")
         .unwrap();
     assert!(sc.sim_config(1).unwrap_err().contains("site.kind"));
+    let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"window\"\nlimit = 5\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n")
+        .unwrap();
+    assert!(sc.sim_config(1).unwrap_err().contains("site.window_ms"));
+    let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"none\"\nerror_rate = 1.5\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n")
+        .unwrap();
+    assert!(sc.sim_config(1).unwrap_err().contains("site.error_rate: 1.5"));
 }

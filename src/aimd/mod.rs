@@ -8,31 +8,50 @@
 //!    until the first throttle (or until latency says the site is filling up).
 //! 2. **Capacity estimate.** On the first throttle the rate at that moment overshoots (the
 //!    site's burst hid the limit for a while), so the estimate `w_max` is what the site
-//!    *accepted* over the last second, kept between half and all of the rate at the throttle.
+//!    *accepted* over the last second (the last ten on a slow site).
 //! 3. **Hold.** A throttle without `Retry-After` pauses the key for a short hold
 //!    (`max(srtt, 2 intervals)`, at most `hold`), so the requests already on their way don't
 //!    all hit the wall; `Retry-After` is a floor: no send before it expires.
 //! 4. **Gentle probe.** After a decrease to `decrease × w_max` the rate follows CUBIC's curve
-//!    `w_max + w_max·(1−β)·(t/K − 1)³`: quickly back towards `w_max`, flat near it, then a slowly
-//!    accelerating probe above it. `K` is long enough that a probe cycle spans at least
-//!    `probe_requests` requests, so the few throttles that end each cycle stay under 1 %.
-//!    A floor of `increase_rps` per second (the additive increase) keeps growth going when
-//!    `w_max` is tiny.
+//!    `w_max + w_max·(1−β)·(t/K − 1)³`: quickly back towards `w_max`, flat near it, then a
+//!    slowly accelerating probe above it. `K` is long enough that a cycle spans at least
+//!    `probe_requests` requests *whatever the rate* (a 1 req/s site probes every five
+//!    minutes, not every few dozen requests), so the throttles ending each cycle stay under
+//!    1 %. A probe that gets half again above the estimate without a throttle or a queue
+//!    means the estimate is stale (the site got faster): slow start resumes from there.
 //! 5. **At most one decrease per round trip.** Responses to requests sent before the last
-//!    decrease carry no news (they were sent at the old rate), so they cannot cut the rate
-//!    again: the "in-flight lag" of a naïve feedback loop.
-//! 6. **Latency as an early warning.** A short RTT average above `latency_tolerance ×` the
-//!    baseline (a slowly forgetting minimum, like Netflix's Gradient2) counts as a throttle
-//!    without the hold; above half that margin the rate stops growing; in slow start it ends
-//!    slow start at the current rate.
+//!    decrease carry no news (they were sent at the old rate), so they cannot cut again.
+//! 6. **Latency as an early warning** ([`latency`]): the median of each round of answers
+//!    against the median of quiet rounds, so ordinary variation and a heavy tail are not a
+//!    queue. A rising round stops growth (and ends slow start); an overloaded one cuts
+//!    gently, and cuts again only while rounds keep getting slower — the mark of a queue the
+//!    crawler builds itself.
+//! 7. **Errors are not throttles** ([`errors`]): resets, timeouts and 5xx pages cut the rate
+//!    only when they dominate the answers or rise well above their usual share.
+//! 8. **Lockouts** ([`lockout`]): when everything is refused for a while (a used-up quota,
+//!    a penalty box answering 403), single probes at doubling intervals wait it out; a
+//!    lockout the site did not explain is a ban and leaves a ceiling at half the rate
+//!    that earned it.
 //!
 //! The controller is pure: feed it [`Response`]s with `now` and it returns an [`Adjustment`]
 //! when the interval or the pause changed; a [`crate::pacer::Pacer`] carries that out.
+//! [`coupling`] runs one per host and per exit and decides which one a throttle concerns.
+
+pub mod coupling;
+mod errors;
+mod latency;
+mod lockout;
+mod meter;
 
 use std::time::{Duration, Instant};
 
 use crate::headers::Pacing;
 use crate::limiter::interval_of;
+
+use errors::ErrorSignal;
+use latency::{LatencySignal, Reading};
+use lockout::Lockout;
+use meter::Meter;
 
 /// Tuning of the controller. [`AimdConfig::default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,11 +66,12 @@ pub struct AimdConfig {
     pub increase_rps: f64,
     /// Multiplicative decrease factor β in (0, 1) (default 0.9, as vector's controller).
     pub decrease: f64,
-    /// RTT above this multiple of the baseline counts as overload (default 2.0).
+    /// A round of answers whose median is above this multiple of the quiet median counts
+    /// as overload (default 2.0).
     pub latency_tolerance: f64,
-    /// Latency counts as a warning only when the smoothed RTT is also this much above the
-    /// baseline (default 10 ms): on a LAN or loopback, sub-millisecond jitter makes ratios
-    /// meaningless.
+    /// Latency counts as a warning only when a round's median is also this much above the
+    /// quiet median (default 10 ms): on a LAN or loopback, sub-millisecond jitter makes
+    /// ratios meaningless.
     pub latency_floor: Duration,
     /// Longest host-wide hold after a throttle without Retry-After (default 250 ms).
     pub hold: Duration,
@@ -86,12 +106,18 @@ impl Default for AimdConfig {
 pub enum Signal {
     /// The site served the request.
     Success,
-    /// The site asked us to slow down (429, 503, or a timeout/reset counted as such).
+    /// The site asked us to slow down (429, 503, a configured throttle status).
     Throttle {
         /// The site's `Retry-After`, if it sent one.
         retry_after: Option<Duration>,
     },
-    /// A failure that says nothing about load (404, a local connect error, …): ignored.
+    /// The site refused the request (403 and the like). One is a page's own answer; a run
+    /// of them with no success between is a block, handled as a lockout.
+    Refused,
+    /// A failure that may be the page's own: a 5xx that is not a throttle status, a
+    /// reset, a timeout. Counts only when such failures dominate or rise.
+    Error,
+    /// Says nothing about load (404, a local connect error, …): ignored.
     Neutral,
 }
 
@@ -130,61 +156,15 @@ pub struct Adjustment {
     pub pause_until: Option<Instant>,
 }
 
-/// Successes per time slice over the last second: what the site accepted just now.
-#[derive(Debug, Clone)]
-struct RateMeter {
-    slices: [u32; Self::SLICES],
-    /// Index of the slice that `head_start` begins.
-    head: usize,
-    head_start: Instant,
-}
-
-impl RateMeter {
-    const SLICES: usize = 10;
-    const SLICE: Duration = Duration::from_millis(100);
-
-    fn new(now: Instant) -> Self {
-        Self {
-            slices: [0; Self::SLICES],
-            head: 0,
-            head_start: now,
-        }
-    }
-
-    fn roll(&mut self, now: Instant) {
-        let elapsed = now.saturating_duration_since(self.head_start);
-        let steps = (elapsed.as_nanos() / Self::SLICE.as_nanos()) as usize;
-        if steps == 0 {
-            return;
-        }
-        for i in 1..=steps.min(Self::SLICES) {
-            self.slices[(self.head + i) % Self::SLICES] = 0;
-        }
-        self.head = (self.head + steps) % Self::SLICES;
-        self.head_start += Self::SLICE * steps as u32;
-    }
-
-    fn record(&mut self, now: Instant) {
-        self.roll(now);
-        self.slices[self.head] = self.slices[self.head].saturating_add(1);
-    }
-
-    /// Count over the last second and the span it covers.
-    fn count(&mut self, now: Instant) -> (u32, Duration) {
-        self.roll(now);
-        let span = Self::SLICE * (Self::SLICES as u32 - 1)
-            + now.saturating_duration_since(self.head_start);
-        (self.slices.iter().sum(), span)
-    }
-}
-
 /// Why the rate is cut.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Cause {
     /// The site said so; `hold`: without a Retry-After, so we pause briefly ourselves.
     Throttle { hold: bool },
-    /// Answers are getting slower: a queue is forming at the site.
-    Latency,
+    /// Answers are getting slower: a queue is forming at the site. The cut's factor.
+    Latency(f64),
+    /// Errors dominate or rose with the rate.
+    Errors,
 }
 
 /// The adaptive controller for one limiter key.
@@ -205,21 +185,27 @@ pub struct Controller {
     pause_until: Option<Instant>,
     /// Announced by the site (RateLimit headers): a ceiling, until it expires.
     hint_cap: Option<(f64, Instant)>,
+    /// When the site last announced a pause (a used-up quota) in its headers.
+    hinted_pause: Option<Instant>,
     /// The last Retry-After the site sent (zero if none).
     last_retry_after: Duration,
     srtt: Option<f64>,
-    baseline: Option<f64>,
-    /// Set by a latency-triggered decrease, cleared when latency is back to normal: a
-    /// queue at the site takes a while to drain, and every answer until then is still slow.
-    latency_latched: Option<f64>,
-    accepted: RateMeter,
+    latency: LatencySignal,
+    /// The round median that led to the last latency cut, while rounds stay elevated.
+    latency_cut_at: Option<f64>,
+    errors: ErrorSignal,
+    lockout: Lockout,
+    created: Instant,
+    /// Successes over the last second and the last ten.
+    accepted: Meter,
+    accepted_long: Meter,
     broadcast_rps: f64,
     decreases: u64,
 }
 
 impl Controller {
-    /// Longest probe cycle, seconds.
-    const MAX_K: f64 = 30.0;
+    /// Longest probe cycle, seconds: a cycle of `probe_requests` at 0.5 req/s.
+    const MAX_K: f64 = 600.0;
 
     /// A controller in slow start at `cfg.initial_rps` (clamped into `[min_rps, max_rps]`).
     pub fn new(cfg: AimdConfig, now: Instant) -> Self {
@@ -236,11 +222,16 @@ impl Controller {
             last_decrease: None,
             pause_until: None,
             hint_cap: None,
+            hinted_pause: None,
             last_retry_after: Duration::ZERO,
             srtt: None,
-            baseline: None,
-            latency_latched: None,
-            accepted: RateMeter::new(now),
+            latency: LatencySignal::new(cfg.latency_tolerance, cfg.latency_floor),
+            latency_cut_at: None,
+            errors: ErrorSignal::default(),
+            lockout: Lockout::default(),
+            created: now,
+            accepted: Meter::new(Duration::from_millis(100), now),
+            accepted_long: Meter::new(Duration::from_secs(1), now),
             broadcast_rps: rate,
             decreases: 0,
             cfg,
@@ -282,6 +273,31 @@ impl Controller {
         self.srtt.map(Duration::from_secs_f64)
     }
 
+    /// The median latency of quiet rounds: the site's latency when nothing queues.
+    pub fn latency_base(&self) -> Option<Duration> {
+        self.latency.base().map(Duration::from_secs_f64)
+    }
+
+    /// Share of recent answers that were errors (not throttles).
+    pub fn error_share(&self) -> f64 {
+        self.errors.share()
+    }
+
+    /// Waiting out a lockout (everything refused) now.
+    pub fn locked_out(&self) -> bool {
+        self.lockout.active()
+    }
+
+    /// Lockouts the site did not explain (bans) so far.
+    pub fn bans(&self) -> u32 {
+        self.lockout.bans()
+    }
+
+    /// The ceiling bans have left on the rate, if any.
+    pub fn ceiling(&self) -> Option<f64> {
+        self.lockout.ceiling()
+    }
+
     /// Feed one response; returns the change to carry out, if any.
     pub fn on_response(&mut self, r: &Response, now: Instant) -> Option<Adjustment> {
         let pause_before = self.pause_until;
@@ -290,38 +306,103 @@ impl Controller {
         let fresh = self.last_decrease.is_none_or(|d| r.sent_at >= d);
         match r.signal {
             Signal::Neutral => {}
-            Signal::Success => {
-                self.accepted.record(now);
-                self.observe_rtt(r.latency, now);
-                if !self.latency_rising() {
-                    self.latency_latched = None;
-                }
-                // After a latency cut, cut again only if answers to requests sent since
-                // then are no faster: the queue is not draining at the lower rate.
-                let worse = self
-                    .latency_latched
-                    .is_none_or(|at| self.srtt.unwrap_or(0.0) >= at);
-                if fresh && worse && self.latency_overloaded() {
-                    self.latency_latched = self.srtt;
-                    self.decrease(now, Cause::Latency);
-                } else {
-                    self.grow(now, r.limited);
+            Signal::Success => self.on_success(r, fresh, now),
+            Signal::Error => {
+                self.errors.observe(true);
+                if fresh && !self.lockout.active() && self.errors.overloaded() {
+                    self.errors.cut();
+                    self.decrease(now, Cause::Errors);
                 }
             }
             Signal::Throttle { retry_after } => {
+                self.errors.observe(false);
                 if let Some(ra) = retry_after {
                     self.extend_pause(now + ra);
-                    self.last_retry_after = ra.min(Duration::from_secs(Self::MAX_K as u64));
+                    self.last_retry_after = ra.min(Duration::from_secs(60));
                 }
-                if fresh {
-                    let cause = Cause::Throttle {
-                        hold: retry_after.is_none(),
-                    };
-                    self.decrease(now, cause);
+                let informed = retry_after.is_some()
+                    || self
+                        .hinted_pause
+                        .is_some_and(|h| now.saturating_duration_since(h) < Duration::from_secs(1));
+                self.on_refusal(r, now, informed);
+                if fresh && !self.lockout.active() {
+                    self.decrease(
+                        now,
+                        Cause::Throttle {
+                            hold: retry_after.is_none(),
+                        },
+                    );
+                }
+            }
+            Signal::Refused => self.on_refusal(r, now, false),
+        }
+        self.adjustment(now, pause_before)
+    }
+
+    fn on_success(&mut self, r: &Response, fresh: bool, now: Instant) {
+        self.accepted.record(now);
+        self.accepted_long.record(now);
+        self.errors.observe(false);
+        let sample = r.latency.as_secs_f64();
+        let srtt = match self.srtt {
+            None => sample,
+            Some(s) => s + (sample - s) / 8.0,
+        };
+        self.srtt = Some(srtt);
+        if let Some(end) = self.lockout.succeeded() {
+            self.resume(end, now);
+        }
+        if let Some(round) = self.latency.observe(r.latency, r.sent_at, srtt, now) {
+            match round.reading {
+                Reading::Quiet => self.latency_cut_at = None,
+                Reading::Rising if self.phase == Phase::SlowStart => {
+                    // A queue is building at the site: we are about at its capacity, or
+                    // (slow start overshoots) past it. Settle at what the site delivers,
+                    // a little below while the queue built by the overshoot drains.
+                    let w_max = self.accepted_estimate(now);
+                    self.enter_probe(w_max, now, true);
+                    self.rate = self.clamp(w_max * self.drain_factor(round.median, 1.0), now);
+                }
+                Reading::Rising => {}
+                Reading::Overloaded => {
+                    let fresh_round = self.last_decrease.is_none_or(|d| round.first_sent >= d);
+                    let growing = self
+                        .latency_cut_at
+                        .is_none_or(|m| self.latency.worse_than(&round, m));
+                    if fresh && fresh_round && growing {
+                        self.latency_cut_at = Some(round.median);
+                        let beta = (1.0 + self.cfg.decrease) / 2.0;
+                        let factor = self.drain_factor(round.median, beta);
+                        self.decrease(now, Cause::Latency(factor));
+                    }
                 }
             }
         }
-        self.adjustment(now, pause_before)
+        self.grow(now, r.limited);
+    }
+
+    /// A throttle or a refusal: part of a lockout?
+    fn on_refusal(&mut self, r: &Response, now: Instant, informed: bool) {
+        let srtt = self.srtt.unwrap_or(0.0);
+        let (accepted, _) = self.accepted_long.rate(now, self.created);
+        let wait = self
+            .lockout
+            .refused(r.sent_at, now, srtt, (self.rate, accepted), informed);
+        if let Some(w) = wait {
+            self.extend_pause(now + w);
+            // At most one probe per wait: the pacer sends one request when the pause ends.
+            let probe_rate = 1.0 / w.as_secs_f64();
+            self.rate = self.rate.min(probe_rate).max(self.cfg.min_rps.min(probe_rate));
+            self.last_decrease = Some(now);
+        }
+    }
+
+    /// A lockout ended: resume at the rate before it, under the ceiling a ban left.
+    fn resume(&mut self, end: lockout::Ended, now: Instant) {
+        let w_max = end.ceiling.unwrap_or(end.rate);
+        self.enter_probe(w_max, now, true);
+        self.rate = self.clamp(w_max, now);
+        self.last_decrease = Some(now);
     }
 
     /// Apply a pacing hint announced by the site (see [`crate::headers`]): a pause when its
@@ -331,6 +412,7 @@ impl Controller {
         if let Some(p) = hint.pause_for {
             if p > Duration::ZERO {
                 self.extend_pause(now + p);
+                self.hinted_pause = Some(now);
             }
         }
         let cap = match (hint.max_rps, hint.min_interval) {
@@ -377,38 +459,10 @@ impl Controller {
                 max = max.min(cap);
             }
         }
-        rate.clamp(self.cfg.min_rps, max.max(self.cfg.min_rps))
-    }
-
-    fn observe_rtt(&mut self, latency: Duration, now: Instant) {
-        let sample = latency.as_secs_f64();
-        self.srtt = Some(match self.srtt {
-            None => sample,
-            Some(s) => s + (sample - s) / 8.0,
-        });
-        // The baseline is a minimum that forgets slowly (time constant ~30 s), so a site
-        // that became permanently slower is accepted as its new normal eventually.
-        let dt = now.saturating_duration_since(self.last_eval).as_secs_f64();
-        self.baseline = Some(match self.baseline {
-            None => sample,
-            Some(b) if sample < b => sample,
-            Some(b) => b + (sample - b) * (dt / 30.0).min(1.0),
-        });
-    }
-
-    fn latency_ratio(&self) -> f64 {
-        match (self.srtt, self.baseline) {
-            (Some(s), Some(b)) if b > 0.0 && s - b > self.cfg.latency_floor.as_secs_f64() => s / b,
-            _ => 1.0,
+        if let Some(c) = self.lockout.ceiling() {
+            max = max.min(c);
         }
-    }
-
-    fn latency_overloaded(&self) -> bool {
-        self.latency_ratio() > self.cfg.latency_tolerance
-    }
-
-    fn latency_rising(&self) -> bool {
-        self.latency_ratio() > 1.0 + (self.cfg.latency_tolerance - 1.0) / 2.0
+        rate.clamp(self.cfg.min_rps, max.max(self.cfg.min_rps))
     }
 
     fn doubling_time(&self) -> f64 {
@@ -421,17 +475,9 @@ impl Controller {
     fn grow(&mut self, now: Instant, limited: bool) {
         let dt = now.saturating_duration_since(self.last_eval);
         self.last_eval = now;
-        let frozen = self.latency_rising() || !limited;
+        let frozen = self.latency.rising() || !limited || self.lockout.active();
         match self.phase {
             Phase::SlowStart => {
-                if self.latency_rising() {
-                    // A queue is building at the site: we are about at its capacity, or
-                    // (slow start overshoots) past it.
-                    let w_max = self.accepted_estimate(now);
-                    self.enter_probe(w_max, now, true);
-                    self.rate = self.clamp(w_max, now);
-                    return;
-                }
                 if frozen {
                     self.ss_start += dt;
                     return;
@@ -448,12 +494,26 @@ impl Controller {
                 }
                 let beta = self.cfg.decrease;
                 let t = now.saturating_duration_since(self.epoch).as_secs_f64();
+                if self.rate >= 1.5 * self.w_max {
+                    // Half again above the estimate, and no throttle nor queue on the way:
+                    // the estimate is stale (the site got faster, or slow start ended
+                    // early). Find the new capacity the fast way.
+                    self.phase = Phase::SlowStart;
+                    self.ss_start = now;
+                    self.ss_rate = self.rate;
+                    return;
+                }
                 let cubic = self.w_max + self.w_max * (1.0 - beta) * (t / self.k - 1.0).powi(3);
-                // Past the plateau, probe at least linearly: the cubic alone would take
-                // minutes to find new room when w_max is tiny. Before it, the curve alone
-                // rules, so a cycle always lasts K.
+                // Past the plateau, probe at least linearly, by `increase_rps` per second
+                // but never faster than the cubic's own scale (a tenth of w_max per K), so
+                // a slow site is not probed every few dozen requests. Before the plateau
+                // the curve alone rules, so a cycle always lasts K.
+                let slope = self
+                    .cfg
+                    .increase_rps
+                    .min((1.0 - beta) * self.w_max / self.k);
                 let additive = if t > self.k {
-                    self.w_max + self.cfg.increase_rps * (t - self.k)
+                    self.w_max + slope * (t - self.k)
                 } else {
                     0.0
                 };
@@ -466,9 +526,9 @@ impl Controller {
         self.phase = Phase::Probe;
         self.w_max = w_max.max(self.cfg.min_rps);
         // K: long enough for `probe_requests` requests per cycle, so that the one or two
-        // throttles ending a cycle stay a small fraction; capped so a tiny w_max recovers.
-        // A site that answers throttles with Retry-After makes every probe's end cost that
-        // pause: stretch the cycle to 20 pauses so the pauses cost about 5 %.
+        // throttles ending a cycle stay a small fraction at any rate. A site that answers
+        // throttles with Retry-After makes every probe's end cost that pause: stretch the
+        // cycle to 20 pauses so the pauses cost about 5 %.
         let floor = self
             .cfg
             .probe_time
@@ -485,20 +545,41 @@ impl Controller {
         self.last_eval = now;
     }
 
-    /// What the site accepted over the last second, kept between half and all of the
-    /// current rate: slow start overshoots (a site's burst hides its limit for a while),
-    /// so the rate reached says less than what actually got through.
+    /// What the site accepted just now — over the last second, or the last ten on a site
+    /// too slow for a second to say much — kept between half and all of the current
+    /// rate: slow start overshoots (a site's burst hides its limit for a while), so the
+    /// rate reached says less than what actually got through.
     fn accepted_estimate(&mut self, now: Instant) -> f64 {
-        let (n, span) = self.accepted.count(now);
-        let accepted = n as f64 / span.as_secs_f64().max(1e-3);
+        let (short, n) = self.accepted.rate(now, self.created);
+        let accepted = if n >= 8 {
+            short
+        } else {
+            self.accepted_long.rate(now, self.created).0
+        };
         accepted.clamp(self.rate / 2.0, self.rate)
+    }
+
+    /// How far to go below the site's rate to drain a queue whose answers take `median`
+    /// instead of the quiet base: Gradient2's `base / current`, between one half and `most`.
+    /// A queue that doubled the latency is gone within a few round trips at half the rate;
+    /// one that barely shows needs only the gentle cut.
+    fn drain_factor(&self, median: f64, most: f64) -> f64 {
+        match self.latency.base() {
+            Some(b) if median > 0.0 => (b / median).clamp(0.5, most),
+            _ => most,
+        }
     }
 
     fn decrease(&mut self, now: Instant, cause: Cause) {
         let at_throttle = self.rate;
         let w_max = match self.phase {
+            // What the site delivered is its capacity when a queue formed (as BBR's
+            // bottleneck bandwidth), or when slow start overshot.
             Phase::SlowStart => self.accepted_estimate(now),
-            Phase::Probe if cause != Cause::Latency && at_throttle < self.w_max => {
+            Phase::Probe if matches!(cause, Cause::Latency(_)) => self.accepted_estimate(now),
+            Phase::Probe
+                if matches!(cause, Cause::Throttle { .. }) && at_throttle < self.w_max =>
+            {
                 // Throttled below the last estimate: the capacity dropped (or the last
                 // estimate was high). CUBIC's fast convergence: release more room. Not for
                 // latency, whose signal comes early, at the capacity rather than above it.
@@ -507,10 +588,11 @@ impl Controller {
             Phase::Probe => at_throttle,
         };
         self.enter_probe(w_max, now, false);
-        // Latency warns before the wall: a gentler cut (half of β's) is enough to drain
-        // the queue that is forming.
+        // Errors warn before the wall: a gentler cut (half of β's) is enough. Latency cuts
+        // by what it takes to drain the queue that formed (see `drain_factor`).
         let beta = match cause {
-            Cause::Latency => (1.0 + self.cfg.decrease) / 2.0,
+            Cause::Latency(factor) => factor,
+            Cause::Errors => (1.0 + self.cfg.decrease) / 2.0,
             Cause::Throttle { .. } => self.cfg.decrease,
         };
         self.rate = self.clamp(beta * self.w_max, now);

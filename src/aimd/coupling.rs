@@ -1,0 +1,385 @@
+//! One host, several exits: whose budget did a throttle come from?
+//!
+//! A site limits either per client address (nginx `limit_req` on `$binary_remote_addr`: each
+//! exit has its own budget) or per host, URI or API key (one budget all exits share). A
+//! crawler is not told which. Independent controllers per (exit, host) get the host-wide
+//! case wrong: each exit takes the others' 429s as its own, every exit probes on its own
+//! schedule, and the site sees several probes' worth of throttles. One controller per host
+//! gets unequal per-IP budgets wrong: the tightest exit's 429s hold every exit back.
+//!
+//! [`HostPolicy`] runs both levels. The **host lane** is one controller whose rate is the
+//! host's whole budget, spread over the exits (the scheduler sends each request through the
+//! exit that sent to this host longest ago, so every exit sees even spacing). **Exit lanes**
+//! are learned: a throttle is charged to the host unless throttles *concentrate* on one
+//! exit — its share of throttles well above what its share of answers explains — and then
+//! that exit gets a controller of its own, a cap under the host's budget.
+//!
+//! Why this works for both shapes: with one shared budget, a throttle lands on whichever
+//! exit's request found the bucket empty, so throttles follow the answers and stay with the
+//! host lane. With per-IP budgets used evenly, every exit reaches its wall at the same
+//! total rate, which *is* the sum of the budgets: one host lane is right again (and the
+//! detected scope says "host": the two cannot be told apart, and need not be). Only
+//! unequal per-IP budgets concentrate throttles, and only those exits get lanes.
+//!
+//! `scope = "exit_host"` or `"host"` in the config skip the detection ([`Coupling`]).
+
+use std::time::Instant;
+
+use super::{Adjustment, AimdConfig, Controller, Response, Signal};
+use crate::headers::Pacing;
+
+/// Which controller a change is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// The host's budget, shared by every exit.
+    Host,
+    /// One exit's own budget at this host.
+    Exit(usize),
+}
+
+/// How exits share a host's budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coupling {
+    /// Learn it: one host budget, exit lanes where throttles concentrate.
+    Auto,
+    /// Each exit has its own budget (one controller per exit, no host lane).
+    PerExit,
+    /// One budget for the host, whatever the exit.
+    Shared,
+}
+
+/// What the answers so far say about the host's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detected {
+    /// No throttle yet.
+    Unknown,
+    /// Throttles follow the answers over every exit: one budget for the host (or equal
+    /// per-IP budgets, used evenly, which behave the same).
+    Host,
+    /// Throttles concentrate on some exits: those have budgets of their own.
+    PerIp,
+}
+
+impl Detected {
+    /// `unknown`, `host` or `per_ip`: for stats and metrics labels.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Detected::Unknown => "unknown",
+            Detected::Host => "host",
+            Detected::PerIp => "per_ip",
+        }
+    }
+}
+
+/// Counts that forget with a half-life, so old evidence fades.
+#[derive(Debug, Clone, Copy)]
+struct Decayed {
+    value: f64,
+    at: Instant,
+}
+
+impl Decayed {
+    const HALF_LIFE: f64 = 30.0;
+
+    fn new(now: Instant) -> Self {
+        Self { value: 0.0, at: now }
+    }
+
+    fn get(&self, now: Instant) -> f64 {
+        let dt = now.saturating_duration_since(self.at).as_secs_f64();
+        self.value * (-dt * std::f64::consts::LN_2 / Self::HALF_LIFE).exp2()
+    }
+
+    fn add(&mut self, x: f64, now: Instant) {
+        self.value = self.get(now) + x;
+        self.at = now;
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ExitLane {
+    ctl: Option<Controller>,
+    answers: Decayed,
+    throttles: Decayed,
+}
+
+/// Changes to carry out: at most the host lane and one exit lane per response.
+pub type Changes = smallvec_lite::Pair<(Lane, Adjustment)>;
+
+/// The controllers of one host: the host lane and the exit lanes (see the module docs).
+#[derive(Debug, Clone)]
+pub struct HostPolicy {
+    cfg: AimdConfig,
+    coupling: Coupling,
+    host: Option<Controller>,
+    exits: Vec<ExitLane>,
+    host_throttles: u64,
+}
+
+impl HostPolicy {
+    /// Throttles an exit must have before they can count as concentrated.
+    const MIN_THROTTLES: f64 = 4.0;
+
+    /// The controllers of a host reached through `exits` exits.
+    pub fn new(cfg: AimdConfig, exits: usize, coupling: Coupling, now: Instant) -> Self {
+        let lane = |_| ExitLane {
+            ctl: (coupling == Coupling::PerExit).then(|| Controller::new(cfg.clone(), now)),
+            answers: Decayed::new(now),
+            throttles: Decayed::new(now),
+        };
+        Self {
+            host: (coupling != Coupling::PerExit).then(|| Controller::new(cfg.clone(), now)),
+            exits: (0..exits.max(1)).map(lane).collect(),
+            coupling,
+            host_throttles: 0,
+            cfg,
+        }
+    }
+
+    /// How exits share this host's budget.
+    pub fn coupling(&self) -> Coupling {
+        self.coupling
+    }
+
+    /// The controller of `lane`, if it has one.
+    pub fn controller(&self, lane: Lane) -> Option<&Controller> {
+        match lane {
+            Lane::Host => self.host.as_ref(),
+            Lane::Exit(i) => self.exits.get(i).and_then(|e| e.ctl.as_ref()),
+        }
+    }
+
+    /// Every lane with a controller.
+    pub fn lanes(&self) -> impl Iterator<Item = (Lane, &Controller)> {
+        let host = self.host.as_ref().map(|c| (Lane::Host, c));
+        let exits = self
+            .exits
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.ctl.as_ref().map(|c| (Lane::Exit(i), c)));
+        host.into_iter().chain(exits)
+    }
+
+    /// What the answers so far say about the host's limit.
+    pub fn detected(&self) -> Detected {
+        match self.coupling {
+            Coupling::PerExit => Detected::PerIp,
+            Coupling::Shared => Detected::Host,
+            Coupling::Auto if self.exits.iter().any(|e| e.ctl.is_some()) => Detected::PerIp,
+            Coupling::Auto if self.host_throttles > 0 => Detected::Host,
+            Coupling::Auto => Detected::Unknown,
+        }
+    }
+
+    /// Feed the answer to a request sent through exit `exit`.
+    pub fn on_response(&mut self, exit: usize, r: &Response, now: Instant) -> Changes {
+        let mut out = Changes::default();
+        if exit >= self.exits.len() {
+            self.exits.resize_with(exit + 1, || ExitLane {
+                ctl: None,
+                answers: Decayed::new(now),
+                throttles: Decayed::new(now),
+            });
+        }
+        let refusal = matches!(r.signal, Signal::Throttle { .. } | Signal::Refused);
+        if !matches!(r.signal, Signal::Neutral) {
+            self.exits[exit].answers.add(1.0, now);
+        }
+        if refusal {
+            self.exits[exit].throttles.add(1.0, now);
+        }
+        let to_exit = match self.coupling {
+            Coupling::PerExit => true,
+            Coupling::Shared => false,
+            Coupling::Auto => {
+                if refusal && self.exits[exit].ctl.is_none() && self.concentrated(exit, now) {
+                    self.open_lane(exit, now);
+                }
+                self.exits[exit].ctl.is_some()
+            }
+        };
+        // A refusal goes to the lane it is charged to; anything else teaches every lane
+        // the request went through.
+        let to_host = !(refusal && to_exit);
+        if to_host {
+            if let Some(h) = self.host.as_mut() {
+                if refusal {
+                    self.host_throttles += 1;
+                }
+                if let Some(a) = h.on_response(r, now) {
+                    out.push((Lane::Host, a));
+                }
+            }
+        }
+        if to_exit {
+            if let Some(c) = self.exits[exit].ctl.as_mut() {
+                if let Some(a) = c.on_response(r, now) {
+                    out.push((Lane::Exit(exit), a));
+                }
+            }
+        }
+        out
+    }
+
+    /// Apply the site's pacing headers seen through exit `exit` to the lane that exit's
+    /// budget is on.
+    pub fn on_hint(&mut self, exit: usize, hint: &Pacing, now: Instant) -> Changes {
+        let mut out = Changes::default();
+        let lane = match self.exits.get(exit).and_then(|e| e.ctl.as_ref()) {
+            Some(_) => Lane::Exit(exit),
+            None => Lane::Host,
+        };
+        let ctl = match lane {
+            Lane::Host => self.host.as_mut(),
+            Lane::Exit(i) => self.exits[i].ctl.as_mut(),
+        };
+        if let Some(a) = ctl.and_then(|c| c.on_hint(hint, now)) {
+            out.push((lane, a));
+        }
+        out
+    }
+
+    /// Exit `exit`'s throttles are well above what its share of the answers explains.
+    fn concentrated(&self, exit: usize, now: Instant) -> bool {
+        let mine = &self.exits[exit];
+        let (t_i, a_i) = (mine.throttles.get(now), mine.answers.get(now));
+        if t_i < Self::MIN_THROTTLES {
+            return false;
+        }
+        let (mut t_o, mut a_o) = (0.0, 0.0);
+        for (j, e) in self.exits.iter().enumerate() {
+            if j != exit && e.ctl.is_none() {
+                t_o += e.throttles.get(now);
+                a_o += e.answers.get(now);
+            }
+        }
+        if a_o < a_i.max(1.0) {
+            // Nobody else to compare with (one exit, or the others idle or capped).
+            return false;
+        }
+        // Throttles expected on this exit if they followed the answers, and a margin of
+        // three standard deviations (a Poisson count's) plus a few.
+        let expected = a_i * t_o / a_o;
+        t_i > 4.0 * expected && t_i > expected + 3.0 * expected.sqrt() + 3.0
+    }
+
+    /// Give exit `exit` a controller of its own, starting at its share of the host's rate.
+    fn open_lane(&mut self, exit: usize, now: Instant) {
+        let active = self
+            .exits
+            .iter()
+            .filter(|e| e.answers.get(now) >= 1.0)
+            .count()
+            .max(1) as f64;
+        let share = self.host.as_ref().map_or(self.cfg.initial_rps, |h| h.rate() / active);
+        let mut ctl = Controller::new(self.cfg.clone(), now);
+        ctl.adopt(share, now);
+        self.exits[exit].ctl = Some(ctl);
+    }
+}
+
+/// A tiny fixed-capacity list, so a response's changes need no allocation.
+pub mod smallvec_lite {
+    /// Up to two items.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Pair<T> {
+        items: [Option<T>; 2],
+    }
+
+    impl<T> Default for Pair<T> {
+        fn default() -> Self {
+            Self {
+                items: [None, None],
+            }
+        }
+    }
+
+    impl<T> Pair<T> {
+        /// Add an item (a third one is a bug: at most two lanes change per response).
+        pub fn push(&mut self, item: T) {
+            let slot = self.items.iter_mut().find(|s| s.is_none());
+            debug_assert!(slot.is_some(), "a Pair holds two items");
+            if let Some(s) = slot {
+                *s = Some(item);
+            }
+        }
+
+        /// Whether it holds nothing.
+        pub fn is_empty(&self) -> bool {
+            self.items[0].is_none()
+        }
+    }
+
+    impl<T> IntoIterator for Pair<T> {
+        type Item = T;
+        type IntoIter = std::iter::Flatten<std::array::IntoIter<Option<T>, 2>>;
+
+        fn into_iter(self) -> Self::IntoIter {
+            self.items.into_iter().flatten()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn answer(sent_at: Instant, signal: Signal) -> Response {
+        Response {
+            sent_at,
+            latency: 20 * MS,
+            signal,
+            limited: true,
+        }
+    }
+
+    const THROTTLE: Signal = Signal::Throttle { retry_after: None };
+
+    #[test]
+    fn throttles_that_follow_the_answers_stay_with_the_host() {
+        let t0 = Instant::now();
+        let mut p = HostPolicy::new(AimdConfig::default(), 4, Coupling::Auto, t0);
+        for i in 0..4000u32 {
+            let now = t0 + MS * i;
+            let sig = if i % 50 == 7 { THROTTLE } else { Signal::Success };
+            p.on_response((i % 4) as usize, &answer(now, sig), now);
+        }
+        assert_eq!(p.detected(), Detected::Host);
+        assert_eq!(p.lanes().count(), 1);
+    }
+
+    #[test]
+    fn throttles_on_one_exit_give_it_a_lane_of_its_own() {
+        let t0 = Instant::now();
+        let mut p = HostPolicy::new(AimdConfig::default(), 4, Coupling::Auto, t0);
+        for i in 0..4000u32 {
+            let now = t0 + MS * i;
+            let exit = (i % 4) as usize;
+            let sig = if exit == 2 && i % 40 == 2 {
+                THROTTLE
+            } else {
+                Signal::Success
+            };
+            p.on_response(exit, &answer(now, sig), now);
+        }
+        assert_eq!(p.detected(), Detected::PerIp);
+        assert!(p.controller(Lane::Exit(2)).is_some());
+        assert!(p.controller(Lane::Exit(0)).is_none());
+        assert!(p.controller(Lane::Host).is_some());
+    }
+
+    #[test]
+    fn fixed_couplings_skip_detection() {
+        let t0 = Instant::now();
+        let mut p = HostPolicy::new(AimdConfig::default(), 3, Coupling::PerExit, t0);
+        let ch = p.on_response(1, &answer(t0, THROTTLE), t0 + MS);
+        assert!(ch.into_iter().all(|(l, _)| l == Lane::Exit(1)));
+        assert!(p.controller(Lane::Host).is_none());
+        let mut p = HostPolicy::new(AimdConfig::default(), 3, Coupling::Shared, t0);
+        let ch = p.on_response(1, &answer(t0, THROTTLE), t0 + MS);
+        assert!(ch.into_iter().all(|(l, _)| l == Lane::Host));
+    }
+}

@@ -1,0 +1,78 @@
+//! Counts of events over a sliding span, in fixed slices: what the site accepted just now.
+
+use std::time::{Duration, Instant};
+
+/// Events per slice over the last `SLICES × slice`.
+#[derive(Debug, Clone)]
+pub(super) struct Meter {
+    slices: [u32; Self::SLICES],
+    slice: Duration,
+    /// Index of the slice that `head_start` begins.
+    head: usize,
+    head_start: Instant,
+}
+
+impl Meter {
+    const SLICES: usize = 10;
+
+    /// A meter over `10 × slice`.
+    pub(super) fn new(slice: Duration, now: Instant) -> Self {
+        Self {
+            slices: [0; Self::SLICES],
+            slice,
+            head: 0,
+            head_start: now,
+        }
+    }
+
+    fn roll(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.head_start);
+        let steps = (elapsed.as_nanos() / self.slice.as_nanos()) as usize;
+        if steps == 0 {
+            return;
+        }
+        for i in 1..=steps.min(Self::SLICES) {
+            self.slices[(self.head + i) % Self::SLICES] = 0;
+        }
+        self.head = (self.head + steps) % Self::SLICES;
+        self.head_start += self.slice * steps as u32;
+    }
+
+    pub(super) fn record(&mut self, now: Instant) {
+        self.roll(now);
+        self.slices[self.head] = self.slices[self.head].saturating_add(1);
+    }
+
+    /// Events over the span and the span's length (shorter at the start).
+    pub(super) fn count(&mut self, now: Instant, since: Instant) -> (u32, Duration) {
+        self.roll(now);
+        let full = self.slice * (Self::SLICES as u32 - 1) + now.saturating_duration_since(self.head_start);
+        let span = full.min(now.saturating_duration_since(since));
+        (self.slices.iter().sum(), span)
+    }
+
+    /// Events per second over the span.
+    pub(super) fn rate(&mut self, now: Instant, since: Instant) -> (f64, u32) {
+        let (n, span) = self.count(now, since);
+        (f64::from(n) / span.as_secs_f64().max(1e-3), n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_the_last_ten_slices_only() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(Duration::from_millis(100), t0);
+        for i in 0..20 {
+            m.record(t0 + Duration::from_millis(100 * i));
+        }
+        let (n, span) = m.count(t0 + Duration::from_millis(1950), t0);
+        assert_eq!(n, 10);
+        assert!(span <= Duration::from_secs(1));
+        let (r, _) = m.rate(t0 + Duration::from_millis(5000), t0);
+        assert_eq!(r, 0.0);
+    }
+}

@@ -1,0 +1,473 @@
+//! A discrete-event simulation of one host's limiter against a modelled site.
+//!
+//! Why it is in the core: the controller's promise (≥ 95 % of a site's capacity with ≤ 1 %
+//! throttled) is a property of the feedback loop, not of one function, and it can only be
+//! checked by closing the loop — on every shape a site may have, not one. The simulation
+//! does that on fake time: a [`HostPolicy`] (host lane and exit lanes) drives
+//! [`Pacer`]s, each request goes through the exit that sent to the host longest ago among
+//! those its pacers allow (as the scheduler does), reaches a modelled [`site`] after half
+//! a round trip, and the answers come back as feedback, within a concurrency limit and a
+//! timeout. Minutes of crawling run in milliseconds, deterministically from a seed, so the
+//! scenario tests in `tests/aimd_scenarios.rs` can assert ranges and the `aimd_sim`
+//! example can print them.
+
+pub mod scenario;
+pub mod site;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use crate::aimd::coupling::{Coupling, Detected, HostPolicy, Lane};
+use crate::aimd::{AimdConfig, Response, Signal};
+use crate::limiter::{interval_of, RateLimiter};
+use crate::pacer::Pacer;
+use crate::rng::{RandomSource, SplitMix64};
+
+pub use scenario::Scenario;
+pub use site::{Refusal, Shape, SiteModel};
+use site::{Outcome, Site};
+
+/// One simulated run.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The site.
+    pub site: SiteModel,
+    /// At this time the site's capacity is scaled by the given factor (a site under other
+    /// load, or freed of it).
+    pub capacity_change: Option<(Duration, f64)>,
+    /// At this time the site's page time is scaled by the given factor (a site that got
+    /// slower, whatever we do).
+    pub service_change: Option<(Duration, f64)>,
+    /// Network round trip, without page time.
+    pub rtt: Duration,
+    /// Each round trip varies uniformly by ± this fraction.
+    pub rtt_noise: f64,
+    /// The controllers under test.
+    pub controller: AimdConfig,
+    /// How exits share the host's budget.
+    pub coupling: Coupling,
+    /// Exits (source addresses).
+    pub exits: usize,
+    /// Most requests in flight at once.
+    pub concurrency: usize,
+    /// A request without an answer after this long fails as a timeout.
+    pub timeout: Duration,
+    /// Pacer jitter (fraction of an interval).
+    pub jitter: f64,
+    /// How long to run.
+    pub duration: Duration,
+    /// Figures count requests sent after this time.
+    pub warmup: Duration,
+    /// The crawler has at most this many URLs per second to send (`None`: always more).
+    pub demand_rps: Option<f64>,
+    /// Seed for noise, faults and jitter.
+    pub seed: u64,
+    /// Print one line per simulated second to stderr (diagnosis).
+    pub trace: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            site: SiteModel::default(),
+            capacity_change: None,
+            service_change: None,
+            rtt: Duration::from_millis(50),
+            rtt_noise: 0.2,
+            controller: AimdConfig::default(),
+            coupling: Coupling::Auto,
+            exits: 1,
+            concurrency: 64,
+            timeout: Duration::from_secs(10),
+            jitter: 0.0,
+            duration: Duration::from_secs(120),
+            warmup: Duration::from_secs(20),
+            demand_rps: None,
+            seed: 1,
+            trace: false,
+        }
+    }
+}
+
+/// What the run measured, over requests sent after the warm-up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimReport {
+    /// Requests sent (whole run).
+    pub sent: u64,
+    /// Successful answers after the warm-up.
+    pub ok: u64,
+    /// Refusals (429/503/403) after the warm-up.
+    pub throttled: u64,
+    /// Errors (500, reset, timeout) after the warm-up.
+    pub errors: u64,
+    /// `ok` per second divided by the site's capacity (averaged over the window); for an
+    /// unlimited site, divided by the demand.
+    pub goodput: f64,
+    /// `throttled / answers` after the warm-up.
+    pub throttled_fraction: f64,
+    /// Refusals during the warm-up (slow start's overshoot).
+    pub warmup_throttled: u64,
+    /// Requests sent after the warm-up per second, over the demand (if there is one).
+    pub sent_fraction: Option<f64>,
+    /// Mean latency of successful answers after the warm-up.
+    pub mean_latency: Duration,
+    /// The host lane's rate at the end (the sum of the exit lanes without one).
+    pub final_rps: f64,
+    /// How many times the controllers cut their rates.
+    pub decreases: u64,
+    /// Bans the site began after the warm-up.
+    pub bans_after_warmup: usize,
+    /// Bans in all.
+    pub bans: usize,
+    /// Queue sites: the 99th percentile of the site's in-flight count after the warm-up,
+    /// over its workers (its knee).
+    pub in_flight_p99_over_knee: Option<f64>,
+    /// What the host policy concluded about the limit.
+    pub detected: Detected,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Answer {
+    at_ns: u64,
+    sent_ns: u64,
+    exit: usize,
+    kind: Kind,
+    limited: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Ok,
+    Throttle(Option<u64>),
+    Forbidden,
+    Error,
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The pacers carrying out the lanes' decisions.
+struct Pacers {
+    host: Option<Pacer>,
+    exits: Vec<Option<Pacer>>,
+    jitter: f64,
+    seed: u64,
+}
+
+impl Pacers {
+    fn new(cfg: &SimConfig, base: Instant) -> Self {
+        let first = interval_of(cfg.controller.initial_rps);
+        let per_exit = cfg.coupling == Coupling::PerExit;
+        Self {
+            host: (!per_exit).then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ 0x5eed, base)),
+            exits: (0..cfg.exits)
+                .map(|i| {
+                    per_exit.then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ i as u64, base))
+                })
+                .collect(),
+            jitter: cfg.jitter,
+            seed: cfg.seed,
+        }
+    }
+
+    /// How long until exit `i` may send.
+    fn wait(&self, i: usize, now: Instant) -> Duration {
+        let h = self.host.as_ref().map_or(Duration::ZERO, |p| p.peek(now));
+        let e = self.exits[i].as_ref().map_or(Duration::ZERO, |p| p.peek(now));
+        h.max(e)
+    }
+
+    fn take(&mut self, i: usize, now: Instant) {
+        if let Some(p) = self.host.as_mut() {
+            p.check(now);
+        }
+        if let Some(p) = self.exits[i].as_mut() {
+            p.check(now);
+        }
+    }
+
+    fn apply(&mut self, lane: Lane, interval: Duration, pause: Option<Instant>, now: Instant) {
+        let pacer = match lane {
+            Lane::Host => self.host.as_mut(),
+            Lane::Exit(i) => {
+                let (j, s) = (self.jitter, self.seed ^ i as u64);
+                Some(self.exits[i].get_or_insert_with(|| Pacer::new(interval, j, s, now)))
+            }
+        };
+        if let Some(p) = pacer {
+            p.set_interval(interval, now);
+            if let Some(until) = pause {
+                p.pause(until, now);
+            }
+        }
+    }
+}
+
+/// Run one simulation.
+pub fn simulate(cfg: &SimConfig) -> SimReport {
+    let base = Instant::now();
+    let at = |ns: u64| base + Duration::from_nanos(ns);
+    let end = ns(cfg.duration);
+    let warmup = ns(cfg.warmup);
+    let exits = cfg.exits.max(1);
+
+    let mut net = SplitMix64::new(cfg.seed);
+    let mut site = Site::new(cfg.site.clone(), cfg.seed);
+    site.sample_from = warmup;
+    let mut policy = HostPolicy::new(cfg.controller.clone(), exits, cfg.coupling, base);
+    let mut pacers = Pacers::new(cfg, base);
+    // The host's send count when each exit last sent to it: the longest ago goes next.
+    let mut last_sent = vec![0u64; exits];
+    let mut in_flight = 0usize;
+    let mut answers: BinaryHeap<Reverse<Answer>> = BinaryHeap::new();
+    let mut demand_next = 0u64;
+
+    let (mut sent, mut ok, mut throttled, mut errors, mut warm_thr) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut sent_after = 0u64;
+    let mut latency_sum = 0u128;
+    let mut now = 0u64;
+    let mut capacity_changed = false;
+    let mut service_changed = false;
+    // Whether the next send had to wait for a pacer (the crawler wanted to go faster).
+    let mut waited = false;
+    let mut trace = Trace::default();
+
+    while now < end {
+        if let Some((when, f)) = cfg.capacity_change {
+            if !capacity_changed && now >= ns(when) {
+                site.capacity_scale = f;
+                capacity_changed = true;
+            }
+        }
+        if let Some((when, f)) = cfg.service_change {
+            if !service_changed && now >= ns(when) {
+                site.service_scale = f;
+                service_changed = true;
+            }
+        }
+        // Send everything the pacers, the concurrency limit and the URL supply allow now.
+        let next_send = loop {
+            if now < demand_next {
+                break demand_next;
+            }
+            if in_flight >= cfg.concurrency {
+                break u64::MAX;
+            }
+            let mut pick: Option<usize> = None;
+            let mut soonest = Duration::MAX;
+            for i in 0..exits {
+                let w = pacers.wait(i, at(now));
+                if w.is_zero() {
+                    if pick.is_none_or(|p| last_sent[i] < last_sent[p]) {
+                        pick = Some(i);
+                    }
+                } else {
+                    soonest = soonest.min(w);
+                }
+            }
+            let Some(exit) = pick else {
+                waited = true;
+                break now + ns(soonest).max(1);
+            };
+            pacers.take(exit, at(now));
+            let limited = std::mem::take(&mut waited);
+            sent += 1;
+            last_sent[exit] = sent;
+            if now >= warmup {
+                sent_after += 1;
+            }
+            if let Some(d) = cfg.demand_rps {
+                demand_next = now + (1.0e9 / d) as u64;
+            }
+            in_flight += 1;
+            let rtt = (ns(cfg.rtt) as f64 * (1.0 + cfg.rtt_noise * net.next_signed())) as u64;
+            let arrive = now + rtt / 2;
+            let (answer_at, kind) = match site.arrive(exit, arrive) {
+                Outcome::Served(left) => (left + rtt / 2, Kind::Ok),
+                Outcome::Failed(left) => (left + rtt / 2, Kind::Error),
+                Outcome::Reset => (now + rtt, Kind::Error),
+                Outcome::Hang => (now + ns(cfg.timeout), Kind::Error),
+                Outcome::Refused {
+                    forbidden: true, ..
+                } => (now + rtt, Kind::Forbidden),
+                Outcome::Refused { retry_after, .. } => {
+                    (now + rtt, Kind::Throttle(retry_after.map(ns)))
+                }
+            };
+            // No answer within the timeout: the crawler gives up.
+            let (answer_at, kind) = if answer_at - now > ns(cfg.timeout) {
+                (now + ns(cfg.timeout), Kind::Error)
+            } else {
+                (answer_at, kind)
+            };
+            answers.push(Reverse(Answer {
+                at_ns: answer_at,
+                sent_ns: now,
+                exit,
+                kind,
+                limited,
+            }));
+        };
+        // Advance to whichever comes first: the next send or the next answer.
+        let next_answer = answers.peek().map_or(u64::MAX, |Reverse(a)| a.at_ns);
+        if next_answer > next_send {
+            now = next_send;
+            continue;
+        }
+        let Some(Reverse(a)) = answers.pop() else {
+            break;
+        };
+        now = a.at_ns;
+        in_flight -= 1;
+        if cfg.trace {
+            trace.tick(now, in_flight, &policy, a.kind);
+        }
+        let counted = a.sent_ns >= warmup;
+        let signal = match a.kind {
+            Kind::Ok => {
+                if counted {
+                    ok += 1;
+                    latency_sum += u128::from(a.at_ns - a.sent_ns);
+                }
+                Signal::Success
+            }
+            Kind::Error => {
+                errors += u64::from(counted);
+                Signal::Error
+            }
+            Kind::Throttle(_) | Kind::Forbidden => {
+                if counted {
+                    throttled += 1;
+                } else {
+                    warm_thr += 1;
+                }
+                match a.kind {
+                    Kind::Throttle(ra) => Signal::Throttle {
+                        retry_after: ra.map(Duration::from_nanos),
+                    },
+                    _ => Signal::Refused,
+                }
+            }
+        };
+        let response = Response {
+            sent_at: at(a.sent_ns),
+            latency: Duration::from_nanos(a.at_ns - a.sent_ns),
+            signal,
+            limited: a.limited,
+        };
+        for (lane, adj) in policy.on_response(a.exit, &response, at(now)) {
+            pacers.apply(lane, adj.interval, adj.pause_until, at(now));
+        }
+    }
+
+    // Requests sent before the end whose answers are still on their way count too.
+    for Reverse(a) in answers {
+        if a.sent_ns >= warmup {
+            match a.kind {
+                Kind::Ok => {
+                    ok += 1;
+                    latency_sum += u128::from(a.at_ns - a.sent_ns);
+                }
+                Kind::Error => errors += 1,
+                _ => throttled += 1,
+            }
+        }
+    }
+    let window = end.saturating_sub(warmup) as f64 / 1.0e9;
+    let capacity_integral = capacity_integral(cfg, exits, warmup, end);
+    let answered = ok + throttled + errors;
+    let final_rps = policy
+        .controller(Lane::Host)
+        .map(|c| c.rate())
+        .unwrap_or_else(|| policy.lanes().map(|(_, c)| c.rate()).sum());
+    let decreases = policy.lanes().map(|(_, c)| c.decreases()).sum();
+    let knee = match cfg.site.shape {
+        Shape::Queue { workers, .. } => Some(f64::from(workers)),
+        _ => None,
+    };
+    let p99 = {
+        let mut v = std::mem::take(&mut site.in_flight);
+        v.sort_unstable();
+        v.get(v.len().saturating_sub(1) * 99 / 100).copied()
+    };
+    SimReport {
+        sent,
+        ok,
+        throttled,
+        errors,
+        goodput: ok as f64 / capacity_integral.max(1e-9),
+        throttled_fraction: throttled as f64 / answered.max(1) as f64,
+        warmup_throttled: warm_thr,
+        sent_fraction: cfg
+            .demand_rps
+            .map(|d| sent_after as f64 / (d * window).max(1e-9)),
+        mean_latency: Duration::from_nanos((latency_sum / u128::from(ok.max(1))) as u64),
+        final_rps,
+        decreases,
+        bans_after_warmup: site.ban_starts.iter().filter(|t| **t >= warmup).count(),
+        bans: site.ban_starts.len(),
+        in_flight_p99_over_knee: knee.zip(p99).map(|(k, p)| f64::from(p) / k),
+        detected: policy.detected(),
+    }
+}
+
+/// Per-second lines for `SimConfig::trace`.
+#[derive(Default)]
+struct Trace {
+    second: u64,
+    ok: u32,
+    refused: u32,
+    errors: u32,
+}
+
+impl Trace {
+    fn tick(&mut self, now: u64, in_flight: usize, policy: &HostPolicy, kind: Kind) {
+        let s = now / 1_000_000_000;
+        if s != self.second {
+            let lanes: Vec<String> = policy
+                .lanes()
+                .map(|(l, c)| format!("{l:?}={:.1}{}", c.rate(), if c.locked_out() { "(locked)" } else { "" }))
+                .collect();
+            eprintln!(
+                "t={:>4}s ok={:>5} refused={:>4} errors={:>4} in_flight={:>3} {}",
+                self.second,
+                self.ok,
+                self.refused,
+                self.errors,
+                in_flight,
+                lanes.join(" ")
+            );
+            *self = Trace {
+                second: s,
+                ..Trace::default()
+            };
+        }
+        match kind {
+            Kind::Ok => self.ok += 1,
+            Kind::Error => self.errors += 1,
+            _ => self.refused += 1,
+        }
+    }
+}
+
+/// Requests the site could serve over the measured window: its capacity, integrated over
+/// a capacity change; for an unlimited site, the demand (or what was sent).
+fn capacity_integral(cfg: &SimConfig, exits: usize, warmup: u64, end: u64) -> f64 {
+    let window = end.saturating_sub(warmup) as f64 / 1.0e9;
+    let cap = |scale: f64| {
+        cfg.site
+            .capacity(exits, scale)
+            .or(cfg.demand_rps)
+            .unwrap_or(f64::INFINITY)
+    };
+    match cfg.capacity_change {
+        Some((when, f)) if ns(when) > warmup => {
+            let before = ((ns(when) - warmup) as f64 / 1.0e9).min(window);
+            cap(1.0) * before + cap(f) * (window - before)
+        }
+        Some((_, f)) => cap(f) * window,
+        None => cap(1.0) * window,
+    }
+}

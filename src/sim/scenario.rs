@@ -1,0 +1,325 @@
+//! Scenario files (`tests/scenarios/*.toml`): a modelled site, a run, and the ranges the
+//! controller's figures must fall in. The scenario tests assert them; the `aimd_sim`
+//! example prints them.
+
+use std::time::Duration;
+
+use super::site::{Refusal, Shape, SiteModel};
+use super::{SimConfig, SimReport};
+use crate::aimd::coupling::Coupling;
+use crate::aimd::AimdConfig;
+
+/// A scenario: what it models, the site, the run, the expected ranges.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// What the scenario models.
+    pub name: String,
+    /// The site.
+    pub site: ScenarioSite,
+    /// The run.
+    #[serde(default)]
+    pub run: ScenarioRun,
+    /// Expected ranges.
+    pub expect: ScenarioExpect,
+}
+
+/// The modelled site of a [`Scenario`].
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSite {
+    /// `token_bucket`, `window`, `ban`, `queue` or `none` (see [`Shape`]).
+    pub kind: String,
+    /// token_bucket: requests/s.
+    pub capacity: Option<f64>,
+    /// token_bucket: bucket size (default capacity / 10, at least 1).
+    pub burst: Option<f64>,
+    /// window: requests per window; ban: requests allowed per period.
+    pub limit: Option<u32>,
+    /// window: the window; ban: the period counted (ms).
+    pub window_ms: Option<u64>,
+    /// ban: how long a ban lasts (ms).
+    pub ban_ms: Option<u64>,
+    /// queue: requests served at once (default 8).
+    pub workers: Option<u32>,
+    /// queue: longest wait before 503 (default 5000).
+    pub max_wait_ms: Option<u64>,
+    /// One budget per exit (client address) instead of one for the host (default false).
+    pub per_ip: Option<bool>,
+    /// per_ip: each exit's budget as a multiple of the shape's (default 1 each).
+    pub budgets: Option<Vec<f64>>,
+    /// `throttle` (429/503, the default) or `forbidden` (403, the default for bans).
+    pub refusal: Option<String>,
+    /// token_bucket: Retry-After with each refusal, in ms (default none).
+    pub retry_after_ms: Option<u64>,
+    /// window: refusals say when the window resets (default true).
+    pub window_retry_after: Option<bool>,
+    /// Network round trip (default 50).
+    pub rtt_ms: Option<u64>,
+    /// Round-trip variation, ± fraction (default 0.2).
+    pub rtt_noise: Option<f64>,
+    /// Mean page time after the limit, ms (default 0; queue sites: required).
+    pub service_ms: Option<u64>,
+    /// Page time variation, ± fraction (default 0).
+    pub service_noise: Option<f64>,
+    /// Fraction of pages `tail_factor` times slower (default 0).
+    pub tail_fraction: Option<f64>,
+    /// See `tail_fraction` (default 5).
+    pub tail_factor: Option<f64>,
+    /// Fractions of accepted requests answered 500, reset, left hanging (default 0).
+    pub error_rate: Option<f64>,
+    /// See `error_rate`.
+    pub reset_rate: Option<f64>,
+    /// See `error_rate`.
+    pub hang_rate: Option<f64>,
+    /// The capacity is multiplied by `change_by` at `change_at_s`.
+    pub change_at_s: Option<u64>,
+    /// See `change_at_s`.
+    pub change_by: Option<f64>,
+    /// The page time is multiplied by `slower_by` at `slower_at_s`.
+    pub slower_at_s: Option<u64>,
+    /// See `slower_at_s`.
+    pub slower_by: Option<f64>,
+}
+
+/// The run of a [`Scenario`].
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScenarioRun {
+    /// Simulated seconds (default 120).
+    pub duration_s: u64,
+    /// Seconds not counted (default 20).
+    pub warmup_s: u64,
+    /// Pacer jitter (default 0, as `limiter.jitter`).
+    pub jitter: f64,
+    /// Each seed is one run; every run must meet the expectations (default [1, 2, 3]).
+    pub seeds: Vec<u64>,
+    /// The controller's ceiling (default 1000).
+    pub max_rps: f64,
+    /// The controller's starting rate (default 5).
+    pub initial_rps: f64,
+    /// URLs available per second (default: unlimited).
+    pub demand_rps: Option<f64>,
+    /// Exits (default 1).
+    pub exits: usize,
+    /// Most requests in flight (default 64).
+    pub concurrency: usize,
+    /// Request timeout, ms (default 10000).
+    pub timeout_ms: u64,
+    /// `auto` (default), `exit_host` or `host`: as `limiter.scope`.
+    pub scope: String,
+}
+
+impl Default for ScenarioRun {
+    fn default() -> Self {
+        Self {
+            duration_s: 120,
+            warmup_s: 20,
+            jitter: 0.0,
+            seeds: vec![1, 2, 3],
+            max_rps: 1000.0,
+            initial_rps: 5.0,
+            demand_rps: None,
+            exits: 1,
+            concurrency: 64,
+            timeout_ms: 10_000,
+            scope: "auto".into(),
+        }
+    }
+}
+
+/// Expected ranges `[low, high]` of a [`Scenario`].
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioExpect {
+    /// `SimReport::goodput`.
+    pub goodput: [f64; 2],
+    /// `SimReport::throttled_fraction`.
+    pub throttled: [f64; 2],
+    /// Upper bound of the mean latency of successes, ms.
+    pub max_mean_latency_ms: Option<f64>,
+    /// `SimReport::final_rps`.
+    pub final_rps: Option<[f64; 2]>,
+    /// Most bans the site may begin after the warm-up (ban sites: 0).
+    pub max_bans_after_warmup: Option<usize>,
+    /// Upper bound of the site's in-flight p99 over its workers (queue sites).
+    pub max_in_flight_over_knee: Option<f64>,
+    /// Lower bound of requests sent over the demand (unlimited sites).
+    pub min_sent_fraction: Option<f64>,
+    /// What the host policy must have concluded: `unknown`, `host` or `per_ip`.
+    pub detected: Option<String>,
+}
+
+impl Scenario {
+    /// Parse a scenario from TOML text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        config::Config::builder()
+            .add_source(config::File::from_str(text, config::FileFormat::Toml))
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The simulation for one seed.
+    pub fn sim_config(&self, seed: u64) -> Result<SimConfig, String> {
+        let s = &self.site;
+        let ms = Duration::from_millis;
+        let need = |v: Option<u64>, field: &str| {
+            v.ok_or_else(|| format!("site.{field}: required for kind = {:?}", s.kind))
+        };
+        let shape = match s.kind.as_str() {
+            "none" => Shape::None,
+            "token_bucket" => {
+                let capacity = s
+                    .capacity
+                    .ok_or("site.capacity: required for kind = \"token_bucket\"")?;
+                Shape::TokenBucket {
+                    capacity,
+                    burst: s.burst.unwrap_or(capacity / 10.0).max(1.0),
+                }
+            }
+            "window" => Shape::Window {
+                limit: need(s.limit.map(u64::from), "limit")? as u32,
+                window: ms(need(s.window_ms, "window_ms")?),
+            },
+            "ban" => Shape::Ban {
+                max: need(s.limit.map(u64::from), "limit")? as u32,
+                period: ms(need(s.window_ms, "window_ms")?),
+                ban: ms(need(s.ban_ms, "ban_ms")?),
+            },
+            "queue" => {
+                need(s.service_ms, "service_ms")?;
+                Shape::Queue {
+                    workers: s.workers.unwrap_or(8),
+                    max_wait: ms(s.max_wait_ms.unwrap_or(5000)),
+                }
+            }
+            other => {
+                return Err(format!(
+                    "site.kind: {other:?} is not a site model (expected \"token_bucket\", \
+                     \"window\", \"ban\", \"queue\" or \"none\")"
+                ))
+            }
+        };
+        let refusal = match s.refusal.as_deref() {
+            None if s.kind == "ban" => Refusal::Forbidden,
+            None | Some("throttle") => Refusal::Throttle,
+            Some("forbidden") => Refusal::Forbidden,
+            Some(other) => {
+                return Err(format!(
+                    "site.refusal: {other:?} is not a refusal (expected \"throttle\" or \"forbidden\")"
+                ))
+            }
+        };
+        let coupling = match self.run.scope.as_str() {
+            "auto" => Coupling::Auto,
+            "exit_host" => Coupling::PerExit,
+            "host" => Coupling::Shared,
+            other => {
+                return Err(format!(
+                    "run.scope: {other:?} is not a scope (expected \"auto\", \"exit_host\" or \"host\")"
+                ))
+            }
+        };
+        for (field, v) in [
+            ("rtt_noise", s.rtt_noise),
+            ("service_noise", s.service_noise),
+            ("tail_fraction", s.tail_fraction),
+            ("error_rate", s.error_rate),
+            ("reset_rate", s.reset_rate),
+            ("hang_rate", s.hang_rate),
+        ] {
+            if let Some(x) = v.filter(|x| !(0.0..=1.0).contains(x)) {
+                return Err(format!("site.{field}: {x} is outside 0.0..=1.0"));
+            }
+        }
+        let site = SiteModel {
+            shape,
+            per_ip: s.per_ip.unwrap_or(false),
+            budgets: s.budgets.clone().unwrap_or_default(),
+            retry_after: s.retry_after_ms.map(ms),
+            window_retry_after: s.window_retry_after.unwrap_or(true),
+            refusal,
+            service: ms(s.service_ms.unwrap_or(0)),
+            service_noise: s.service_noise.unwrap_or(0.0),
+            tail_fraction: s.tail_fraction.unwrap_or(0.0),
+            tail_factor: s.tail_factor.unwrap_or(5.0),
+            error_rate: s.error_rate.unwrap_or(0.0),
+            reset_rate: s.reset_rate.unwrap_or(0.0),
+            hang_rate: s.hang_rate.unwrap_or(0.0),
+        };
+        Ok(SimConfig {
+            site,
+            capacity_change: s
+                .change_at_s
+                .zip(s.change_by)
+                .map(|(at, f)| (Duration::from_secs(at), f)),
+            service_change: s
+                .slower_at_s
+                .zip(s.slower_by)
+                .map(|(at, f)| (Duration::from_secs(at), f)),
+            rtt: ms(s.rtt_ms.unwrap_or(50)),
+            rtt_noise: s.rtt_noise.unwrap_or(0.2),
+            controller: AimdConfig {
+                max_rps: self.run.max_rps,
+                initial_rps: self.run.initial_rps,
+                ..AimdConfig::default()
+            },
+            coupling,
+            exits: self.run.exits.max(1),
+            concurrency: self.run.concurrency.max(1),
+            timeout: ms(self.run.timeout_ms.max(1)),
+            jitter: self.run.jitter,
+            duration: Duration::from_secs(self.run.duration_s),
+            warmup: Duration::from_secs(self.run.warmup_s),
+            demand_rps: self.run.demand_rps,
+            seed,
+            trace: false,
+        })
+    }
+
+    /// Every expectation `r` misses, in words (empty: all met).
+    pub fn misses(&self, r: &SimReport) -> Vec<String> {
+        let e = &self.expect;
+        let mut out = vec![];
+        let mut range = |what: &str, v: f64, [lo, hi]: [f64; 2]| {
+            if !(lo..=hi).contains(&v) {
+                out.push(format!("{what} {v:.4} not in [{lo}, {hi}]"));
+            }
+        };
+        range("goodput", r.goodput, e.goodput);
+        range("throttled", r.throttled_fraction, e.throttled);
+        if let Some(fr) = e.final_rps {
+            range("final_rps", r.final_rps, fr);
+        }
+        if let Some(m) = e.max_mean_latency_ms {
+            let l = r.mean_latency.as_secs_f64() * 1e3;
+            if l > m {
+                out.push(format!("mean latency {l:.1} ms > {m}"));
+            }
+        }
+        if let Some(m) = e.max_bans_after_warmup {
+            if r.bans_after_warmup > m {
+                out.push(format!("{} bans after the warm-up > {m}", r.bans_after_warmup));
+            }
+        }
+        if let Some(m) = e.max_in_flight_over_knee {
+            match r.in_flight_p99_over_knee {
+                Some(x) if x <= m => {}
+                other => out.push(format!("in-flight p99 / knee {other:?} > {m}")),
+            }
+        }
+        if let Some(m) = e.min_sent_fraction {
+            match r.sent_fraction {
+                Some(x) if x >= m => {}
+                other => out.push(format!("sent fraction {other:?} < {m}")),
+            }
+        }
+        if let Some(d) = &e.detected {
+            if r.detected.as_str() != d {
+                out.push(format!("detected {:?}, expected {d:?}", r.detected.as_str()));
+            }
+        }
+        out
+    }
+}
