@@ -27,12 +27,26 @@ fn main() {
     } else {
         println!(
             "{:<28} {:>4} {:>8} {:>9} {:>8} {:>8} {:>8} {:>7} {:>5} {:>7} {:<7} ok",
-            "scenario", "seed", "goodput", "throttled", "warm-thr", "final/s", "lat ms", "errors", "bans", "p99/kn", "scope"
+            "scenario",
+            "seed",
+            "goodput",
+            "throttled",
+            "warm-thr",
+            "final/s",
+            "lat ms",
+            "errors",
+            "bans",
+            "p99/kn",
+            "scope"
         );
     }
     let mut all_met = true;
     for path in files {
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?").to_owned();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("?")
+            .to_owned();
         if filter.as_ref().is_some_and(|f| !stem.contains(f.as_str())) {
             continue;
         }
@@ -79,7 +93,10 @@ fn main() {
         if markdown && !runs.is_empty() {
             let g_lo = runs.iter().map(|r| r.0.goodput).fold(f64::MAX, f64::min);
             let g_hi = runs.iter().map(|r| r.0.goodput).fold(f64::MIN, f64::max);
-            let t_hi = runs.iter().map(|r| r.0.throttled_fraction).fold(0.0, f64::max);
+            let t_hi = runs
+                .iter()
+                .map(|r| r.0.throttled_fraction)
+                .fold(0.0, f64::max);
             let met = runs.iter().all(|r| r.1.is_empty());
             let e = &scenario.expect;
             println!(

@@ -57,5 +57,8 @@ fn a_bad_scenario_file_is_reported() {
     assert!(sc.sim_config(1).unwrap_err().contains("site.window_ms"));
     let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"none\"\nerror_rate = 1.5\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n")
         .unwrap();
-    assert!(sc.sim_config(1).unwrap_err().contains("site.error_rate: 1.5"));
+    assert!(sc
+        .sim_config(1)
+        .unwrap_err()
+        .contains("site.error_rate: 1.5"));
 }

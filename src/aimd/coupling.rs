@@ -82,7 +82,10 @@ impl Decayed {
     const HALF_LIFE: f64 = 30.0;
 
     fn new(now: Instant) -> Self {
-        Self { value: 0.0, at: now }
+        Self {
+            value: 0.0,
+            at: now,
+        }
     }
 
     fn get(&self, now: Instant) -> f64 {
@@ -271,7 +274,10 @@ impl HostPolicy {
             .filter(|e| e.answers.get(now) >= 1.0)
             .count()
             .max(1) as f64;
-        let share = self.host.as_ref().map_or(self.cfg.initial_rps, |h| h.rate() / active);
+        let share = self
+            .host
+            .as_ref()
+            .map_or(self.cfg.initial_rps, |h| h.rate() / active);
         let mut ctl = Controller::new(self.cfg.clone(), now);
         ctl.adopt(share, now);
         self.exits[exit].ctl = Some(ctl);
@@ -344,7 +350,11 @@ mod tests {
         let mut p = HostPolicy::new(AimdConfig::default(), 4, Coupling::Auto, t0);
         for i in 0..4000u32 {
             let now = t0 + MS * i;
-            let sig = if i % 50 == 7 { THROTTLE } else { Signal::Success };
+            let sig = if i % 50 == 7 {
+                THROTTLE
+            } else {
+                Signal::Success
+            };
             p.on_response((i % 4) as usize, &answer(now, sig), now);
         }
         assert_eq!(p.detected(), Detected::Host);

@@ -3,7 +3,7 @@
 //! A 429 or 503 is the site's word. A reset, a timeout or a 500 may just be a broken page
 //! or a flaky backend, and a site can be unlimited and still fail 5–10 % of requests:
 //! slowing the whole host for that only makes the crawl slower without helping anyone.
-//! So errors count only when they **dominate** the answers (a site that mostly fails
+//! So errors count only when they **dominate** the answers (most of them fail: a site that mostly fails
 //! should not be hammered) or **rise**: their recent share jumps well above the long-run
 //! share. After a cut for a rise, the next answers tell whether the rate was the cause:
 //! if the share does not fall, it is the site's normal, and it becomes the long-run share.
@@ -54,10 +54,10 @@ impl ErrorSignal {
         if self.answers < Self::WARM {
             return false;
         }
-        let dominate = self.mid >= 0.5;
-        let rise = self.check.is_none()
-            && self.short >= 0.25
-            && self.short >= 2.0 * self.long + 0.1;
+        // Over the last few dozen answers, so a handful of unlucky pages in a row is not
+        // a trend.
+        let dominate = self.mid >= 0.6;
+        let rise = self.check.is_none() && self.mid >= 0.25 && self.mid >= 2.0 * self.long + 0.1;
         dominate || rise
     }
 
@@ -100,7 +100,7 @@ mod tests {
         }
         assert!(!e.overloaded());
         let mut fired = false;
-        for i in 0..40 {
+        for i in 0..100 {
             e.observe(i % 2 == 0);
             fired |= e.overloaded();
         }
@@ -118,7 +118,7 @@ mod tests {
         for _ in 0..1000 {
             e.observe(false);
         }
-        for i in 0..40 {
+        for i in 0..100 {
             e.observe(i % 5 < 2);
         }
         assert!(e.overloaded());

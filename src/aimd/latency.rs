@@ -16,15 +16,17 @@
 //! at least `floor` above the base: on loopback, fractions of a millisecond say nothing.
 //!
 //! Latency only counts when it moves *with the sending rate*: a queue the crawler builds
-//! keeps growing while the rate is above the site's capacity and shrinks below it. So the
+//! keeps growing while the rate is above the site's capacity and drains below it. So the
 //! controller cuts again only while rounds keep getting slower (see
-//! [`LatencySignal::worse_than`]), and a level that stays flat for [`ADOPT_AFTER`] whatever
-//! the rate — a site that simply became slower — is adopted as the new base.
+//! [`LatencySignal::worse_than`]); every cut is a test, judged once a queue of ours would
+//! have drained: if latency did not come down, it was the site's own slowness, the cut is
+//! undone and the level adopted ([`LatencySignal::adopt`]). Rounds elevated for
+//! [`STUCK_AFTER`] call for such a test too, so a standing queue cannot become the base.
 
 use std::time::{Duration, Instant};
 
-/// A flat elevated level lasting this long is the site's new normal, not our queue.
-pub(super) const ADOPT_AFTER: Duration = Duration::from_secs(10);
+/// Rounds elevated this long call for a test: is it our queue or the site's new normal?
+pub(super) const STUCK_AFTER: Duration = Duration::from_secs(10);
 
 /// What a round says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +49,8 @@ pub(super) struct Round {
     /// When the earliest of its requests was sent: a round whose requests were all sent
     /// after a cut tells how the cut rate does.
     pub(super) first_sent: Instant,
+    /// Elevated for [`STUCK_AFTER`]: the controller should test whether a cut helps.
+    pub(super) stuck: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -59,9 +63,8 @@ pub(super) struct LatencySignal {
     /// Medians of the last quiet rounds; the base is their median.
     quiet: Vec<f64>,
     base: Option<f64>,
-    /// Elevated rounds since the last quiet one: (when the first began, their medians).
+    /// When the rounds since the last quiet one began to be elevated.
     elevated_since: Option<Instant>,
-    elevated: Vec<f64>,
     last: Option<Round>,
 }
 
@@ -83,7 +86,6 @@ impl LatencySignal {
             quiet: Vec::with_capacity(Self::QUIET_KEPT),
             base: None,
             elevated_since: None,
-            elevated: Vec::new(),
             last: None,
         }
     }
@@ -108,11 +110,18 @@ impl LatencySignal {
     /// Add one success's latency; returns the round it closed, if any. A round closes at
     /// 32 samples, or at 16 once it spans two round trips (and 200 ms), or at 5 once it
     /// spans 5 s (slow sites).
+    ///
+    /// `learn`: the rate is clearly below the site's capacity now, so a quiet round may
+    /// teach the base. Rounds near the capacity may hold a small queue of our own; learning
+    /// from them would let the base creep up with it (the bufferbloat trap), so only rounds
+    /// at a lower rate, as after a cut or in slow start, set it (Envoy measures its minimum
+    /// latency at pinned-low concurrency for the same reason).
     pub(super) fn observe(
         &mut self,
         latency: Duration,
         sent_at: Instant,
         srtt: f64,
+        learn: bool,
         now: Instant,
     ) -> Option<Round> {
         let started = *self.round_start.get_or_insert(now);
@@ -135,7 +144,7 @@ impl LatencySignal {
         self.samples.clear();
         self.round_start = None;
         self.first_sent = None;
-        let round = self.judge(median, (started, first_sent), now);
+        let round = self.judge(median, (started, first_sent), learn, now);
         self.last = Some(round);
         Some(round)
     }
@@ -144,7 +153,10 @@ impl LatencySignal {
     fn bands(&self, base: f64) -> (f64, f64) {
         let over_cap = (self.tolerance - 1.0) * base;
         let (rise, over) = match self.spread() {
-            Some(sigma) => ((3.0 * sigma).min(over_cap / 2.0), (5.0 * sigma).min(over_cap)),
+            Some(sigma) => (
+                (3.0 * sigma).min(over_cap / 2.0),
+                (5.0 * sigma).min(over_cap),
+            ),
             None => (over_cap / 2.0, over_cap),
         };
         (rise.max(self.floor / 2.0), over.max(self.floor))
@@ -161,7 +173,13 @@ impl LatencySignal {
         Some(1.4826 * median_of(&dev))
     }
 
-    fn judge(&mut self, median: f64, (started, first_sent): (Instant, Instant), now: Instant) -> Round {
+    fn judge(
+        &mut self,
+        median: f64,
+        (started, first_sent): (Instant, Instant),
+        learn: bool,
+        now: Instant,
+    ) -> Round {
         let reading = match self.base {
             None => Reading::Quiet,
             Some(b) => {
@@ -176,9 +194,9 @@ impl LatencySignal {
             }
         };
         match reading {
+            Reading::Quiet if !learn && self.base.is_some() => self.elevated_since = None,
             Reading::Quiet => {
                 self.elevated_since = None;
-                self.elevated.clear();
                 if self.quiet.len() == Self::QUIET_KEPT {
                     self.quiet.remove(0);
                 }
@@ -187,24 +205,17 @@ impl LatencySignal {
             }
             Reading::Rising | Reading::Overloaded => {
                 let since = *self.elevated_since.get_or_insert(started);
-                self.elevated.push(median);
-                if self.elevated.len() > 64 {
-                    self.elevated.remove(0);
-                }
-                if now.saturating_duration_since(since) >= ADOPT_AFTER && self.flat() {
-                    // Elevated for long, and not moving: not a queue we build (that would
-                    // grow above the site's capacity and drain below it). Adopt it.
-                    let level = median_of(&self.elevated);
-                    self.quiet.clear();
-                    self.quiet.push(level);
-                    self.base = Some(level);
-                    self.elevated_since = None;
-                    self.elevated.clear();
+                if now.saturating_duration_since(since) >= STUCK_AFTER {
+                    // Elevated for long: either a standing queue of ours (a rate right at
+                    // the site's capacity keeps it, neither growing nor draining) or a
+                    // site that got slower. Only a cut tells which (BBR's ProbeRTT).
+                    self.elevated_since = Some(now);
                     return Round {
                         median,
-                        reading: Reading::Quiet,
+                        reading: Reading::Overloaded,
                         started,
                         first_sent,
+                        stuck: true,
                     };
                 }
             }
@@ -214,19 +225,20 @@ impl LatencySignal {
             reading,
             started,
             first_sent,
+            stuck: false,
         }
     }
 
-    /// The recent elevated rounds neither grow nor shrink much: the newer half's median
-    /// within ± 25 % of the older half's.
-    fn flat(&self) -> bool {
-        let n = self.elevated.len();
-        if n < 4 {
-            return false;
+    /// Take `level` as the site's latency when nothing queues: a cut did not bring it
+    /// down, so it is not a queue of ours.
+    pub(super) fn adopt(&mut self, level: f64) {
+        self.quiet.clear();
+        self.quiet.push(level);
+        self.base = Some(level);
+        self.elevated_since = None;
+        if let Some(r) = self.last.as_mut() {
+            r.reading = Reading::Quiet;
         }
-        let old = median_of(&self.elevated[..n / 2]);
-        let new = median_of(&self.elevated[n / 2..]);
-        new <= old * 1.25 && new >= old * 0.8
     }
 }
 
@@ -255,7 +267,7 @@ mod tests {
                 l *= 10.0;
             }
             let now = t0 + MS * i as u32;
-            if let Some(r) = s.observe(Duration::from_secs_f64(l / 1e3), now, 0.05, now) {
+            if let Some(r) = s.observe(Duration::from_secs_f64(l / 1e3), now, 0.05, true, now) {
                 if r.reading != Reading::Quiet {
                     loud += 1;
                 }
@@ -268,35 +280,42 @@ mod tests {
     }
 
     #[test]
-    fn a_growing_queue_reads_overloaded_and_a_flat_step_is_adopted() {
+    fn a_growing_queue_reads_overloaded_and_a_long_elevation_asks_for_a_test() {
         let mut s = LatencySignal::new(2.0, 10 * MS);
         let t0 = Instant::now();
         let mut t = t0;
         for _ in 0..320 {
             t += MS;
-            s.observe(50 * MS, t, 0.05, t);
+            s.observe(50 * MS, t, 0.05, true, t);
         }
         // A queue: every answer 1 ms slower than the one before.
         let mut last = None;
         for i in 0..200u32 {
             t += MS;
-            if let Some(r) = s.observe(MS * (50 + i), t, 0.05, t) {
+            if let Some(r) = s.observe(MS * (50 + i), t, 0.05, true, t) {
                 last = Some(r.reading);
             }
         }
         assert_eq!(last, Some(Reading::Overloaded));
-        // A site that became 3x slower for good, whatever we do: adopted within ~10 s.
-        let mut adopted_at = None;
-        for i in 0..20_000u32 {
+        // Elevated and flat for long: one round says "stuck" about every 10 s.
+        let mut stuck = vec![];
+        for i in 0..25_000u32 {
             t += MS;
-            if let Some(r) = s.observe(150 * MS, t, 0.15, t) {
-                if r.reading == Reading::Quiet && adopted_at.is_none() {
-                    adopted_at = Some(i);
+            if let Some(r) = s.observe(150 * MS, t, 0.15, true, t) {
+                if r.stuck {
+                    stuck.push(i);
                 }
             }
         }
-        let at = adopted_at.expect("the new level is adopted");
-        assert!(at <= 12_000, "adopted after {at} ms");
-        assert!((s.base().unwrap() - 0.150).abs() < 1e-9);
+        assert_eq!(stuck.len(), 2, "{stuck:?}");
+        s.adopt(0.150);
+        t += MS;
+        let r = (0..40)
+            .find_map(|_| {
+                t += MS;
+                s.observe(150 * MS, t, 0.15, true, t)
+            })
+            .unwrap();
+        assert_eq!(r.reading, Reading::Quiet);
     }
 }

@@ -46,9 +46,23 @@ impl Meter {
     /// Events over the span and the span's length (shorter at the start).
     pub(super) fn count(&mut self, now: Instant, since: Instant) -> (u32, Duration) {
         self.roll(now);
-        let full = self.slice * (Self::SLICES as u32 - 1) + now.saturating_duration_since(self.head_start);
+        let full =
+            self.slice * (Self::SLICES as u32 - 1) + now.saturating_duration_since(self.head_start);
         let span = full.min(now.saturating_duration_since(since));
         (self.slices.iter().sum(), span)
+    }
+
+    /// Events per second over the last `k` slices (the current one partly), and their
+    /// count.
+    pub(super) fn rate_last(&mut self, k: usize, now: Instant, since: Instant) -> (f64, u32) {
+        self.roll(now);
+        let k = k.clamp(1, Self::SLICES);
+        let n: u32 = (0..k)
+            .map(|i| self.slices[(self.head + Self::SLICES - i) % Self::SLICES])
+            .sum();
+        let span = (self.slice * (k as u32 - 1) + now.saturating_duration_since(self.head_start))
+            .min(now.saturating_duration_since(since));
+        (f64::from(n) / span.as_secs_f64().max(1e-3), n)
     }
 
     /// Events per second over the span.

@@ -167,15 +167,26 @@ enum Cause {
     Errors,
 }
 
+/// What a latency cut changed, to undo it if it did not help.
+#[derive(Debug, Clone, Copy)]
+struct Trial {
+    median: f64,
+    rate: f64,
+    w_max: f64,
+    phase: Phase,
+    /// Requests sent from then on find any queue of ours drained.
+    judge_after: Instant,
+}
+
 /// The adaptive controller for one limiter key.
 #[derive(Debug, Clone)]
 pub struct Controller {
     cfg: AimdConfig,
     rate: f64,
     phase: Phase,
-    /// Slow start: when it began and from which rate.
-    ss_start: Instant,
-    ss_rate: f64,
+    /// Slow start: how many round trips a doubling takes at least (2 at first, 8 when
+    /// slow start resumes above an estimate).
+    ss_rtts: f64,
     /// Probe: the capacity estimate, when the cycle began, and its length K in seconds.
     w_max: f64,
     epoch: Instant,
@@ -193,6 +204,9 @@ pub struct Controller {
     latency: LatencySignal,
     /// The round median that led to the last latency cut, while rounds stay elevated.
     latency_cut_at: Option<f64>,
+    /// After a latency cut, until a round sent after it is judged: what to restore if
+    /// the cut did not bring latency down (then it was not a queue of ours).
+    latency_trial: Option<Trial>,
     errors: ErrorSignal,
     lockout: Lockout,
     created: Instant,
@@ -213,8 +227,7 @@ impl Controller {
         Self {
             rate,
             phase: Phase::SlowStart,
-            ss_start: now,
-            ss_rate: rate,
+            ss_rtts: 2.0,
             w_max: rate,
             epoch: now,
             k: cfg.probe_time.as_secs_f64(),
@@ -227,6 +240,7 @@ impl Controller {
             srtt: None,
             latency: LatencySignal::new(cfg.latency_tolerance, cfg.latency_floor),
             latency_cut_at: None,
+            latency_trial: None,
             errors: ErrorSignal::default(),
             lockout: Lockout::default(),
             created: now,
@@ -352,7 +366,12 @@ impl Controller {
         if let Some(end) = self.lockout.succeeded() {
             self.resume(end, now);
         }
-        if let Some(round) = self.latency.observe(r.latency, r.sent_at, srtt, now) {
+        let learn = !r.limited || self.phase == Phase::SlowStart || self.rate <= 0.95 * self.w_max;
+        if let Some(round) = self.latency.observe(r.latency, r.sent_at, srtt, learn, now) {
+            if self.judge_trial(&round, now) {
+                self.grow(now, r.limited);
+                return;
+            }
             match round.reading {
                 Reading::Quiet => self.latency_cut_at = None,
                 Reading::Rising if self.phase == Phase::SlowStart => {
@@ -369,16 +388,65 @@ impl Controller {
                     let growing = self
                         .latency_cut_at
                         .is_none_or(|m| self.latency.worse_than(&round, m));
-                    if fresh && fresh_round && growing {
+                    let test = round.stuck && self.latency_trial.is_none();
+                    if (fresh && fresh_round && growing) || test {
                         self.latency_cut_at = Some(round.median);
                         let beta = (1.0 + self.cfg.decrease) / 2.0;
                         let factor = self.drain_factor(round.median, beta);
+                        // A queue of ours holds `median - base` of work; at `factor` of
+                        // the site's rate it is gone after `excess / (1 - factor)`.
+                        let excess = round.median - self.latency.base().unwrap_or(round.median);
+                        let drain = (excess / (1.0 - factor)).clamp(0.0, 10.0);
+                        let restore = self
+                            .latency_trial
+                            .map_or((self.rate, self.w_max, self.phase), |t| {
+                                (t.rate, t.w_max, t.phase)
+                            });
+                        self.latency_trial = Some(Trial {
+                            median: round.median,
+                            rate: restore.0,
+                            w_max: restore.1,
+                            phase: restore.2,
+                            judge_after: now + Duration::from_secs_f64(drain),
+                        });
                         self.decrease(now, Cause::Latency(factor));
                     }
                 }
             }
         }
         self.grow(now, r.limited);
+    }
+
+    /// The first round of requests sent once a queue of ours would have drained after a
+    /// latency cut tells whether the cut helped.
+    /// If it is no faster, the slowness does not move with our rate — the site got slower
+    /// — so the cut is undone and the new level becomes the base. True if it was undone.
+    fn judge_trial(&mut self, round: &latency::Round, now: Instant) -> bool {
+        let Some(trial) = self.latency_trial else {
+            return false;
+        };
+        if round.first_sent < trial.judge_after {
+            return false;
+        }
+        self.latency_trial = None;
+        // Ours if at least half of the excess over the base has gone, or if it still
+        // grows (the cut was not deep enough: the next overloaded round cuts again). Only
+        // a level that stayed where it was is the site's own.
+        let base = self.latency.base().unwrap_or(trial.median);
+        let drained = round.median <= base + 0.5 * (trial.median - base);
+        let grew = round.median > 1.1 * trial.median;
+        if drained || grew {
+            return false;
+        }
+        self.latency.adopt(round.median);
+        self.latency_cut_at = None;
+        self.decreases = self.decreases.saturating_sub(1);
+        match trial.phase {
+            Phase::Probe => self.enter_probe(trial.w_max, now, true),
+            Phase::SlowStart => self.phase = Phase::SlowStart,
+        }
+        self.rate = self.clamp(trial.rate, now);
+        true
     }
 
     /// A throttle or a refusal: part of a lockout?
@@ -392,7 +460,7 @@ impl Controller {
             self.extend_pause(now + w);
             // At most one probe per wait: the pacer sends one request when the pause ends.
             let probe_rate = 1.0 / w.as_secs_f64();
-            self.rate = self.rate.min(probe_rate).max(self.cfg.min_rps.min(probe_rate));
+            self.rate = self.rate.min(probe_rate).max(self.cfg.min_rps);
             self.last_decrease = Some(now);
         }
     }
@@ -469,7 +537,7 @@ impl Controller {
         self.cfg
             .doubling
             .as_secs_f64()
-            .max(2.0 * self.srtt.unwrap_or(0.0))
+            .max(self.ss_rtts * self.srtt.unwrap_or(0.0))
     }
 
     fn grow(&mut self, now: Instant, limited: bool) {
@@ -479,12 +547,13 @@ impl Controller {
         match self.phase {
             Phase::SlowStart => {
                 if frozen {
-                    self.ss_start += dt;
                     return;
                 }
+                // Growth since the last answer, at the doubling time of now: a longer
+                // round trip slows the doubling from here on, it does not undo it.
                 let doubling = self.doubling_time();
-                let t = now.saturating_duration_since(self.ss_start).as_secs_f64();
-                self.rate = self.clamp(self.ss_rate * (t / doubling).exp2(), now);
+                let grown = self.rate * (dt.as_secs_f64() / doubling).exp2();
+                self.rate = self.clamp(grown, now);
             }
             Phase::Probe => {
                 if frozen {
@@ -497,10 +566,11 @@ impl Controller {
                 if self.rate >= 1.5 * self.w_max {
                     // Half again above the estimate, and no throttle nor queue on the way:
                     // the estimate is stale (the site got faster, or slow start ended
-                    // early). Find the new capacity the fast way.
+                    // early). Find the new capacity the fast way — but more gently than
+                    // the first time (a doubling per 8 round trips, not 2), as a queue or a
+                    // limit may be right above and the signal comes a round trip late.
                     self.phase = Phase::SlowStart;
-                    self.ss_start = now;
-                    self.ss_rate = self.rate;
+                    self.ss_rtts = 8.0;
                     return;
                 }
                 let cubic = self.w_max + self.w_max * (1.0 - beta) * (t / self.k - 1.0).powi(3);
@@ -570,16 +640,24 @@ impl Controller {
         }
     }
 
+    /// What a server with a queue delivered over the last half second: its capacity, as
+    /// long as the queue stood that long (a longer span would reach back to before it
+    /// formed and underestimate). Kept between half and all of the current rate.
+    fn delivered(&mut self, now: Instant) -> f64 {
+        match self.accepted.rate_last(5, now, self.created) {
+            (r, n) if n >= 16 => r.clamp(self.rate / 2.0, self.rate),
+            _ => self.accepted_estimate(now),
+        }
+    }
+
     fn decrease(&mut self, now: Instant, cause: Cause) {
         let at_throttle = self.rate;
         let w_max = match self.phase {
             // What the site delivered is its capacity when a queue formed (as BBR's
             // bottleneck bandwidth), or when slow start overshot.
             Phase::SlowStart => self.accepted_estimate(now),
-            Phase::Probe if matches!(cause, Cause::Latency(_)) => self.accepted_estimate(now),
-            Phase::Probe
-                if matches!(cause, Cause::Throttle { .. }) && at_throttle < self.w_max =>
-            {
+            Phase::Probe if matches!(cause, Cause::Latency(_)) => self.delivered(now),
+            Phase::Probe if matches!(cause, Cause::Throttle { .. }) && at_throttle < self.w_max => {
                 // Throttled below the last estimate: the capacity dropped (or the last
                 // estimate was high). CUBIC's fast convergence: release more room. Not for
                 // latency, whose signal comes early, at the capacity rather than above it.
@@ -787,7 +865,8 @@ mod tests {
             ctl.rate()
         );
         assert_eq!(ctl.decreases(), 0);
-        for _ in 0..30 {
+        // A round takes 32 answers at this rate and round trip.
+        for _ in 0..64 {
             c.advance(10 * MS);
             let r = Response {
                 sent_at: c.now(),
@@ -837,5 +916,166 @@ mod tests {
         c.advance(MS);
         assert_eq!(ctl.on_response(&r, c.now()), None);
         assert_eq!(ctl.rate(), 5.0);
+    }
+
+    fn answer(sent_at: Instant, latency: Duration, signal: Signal) -> Response {
+        Response {
+            sent_at,
+            latency,
+            signal,
+            limited: true,
+        }
+    }
+
+    /// Feeds `n` answers 10 ms apart; `signal(i)` says what each one is.
+    fn feed(
+        ctl: &mut Controller,
+        c: &FakeClock,
+        n: u32,
+        latency: impl Fn(u32) -> Duration,
+        signal: impl Fn(u32) -> Signal,
+    ) {
+        for i in 0..n {
+            c.advance(10 * MS);
+            let l = latency(i);
+            ctl.on_response(&answer(c.now() - l, l, signal(i)), c.now());
+        }
+    }
+
+    #[test]
+    fn a_steady_share_of_faulty_pages_does_not_slow_the_host() {
+        let run = |errors: bool| {
+            let c = FakeClock::new();
+            let mut ctl = Controller::new(AimdConfig::default(), c.now());
+            feed(
+                &mut ctl,
+                &c,
+                3000,
+                |_| 50 * MS,
+                |i| {
+                    if errors && i % 10 == 3 {
+                        Signal::Error
+                    } else {
+                        Signal::Success
+                    }
+                },
+            );
+            (ctl.rate(), ctl.decreases())
+        };
+        let (clean, _) = run(false);
+        let (faulty, cuts) = run(true);
+        assert_eq!(cuts, 0, "10 % errors cut the rate");
+        assert!(faulty >= 0.85 * clean, "{faulty} vs {clean}");
+    }
+
+    #[test]
+    fn errors_that_take_over_do_slow_the_host() {
+        let c = FakeClock::new();
+        let mut ctl = Controller::new(AimdConfig::default(), c.now());
+        feed(&mut ctl, &c, 500, |_| 50 * MS, |_| Signal::Success);
+        let before = ctl.rate();
+        feed(
+            &mut ctl,
+            &c,
+            300,
+            |_| 50 * MS,
+            |i| {
+                if i % 4 == 0 {
+                    Signal::Success
+                } else {
+                    Signal::Error
+                }
+            },
+        );
+        assert!(ctl.decreases() >= 1);
+        assert!(ctl.rate() < before);
+    }
+
+    #[test]
+    fn noisy_latency_with_a_heavy_tail_does_not_stop_slow_start() {
+        use crate::rng::{RandomSource, SplitMix64};
+        let c = FakeClock::new();
+        let mut rng = SplitMix64::new(5);
+        let mut ctl = Controller::new(AimdConfig::default(), c.now());
+        let lat: Vec<Duration> = (0..300)
+            .map(|_| {
+                let mut l = 50.0 * (1.0 + 0.9 * rng.next_signed());
+                if rng.next_f64() < 0.02 {
+                    l *= 10.0;
+                }
+                Duration::from_secs_f64(l / 1e3)
+            })
+            .collect();
+        feed(&mut ctl, &c, 300, |i| lat[i as usize], |_| Signal::Success);
+        assert_eq!(ctl.phase(), Phase::SlowStart);
+        assert!(ctl.rate() > 200.0, "rate {}", ctl.rate());
+    }
+
+    #[test]
+    fn a_site_that_refuses_everything_is_waited_out_and_leaves_a_ceiling() {
+        let c = FakeClock::new();
+        let mut ctl = Controller::new(AimdConfig::default(), c.now());
+        feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Success);
+        let before = ctl.rate();
+        // A penalty box: 403 for everything, for 3 s.
+        feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Refused);
+        assert!(ctl.locked_out());
+        let pause = ctl.pause_until(c.now()).expect("waiting for a probe");
+        assert!(pause > c.now() + Duration::from_millis(500));
+        c.advance(Duration::from_secs(200));
+        ctl.on_response(&answer(c.now(), 50 * MS, Signal::Success), c.now());
+        assert!(!ctl.locked_out());
+        assert_eq!(ctl.bans(), 1);
+        let ceiling = ctl.ceiling().expect("a ban leaves a ceiling");
+        assert!(ceiling <= before / 2.0, "{ceiling} vs {before}");
+        assert!(ctl.rate() <= ceiling);
+    }
+
+    #[test]
+    fn a_used_up_quota_that_says_when_it_resets_leaves_no_ceiling() {
+        let c = FakeClock::new();
+        let mut ctl = Controller::new(AimdConfig::default(), c.now());
+        feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Success);
+        let ra = Some(Duration::from_secs(30));
+        feed(
+            &mut ctl,
+            &c,
+            100,
+            |_| 50 * MS,
+            |_| Signal::Throttle { retry_after: ra },
+        );
+        c.advance(Duration::from_secs(30));
+        feed(&mut ctl, &c, 10, |_| 50 * MS, |_| Signal::Success);
+        assert_eq!(ctl.bans(), 0);
+        assert_eq!(ctl.ceiling(), None);
+    }
+
+    #[test]
+    fn a_site_that_got_slower_for_good_is_not_cut_for() {
+        let c = FakeClock::new();
+        let mut ctl = Controller::new(AimdConfig::default(), c.now());
+        // Up to speed against a 100/s limit, latency 20 ms.
+        feed(
+            &mut ctl,
+            &c,
+            2000,
+            |_| 20 * MS,
+            |i| {
+                if i % 200 == 199 {
+                    Signal::Throttle { retry_after: None }
+                } else {
+                    Signal::Success
+                }
+            },
+        );
+        let before = ctl.capacity_estimate();
+        // The site takes 4x longer from now on, whatever the rate.
+        feed(&mut ctl, &c, 3000, |_| 80 * MS, |_| Signal::Success);
+        assert!(
+            ctl.rate() >= 0.9 * before,
+            "rate {} vs estimate {before}",
+            ctl.rate()
+        );
+        assert!(ctl.latency_base().unwrap() >= 70 * MS);
     }
 }

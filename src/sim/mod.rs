@@ -25,8 +25,8 @@ use crate::pacer::Pacer;
 use crate::rng::{RandomSource, SplitMix64};
 
 pub use scenario::Scenario;
-pub use site::{Refusal, Shape, SiteModel};
 use site::{Outcome, Site};
+pub use site::{Refusal, Shape, SiteModel};
 
 /// One simulated run.
 #[derive(Debug, Clone)]
@@ -163,9 +163,7 @@ impl Pacers {
         Self {
             host: (!per_exit).then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ 0x5eed, base)),
             exits: (0..cfg.exits)
-                .map(|i| {
-                    per_exit.then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ i as u64, base))
-                })
+                .map(|i| per_exit.then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ i as u64, base)))
                 .collect(),
             jitter: cfg.jitter,
             seed: cfg.seed,
@@ -175,7 +173,9 @@ impl Pacers {
     /// How long until exit `i` may send.
     fn wait(&self, i: usize, now: Instant) -> Duration {
         let h = self.host.as_ref().map_or(Duration::ZERO, |p| p.peek(now));
-        let e = self.exits[i].as_ref().map_or(Duration::ZERO, |p| p.peek(now));
+        let e = self.exits[i]
+            .as_ref()
+            .map_or(Duration::ZERO, |p| p.peek(now));
         h.max(e)
     }
 
@@ -224,7 +224,8 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
     let mut answers: BinaryHeap<Reverse<Answer>> = BinaryHeap::new();
     let mut demand_next = 0u64;
 
-    let (mut sent, mut ok, mut throttled, mut errors, mut warm_thr) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut sent, mut ok, mut throttled, mut errors, mut warm_thr) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut sent_after = 0u64;
     let mut latency_sum = 0u128;
     let mut now = 0u64;
@@ -428,7 +429,13 @@ impl Trace {
         if s != self.second {
             let lanes: Vec<String> = policy
                 .lanes()
-                .map(|(l, c)| format!("{l:?}={:.1}{}", c.rate(), if c.locked_out() { "(locked)" } else { "" }))
+                .map(|(l, c)| {
+                    format!(
+                        "{l:?}={:.1}{}",
+                        c.rate(),
+                        if c.locked_out() { "(locked)" } else { "" }
+                    )
+                })
                 .collect();
             eprintln!(
                 "t={:>4}s ok={:>5} refused={:>4} errors={:>4} in_flight={:>3} {}",

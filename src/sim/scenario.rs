@@ -205,11 +205,9 @@ impl Scenario {
             None if s.kind == "ban" => Refusal::Forbidden,
             None | Some("throttle") => Refusal::Throttle,
             Some("forbidden") => Refusal::Forbidden,
-            Some(other) => {
-                return Err(format!(
-                    "site.refusal: {other:?} is not a refusal (expected \"throttle\" or \"forbidden\")"
-                ))
-            }
+            Some(other) => return Err(format!(
+                "site.refusal: {other:?} is not a refusal (expected \"throttle\" or \"forbidden\")"
+            )),
         };
         let coupling = match self.run.scope.as_str() {
             "auto" => Coupling::Auto,
@@ -300,7 +298,10 @@ impl Scenario {
         }
         if let Some(m) = e.max_bans_after_warmup {
             if r.bans_after_warmup > m {
-                out.push(format!("{} bans after the warm-up > {m}", r.bans_after_warmup));
+                out.push(format!(
+                    "{} bans after the warm-up > {m}",
+                    r.bans_after_warmup
+                ));
             }
         }
         if let Some(m) = e.max_in_flight_over_knee {
@@ -317,7 +318,10 @@ impl Scenario {
         }
         if let Some(d) = &e.detected {
             if r.detected.as_str() != d {
-                out.push(format!("detected {:?}, expected {d:?}", r.detected.as_str()));
+                out.push(format!(
+                    "detected {:?}, expected {d:?}",
+                    r.detected.as_str()
+                ));
             }
         }
         out
