@@ -34,6 +34,7 @@ fn fleet() -> Vec<Candidate<'static>> {
                 } else {
                     Duration::ZERO
                 },
+                last_sent: 0,
             }
         })
         .collect()

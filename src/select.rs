@@ -13,6 +13,15 @@
 //! which spreads requests over source IPs instead of always hammering the first; and the
 //! result stays a pure function of the inputs, so tests and simulations are reproducible.
 //!
+//! # Spreading a host over its exits
+//!
+//! Before load comes recency: among the exits that may send now, the one that sent to the
+//! request's host longest ago goes first ([`Candidate::last_sent`]). A host's budget is
+//! then spread evenly over the exits, each seeing the same spacing — which is what a site
+//! that limits per client address strictly (nginx `limit_req` without `burst=`) accepts;
+//! least-loaded alone would pick the same exit twice in a row whenever its answers came
+//! back sooner. Callers that do not track recency pass 0 everywhere and get least-loaded.
+//!
 //! # Why `Wait` and `Busy` are different answers
 //!
 //! An exit that is paced for this host (`ready_in > 0`) will become usable after a known
@@ -51,6 +60,9 @@ pub struct Candidate<'a> {
     /// How long until this exit may send to the URL's host (pacing / token bucket);
     /// `Duration::ZERO` = now.
     pub ready_in: Duration,
+    /// When this exit last sent to the URL's host, as a count that grows with each send
+    /// to that host (0: never). Lower goes first; see the module docs.
+    pub last_sent: u64,
 }
 
 /// What the request asks of the exit.
@@ -123,6 +135,17 @@ impl Candidate<'_> {
         u64::from(self.active) * u64::from(other.max_concurrent)
             == u64::from(other.active) * u64::from(self.max_concurrent)
     }
+
+    /// `self` goes before `other`: it sent to the host longer ago, or as long ago and it
+    /// is less loaded.
+    fn before(&self, other: &Candidate<'_>) -> bool {
+        self.last_sent < other.last_sent
+            || (self.last_sent == other.last_sent && self.less_loaded(other))
+    }
+
+    fn same_rank(&self, other: &Candidate<'_>) -> bool {
+        self.last_sent == other.last_sent && self.same_load(other)
+    }
 }
 
 impl Request<'_> {
@@ -138,8 +161,9 @@ impl Request<'_> {
 /// Choose the exit for the next request. See the module docs for the rules.
 ///
 /// Eligible = available, `max_concurrent > 0`, not excluded, region-matching. Among the
-/// eligible exits with a free slot and `ready_in == 0`, the lowest `active /
-/// max_concurrent` wins; ties go to the `tie_break % n_ties`-th (in index order).
+/// eligible exits with a free slot and `ready_in == 0`, the lowest `last_sent` wins, then
+/// the lowest `active / max_concurrent`; ties go to the `tie_break % n_ties`-th (in index
+/// order).
 pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Selection {
     if let Some(name) = req.preferred {
         let Some(i) = cands.iter().position(|c| c.name == name) else {
@@ -186,8 +210,8 @@ pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Sel
             continue;
         }
         match best {
-            Some(b) if cands[b].less_loaded(c) => {}
-            Some(b) if cands[b].same_load(c) => ties += 1,
+            Some(b) if cands[b].before(c) => {}
+            Some(b) if cands[b].same_rank(c) => ties += 1,
             _ => {
                 best = Some(i);
                 ties = 1;
@@ -208,7 +232,7 @@ pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Sel
                 && c.usable()
                 && c.has_slot()
                 && c.ready_in.is_zero()
-                && c.same_load(&min)
+                && c.same_rank(&min)
                 && !req.excluded(i)
             {
                 if seen == want {
@@ -251,6 +275,7 @@ mod tests {
             active,
             max_concurrent: max,
             ready_in: Duration::ZERO,
+            last_sent: 0,
         }
     }
 
@@ -460,6 +485,27 @@ mod tests {
     }
 
     #[test]
+    fn the_exit_that_sent_to_the_host_longest_ago_goes_first() {
+        let mut cs = [c("a", 0, 4), c("b", 3, 4), c("c", 1, 4)];
+        cs[0].last_sent = 9;
+        cs[1].last_sent = 7;
+        cs[2].last_sent = 8;
+        assert_eq!(select(&cs, &req(), 0), Selection::Exit(1), "b: longest ago");
+        cs[1].ready_in = ms(2);
+        assert_eq!(
+            select(&cs, &req(), 0),
+            Selection::Exit(2),
+            "b paced: c next"
+        );
+        cs[2].last_sent = 9;
+        assert_eq!(
+            select(&cs, &req(), 0),
+            Selection::Exit(0),
+            "a and c tie: less loaded"
+        );
+    }
+
+    #[test]
     fn ready_beats_less_loaded_but_paced() {
         let mut cs = [c("a", 0, 4), c("b", 3, 4)];
         cs[0].ready_in = ms(1);
@@ -485,6 +531,7 @@ mod tests {
                 active: (i * 5) % 9,
                 max_concurrent: 8 + i % 4,
                 ready_in: Duration::ZERO,
+                last_sent: 0,
             })
             .collect();
         let Selection::Exit(i) = select(&cs, &req(), 3) else {
@@ -509,6 +556,7 @@ mod tests {
                 active,
                 max_concurrent: max,
                 ready_in: Duration::from_millis(ready),
+                last_sent: 0,
             })
     }
 

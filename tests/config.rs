@@ -66,7 +66,7 @@ fn default_toml_loads_and_its_values_are_the_defaults_in_code() {
     assert_eq!(s, expected);
     assert!(s.crawler.user_agent.starts_with("exitcrawl/"));
     assert_eq!(s.limiter.algorithm, Algorithm::Aimd);
-    assert_eq!(s.limiter.scope, Scope::ExitHost);
+    assert_eq!(s.limiter.scope, Scope::Auto);
     assert_eq!(s.crawler.arbiters, Arbiters::Single);
 }
 
@@ -609,7 +609,7 @@ fn env_overrides_apply_over_the_file() {
             ("EXITCRAWL__LIMITER__ALGORITHM", "gcra"),
             ("exitcrawl__limiter__initial_rps", "12.5"),
             ("EXITCRAWL__LIMITER__THROTTLE_STATUSES", "429, 503,520"),
-            ("EXITCRAWL__LIMITER__THROTTLE_ON_TIMEOUT", "false"),
+            ("EXITCRAWL__LIMITER__THROTTLE_ON_TIMEOUT", "true"),
             (
                 "EXITCRAWL__CRAWLER__USER_AGENT",
                 "mybot/1.0 (+https://example.com)",
@@ -629,7 +629,7 @@ fn env_overrides_apply_over_the_file() {
     assert_eq!(s.limiter.algorithm, Algorithm::Gcra);
     assert_eq!(s.limiter.initial_rps, 12.5);
     assert_eq!(s.limiter.throttle_statuses, vec![429, 503, 520]);
-    assert!(!s.limiter.throttle_on_timeout);
+    assert!(s.limiter.throttle_on_timeout);
     assert_eq!(s.crawler.user_agent, "mybot/1.0 (+https://example.com)");
     assert_eq!(s.health.url.as_deref(), Some("https://example.com/ok"));
     assert_eq!(s.metrics.listen.unwrap().port(), 9100);

@@ -13,7 +13,9 @@ use exitcrawl::limiter::TokenBucket;
 use crate::exit::{ExitActor, ExitCore, ExitOptions};
 use crate::health::{HealthActor, HealthOptions};
 use crate::limiter::LimiterActor;
-use crate::messages::{ExitStats, Fetch, FetchError, FetchResponse, GetStats, Shutdown};
+use crate::messages::{
+    ExitStats, Fetch, FetchError, FetchResponse, GetLimits, GetStats, HostLimits, Shutdown,
+};
 use crate::metrics::{self, LagActor, Metrics};
 use crate::net::{ClientOptions, DnsCache};
 use crate::redis::{Redis, RedisGcra, RedisOptions, RedisStats, SharedRates};
@@ -162,6 +164,12 @@ impl Crawler {
             },
         };
         let limiter_settings = settings.limiter.clone();
+        let exit_names: Vec<Arc<str>> = settings
+            .exits
+            .iter()
+            .map(|e| Arc::from(e.name.as_str()))
+            .collect();
+        let limiter_metrics = Arc::clone(&metrics);
         let sched_settings = settings.clone();
         let redis_for_limiter = redis.clone();
         let sched_metrics = Arc::clone(&metrics);
@@ -181,7 +189,9 @@ impl Crawler {
         let scheduler = SchedulerActor::create(|ctx| {
             ctx.add_stream(Channel(intake_rx));
             let me = ctx.address();
-            let mut limiter = LimiterActor::new(limiter_settings, vec![me.clone().recipient()]);
+            let mut limiter =
+                LimiterActor::new(limiter_settings, exit_names, vec![me.clone().recipient()])
+                    .with_metrics(limiter_metrics);
             if let Some(r) = &redis_for_limiter {
                 limiter = limiter.with_shared_rates(SharedRates::new(r.clone()));
             }
@@ -223,7 +233,7 @@ impl Crawler {
                 metrics: Arc::clone(&metrics),
             },
             exits: exit_addrs,
-            _limiter: limiter_addr,
+            limiter: limiter_addr,
             _health: health_addr,
             _arbiters: Arc::new(arbiters),
             _lag: lag,
@@ -242,7 +252,7 @@ pub struct CrawlerHandle {
     /// `fetch`'s way in: the direct path or the queue.
     ingress: Ingress,
     exits: Vec<Addr<ExitActor>>,
-    _limiter: Option<Addr<LimiterActor>>,
+    limiter: Option<Addr<LimiterActor>>,
     _health: Option<Addr<HealthActor>>,
     _arbiters: Arc<Vec<Arbiter>>,
     _lag: Addr<LagActor>,
@@ -303,6 +313,15 @@ impl CrawlerHandle {
     /// Every exit's figures.
     pub async fn stats(&self) -> Vec<ExitStats> {
         self.scheduler.send(GetStats).await.unwrap_or_default()
+    }
+
+    /// What the adaptive limiter knows per host: the detected scope (scope `auto`: one
+    /// budget for the host, or per-IP budgets), each budget's rate, lockouts and bans.
+    pub async fn limits(&self) -> Vec<HostLimits> {
+        match &self.limiter {
+            Some(l) => l.send(GetLimits).await.unwrap_or_default(),
+            None => Vec::new(),
+        }
     }
 
     /// Stop: queued fetches fail with `Shutdown`, in-flight ones get `grace` to finish.

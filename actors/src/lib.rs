@@ -50,4 +50,6 @@ pub use follow::{
     crawl_site, resume_site, FollowOptions, FollowRecord, FollowTotals, PendingLink, Resume,
     SkipReason,
 };
-pub use messages::{ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse};
+pub use messages::{
+    ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse, HostLimits, LaneLimits,
+};

@@ -1,22 +1,30 @@
 //! `LimiterActor`: turns feedback into pacing, per limiter key.
 //!
-//! Why an actor of its own: every exit's answers feed the same controllers when the scope
-//! is wider than one exit (`host`, `global`), so the controllers need one owner that sees
-//! all reports in order. It runs the core's [`Controller`] per key (only for
-//! `algorithm = "aimd"`; fixed algorithms only take pauses from the site's headers) and
-//! broadcasts [`SetInterval`] to its subscribers.
+//! Why an actor of its own: every exit's answers feed the same controllers when a budget
+//! is wider than one exit (scope `auto` and `host`, `global`), so the controllers need one
+//! owner that sees all reports in order. With `algorithm = "aimd"` it runs the core's
+//! controllers — under scope `auto` one [`HostPolicy`] per host, which learns whether the
+//! host limits per exit or as a whole; under the other scopes one [`Controller`] per key —
+//! and broadcasts [`SetInterval`] to its subscribers. Fixed algorithms only take pauses
+//! from the site's answers and headers. What an answer means (a throttle, an error, a
+//! refusal) is decided in the core ([`exitcrawl::aimd::classify`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use actix::clock::Instant;
 use actix::prelude::*;
+use exitcrawl::aimd::classify::{self, Failure};
+use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::interval_of;
 
-use crate::messages::{Failed, SetInterval, Succeeded, Throttled};
+use crate::messages::{
+    Failed, GetLimits, HostLimits, LaneLimits, SetInterval, Succeeded, Throttled,
+};
+use crate::metrics::{Metrics, ScopeLabels};
 use crate::net::FailureKind;
 use crate::redis::{RateMessage, SharedRates};
 
@@ -49,17 +57,26 @@ impl LimitKey {
         })
     }
 
-    /// The key of a request through `exit` to `host` under `scope`.
+    /// The key of a request through `exit` to `host` under `scope`. Under `auto` this is
+    /// the host's budget (its lane); an exit's own lane is [`LimitKey::exit_lane`].
     pub fn new(scope: Scope, exit: &Arc<str>, host: &Arc<str>) -> Self {
         let (e, h) = match scope {
             Scope::ExitHost => (true, true),
-            Scope::Host => (false, true),
+            Scope::Auto | Scope::Host => (false, true),
             Scope::Exit => (true, false),
             Scope::Global => (false, false),
         };
         Self {
             exit: e.then(|| exit.clone()),
             host: h.then(|| host.clone()),
+        }
+    }
+
+    /// Scope `auto`: the key of `exit`'s own budget at `host`.
+    pub fn exit_lane(exit: &Arc<str>, host: &Arc<str>) -> Self {
+        Self {
+            exit: Some(exit.clone()),
+            host: Some(host.clone()),
         }
     }
 }
@@ -78,42 +95,61 @@ pub fn aimd_config(s: &LimiterSettings) -> AimdConfig {
     }
 }
 
-/// The controller of `key`, created on its first report (the config is built only then:
-/// this runs once per response).
-fn controller<'a>(
-    controllers: &'a mut HashMap<LimitKey, Controller>,
-    settings: &LimiterSettings,
-    key: &LimitKey,
-    now: std::time::Instant,
-) -> &'a mut Controller {
-    controllers
-        .entry(key.clone())
-        .or_insert_with(|| Controller::new(aimd_config(settings), now))
+/// The controllers, as the scope arranges them.
+enum Controllers {
+    /// Scope `auto`: one host policy per host; exits by their index in `[[exits]]`.
+    Hosts {
+        policies: HashMap<Arc<str>, HostPolicy>,
+        exits: Vec<Arc<str>>,
+    },
+    /// Every other scope: one controller per key.
+    Keys(HashMap<LimitKey, Controller>),
 }
 
 /// Runs the controllers and broadcasts interval changes.
 pub struct LimiterActor {
     settings: LimiterSettings,
-    controllers: HashMap<LimitKey, Controller>,
+    controllers: Controllers,
     subscribers: Vec<Recipient<SetInterval>>,
     /// Distributed mode: rates shared with the other crawler processes.
     shared: Option<SharedRates>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl LimiterActor {
-    /// A limiter with the `[limiter]` settings, broadcasting to `subscribers`.
-    pub fn new(settings: LimiterSettings, subscribers: Vec<Recipient<SetInterval>>) -> Self {
+    /// A limiter with the `[limiter]` settings, broadcasting to `subscribers`. `exits`
+    /// are the exits' names in `[[exits]]` order (scope `auto` keeps a lane per exit).
+    pub fn new(
+        settings: LimiterSettings,
+        exits: Vec<Arc<str>>,
+        subscribers: Vec<Recipient<SetInterval>>,
+    ) -> Self {
+        let controllers = if settings.scope == Scope::Auto {
+            Controllers::Hosts {
+                policies: HashMap::new(),
+                exits,
+            }
+        } else {
+            Controllers::Keys(HashMap::new())
+        };
         Self {
             settings,
-            controllers: HashMap::new(),
+            controllers,
             subscribers,
             shared: None,
+            metrics: None,
         }
     }
 
     /// Distributed mode: publish this process's rate changes and adopt the others'.
     pub fn with_shared_rates(mut self, shared: SharedRates) -> Self {
         self.shared = Some(shared);
+        self
+    }
+
+    /// Export what scope `auto` detects per host (`exitcrawl_limiter_scope`) and bans.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -132,40 +168,135 @@ impl LimiterActor {
         }
     }
 
-    fn feed(&mut self, key: LimitKey, response: Response, hints: &ServerHints) {
-        let now = Instant::now().into_std();
+    /// Carry out a controller's change for `key`: a fixed algorithm keeps its rate and
+    /// takes only the pause; the change is published (distributed mode) and broadcast.
+    fn apply(&self, key: LimitKey, change: Adjustment, now: std::time::Instant) {
         let adaptive = self.settings.algorithm == Algorithm::Aimd;
-        let fixed_interval = interval_of(self.settings.initial_rps);
-        let ctl = controller(&mut self.controllers, &self.settings, &key, now);
-        let mut change = ctl.on_response(&response, now);
-        if let Some(pacing) = hints.pacing() {
-            change = ctl.on_hint(&pacing, now).or(change);
-        }
-        // A fixed algorithm keeps its rate; only the pauses (hold, Retry-After, a used-up
-        // announced quota) reach it.
         let change = if adaptive {
             change
         } else {
-            change.and_then(|a| a.pause_until).map(|p| Adjustment {
+            let Some(p) = change.pause_until else {
+                return;
+            };
+            Adjustment {
                 rps: self.settings.initial_rps,
-                interval: fixed_interval,
+                interval: interval_of(self.settings.initial_rps),
                 pause_until: Some(p),
-            })
-        };
-        if let Some(a) = change {
-            if let Some(shared) = self.shared.clone().filter(|_| adaptive) {
-                // Tell the other processes; a failure only means they learn it later.
-                let name = key.redis_name();
-                let pause = a.pause_until.map(|p| p.saturating_duration_since(now));
-                let rps = a.rps;
-                actix_rt::spawn(async move {
-                    if let Err(e) = shared.set(&name, rps, pause).await {
-                        tracing::debug!(key = %name, error = %e, "shared rate not published");
-                    }
-                });
             }
-            self.broadcast(key, &a);
+        };
+        if let Some(shared) = self.shared.clone().filter(|_| adaptive) {
+            // Tell the other processes; a failure only means they learn it later.
+            let name = key.redis_name();
+            let pause = change.pause_until.map(|p| p.saturating_duration_since(now));
+            let rps = change.rps;
+            actix_rt::spawn(async move {
+                if let Err(e) = shared.set(&name, rps, pause).await {
+                    tracing::debug!(key = %name, error = %e, "shared rate not published");
+                }
+            });
         }
+        self.broadcast(key, &change);
+    }
+
+    fn feed(&mut self, exit: &Arc<str>, host: &Arc<str>, response: Response, hints: &ServerHints) {
+        if response.signal == Signal::Neutral && hints.is_empty() {
+            return;
+        }
+        let now = Instant::now().into_std();
+        let cfg = || aimd_config(&self.settings);
+        let mut changes: Vec<(LimitKey, Adjustment)> = Vec::with_capacity(2);
+        match &mut self.controllers {
+            Controllers::Hosts { policies, exits } => {
+                let n = exits.len();
+                let i = exits.iter().position(|e| e == exit).unwrap_or(n);
+                let policy = policies
+                    .entry(Arc::clone(host))
+                    .or_insert_with(|| HostPolicy::new(cfg(), n, Coupling::Auto, now));
+                let before = policy.detected();
+                let lane_key = |lane: Lane| match lane {
+                    Lane::Host => LimitKey::new(Scope::Auto, exit, host),
+                    Lane::Exit(j) => LimitKey::exit_lane(exits.get(j).unwrap_or(exit), host),
+                };
+                for (lane, a) in policy.on_response(i, &response, now) {
+                    changes.push((lane_key(lane), a));
+                }
+                if let Some(p) = hints.pacing() {
+                    for (lane, a) in policy.on_hint(i, &p, now) {
+                        changes.push((lane_key(lane), a));
+                    }
+                }
+                let after = policy.detected();
+                if before != after {
+                    tracing::info!(%host, scope = after.as_str(), "limiter: host's limit detected");
+                    if let Some(m) = &self.metrics {
+                        let label = m.host_label(host);
+                        for d in [before, after] {
+                            let l = ScopeLabels {
+                                host: label.clone(),
+                                scope: d.as_str().to_owned(),
+                            };
+                            m.limiter_scope.get_or_create(&l).set(i64::from(d == after));
+                        }
+                    }
+                }
+            }
+            Controllers::Keys(map) => {
+                let key = LimitKey::new(self.settings.scope, exit, host);
+                let ctl = map
+                    .entry(key.clone())
+                    .or_insert_with(|| Controller::new(cfg(), now));
+                if let Some(a) = ctl.on_response(&response, now) {
+                    changes.push((key.clone(), a));
+                }
+                if let Some(p) = hints.pacing() {
+                    if let Some(a) = ctl.on_hint(&p, now) {
+                        changes.push((key, a));
+                    }
+                }
+            }
+        }
+        for (key, a) in changes {
+            self.apply(key, a, now);
+        }
+    }
+
+    /// What the controllers know, per host (scope `auto`) or per key.
+    fn limits(&self) -> Vec<HostLimits> {
+        let lane = |c: &Controller, exit: Option<String>| LaneLimits {
+            exit,
+            rps: c.rate(),
+            locked_out: c.locked_out(),
+            bans: c.bans(),
+            ceiling: c.ceiling(),
+            latency_base: c.latency_base(),
+            error_share: c.error_share(),
+        };
+        let mut out: Vec<HostLimits> = match &self.controllers {
+            Controllers::Hosts { policies, exits } => policies
+                .iter()
+                .map(|(host, p)| HostLimits {
+                    host: host.to_string(),
+                    scope: p.detected().as_str().to_owned(),
+                    lanes: p
+                        .lanes()
+                        .map(|(l, c)| match l {
+                            Lane::Host => lane(c, None),
+                            Lane::Exit(i) => lane(c, exits.get(i).map(|e| e.to_string())),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            Controllers::Keys(map) => map
+                .iter()
+                .map(|(k, c)| HostLimits {
+                    host: k.host.as_deref().unwrap_or("*").to_owned(),
+                    scope: self.settings.scope.as_str().to_owned(),
+                    lanes: vec![lane(c, k.exit.as_deref().map(str::to_owned))],
+                })
+                .collect(),
+        };
+        out.sort_by(|a, b| a.host.cmp(&b.host));
+        out
     }
 }
 
@@ -223,14 +354,55 @@ impl Handler<SharedRateChanged> for LimiterActor {
             return;
         };
         let now = Instant::now().into_std();
-        let ctl = controller(&mut self.controllers, &self.settings, &key, now);
-        let adjusted = ctl.adopt(u.rps, now);
+        let cfg = aimd_config(&self.settings);
+        let ctl_state = match &mut self.controllers {
+            Controllers::Hosts { policies, exits } => {
+                let Some(host) = key.host.clone() else {
+                    return;
+                };
+                let n = exits.len();
+                let lane = match &key.exit {
+                    None => Lane::Host,
+                    Some(e) => match exits.iter().position(|x| x == e) {
+                        Some(i) => Lane::Exit(i),
+                        None => return,
+                    },
+                };
+                let policy = policies
+                    .entry(host)
+                    .or_insert_with(|| HostPolicy::new(cfg, n, Coupling::Auto, now));
+                let adjusted = policy.adopt(lane, u.rps, now);
+                policy.controller(lane).map(|c| {
+                    (
+                        adjusted.is_some(),
+                        c.rate(),
+                        c.interval(),
+                        c.pause_until(now),
+                    )
+                })
+            }
+            Controllers::Keys(map) => {
+                let ctl = map
+                    .entry(key.clone())
+                    .or_insert_with(|| Controller::new(cfg, now));
+                let adjusted = ctl.adopt(u.rps, now);
+                Some((
+                    adjusted.is_some(),
+                    ctl.rate(),
+                    ctl.interval(),
+                    ctl.pause_until(now),
+                ))
+            }
+        };
+        let Some((adjusted, rps, interval, own_pause)) = ctl_state else {
+            return;
+        };
         let pause_until = u.pause_remaining().map(|d| now + d);
-        if adjusted.is_some() || pause_until.is_some() {
+        if adjusted || pause_until.is_some() {
             let a = Adjustment {
-                rps: ctl.rate(),
-                interval: ctl.interval(),
-                pause_until: pause_until.or(ctl.pause_until(now)),
+                rps,
+                interval,
+                pause_until: pause_until.or(own_pause),
             };
             tracing::debug!(key = %u.key, rps = u.rps, "adopted a shared rate");
             self.broadcast(key, &a);
@@ -242,14 +414,13 @@ impl Handler<Succeeded> for LimiterActor {
     type Result = ();
 
     fn handle(&mut self, m: Succeeded, _ctx: &mut Self::Context) {
-        let key = LimitKey::new(self.settings.scope, &m.exit, &m.host);
         let r = Response {
             sent_at: m.sent_at,
             latency: m.latency,
-            signal: Signal::Success,
+            signal: classify::answer(m.status, m.hints.retry_after, &self.settings),
             limited: m.limited,
         };
-        self.feed(key, r, &m.hints);
+        self.feed(&m.exit, &m.host, r, &m.hints);
     }
 }
 
@@ -257,7 +428,6 @@ impl Handler<Throttled> for LimiterActor {
     type Result = ();
 
     fn handle(&mut self, m: Throttled, _ctx: &mut Self::Context) {
-        let key = LimitKey::new(self.settings.scope, &m.exit, &m.host);
         tracing::debug!(exit = %m.exit, host = %m.host, status = m.status, "throttled");
         let r = Response {
             sent_at: m.sent_at,
@@ -267,7 +437,7 @@ impl Handler<Throttled> for LimiterActor {
             },
             limited: true,
         };
-        self.feed(key, r, &m.hints);
+        self.feed(&m.exit, &m.host, r, &m.hints);
     }
 }
 
@@ -275,21 +445,25 @@ impl Handler<Failed> for LimiterActor {
     type Result = ();
 
     fn handle(&mut self, m: Failed, _ctx: &mut Self::Context) {
-        let throttle = match m.kind {
-            FailureKind::Timeout => self.settings.throttle_on_timeout,
-            FailureKind::Reset | FailureKind::ConnectRefused => self.settings.throttle_on_reset,
-            FailureKind::LocalConnect | FailureKind::Other => false,
+        let failure = match m.kind {
+            FailureKind::Timeout => Failure::Timeout,
+            FailureKind::Reset | FailureKind::ConnectRefused => Failure::Connection,
+            FailureKind::LocalConnect | FailureKind::Other => Failure::Local,
         };
-        if !throttle {
-            return;
-        }
-        let key = LimitKey::new(self.settings.scope, &m.exit, &m.host);
         let r = Response {
             sent_at: m.sent_at,
             latency: m.latency,
-            signal: Signal::Throttle { retry_after: None },
+            signal: classify::failure(failure, &self.settings),
             limited: true,
         };
-        self.feed(key, r, &ServerHints::default());
+        self.feed(&m.exit, &m.host, r, &ServerHints::default());
+    }
+}
+
+impl Handler<GetLimits> for LimiterActor {
+    type Result = MessageResult<GetLimits>;
+
+    fn handle(&mut self, _m: GetLimits, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.limits())
     }
 }

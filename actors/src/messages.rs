@@ -349,6 +349,48 @@ impl Message for GetStats {
     type Result = Vec<ExitStats>;
 }
 
+/// What the adaptive limiter knows about one host (scope `auto`), or one key (other
+/// scopes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostLimits {
+    /// The host (`*` for a key that does not name one).
+    pub host: String,
+    /// Scope `auto`: what the host's answers say about its limit — `unknown` (no throttle
+    /// yet), `host` (one budget shared by the exits, or equal per-IP budgets used evenly)
+    /// or `per_ip` (some exits have budgets of their own). Other scopes: the scope.
+    pub scope: String,
+    /// The host's budget first (`exit: None`), then each exit's own.
+    pub lanes: Vec<LaneLimits>,
+}
+
+/// One budget of a host: the host's whole, or one exit's own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneLimits {
+    /// The exit, for an exit's own budget.
+    pub exit: Option<String>,
+    /// The current rate, requests/s.
+    pub rps: f64,
+    /// Waiting out a lockout (everything refused) now.
+    pub locked_out: bool,
+    /// Lockouts the site did not explain (bans) so far.
+    pub bans: u32,
+    /// The rate ceiling bans have left, requests/s.
+    pub ceiling: Option<f64>,
+    /// The site's latency when nothing queues (median of quiet rounds).
+    pub latency_base: Option<Duration>,
+    /// Share of recent answers that were errors (5xx that are not throttles, resets,
+    /// timeouts).
+    pub error_share: f64,
+}
+
+/// Ask the limiter what it knows per host.
+#[derive(Debug, Clone, Copy)]
+pub struct GetLimits;
+
+impl Message for GetLimits {
+    type Result = Vec<HostLimits>;
+}
+
 /// Stop taking work: queued fetches fail with `Shutdown`, in-flight ones finish (or fail
 /// after `grace`). Replies when nothing is in flight any more.
 #[derive(Debug, Clone, Copy)]

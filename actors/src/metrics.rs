@@ -59,6 +59,15 @@ pub struct RateLabels {
     pub host: String,
 }
 
+/// Labels of `exitcrawl_limiter_scope`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScopeLabels {
+    /// Host, or `all` when host labels are off, `other` past the cap.
+    pub host: String,
+    /// `unknown`, `host` or `per_ip`.
+    pub scope: String,
+}
+
 /// Every metric exitcrawl exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -81,6 +90,8 @@ pub struct Metrics {
     pub consecutive_failures: Family<ExitLabels, Gauge>,
     /// Current limiter rate, requests/s.
     pub limiter_rate: Family<RateLabels, Gauge<f64, AtomicU64>>,
+    /// Scope `auto`: 1 for what a host's answers say about its limit, 0 for the rest.
+    pub limiter_scope: Family<ScopeLabels, Gauge>,
     /// Available exits / configured exits.
     pub exits_available_ratio: Gauge<f64, AtomicU64>,
     /// Fetches waiting in the scheduler's queue.
@@ -118,6 +129,7 @@ impl Metrics {
             ejections: Family::default(),
             consecutive_failures: Family::default(),
             limiter_rate: Family::default(),
+            limiter_scope: Family::default(),
             exits_available_ratio: Gauge::default(),
             queue_depth: Gauge::default(),
             urls_done: Counter::default(),
@@ -169,6 +181,12 @@ impl Metrics {
             "limiter_rate",
             "Current limiter rate per key, requests per second",
             m.limiter_rate.clone(),
+        );
+        m.registry.register(
+            "limiter_scope",
+            "Scope auto: 1 for what a host's throttles say about its limit (host: one budget \
+             shared by the exits; per_ip: some exits have their own), 0 for the others",
+            m.limiter_scope.clone(),
         );
         m.registry.register(
             "exits_available_ratio",

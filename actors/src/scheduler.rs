@@ -37,7 +37,7 @@ use actix::clock::Instant;
 use actix::dev::MessageResponse;
 use actix::prelude::*;
 use awc::http::Uri;
-use exitcrawl::config::{Algorithm, Settings};
+use exitcrawl::config::{Algorithm, Scope, Settings};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter, TokenBucket};
 use exitcrawl::pacer::Pacer;
@@ -220,8 +220,23 @@ struct HostState {
     active: Vec<u32>,
     /// The host is in `order`.
     ordered: bool,
-    /// Its limiter key's pacing, by exit index, found once instead of per visit.
+    /// Its pacing, found once instead of per visit.
+    pacing: HostPacing,
+}
+
+/// A host's pacing as [`choose`] reads it: its limiter keys and how recently each exit
+/// sent to it.
+#[derive(Default)]
+struct HostPacing {
+    /// The limiter key of each exit, by exit index (scope `auto`: each exit's own lane,
+    /// unpaced until the limiter gives it a rate).
     keys: Vec<Option<SharedKey>>,
+    /// Scope `auto`: the host's budget, which every exit's requests draw on.
+    host_key: Option<SharedKey>,
+    /// `sends` when each exit last sent to this host (0: never).
+    last_sent: Vec<u64>,
+    /// Requests sent to this host.
+    sends: u64,
 }
 
 impl HostState {
@@ -231,24 +246,25 @@ impl HostState {
     }
 }
 
-/// The pacing state of the limiter key of (`exit`, `host`), created on first use.
+/// The pacing state of `key`, created on first use. `paced`: start with a pacer at the
+/// first rate (with `aimd`); an exit's own lane under scope `auto` starts unpaced and
+/// gets a pacer with the limiter's first [`SetInterval`] for it.
 fn key_state(
     keys: &mut HashMap<LimitKey, SharedKey>,
     settings: &Settings,
-    exit_name: &Arc<str>,
-    exit: usize,
-    host: &Arc<str>,
+    key: LimitKey,
+    (seed, paced): (usize, bool),
     now: std::time::Instant,
 ) -> SharedKey {
-    let key = LimitKey::new(settings.limiter.scope, exit_name, host);
     let l = &settings.limiter;
     let state = keys.entry(key).or_insert_with(|| {
         let limiter: Option<Box<dyn RateLimiter>> = match l.algorithm {
             Algorithm::None => None,
+            _ if !paced => None,
             Algorithm::Aimd => Some(Box::new(Pacer::new(
                 interval_of(l.initial_rps),
                 l.jitter,
-                exit as u64 ^ 0xa11ce,
+                seed as u64 ^ 0xa11ce,
                 now,
             ))),
             other => other
@@ -264,6 +280,15 @@ fn key_state(
     Rc::clone(state)
 }
 
+/// The key whose pacing every request through exit `exit` to `host` must pass first: the
+/// scope's key, or under scope `auto` the exit's own lane.
+fn exit_key(settings: &Settings, exit: &Arc<str>, host: &Arc<str>) -> (LimitKey, bool) {
+    match settings.limiter.scope {
+        Scope::Auto => (LimitKey::exit_lane(exit, host), false),
+        scope => (LimitKey::new(scope, exit, host), true),
+    }
+}
+
 /// What [`choose`] reads and updates besides the host's own state.
 struct Choice<'a> {
     exits: &'a mut [ExitSlot],
@@ -276,12 +301,12 @@ struct Choice<'a> {
 }
 
 /// Which exit may send a fetch (`req`) to `host` now: the core's `select` over every
-/// exit's health, load (the host's own count against `per_host_connections`) and pacing
-/// (the exit's token bucket, the limiter key's pacer). On `Exit(i)` the permits the
-/// selection saw as free are taken.
+/// exit's health, load (the host's own count against `per_host_connections`), pacing
+/// (the exit's token bucket, the limiter keys' pacers) and how recently it sent to this
+/// host. On `Exit(i)` the permits the selection saw as free are taken.
 fn choose(
     c: Choice<'_>,
-    (active, host_keys): (&mut Vec<u32>, &mut Vec<Option<SharedKey>>),
+    (active, pacing): (&mut Vec<u32>, &mut HostPacing),
     host: &Arc<str>,
     req: &select::Request<'_>,
     now_std: std::time::Instant,
@@ -290,19 +315,37 @@ fn choose(
     let per_host_cap = c.settings.crawler.per_host_connections;
     if active.len() < n {
         active.resize(n, 0);
-        host_keys.resize(n, None);
+        pacing.keys.resize(n, None);
+        pacing.last_sent.resize(n, 0);
     }
+    let host_ready = match c.settings.limiter.scope {
+        Scope::Auto => pacing
+            .host_key
+            .get_or_insert_with(|| {
+                let key = LimitKey {
+                    exit: None,
+                    host: Some(Arc::clone(host)),
+                };
+                key_state(c.keys, c.settings, key, (0, true), now_std)
+            })
+            .borrow_mut()
+            .ready_in(now_std),
+        _ => Duration::ZERO,
+    };
     c.ready.clear();
     for (i, exit) in c.exits.iter_mut().enumerate() {
         let bucket = exit
             .bucket
             .as_mut()
             .map_or(Duration::ZERO, |b| b.peek(now_std));
-        let key = host_keys[i]
-            .get_or_insert_with(|| key_state(c.keys, c.settings, &exit.name, i, host, now_std))
+        let key = pacing.keys[i]
+            .get_or_insert_with(|| {
+                let (key, paced) = exit_key(c.settings, &exit.name, host);
+                key_state(c.keys, c.settings, key, (i, paced), now_std)
+            })
             .borrow_mut()
             .ready_in(now_std);
-        c.ready.push(bucket.max(key));
+        c.ready.push(bucket.max(key).max(host_ready));
     }
     // Filled in place: `collect` builds the (half-kilobyte) vector and then moves it.
     let mut cands: SmallVec<[Candidate<'_>; 8]> = SmallVec::new();
@@ -318,6 +361,7 @@ fn choose(
             },
             max_concurrent: e.max_concurrent,
             ready_in: c.ready[i],
+            last_sent: pacing.last_sent[i],
         });
     }
     *c.tie = c.tie.wrapping_add(1);
@@ -328,11 +372,13 @@ fn choose(
         if let Some(b) = c.exits[i].bucket.as_mut() {
             b.check(now_std);
         }
-        if let Some(key) = &host_keys[i] {
+        for key in pacing.keys[i].iter().chain(pacing.host_key.iter()) {
             if let Some(l) = key.borrow_mut().limiter.as_mut() {
                 l.check(now_std);
             }
         }
+        pacing.sends += 1;
+        pacing.last_sent[i] = pacing.sends;
     }
     selection
 }
@@ -473,15 +519,11 @@ impl Scheduler {
         self.health = Some(health);
     }
 
+    /// The pacing state of the scope's key for a request through `exit` to `host` (under
+    /// scope `auto`, the host's budget: what Redis shares across processes).
     fn key_state(&mut self, exit: usize, host: &Arc<str>, now: std::time::Instant) -> SharedKey {
-        key_state(
-            &mut self.keys,
-            &self.settings,
-            &self.exits[exit].name,
-            exit,
-            host,
-            now,
-        )
+        let key = LimitKey::new(self.settings.limiter.scope, &self.exits[exit].name, host);
+        key_state(&mut self.keys, &self.settings, key, (exit, true), now)
     }
 
     /// What [`choose`] needs, borrowed apart from the hosts it is asked about.
@@ -572,7 +614,7 @@ impl Scheduler {
         };
         let selection = choose(
             choice,
-            (&mut state.active, &mut state.keys),
+            (&mut state.active, &mut state.pacing),
             host,
             &req,
             now_std,
@@ -1555,6 +1597,19 @@ impl Scheduler {
         let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
         if let Some(state) = self.keys.get(&key) {
             let state = &mut *state.borrow_mut();
+            if state.limiter.is_none() && adaptive && key.exit.is_some() {
+                // Scope `auto`: an exit's own lane is paced from its first rate on.
+                let seed = self
+                    .exits
+                    .iter()
+                    .position(|e| Some(&e.name) == key.exit.as_ref());
+                state.limiter = Some(Box::new(Pacer::new(
+                    m.interval,
+                    self.settings.limiter.jitter,
+                    seed.unwrap_or(0) as u64 ^ 0xa11ce,
+                    now,
+                )));
+            }
             if let Some(l) = state.limiter.as_mut() {
                 if adaptive {
                     let rps = 1.0 / m.interval.as_secs_f64().max(1e-9);
@@ -2037,7 +2092,7 @@ impl Scheduler {
         };
         let selection = choose(
             choice,
-            (&mut state.active, &mut state.keys),
+            (&mut state.active, &mut state.pacing),
             &host,
             &req,
             now_std,

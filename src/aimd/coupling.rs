@@ -242,6 +242,16 @@ impl HostPolicy {
         out
     }
 
+    /// Take a rate decided elsewhere (another crawler process, distributed mode) for
+    /// `lane`; see [`Controller::adopt`]. Nothing happens for a lane without a controller.
+    pub fn adopt(&mut self, lane: Lane, rps: f64, now: Instant) -> Option<Adjustment> {
+        let ctl = match lane {
+            Lane::Host => self.host.as_mut(),
+            Lane::Exit(i) => self.exits.get_mut(i).and_then(|e| e.ctl.as_mut()),
+        };
+        ctl.and_then(|c| c.adopt(rps, now))
+    }
+
     /// Exit `exit`'s throttles are well above what its share of the answers explains.
     fn concentrated(&self, exit: usize, now: Instant) -> bool {
         let mine = &self.exits[exit];

@@ -35,8 +35,10 @@
 //!
 //! The controller is pure: feed it [`Response`]s with `now` and it returns an [`Adjustment`]
 //! when the interval or the pause changed; a [`crate::pacer::Pacer`] carries that out.
-//! [`coupling`] runs one per host and per exit and decides which one a throttle concerns.
+//! [`coupling`] runs one per host and per exit and decides which one a throttle concerns;
+//! [`classify`] says what an answer or a failure means.
 
+pub mod classify;
 pub mod coupling;
 mod errors;
 mod latency;
@@ -654,9 +656,11 @@ impl Controller {
         let at_throttle = self.rate;
         let w_max = match self.phase {
             // What the site delivered is its capacity when a queue formed (as BBR's
-            // bottleneck bandwidth), or when slow start overshot.
-            Phase::SlowStart => self.accepted_estimate(now),
+            // bottleneck bandwidth), whatever the pacer allowed (the crawler's concurrency
+            // may have held the rate far below it).
             Phase::Probe if matches!(cause, Cause::Latency(_)) => self.delivered(now),
+            // What the site accepted when slow start overshot.
+            Phase::SlowStart => self.accepted_estimate(now),
             Phase::Probe if matches!(cause, Cause::Throttle { .. }) && at_throttle < self.w_max => {
                 // Throttled below the last estimate: the capacity dropped (or the last
                 // estimate was high). CUBIC's fast convergence: release more room. Not for

@@ -218,7 +218,7 @@ impl Arbiters {
 pub struct LimiterSettings {
     /// Which algorithm paces each limiter key. Default `"aimd"`; see [`Algorithm`].
     pub algorithm: Algorithm,
-    /// What one limiter covers. Default `"exit_host"`; see [`Scope`].
+    /// What one limiter covers. Default `"auto"`; see [`Scope`].
     pub scope: Scope,
     /// Where the keys' state lives: `"local"` (default) or `"redis"` (shared by every
     /// process using `[redis] url`).
@@ -252,9 +252,10 @@ pub struct LimiterSettings {
     /// with 0.9.
     #[serde(deserialize_with = "strict::float")]
     pub decrease: f64,
-    /// `aimd` latency early warning: a response slower than this many times the key's
-    /// baseline latency counts as a (soft) throttle signal — servers slow down before they
-    /// start refusing. Default 2.0; > 1 and ≤ 100.
+    /// `aimd` latency early warning: the most a round of answers' median latency may
+    /// exceed the site's quiet median by, as a multiple of it, before it counts as a queue
+    /// (servers slow down before they start refusing). A steady site gets a narrower band
+    /// from its own noise; this is its widest. Default 2.0; > 1 and ≤ 100.
     #[serde(deserialize_with = "strict::float")]
     pub latency_tolerance: f64,
     /// After a throttle response without Retry-After, the limiter key pauses for
@@ -263,8 +264,9 @@ pub struct LimiterSettings {
     #[serde(deserialize_with = "strict::int")]
     pub hold_ms: u64,
     /// `aimd` pacing jitter: each send is delayed within its slot by up to this fraction
-    /// of the interval, so keys released together do not stay in lock-step (the long-run
-    /// rate is unchanged). Default 0.1; 0.0..=0.5.
+    /// of the interval (the long-run rate is unchanged). Default 0.0: even spacing, which
+    /// is what a strict limit (nginx `limit_req` without `burst=`) accepts; a host's exits
+    /// share one pacer (scope `auto`), so there is no lock-step to break. 0.0..=0.5.
     #[serde(deserialize_with = "strict::float")]
     pub jitter: f64,
     /// HTTP statuses that mean "slow down". Default `[429, 503]`; each 100..=599, may be
@@ -272,10 +274,13 @@ pub struct LimiterSettings {
     /// a comma-separated list, e.g. `EXITCRAWL__LIMITER__THROTTLE_STATUSES=429,503,520`.
     #[serde(deserialize_with = "strict::status_list")]
     pub throttle_statuses: Vec<u16>,
-    /// Treat a request timeout as a throttle signal. Default true.
+    /// Treat every request timeout as a throttle signal. Default false: a timeout may be
+    /// one slow page, so timeouts (like 5xx answers that are not throttle statuses) slow
+    /// a host only when they dominate its answers or rise well above their usual share.
     #[serde(deserialize_with = "strict::boolean")]
     pub throttle_on_timeout: bool,
-    /// Treat a connection reset / refused connection as a throttle signal. Default true.
+    /// Treat every connection reset / refused connection as a throttle signal. Default
+    /// false, for the same reason as `throttle_on_timeout`.
     #[serde(deserialize_with = "strict::boolean")]
     pub throttle_on_reset: bool,
 }
@@ -284,7 +289,7 @@ impl Default for LimiterSettings {
     fn default() -> Self {
         Self {
             algorithm: Algorithm::Aimd,
-            scope: Scope::ExitHost,
+            scope: Scope::Auto,
             backend: Backend::Local,
             initial_rps: 5.0,
             burst: 1,
@@ -294,10 +299,10 @@ impl Default for LimiterSettings {
             decrease: 0.9,
             latency_tolerance: 2.0,
             hold_ms: 250,
-            jitter: 0.1,
+            jitter: 0.0,
             throttle_statuses: vec![429, 503],
-            throttle_on_timeout: true,
-            throttle_on_reset: true,
+            throttle_on_timeout: false,
+            throttle_on_reset: false,
         }
     }
 }
@@ -448,8 +453,12 @@ impl Default for RedisSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
-    /// `"exit_host"`: one per (exit, host) pair. The default: sites limit per client IP
-    /// and per host, which is exactly this pair.
+    /// `"auto"`: learned per host (the default). One budget for the host, spread evenly
+    /// over the exits, and a budget of its own for an exit whose throttles concentrate:
+    /// sites limit per client IP or per host and do not say which. See
+    /// [`crate::aimd::coupling`]. With a fixed algorithm it paces per host.
+    Auto,
+    /// `"exit_host"`: one per (exit, host) pair: every exit its own budget at each host.
     ExitHost,
     /// `"host"`: one per host, shared by all exits (for sites that limit the crawler as a
     /// whole, e.g. by User-Agent).
@@ -462,11 +471,18 @@ pub enum Scope {
 
 impl Scope {
     /// Every value, in documentation order.
-    pub const ALL: [Scope; 4] = [Scope::ExitHost, Scope::Host, Scope::Exit, Scope::Global];
+    pub const ALL: [Scope; 5] = [
+        Scope::Auto,
+        Scope::ExitHost,
+        Scope::Host,
+        Scope::Exit,
+        Scope::Global,
+    ];
 
     /// The name used in the config file.
     pub fn as_str(self) -> &'static str {
         match self {
+            Scope::Auto => "auto",
             Scope::ExitHost => "exit_host",
             Scope::Host => "host",
             Scope::Exit => "exit",

@@ -205,9 +205,11 @@ impl Scenario {
             None if s.kind == "ban" => Refusal::Forbidden,
             None | Some("throttle") => Refusal::Throttle,
             Some("forbidden") => Refusal::Forbidden,
-            Some(other) => return Err(format!(
+            Some(other) => {
+                return Err(format!(
                 "site.refusal: {other:?} is not a refusal (expected \"throttle\" or \"forbidden\")"
-            )),
+            ))
+            }
         };
         let coupling = match self.run.scope.as_str() {
             "auto" => Coupling::Auto,

@@ -1,0 +1,219 @@
+//! The adaptive limiter against real local sites of the shapes real sites have (a limit
+//! for the whole host reached through four exits, a strict per-IP limit, an unlimited
+//! site with faulty pages), with exits bound to 127.0.0.2 … 127.0.0.5. Goodput and the
+//! share of refusals are the *server's* counts. Rates are kept low (tens of requests per
+//! second) so a busy 2-core machine is not what limits the crawl, and the bounds leave
+//! room for the scheduling noise such a machine adds; `bench_limit` measures the same
+//! shapes at full size.
+
+mod support;
+
+use support::{exits, wall_clock_guard};
+
+use std::time::{Duration, Instant};
+
+use exitcrawl::config::Settings;
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchResponse};
+use exitcrawl_testsite::{Fault, FaultMix, Limit, Rate, RetryAfter, SiteConfig, TestSite};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+/// The default limiter (aimd, scope auto), generous retries so every URL ends 200.
+fn settings() -> Settings {
+    let mut s = Settings::with_exits(exits(4, 64));
+    s.crawler.concurrency = 64;
+    s.crawler.max_retries = 50;
+    s.crawler.retry_budget = 1.0;
+    s.crawler.retry_backoff_base_ms = 100;
+    s.crawler.retry_backoff_max_ms = 1_000;
+    s.crawler.timeout_ms = 5_000;
+    s.crawler.connect_timeout_ms = 2_000;
+    s
+}
+
+/// Fetch `urls` with at most 64 in flight; the replies in completion order.
+async fn crawl(h: &CrawlerHandle, urls: Vec<String>) -> Vec<Result<FetchResponse, String>> {
+    let mut pending = urls.into_iter();
+    let mut in_flight = FuturesUnordered::new();
+    let mut out = Vec::new();
+    loop {
+        while in_flight.len() < 64 {
+            let Some(u) = pending.next() else { break };
+            in_flight.push(async move { h.fetch(Fetch::get(u)).await.map_err(|e| e.to_string()) });
+        }
+        match in_flight.next().await {
+            Some(r) => out.push(r),
+            None => return out,
+        }
+    }
+}
+
+/// What the server counted: (requests, 200s, refusals) over the whole log and over the
+/// requests that arrived after `warmup`, and the time from its first to its last request.
+struct Seen {
+    requests: u64,
+    ok: u64,
+    refused: u64,
+    requests_after: u64,
+    ok_after: u64,
+    refused_after: u64,
+    span_after: Duration,
+}
+
+fn seen(site: &TestSite, since: Instant, warmup: Duration, refusal: u16) -> Seen {
+    let log = site.requests();
+    let after: Vec<_> = log.iter().filter(|r| r.arrived >= since + warmup).collect();
+    let last = log.iter().map(|r| r.arrived).max().unwrap_or(since);
+    Seen {
+        requests: log.len() as u64,
+        ok: log.iter().filter(|r| r.status == 200).count() as u64,
+        refused: log.iter().filter(|r| r.status == refusal).count() as u64,
+        requests_after: after.len() as u64,
+        ok_after: after.iter().filter(|r| r.status == 200).count() as u64,
+        refused_after: after.iter().filter(|r| r.status == refusal).count() as u64,
+        span_after: last.saturating_duration_since(since + warmup),
+    }
+}
+
+#[actix_rt::test]
+async fn a_limit_for_the_whole_host_is_shared_by_four_exits() {
+    let _serial = wall_clock_guard();
+    // One bucket for the host, 80/s burst 8; pages 20 ms ± 60 % with a 2 % 5× tail.
+    let site = TestSite::start(SiteConfig {
+        limit: Limit::Global(Rate::per_second(80, 8)),
+        retry_after: RetryAfter::Omit,
+        latency: Duration::from_millis(20),
+        latency_noise: 0.6,
+        tail: Some((0.02, 5.0)),
+        fast_rejections: true,
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings()).expect("start");
+    let since = Instant::now();
+    let urls = (0..1000).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = crawl(&h, urls).await;
+    let ok = replies
+        .iter()
+        .filter(|r| matches!(r, Ok(r) if r.status == 200))
+        .count();
+    let limits = h.limits().await;
+    h.shutdown(Duration::from_secs(1)).await;
+
+    let warmup = Duration::from_secs(3);
+    let s = seen(&site, since, warmup, 429);
+    let goodput = s.ok_after as f64 / s.span_after.as_secs_f64() / 80.0;
+    eprintln!(
+        "server: {} requests, {} ok, {} refused ({} / {} after {warmup:?}); goodput after warm-up {goodput:.3}; {limits:?}",
+        s.requests, s.ok, s.refused, s.refused_after, s.requests_after
+    );
+    assert_eq!(ok, 1000, "every URL ends 200");
+    // Slow start overshoots once; after it, the probe costs about one refusal a cycle.
+    assert!(
+        s.refused as f64 <= 0.04 * s.requests as f64,
+        "{} of {}",
+        s.refused,
+        s.requests
+    );
+    assert!(
+        s.refused_after as f64 <= 0.015 * s.requests_after as f64,
+        "{} of {} after the warm-up",
+        s.refused_after,
+        s.requests_after
+    );
+    assert!(goodput >= 0.80, "goodput after the warm-up {goodput:.3}");
+    assert_eq!(limits.len(), 1);
+    assert_eq!(limits[0].scope, "host", "one budget: {limits:?}");
+    // Every exit took a share of the host's budget.
+    let stats = site.stats();
+    for (ip, p) in &stats.peers {
+        assert!(p.requests >= 150, "{ip}: {} requests", p.requests);
+    }
+}
+
+#[actix_rt::test]
+async fn a_strict_limit_per_source_ip_gets_evenly_spaced_requests() {
+    let _serial = wall_clock_guard();
+    // nginx `limit_req` 15 r/s per client address without `burst=`, answering 503: a
+    // request sooner than 66.7 ms after that address's last accepted one is refused.
+    let site = TestSite::start(SiteConfig {
+        limit: Limit::PerPeer(Rate::per_second(15, 1)),
+        reject_status: 503,
+        retry_after: RetryAfter::Omit,
+        latency: Duration::from_millis(20),
+        latency_noise: 0.3,
+        fast_rejections: true,
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings()).expect("start");
+    let since = Instant::now();
+    let urls = (0..700).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = crawl(&h, urls).await;
+    let ok = replies
+        .iter()
+        .filter(|r| matches!(r, Ok(r) if r.status == 200))
+        .count();
+    h.shutdown(Duration::from_secs(1)).await;
+
+    let warmup = Duration::from_secs(3);
+    let s = seen(&site, since, warmup, 503);
+    let goodput = s.ok_after as f64 / s.span_after.as_secs_f64() / 60.0;
+    eprintln!(
+        "server: {} requests, {} ok, {} refused ({} / {} after {warmup:?}); goodput after warm-up {goodput:.3}",
+        s.requests, s.ok, s.refused, s.refused_after, s.requests_after
+    );
+    assert_eq!(ok, 700, "every URL ends 200");
+    assert!(
+        s.refused_after as f64 <= 0.03 * s.requests_after as f64,
+        "{} of {} after the warm-up",
+        s.refused_after,
+        s.requests_after
+    );
+    assert!(goodput >= 0.70, "goodput after the warm-up {goodput:.3}");
+}
+
+#[actix_rt::test]
+async fn faulty_pages_do_not_slow_an_unlimited_site() {
+    let _serial = wall_clock_guard();
+    // No limit; per page: 5 % of connections dropped, 2 % hang (the site gives up after
+    // 300 ms), 3 % answer 500. The crawler's ceiling is 100 req/s.
+    let site = TestSite::start(SiteConfig {
+        faults: Some(FaultMix {
+            seed: 11,
+            faults: vec![
+                (Fault::Close, 50),
+                (Fault::Hang, 20),
+                (Fault::Status(500), 30),
+            ],
+        }),
+        hang_max: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let mut s = settings();
+    s.limiter.max_rps = 100.0;
+    s.crawler.max_retries = 2;
+    s.crawler.timeout_ms = 1_000;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..1500)
+        .map(|i| site.fault_url(&format!("/p/{i}")))
+        .collect();
+    let replies = crawl(&h, urls.clone()).await;
+    let limits = h.limits().await;
+    h.shutdown(Duration::from_secs(1)).await;
+
+    eprintln!("{limits:?}");
+    assert_eq!(replies.len(), 1500, "one result per URL");
+    let failed = replies
+        .iter()
+        .filter(|r| !matches!(r, Ok(r) if r.status == 200))
+        .count();
+    // About a tenth of the pages are broken for good (the fault is the page's own).
+    assert!((60..=250).contains(&failed), "{failed} URLs failed");
+    let host = &limits[0].lanes[0];
+    assert!(host.exit.is_none());
+    assert!(
+        host.rps >= 50.0,
+        "the host's rate was cut to {:.1}/s by faulty pages",
+        host.rps
+    );
+    assert!(host.error_share > 0.0 && host.error_share < 0.4, "{host:?}");
+    assert_eq!(host.bans, 0);
+}
