@@ -150,8 +150,8 @@ fn shapes() -> Vec<Shape> {
                 ..site.clone()
             },
             capacity: Some(100.0),
-            urls: 3000,
-            warmup: Duration::from_secs(5),
+            urls: 6000,
+            warmup: Duration::from_secs(15),
             faults: false,
         },
         Shape {
@@ -165,8 +165,8 @@ fn shapes() -> Vec<Shape> {
                 ..site.clone()
             },
             capacity: Some(100.0),
-            urls: 3000,
-            warmup: Duration::from_secs(5),
+            urls: 6000,
+            warmup: Duration::from_secs(15),
             faults: false,
         },
         Shape {
@@ -290,6 +290,32 @@ fn refused_status(s: u16) -> bool {
     matches!(s, 429 | 503 | 403)
 }
 
+/// The 99th percentile of the site's in-flight count (queued or served, the request itself
+/// included) seen by the requests that arrived after `from`, from the site's log.
+fn in_flight_p99(log: &[exitcrawl_testsite::RequestRecord], from: Instant) -> usize {
+    let mut starts: Vec<Instant> = log.iter().map(|r| r.arrived).collect();
+    let mut ends: Vec<Instant> = log
+        .iter()
+        .map(|r| r.arrived + r.queued + r.latency)
+        .collect();
+    starts.sort_unstable();
+    ends.sort_unstable();
+    let mut seen = Vec::new();
+    let mut ended = 0;
+    for (i, t) in starts.iter().enumerate() {
+        while ended < ends.len() && ends[ended] <= *t {
+            ended += 1;
+        }
+        if *t >= from {
+            seen.push(i + 1 - ended.min(i + 1));
+        }
+    }
+    seen.sort_unstable();
+    seen.get(seen.len().saturating_sub(1) * 99 / 100)
+        .copied()
+        .unwrap_or(0)
+}
+
 async fn run(sh: &Shape, urls: usize) -> Outcome {
     let site = TestSite::start(sh.site.clone());
     let exits = (0..EXITS)
@@ -344,7 +370,9 @@ async fn run(sh: &Shape, urls: usize) -> Outcome {
     let ok_status = |r: &&exitcrawl_testsite::RequestRecord| r.status == 200;
     let refused = |r: &&exitcrawl_testsite::RequestRecord| refused_status(r.status);
     let knee = match sh.site.limit {
-        Limit::Workers { workers, .. } => Some(stats.in_flight_p99() as f64 / workers as f64),
+        Limit::Workers { workers, .. } => {
+            Some(in_flight_p99(&log, started + sh.warmup) as f64 / workers as f64)
+        }
         _ => None,
     };
     let results = *results.borrow();

@@ -5,11 +5,13 @@
 //! [`Decision`]s. It is a [`RateLimiter`], so the sending side treats the adaptive
 //! algorithm like any fixed one.
 //!
-//! Why a grid: send slots sit on a grid spaced exactly one interval apart, and jitter only
-//! *delays* a send within its slot (by up to `jitter × interval`). The long-run rate is then
-//! exact, no send is ever ahead of the grid (a site's token bucket never sees us run ahead of
-//! the announced rate), and keys that resume together after a pause spread out instead of
-//! all firing at the same instant (the thundering herd).
+//! Why a grid: send slots sit on a grid spaced one interval apart, and jitter only *delays*
+//! a send within its slot (by up to `jitter × interval`). No send is ever ahead of the grid
+//! (a site's token bucket never sees us run ahead of the announced rate), and keys that
+//! resume together after a pause spread out instead of all firing at the same instant (the
+//! thundering herd). A send that went out late moves the grid with it, except for what a
+//! timer tick explains ([`TIMER_TICK`]): two sends are never closer than an interval less
+//! a sliver, which is what a strict limit (burst 1) demands.
 //!
 //! Why a pause reaches queued requests: a pause is state that every later `check` consults,
 //! so the 99 requests that were already waiting behind a 429 get `Wait` too, and after the
@@ -20,6 +22,10 @@ use std::time::{Duration, Instant};
 use crate::decision::Decision;
 use crate::limiter::{interval_of, Quota, RateLimiter};
 use crate::rng::{RandomSource, SplitMix64};
+
+/// The resolution of the runtime's timers (tokio's is a millisecond): a send woken by a
+/// timer may be this late through no fault of the pacer.
+pub const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// Paces one key: an interval between sends, an optional pause, jitter within each slot.
 #[derive(Debug, Clone)]
@@ -101,6 +107,15 @@ impl Pacer {
         self.latest
     }
 
+    /// How far behind `now` the grid may lag and be caught up: `tick² / interval`, at
+    /// most a tick or an interval, whichever is longer (0.1 ms at a 10 ms interval; a
+    /// whole tick for keys faster than one send per tick).
+    fn catch_up(&self) -> Duration {
+        let tick = TIMER_TICK.as_secs_f64();
+        let i = self.interval.as_secs_f64();
+        Duration::from_secs_f64((tick * tick / i).min(i.max(tick)))
+    }
+
     fn offset(&mut self) -> Duration {
         if self.jitter == 0.0 {
             return Duration::ZERO;
@@ -127,10 +142,13 @@ impl RateLimiter for Pacer {
             }
             self.pause_until = None;
         }
-        // An idle key may catch up by one slot, no more: that keeps the long-run rate
-        // when the sender is a little late, without a burst after a quiet spell.
-        let floor = now.checked_sub(self.interval).unwrap_or(now);
-        if self.slot < floor {
+        // A late send may be made up only by what the runtime's timer tick explains: a
+        // strict limit (nginx `limit_req` without `burst=`) refuses any two requests
+        // closer than one interval, so a send a little late must not pull the next one
+        // early, nor may a quiet spell leave a slot to burst with. Keys faster than a few
+        // ticks catch up more, or a timer's lateness would cap their rate.
+        let floor = now.checked_sub(self.catch_up()).unwrap_or(now);
+        if self.slot + self.offset() < floor {
             self.slot = floor;
             self.offset = None;
         }
@@ -232,13 +250,38 @@ mod tests {
     }
 
     #[test]
-    fn idle_key_catches_up_one_slot_only() {
+    fn a_late_or_idle_key_never_sends_closer_than_an_interval_less_a_tick_share() {
         let c = FakeClock::new();
         let mut p = Pacer::new(10 * MS, 0.0, 1, c.now());
         assert!(p.check(c.now()).is_allow());
+        // Idle for long: one send, then a whole interval (less 0.1 ms) to the next.
         c.advance(Duration::from_secs(5));
         assert!(p.check(c.now()).is_allow());
+        assert_eq!(
+            p.check(c.now()),
+            Decision::Wait(Duration::from_micros(9_900))
+        );
+        // Woken 3 ms late: the next send is not pulled early by those 3 ms.
+        c.advance(13 * MS);
         assert!(p.check(c.now()).is_allow());
-        assert_eq!(p.check(c.now()), Decision::Wait(10 * MS));
+        assert_eq!(
+            p.check(c.now()),
+            Decision::Wait(Duration::from_micros(9_900))
+        );
+    }
+
+    #[test]
+    fn a_key_faster_than_the_timer_tick_keeps_its_rate() {
+        let c = FakeClock::new();
+        // 4000/s: a timer that wakes once a millisecond must find four sends due.
+        let mut p = Pacer::new(Duration::from_micros(250), 0.0, 1, c.now());
+        let mut sent = 0;
+        for _ in 0..100 {
+            c.advance(MS);
+            while p.check(c.now()).is_allow() {
+                sent += 1;
+            }
+        }
+        assert!((396..=404).contains(&sent), "{sent} sends in 100 ms");
     }
 }

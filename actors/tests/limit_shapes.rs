@@ -191,6 +191,7 @@ async fn faulty_pages_do_not_slow_an_unlimited_site() {
     s.limiter.max_rps = 100.0;
     s.crawler.max_retries = 2;
     s.crawler.timeout_ms = 1_000;
+    s.crawler.connect_timeout_ms = 500;
     let h = Crawler::start(s).expect("start");
     let urls: Vec<String> = (0..1500)
         .map(|i| site.fault_url(&format!("/p/{i}")))

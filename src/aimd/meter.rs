@@ -65,6 +65,24 @@ impl Meter {
         (f64::from(n) / span.as_secs_f64().max(1e-3), n)
     }
 
+    /// The highest per-second rate among the last `k` whole slices and the current one
+    /// once it is half done, and the events in them.
+    pub(super) fn peak(&mut self, k: usize, now: Instant) -> (f64, u32) {
+        self.roll(now);
+        let k = k.clamp(1, Self::SLICES - 1);
+        let per_slice = self.slice.as_secs_f64();
+        let whole = (1..=k).map(|i| self.slices[(self.head + Self::SLICES - i) % Self::SLICES]);
+        let (max, mut sum) = whole.fold((0, 0), |(m, s), n| (m.max(n), s + n));
+        let mut peak = f64::from(max) / per_slice;
+        let into = now.saturating_duration_since(self.head_start);
+        if into >= self.slice / 2 {
+            let current = self.slices[self.head];
+            sum += current;
+            peak = peak.max(f64::from(current) / into.as_secs_f64());
+        }
+        (peak, sum)
+    }
+
     /// Events per second over the span.
     pub(super) fn rate(&mut self, now: Instant, since: Instant) -> (f64, u32) {
         let (n, span) = self.count(now, since);

@@ -624,7 +624,14 @@ impl Controller {
     fn accepted_estimate(&mut self, now: Instant) -> f64 {
         let (short, n) = self.accepted.rate(now, self.created);
         let accepted = if n >= 8 {
-            short
+            // Slow start ramps within that second; the best of its last few tenths says
+            // more about what the site takes now than their average.
+            let (peak, m) = self.accepted.peak(3, now);
+            if m >= 8 {
+                short.max(peak)
+            } else {
+                short
+            }
         } else {
             self.accepted_long.rate(now, self.created).0
         };
