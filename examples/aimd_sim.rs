@@ -22,8 +22,8 @@ fn main() {
         .collect();
     files.sort();
     if markdown {
-        println!("| scenario | what it models | goodput | throttled | expected goodput | expected throttled | met |");
-        println!("|---|---|---|---|---|---|---|");
+        println!("| scenario | what it models | goodput | throttled | expected goodput | expected throttled | also | met |");
+        println!("|---|---|---|---|---|---|---|---|");
     } else {
         println!(
             "{:<28} {:>4} {:>8} {:>9} {:>8} {:>8} {:>8} {:>7} {:>5} {:>7} {:<7} ok",
@@ -99,14 +99,41 @@ fn main() {
                 .fold(0.0, f64::max);
             let met = runs.iter().all(|r| r.1.is_empty());
             let e = &scenario.expect;
+            let mut also = vec![];
+            if e.max_bans_after_warmup.is_some() {
+                let bans: usize = runs
+                    .iter()
+                    .map(|r| r.0.bans_after_warmup)
+                    .max()
+                    .unwrap_or(0);
+                also.push(format!("{bans} bans after warm-up"));
+            }
+            if let Some(k) = runs
+                .iter()
+                .filter_map(|r| r.0.in_flight_p99_over_knee)
+                .reduce(f64::max)
+            {
+                also.push(format!("in-flight p99 ≤ {k:.2} × knee"));
+            }
+            if let Some(f) = runs
+                .iter()
+                .filter_map(|r| r.0.sent_fraction)
+                .reduce(f64::min)
+            {
+                also.push(format!("sent ≥ {f:.3} of demand"));
+            }
+            if let Some(d) = &e.detected {
+                also.push(format!("scope {d}"));
+            }
             println!(
-                "| `{stem}` | {} | {g_lo:.3}–{g_hi:.3} | ≤ {:.2} % | {:.2}–{:.2} | {:.1}–{:.1} % | {} |",
+                "| `{stem}` | {} | {g_lo:.3}–{g_hi:.3} | ≤ {:.2} % | {:.2}–{:.2} | {:.1}–{:.1} % | {} | {} |",
                 scenario.name,
                 100.0 * t_hi,
                 e.goodput[0],
                 e.goodput[1],
                 100.0 * e.throttled[0],
                 100.0 * e.throttled[1],
+                also.join(", "),
                 if met { "yes" } else { "**no**" }
             );
         }

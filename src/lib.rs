@@ -16,9 +16,13 @@
 //!                     fixed window, sliding log, sliding window, token bucket,
 //!                     leaky bucket, GCRA
 //!   pacer.rs          carries out the controller: interval grid, pause, jitter
-//!   aimd.rs           the adaptive controller (slow start, capacity estimate, hold,
-//!                     gentle probe, latency early warning), alone in one file
-//!   sim.rs            closes the loop on fake time: controller + pacer vs a modelled site
+//!   aimd/             the adaptive controller (slow start, capacity estimate, hold,
+//!                     gentle probe) in mod.rs, and a file per signal: latency (round
+//!                     medians against a noise band), errors, lockout (quota windows,
+//!                     bans), meter; coupling.rs: a host's budget and its exits' own;
+//!                     classify.rs: what an answer or a failure means
+//!   sim/              closes the loop on fake time: host policy + pacers vs a modelled
+//!                     site (site.rs: the shapes real sites have), scenario files
 //!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
 //!   redact.rs         masks credentials in URLs for logs and results
 //!   retry.rs          backoff with full jitter, retry budget

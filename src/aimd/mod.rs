@@ -21,14 +21,14 @@
 //!    means the estimate is stale (the site got faster): slow start resumes from there.
 //! 5. **At most one decrease per round trip.** Responses to requests sent before the last
 //!    decrease carry no news (they were sent at the old rate), so they cannot cut again.
-//! 6. **Latency as an early warning** ([`latency`]): the median of each round of answers
+//! 6. **Latency as an early warning** (`latency.rs`): the median of each round of answers
 //!    against the median of quiet rounds, so ordinary variation and a heavy tail are not a
 //!    queue. A rising round stops growth (and ends slow start); an overloaded one cuts
 //!    gently, and cuts again only while rounds keep getting slower — the mark of a queue the
 //!    crawler builds itself.
-//! 7. **Errors are not throttles** ([`errors`]): resets, timeouts and 5xx pages cut the rate
+//! 7. **Errors are not throttles** (`errors.rs`): resets, timeouts and 5xx pages cut the rate
 //!    only when they dominate the answers or rise well above their usual share.
-//! 8. **Lockouts** ([`lockout`]): when everything is refused for a while (a used-up quota,
+//! 8. **Lockouts** (`lockout.rs`): when everything is refused for a while (a used-up quota,
 //!    a penalty box answering 403), single probes at doubling intervals wait it out; a
 //!    lockout the site did not explain is a ban and leaves a ceiling at half the rate
 //!    that earned it.
