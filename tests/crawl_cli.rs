@@ -114,6 +114,11 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Appended to a config by the tests that count exactly the requests the site saw for a
+/// URL list: robots.txt is obeyed in every mode by default, so their site would also see a
+/// `/robots.txt` fetch (robots.txt in list mode is tested in `actors/tests/cli_robots.rs`).
+const NO_ROBOTS: &str = "\n[crawl]\nrobots = false\n";
+
 const CONFIG: &str = r#"
 [crawler]
 concurrency = 4
@@ -139,7 +144,7 @@ source_ip = "127.0.0.3"
 fn crawls_a_url_file_and_writes_records_and_summary() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("run");
-    let config = dir.file("crawl.toml", CONFIG);
+    let config = dir.file("crawl.toml", &format!("{CONFIG}{NO_ROBOTS}"));
     let valid: Vec<String> = (0..12).map(|i| site.url(&format!("/page/{i}"))).collect();
     let mut lines = vec!["# a comment".to_string(), String::new()];
     lines.extend(valid.iter().take(6).cloned());
@@ -433,7 +438,7 @@ source_ip = "127.0.0.3"
 fn sigint_records_interrupted_urls_and_resume_completes_the_job() {
     let site = slow_site();
     let dir = TempDir::new("resume");
-    let config = dir.file("crawl.toml", SLOW_CONFIG);
+    let config = dir.file("crawl.toml", &format!("{SLOW_CONFIG}{NO_ROBOTS}"));
     let all: Vec<String> = (0..80).map(|i| site.url(&format!("/r/{i}"))).collect();
     let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
     let out = dir.path("out.jsonl");
@@ -1049,7 +1054,7 @@ fn frontier_flags_reject_bad_values() {
 fn odd_lines_each_get_one_record_and_a_huge_line_is_not_buffered() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("odd");
-    let config = dir.file("crawl.toml", CONFIG);
+    let config = dir.file("crawl.toml", &format!("{CONFIG}{NO_ROBOTS}"));
     let port = site.port();
     let mut bytes: Vec<u8> = Vec::new();
     bytes.extend_from_slice(site.url("/ok").as_bytes());

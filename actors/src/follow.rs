@@ -385,6 +385,19 @@ pub async fn resume_site(
     opts: &FollowOptions,
     mut on_record: impl FnMut(FollowRecord),
 ) -> Result<FollowTotals, FollowError> {
+    resume_site_answers(handle, seeds, resume, opts, move |r, _| on_record(r)).await
+}
+
+/// [`resume_site`], handing each record over with the answer it was made from (`None`
+/// for robots-skipped URLs, invalid seeds and fetches without an answer), for callers
+/// that keep the pages themselves (the `exitcrawl` program's WARC output).
+pub async fn resume_site_answers(
+    handle: &CrawlerHandle,
+    seeds: Vec<String>,
+    resume: Resume,
+    opts: &FollowOptions,
+    mut on_record: impl FnMut(FollowRecord, Option<FetchResponse>),
+) -> Result<FollowTotals, FollowError> {
     let c = &opts.crawl;
     let mut st = State {
         scope: build_scope(c)?,
@@ -432,21 +445,24 @@ pub async fn resume_site(
             }
             Err(e) => {
                 st.totals.invalid_seeds += 1;
-                on_record(FollowRecord {
-                    url: s,
-                    status: None,
-                    exit: None,
-                    attempts: 0,
-                    elapsed_ms: 0,
-                    bytes: 0,
-                    error: Some(format!("invalid_url: {e}")),
-                    depth: 0,
-                    parent: None,
-                    skipped: None,
-                    new_links: 0,
-                    links: Vec::new(),
-                    throttled: 0,
-                });
+                on_record(
+                    FollowRecord {
+                        url: s,
+                        status: None,
+                        exit: None,
+                        attempts: 0,
+                        elapsed_ms: 0,
+                        bytes: 0,
+                        error: Some(format!("invalid_url: {e}")),
+                        depth: 0,
+                        parent: None,
+                        skipped: None,
+                        new_links: 0,
+                        links: Vec::new(),
+                        throttled: 0,
+                    },
+                    None,
+                );
             }
         }
     }
@@ -489,10 +505,13 @@ pub async fn resume_site(
                 if st.robots_gave_up.contains(&origin) {
                     st.frontier.release(&host);
                     st.totals.skipped_robots += 1;
-                    on_record(skipped_record(
-                        &entry,
-                        Some("robots_unavailable: robots.txt could not be fetched".into()),
-                    ));
+                    on_record(
+                        skipped_record(
+                            &entry,
+                            Some("robots_unavailable: robots.txt could not be fetched".into()),
+                        ),
+                        None,
+                    );
                     continue;
                 }
                 match st.robots.lookup(&origin, now) {
@@ -500,7 +519,7 @@ pub async fn resume_site(
                         if !r.allowed(&entry.url) {
                             st.frontier.release(&host);
                             st.totals.skipped_robots += 1;
-                            on_record(skipped_record(&entry, None));
+                            on_record(skipped_record(&entry, None), None);
                             continue;
                         }
                     }
@@ -645,7 +664,7 @@ pub async fn resume_site(
                 }
                 st.totals.fetched += 1;
                 let parent = entry.parent.as_ref().map(Url::to_string);
-                let record = match result {
+                let (record, answer) = match result {
                     Ok(r) => {
                         st.totals.requests += u64::from(r.attempts);
                         let ok = (200..300).contains(&r.status);
@@ -655,7 +674,7 @@ pub async fn resume_site(
                         } else {
                             Vec::new()
                         };
-                        FollowRecord {
+                        let record = FollowRecord {
                             url: entry.url.to_string(),
                             status: Some(r.status),
                             exit: Some(String::from(&*r.exit)),
@@ -669,12 +688,13 @@ pub async fn resume_site(
                             new_links: u32::try_from(links.len()).unwrap_or(u32::MAX),
                             links,
                             throttled: r.throttled,
-                        }
+                        };
+                        (record, Some(r))
                     }
                     Err(e) => {
                         st.totals.requests += u64::from(e.attempts);
                         st.totals.failed += 1;
-                        FollowRecord {
+                        let record = FollowRecord {
                             url: entry.url.to_string(),
                             status: None,
                             exit: e.exit.as_deref().map(String::from),
@@ -688,10 +708,11 @@ pub async fn resume_site(
                             new_links: 0,
                             links: Vec::new(),
                             throttled: e.throttled,
-                        }
+                        };
+                        (record, None)
                     }
                 };
-                on_record(record);
+                on_record(record, answer);
             }
         }
     }

@@ -26,12 +26,17 @@
 //!   connection failures (exit's fault or site's fault).
 //! - [`alloc`]: an opt-in allocator setting for binaries (why: large bodies and glibc's
 //!   heap trimming).
+//! - `cli` (feature `cli`, on by default): the `exitcrawl` program — URL lists, `--follow`,
+//!   the Redis frontier, WARC and body output — behind `src/bin/exitcrawl.rs` and the
+//!   `crawl` example.
 //! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on
 //!   Redis, with bounded timeouts and an outage counter (`limiter.backend = "redis"`).
 
 #![warn(missing_docs)]
 
 pub mod alloc;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod crawler;
 mod cutoff;
 pub mod exit;
@@ -47,8 +52,8 @@ pub mod scheduler;
 pub use awc::http::header::HeaderMap;
 pub use crawler::{Crawler, CrawlerHandle, StartError};
 pub use follow::{
-    crawl_site, resume_site, FollowOptions, FollowRecord, FollowTotals, PendingLink, Resume,
-    SkipReason,
+    crawl_site, resume_site, resume_site_answers, FollowOptions, FollowRecord, FollowTotals,
+    PendingLink, Resume, SkipReason,
 };
 pub use messages::{
     ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse, HostLimits, LaneLimits,

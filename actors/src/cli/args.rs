@@ -1,0 +1,495 @@
+//! The command line: clap's derive for parsing and `--help`, then [`validate`] for the
+//! rules between flags (which flags go together), with the messages scripts already know.
+//!
+//! Every flag takes its value as `--flag VALUE` or `--flag=VALUE`; a value may start with
+//! `-` (`--urls -` is stdin); a valued flag given twice is an error, a switch given twice
+//! is not. Exit status 2 for any argument error (clap's own included).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{ArgAction, Parser, Subcommand, ValueEnum};
+use clap_complete::Shell;
+
+use super::frontier::FrontierUrl;
+use super::source::UrlSource;
+
+/// URLs the demo generates unless `--demo-urls` says otherwise.
+pub const DEFAULT_DEMO_URLS: u64 = 3000;
+/// Default `--grace`.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
+/// Default `--claim-idle`.
+pub const DEFAULT_CLAIM_IDLE: Duration = Duration::from_secs(30);
+/// Default `--idle-exit`.
+pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(5);
+/// Longest `--grace`, `--claim-idle`, `--idle-exit`.
+const MAX_SECS: f64 = 86_400.0;
+
+/// Text after the flags in `--help`.
+const AFTER_HELP: &str = "\
+PROGRESS:
+    When stderr is a terminal: a progress bar with URLs done/total, ok/throttled/failed,
+    the rate and each exit's health. The total is exact for the demo and for a regular
+    --urls file up to 16 MiB (counted in a quick first pass); for a larger file it is an
+    estimate from the bytes read so far (shown with ~); for stdin it is the URLs read.
+    Otherwise: a status line every 5 s (every second with --demo).
+
+ROBOTS.TXT:
+    Obeyed in every mode unless [crawl] robots = false or --ignore-robots: fetched once
+    per site through the same exits, cached ([crawl] robots_ttl_ms); a disallowed URL gets
+    a record with skipped \"robots\" and is never fetched; Crawl-delay makes the site serial
+    and spaced. A robots.txt that cannot be fetched (5xx, 429, network error) disallows
+    the site until a retry a minute later (error \"robots_unavailable: ...\").
+
+STOPPING:
+    Ctrl-C (or SIGTERM) stops reading URLs, lets in-flight fetches finish for --grace
+    seconds, records every URL read but not finished as interrupted, flushes --out, writes
+    --summary and exits 130. A second Ctrl-C exits at once (records already written stay;
+    --resume completes the job).
+
+SECURITY:
+    Credentials in URLs are masked in --out, in WARC headers and on stderr: the password
+    of user:pass@ and the values of query parameters named like token, key, password,
+    secret, auth, sig become ***. --resume compares these masked forms.
+
+EXIT STATUS:
+    0 the crawl ran (even if some URLs failed); 1 an output could not be written (or,
+    with --frontier/--enqueue, Redis failed);
+    2 bad arguments or configuration; 130 interrupted
+";
+
+/// Usage lines, with the program's name.
+pub fn usage(name: &str) -> String {
+    [
+        "--config FILE --urls FILE [--out FILE [--resume]] [--summary FILE] [OPTIONS]",
+        "--demo [--demo-urls N] [--out FILE] [--summary FILE] [OPTIONS]",
+        "--config FILE --urls SEEDS --follow [--ignore-robots] [--out FILE] [OPTIONS]",
+        "--enqueue FILE --frontier redis://HOST:PORT/QUEUE",
+        "--config FILE --frontier redis://HOST:PORT/QUEUE --out FILE [OPTIONS]",
+        "--dedupe FILE [--dedupe FILE ...] --out FILE",
+        "completions bash|zsh|fish",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, l)| {
+        let pad = if i == 0 { "" } else { "       " };
+        format!("{pad}{name} {l}")
+    })
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// The command line as clap parses it.
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "Fetch URLs through exitcrawl's exits: one JSON record per URL, a summary, and \
+             optionally the pages (WARC, content-addressed bodies)",
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Sub>,
+    #[command(flatten)]
+    pub flags: Flags,
+}
+
+/// Subcommands besides the crawl itself.
+#[derive(Debug, Subcommand)]
+pub enum Sub {
+    /// Print a shell completion script on stdout, e.g.
+    /// `exitcrawl completions bash > /etc/bash_completion.d/exitcrawl`
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines
+    #[default]
+    Text,
+    /// One JSON object a line
+    Json,
+}
+
+/// Every flag. Validity across flags is [`validate`]'s job.
+#[derive(Debug, Default, clap::Args)]
+pub struct Flags {
+    /// Settings (TOML); EXITCRAWL__SECTION__KEY environment overrides apply
+    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
+    pub config: Option<PathBuf>,
+    /// URLs, one per line ('-' = stdin); blank lines and # comments skipped
+    #[arg(long, value_name = "FILE", value_parser = text, allow_hyphen_values = true)]
+    pub urls: Option<String>,
+    /// JSONL, one record per URL as results arrive ('-' = stdout): url, status, exit,
+    /// attempts, elapsed_ms, bytes, error, skipped, final_url, content_type, sha256 (a URL
+    /// stopped by Ctrl-C gets status null, error "interrupted")
+    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
+    pub out: Option<PathBuf>,
+    /// Append to --out instead of truncating it, and skip the URLs that already have a
+    /// final record there (one whose error is not "interrupted"); interrupted URLs are
+    /// fetched again. When a URL has several records, the LAST one counts. With --follow:
+    /// URLs with a record are not fetched again, and the links the recorded pages found
+    /// are crawled on
+    #[arg(long, overrides_with = "resume")]
+    pub resume: bool,
+    /// One JSON object at the end ('-' = stdout): total, ok, failed, throttled, requests,
+    /// interrupted, skipped, skipped_robots, robots_fetches, elapsed_s, per_exit (without
+    /// --summary, the summary goes to stdout)
+    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
+    pub summary: Option<PathBuf>,
+    /// On Ctrl-C/SIGTERM, how long in-flight fetches may finish [default: 10]
+    #[arg(long, value_name = "SECS", value_parser = grace, allow_hyphen_values = true)]
+    pub grace: Option<Duration>,
+    /// Serve Prometheus metrics on http://ADDR/metrics (sets [metrics] listen), e.g.
+    /// 127.0.0.1:9100
+    #[arg(long, value_name = "ADDR", value_parser = socket_addr, allow_hyphen_values = true)]
+    pub metrics: Option<SocketAddr>,
+    /// No progress bar or status line
+    #[arg(long, overrides_with = "quiet")]
+    pub quiet: bool,
+    /// Logs on stderr; RUST_LOG filters them (default 'warn'), e.g. RUST_LOG=info
+    #[arg(long, value_name = "FMT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Start a rate-limited test site on 127.0.0.1 and crawl it through four exits bound
+    /// to 127.0.0.1..127.0.0.4; prints the summary
+    #[arg(long, overrides_with = "demo")]
+    pub demo: bool,
+    /// URLs the demo generates [default: 3000]
+    #[arg(long, value_name = "N", value_parser = positive_count, allow_hyphen_values = true)]
+    pub demo_urls: Option<u64>,
+    /// Crawl, not only fetch (sets [crawl] follow = true): the --urls are seeds, links
+    /// are followed within the [crawl] scope. Records gain depth, parent, new_links,
+    /// links; the summary gains discovered, skipped_scope, deduped. A Ctrl-C stops at
+    /// once (exit 130); --resume goes on
+    #[arg(long, overrides_with = "follow")]
+    pub follow: bool,
+    /// Do not fetch or obey robots.txt, in any mode (sets [crawl] robots = false);
+    /// prints a warning
+    #[arg(long, overrides_with = "ignore_robots")]
+    pub ignore_robots: bool,
+    /// A shared Redis frontier redis://HOST:PORT/QUEUE. With --enqueue: push URLs into
+    /// it. Otherwise (with --config, without --urls): pull URLs from it, fetch, write the
+    /// record to --out (flushed), then mark the URL done and acknowledge it
+    /// (at-least-once: merge the --out files with --dedupe)
+    #[arg(long, value_name = "URL", value_parser = FrontierUrl::parse, allow_hyphen_values = true)]
+    pub frontier: Option<FrontierUrl>,
+    /// Push the URLs of FILE ('-' = stdin) once into --frontier; prints 'enqueued N'
+    #[arg(long, value_name = "FILE", value_parser = text, allow_hyphen_values = true)]
+    pub enqueue: Option<String>,
+    /// Frontier: take over entries another consumer left pending for this long (a dead
+    /// consumer's), checked every SECS/2 [default: 30]
+    #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_hyphen_values = true)]
+    pub claim_idle: Option<Duration>,
+    /// Frontier: exit once nothing is in flight, nothing is pending for any consumer and
+    /// nothing new came for this long [default: 5]
+    #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_hyphen_values = true)]
+    pub idle_exit: Option<Duration>,
+    /// Merge results files (repeatable, read in order) into --out FILE: one record per
+    /// URL, the last final (not interrupted) one, else the last one
+    #[arg(long, value_name = "FILE", value_parser = path, action = ArgAction::Append, allow_hyphen_values = true)]
+    pub dedupe: Vec<PathBuf>,
+    /// Keep the pages as WARC 1.1 (FILE ends in .warc.gz: one gzip member per record, or
+    /// .warc): a warcinfo record, then a request and a response record per answer
+    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
+    pub warc: Option<PathBuf>,
+    /// Start a new WARC file (FILE-00001.warc.gz, …) once the current one reaches this
+    /// size: bytes, or with a K, M or G suffix (powers of 1024)
+    #[arg(long, value_name = "BYTES", value_parser = byte_size, allow_hyphen_values = true)]
+    pub warc_max_bytes: Option<u64>,
+    /// Keep every answer's body in DIR, named by its sha256 (DIR/ab/abcd…): the record's
+    /// sha256 names the file; identical bodies are stored once
+    #[arg(long, value_name = "DIR", value_parser = path, allow_hyphen_values = true)]
+    pub bodies: Option<PathBuf>,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Command {
+    /// A crawl: URL list, demo, follow or frontier consumer.
+    Run(Box<RunArgs>),
+    /// `--enqueue FILE --frontier URL`: push the URLs of FILE and exit.
+    Enqueue {
+        urls: UrlSource,
+        frontier: FrontierUrl,
+    },
+    /// `--dedupe FILE... --out FILE`: merge results files.
+    Dedupe { inputs: Vec<PathBuf>, out: PathBuf },
+    /// `completions SHELL`.
+    Completions(Shell),
+}
+
+/// A crawl's arguments, checked.
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    /// `None` in demo mode (the demo builds its own settings).
+    pub config: Option<PathBuf>,
+    pub urls: UrlSource,
+    pub out: Option<PathBuf>,
+    pub summary: Option<PathBuf>,
+    pub resume: bool,
+    pub grace: Duration,
+    pub metrics: Option<SocketAddr>,
+    pub quiet: bool,
+    pub log_format: LogFormat,
+    pub follow: bool,
+    pub ignore_robots: bool,
+    pub claim_idle: Duration,
+    pub idle_exit: Duration,
+    pub warc: Option<PathBuf>,
+    pub warc_max_bytes: Option<u64>,
+    pub bodies: Option<PathBuf>,
+}
+
+impl RunArgs {
+    pub fn is_demo(&self) -> bool {
+        matches!(self.urls, UrlSource::Demo(_))
+    }
+}
+
+/// The rules between flags. `Err` is a message for stderr (exit 2).
+pub fn validate(cli: Cli) -> Result<Command, String> {
+    if let Some(Sub::Completions { shell }) = cli.command {
+        return Ok(Command::Completions(shell));
+    }
+    let f = cli.flags;
+    let keeps = f.warc.is_some() || f.bodies.is_some() || f.warc_max_bytes.is_some();
+    if !f.dedupe.is_empty() {
+        if f.demo
+            || f.config.is_some()
+            || f.urls.is_some()
+            || f.frontier.is_some()
+            || f.enqueue.is_some()
+            || keeps
+        {
+            return Err("--dedupe only goes with --out FILE".into());
+        }
+        let out = f
+            .out
+            .ok_or("--dedupe needs --out FILE (the merged results)")?;
+        return Ok(Command::Dedupe {
+            inputs: f.dedupe,
+            out,
+        });
+    }
+    if let Some(file) = f.enqueue {
+        let frontier = f
+            .frontier
+            .ok_or("--enqueue needs --frontier redis://HOST:PORT/QUEUE")?;
+        if f.demo || f.config.is_some() || f.urls.is_some() || f.out.is_some() || f.follow || keeps
+        {
+            return Err("--enqueue only goes with --frontier".into());
+        }
+        return Ok(Command::Enqueue {
+            urls: UrlSource::from_arg(&file),
+            frontier,
+        });
+    }
+    if (f.claim_idle.is_some() || f.idle_exit.is_some()) && f.frontier.is_none() {
+        return Err("--claim-idle/--idle-exit only go with --frontier".into());
+    }
+    check_keep_flags(&f)?;
+    let urls = url_source(&f)?;
+    if f.resume && f.out.as_deref().is_none_or(|p| p == Path::new("-")) {
+        return Err("--resume needs --out FILE (the results of the earlier run)".into());
+    }
+    Ok(Command::Run(Box::new(RunArgs {
+        config: f.config,
+        urls,
+        out: f.out,
+        summary: f.summary,
+        resume: f.resume,
+        grace: f.grace.unwrap_or(DEFAULT_STOP_GRACE),
+        metrics: f.metrics,
+        quiet: f.quiet,
+        log_format: f.log_format.unwrap_or_default(),
+        follow: f.follow,
+        ignore_robots: f.ignore_robots,
+        claim_idle: f.claim_idle.unwrap_or(DEFAULT_CLAIM_IDLE),
+        idle_exit: f.idle_exit.unwrap_or(DEFAULT_IDLE_EXIT),
+        warc: f.warc,
+        warc_max_bytes: f.warc_max_bytes,
+        bodies: f.bodies,
+    })))
+}
+
+/// `--warc`, `--warc-max-bytes`, `--bodies`.
+fn check_keep_flags(f: &Flags) -> Result<(), String> {
+    if f.warc_max_bytes.is_some() && f.warc.is_none() {
+        return Err("--warc-max-bytes only goes with --warc FILE".into());
+    }
+    if let Some(w) = &f.warc {
+        super::warc::WarcName::parse(w)?;
+    }
+    if f.bodies.as_deref() == Some(Path::new("-")) {
+        return Err("--bodies: \"-\" is not a directory (files are written into DIR)".into());
+    }
+    Ok(())
+}
+
+/// Where a crawl's URLs come from: the frontier, the demo or `--urls`.
+fn url_source(f: &Flags) -> Result<UrlSource, String> {
+    if let Some(fr) = &f.frontier {
+        if f.demo || f.urls.is_some() {
+            return Err("--frontier pulls its URLs from Redis: drop --urls/--demo".into());
+        }
+        if f.config.is_none() {
+            return Err("--frontier needs --config FILE".into());
+        }
+        if f.resume || f.follow {
+            return Err("--frontier does not go with --resume or --follow".into());
+        }
+        if f.out.as_deref().is_none_or(|p| p == Path::new("-")) {
+            return Err("--frontier needs --out FILE (records are written before the ack)".into());
+        }
+        return Ok(UrlSource::Frontier(fr.clone()));
+    }
+    if f.demo {
+        if f.config.is_some() || f.urls.is_some() {
+            return Err("--demo builds its own settings and URLs: drop --config/--urls".into());
+        }
+        if f.resume {
+            return Err(
+                "--resume does not go with --demo (its site's port changes every run)".into(),
+            );
+        }
+        return Ok(UrlSource::Demo(f.demo_urls.unwrap_or(DEFAULT_DEMO_URLS)));
+    }
+    if f.demo_urls.is_some() {
+        return Err("--demo-urls only goes with --demo".into());
+    }
+    if f.config.is_none() {
+        return Err("missing --config FILE (or use --demo)".into());
+    }
+    match f.urls.as_deref() {
+        None => Err("missing --urls FILE (or - for stdin)".into()),
+        Some(u) => Ok(UrlSource::from_arg(u)),
+    }
+}
+
+// Value parsers: clap puts "invalid value 'V' for '--flag <X>': " before each message.
+
+fn text(v: &str) -> Result<String, String> {
+    if v.is_empty() {
+        return Err("an empty value (a file, or - for stdin)".into());
+    }
+    Ok(v.to_string())
+}
+
+fn path(v: &str) -> Result<PathBuf, String> {
+    text(v).map(PathBuf::from)
+}
+
+fn seconds(v: &str, min_exclusive: bool) -> Option<Duration> {
+    let s: f64 = v.trim().parse().ok()?;
+    let low_ok = if min_exclusive { s > 0.0 } else { s >= 0.0 };
+    (s.is_finite() && low_ok && s <= MAX_SECS).then(|| Duration::from_secs_f64(s))
+}
+
+fn grace(v: &str) -> Result<Duration, String> {
+    seconds(v, false).ok_or_else(|| format!("{v:?} is not a number of seconds (0 to 86400)"))
+}
+
+fn positive_secs(v: &str) -> Result<Duration, String> {
+    seconds(v, true)
+        .ok_or_else(|| format!("{v:?} is not a positive number of seconds (at most 86400)"))
+}
+
+fn positive_count(v: &str) -> Result<u64, String> {
+    v.parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{v:?} is not a positive integer"))
+}
+
+fn socket_addr(v: &str) -> Result<SocketAddr, String> {
+    v.parse()
+        .map_err(|_| format!("{v:?} is not a socket address (e.g. 127.0.0.1:9100)"))
+}
+
+/// Bytes, or with a K/M/G suffix (1024-based); at least 1, at most 1 TiB.
+pub fn byte_size(v: &str) -> Result<u64, String> {
+    let bad = || format!("{v:?} is not a size: bytes, or a number with K, M or G (1 to 1024G)");
+    let t = v.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    n.checked_mul(mult)
+        .filter(|b| (1..=1u64 << 40).contains(b))
+        .ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Command, String> {
+        let cli = Cli::try_parse_from(std::iter::once("crawl").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        validate(cli)
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(byte_size("4096"), Ok(4096));
+        assert_eq!(byte_size("2K"), Ok(2048));
+        assert_eq!(byte_size("1g"), Ok(1 << 30));
+        assert!(byte_size("0").is_err());
+        assert!(byte_size("1T").is_err());
+        assert!(byte_size("-1").unwrap_err().contains("K, M or G"));
+    }
+
+    #[test]
+    fn inline_values_repeats_and_hyphens() {
+        let Ok(Command::Run(a)) = parse(&[
+            "--config=c.toml",
+            "--urls",
+            "-",
+            "--quiet",
+            "--quiet",
+            "--grace=0.5",
+        ]) else {
+            panic!("parses");
+        };
+        assert_eq!(a.urls, UrlSource::Stdin);
+        assert_eq!(a.grace, Duration::from_millis(500));
+        assert!(a.quiet);
+        let e = parse(&["--config", "a", "--config", "b", "--urls", "u"]).unwrap_err();
+        assert!(e.contains("--config"), "{e}");
+        let e = parse(&["--config", "c", "--urls", "u", "--grace", "-1"]).unwrap_err();
+        assert!(e.contains("--grace") && e.contains("\"-1\""), "{e}");
+        let e = parse(&["--config", "c", "--urls="]).unwrap_err();
+        assert!(e.contains("--urls"), "{e}");
+    }
+
+    #[test]
+    fn keep_flags_need_a_crawl() {
+        let e = parse(&["--config", "c", "--urls", "u", "--warc-max-bytes", "1M"]).unwrap_err();
+        assert!(e.contains("--warc-max-bytes only goes with --warc"), "{e}");
+        let e = parse(&["--config", "c", "--urls", "u", "--warc", "x.zip"]).unwrap_err();
+        assert!(e.contains("--warc") && e.contains(".warc.gz"), "{e}");
+        let e = parse(&["--dedupe", "a", "--out", "b", "--warc", "x.warc.gz"]).unwrap_err();
+        assert!(e.contains("--dedupe only goes with --out"), "{e}");
+        assert!(matches!(
+            parse(&["completions", "zsh"]),
+            Ok(Command::Completions(Shell::Zsh))
+        ));
+    }
+}

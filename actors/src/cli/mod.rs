@@ -1,0 +1,133 @@
+//! The `exitcrawl` program: fetch a list of URLs (or crawl from seeds, or consume a
+//! shared Redis frontier) through the crawler's exits, write one JSON record per URL and
+//! a JSON summary, and keep the pages as WARC files and content-addressed bodies.
+//!
+//! The installed `exitcrawl` binary (`src/bin/exitcrawl.rs`) and the `crawl` example
+//! (`cargo run --example crawl`) are both [`main`]; only the name they print differs. The
+//! flags, defaults, exit codes and file formats are a public contract (`--help`; the
+//! README's "The crawl binary").
+//!
+//! One concept per file:
+//! - [`args`]: clap parsing, `--help`, the rules between flags;
+//! - [`source`]: the URL source (file, stdin, demo) read on its own thread;
+//! - [`record`]: the JSONL record and the running totals; [`summary`]: the summary;
+//! - [`output`]: `--out`/`--summary` files; [`resume`]: what `--resume` reads back;
+//! - [`robots`]: robots.txt and Crawl-delay for the list and frontier modes;
+//! - [`archive`]: what is kept of an answer: [`warc`] files, [`bodies`], the record's
+//!   `final_url`, `content_type`, `sha256`;
+//! - [`fetch`]: one URL from robots.txt to its record;
+//! - [`list`]: the streaming loop over a URL list; [`follow`]: `--follow`;
+//!   [`frontier`]: `--frontier`/`--enqueue`; [`dedupe`]: `--dedupe`;
+//! - [`signals`], [`progress`], [`logging`], [`demo`]; [`run`] puts a crawl together.
+//!
+//! Every URL written to `--out`, to WARC headers or to stderr goes through
+//! `exitcrawl::redact::mask_url`.
+
+mod archive;
+mod args;
+mod bodies;
+mod dedupe;
+mod demo;
+mod fetch;
+mod follow;
+mod frontier;
+mod list;
+mod logging;
+mod output;
+mod progress;
+mod record;
+mod resume;
+mod robots;
+mod run;
+mod signals;
+mod source;
+mod summary;
+mod warc;
+
+use std::process::ExitCode;
+use std::sync::OnceLock;
+
+use clap::{CommandFactory, FromArgMatches};
+
+use args::{Cli, Command};
+
+/// Exit code of an interrupted run (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Why a run stopped early: bad input (exit 2) or an output failure (exit 1).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Usage(String),
+    Output(String),
+}
+
+static PROG: OnceLock<&'static str> = OnceLock::new();
+
+/// The program's name as it prints it (`crawl` or `exitcrawl`).
+pub(crate) fn prog() -> &'static str {
+    PROG.get().copied().unwrap_or("exitcrawl")
+}
+
+/// Run the program with the process's arguments; `name` is what it calls itself in
+/// messages, `--help` and `--version`.
+pub fn main(name: &'static str) -> ExitCode {
+    let _ = PROG.set(name);
+    // Large bodies and glibc's heap trimming: see crate::alloc.
+    crate::alloc::keep_freed_memory(64 << 20);
+    let mut cmd = Cli::command()
+        .name(name)
+        .bin_name(name)
+        .override_usage(args::usage(name));
+    let parsed = cmd
+        .try_get_matches_from_mut(std::env::args_os())
+        .and_then(|mut m| Cli::from_arg_matches_mut(&mut m));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version end here too (exit 0); argument errors exit 2.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let command = match args::validate(cli) {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("{name}: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match command {
+        Command::Completions(shell) => {
+            clap_complete::generate(shell, &mut cmd, name, &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Command::Enqueue { urls, frontier } => actix_rt::System::new()
+            .block_on(frontier::enqueue(&urls, &frontier))
+            .map(|n| {
+                println!("enqueued {n}");
+                run::Ended::Complete
+            }),
+        Command::Dedupe { inputs, out } => {
+            dedupe::dedupe(&inputs, &out).map(|()| run::Ended::Complete)
+        }
+        Command::Run(args) => {
+            if let Err(msg) = logging::init(args.log_format) {
+                eprintln!("{name}: {msg}");
+                return ExitCode::from(2);
+            }
+            actix_rt::System::new().block_on(run::run(*args))
+        }
+    };
+    match result {
+        Ok(run::Ended::Complete) => ExitCode::SUCCESS,
+        Ok(run::Ended::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        Err(Failure::Usage(msg)) => {
+            eprintln!("{name}: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Output(msg)) => {
+            eprintln!("{name}: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}

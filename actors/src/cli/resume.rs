@@ -1,0 +1,119 @@
+//! `--resume`: what an earlier run's `--out` says is done. The records are the whole
+//! state: no job directory.
+
+use std::collections::HashSet;
+use std::fs::OpenOptions;
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::record::INTERRUPTED;
+use crate::PendingLink;
+
+/// The fields of an earlier record that `--resume` and `--dedupe` need (the last three:
+/// `--follow`).
+#[derive(Deserialize)]
+pub struct SeenRecord {
+    pub url: String,
+    pub error: Option<String>,
+    #[serde(default)]
+    pub depth: u32,
+    #[serde(default)]
+    pub skipped: Option<String>,
+    #[serde(default)]
+    pub links: Vec<String>,
+}
+
+/// What `--resume` found in `--out`.
+#[derive(Debug, Default)]
+pub struct ResumeState {
+    /// URLs whose last record is final (not interrupted): skipped.
+    pub done: HashSet<String>,
+    /// Records read.
+    pub records: u64,
+    /// URLs whose last record says interrupted: fetched again.
+    pub interrupted: u64,
+    /// Lines that were not a record (left in place, ignored).
+    pub unreadable: u64,
+    /// Bytes of an unfinished last line (a hard kill mid-write) cut off the file.
+    pub truncated: u64,
+    /// `--follow`: records of fetched pages (they count against `max_pages`).
+    pub pages: u64,
+    /// `--follow`: the links the recorded pages put in the frontier. A link whose
+    /// credentials were masked (`***`) cannot be fetched as written and is left out.
+    pub links: Vec<PendingLink>,
+    /// `--follow`: links left out because they were masked.
+    pub masked_links: u64,
+}
+
+impl ResumeState {
+    fn add(&mut self, r: SeenRecord, interrupted: &mut HashSet<String>) {
+        self.records += 1;
+        let invalid_seed = r
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("invalid_url"));
+        if r.skipped.is_none() && !invalid_seed {
+            self.pages += 1;
+        }
+        for link in r.links {
+            if link.contains("***") {
+                self.masked_links += 1;
+                continue;
+            }
+            self.links.push(PendingLink {
+                url: link,
+                depth: r.depth.saturating_add(1),
+                parent: Some(r.url.clone()),
+            });
+        }
+        if r.error.as_deref() == Some(INTERRUPTED) {
+            self.done.remove(&r.url);
+            interrupted.insert(r.url);
+        } else {
+            interrupted.remove(&r.url);
+            self.done.insert(r.url);
+        }
+    }
+}
+
+/// Read the existing `--out` (absent = nothing done yet). The last record of a URL
+/// decides: final → skip it, interrupted → fetch it again. An unfinished last line (no
+/// newline) is cut off so the appended records start on a line of their own.
+pub fn read_resume(path: &Path) -> io::Result<ResumeState> {
+    let mut state = ResumeState::default();
+    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(state),
+        Err(e) => return Err(e),
+    };
+    let mut interrupted = HashSet::new();
+    let mut complete_len = 0u64;
+    let mut reader = BufReader::new(&mut file);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') {
+            state.truncated = n as u64;
+            break;
+        }
+        complete_len += n as u64;
+        match serde_json::from_slice::<SeenRecord>(&buf) {
+            Ok(r) => state.add(r, &mut interrupted),
+            Err(_) if buf.iter().all(u8::is_ascii_whitespace) => {}
+            Err(_) => state.unreadable += 1,
+        }
+    }
+    drop(reader);
+    if state.truncated > 0 {
+        file.set_len(complete_len)?;
+        file.seek(SeekFrom::End(0))?;
+    }
+    state.interrupted = interrupted.len() as u64;
+    Ok(state)
+}
