@@ -1,0 +1,145 @@
+//! Running the `exitcrawl` binary in tests: a temporary directory, the command with a
+//! clean environment, and the JSONL it writes.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "exitcrawl-cli-{tag}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    pub fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, contents).expect("write temp file");
+        p
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The binary with `args`; EXITCRAWL__* overrides and RUST_LOG removed so the host
+/// environment cannot change the settings under test.
+pub fn cmd(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_exitcrawl"));
+    cmd.args(args).env_remove("RUST_LOG");
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_string_lossy()
+            .to_ascii_uppercase()
+            .starts_with("EXITCRAWL__")
+        {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// Run the binary to completion.
+pub fn run(args: &[&str]) -> Output {
+    cmd(args).output().expect("run exitcrawl")
+}
+
+/// Start the binary in the background, its output captured.
+pub fn spawn(args: &[&str]) -> Child {
+    cmd(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn exitcrawl")
+}
+
+/// Wait for `child` to exit, at most `limit` (then kill it and fail).
+pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let until = Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("wait");
+            panic!(
+                "exitcrawl did not exit within {limit:?}; stderr: {}",
+                stderr(&o)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait")
+}
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Assert a run exited 0.
+pub fn assert_ok(o: &Output) {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(o));
+}
+
+/// A JSONL file's records.
+pub fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+/// A JSON file (the summary).
+pub fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read JSON")).expect("JSON")
+}
+
+/// Two exits on 127.0.0.2 and .3, limits off, few retries; `extra` is appended (TOML).
+pub fn config(extra: &str) -> String {
+    format!(
+        r#"
+[crawler]
+concurrency = 8
+timeout_ms = 5000
+connect_timeout_ms = 2000
+max_retries = 1
+retry_backoff_base_ms = 20
+retry_backoff_max_ms = 200
+
+[limiter]
+algorithm = "none"
+
+[[exits]]
+name = "e2"
+source_ip = "127.0.0.2"
+
+[[exits]]
+name = "e3"
+source_ip = "127.0.0.3"
+{extra}"#
+    )
+}

@@ -1,0 +1,353 @@
+//! `exitcrawl --warc … --bodies …` against a local site, the output read back by parts
+//! independent of the writer: the `warc` crate's parser (on libflate's gzip), RustCrypto's
+//! `sha1`, `data-encoding`'s base32 — checked against the bodies the site sent and the
+//! requests it saw.
+
+mod cli_support;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use cli_support::{assert_ok, config, records, run, s, TempDir};
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
+use serde_json::Value;
+use sha1::Digest as _;
+use warc::{RecordType, WarcHeader, WarcReader};
+
+/// Pages served: `/p/{i}` HTML of growing size (up to ~30 KiB of letters that gzip does
+/// not shrink much), `/r/{i}` redirects to `/p/{i}`, `/robots.txt` disallows `/private/`,
+/// anything else 404.
+fn page_body(i: usize) -> String {
+    let mut x = i as u64 + 1;
+    let text: String = (0..i * i * 36)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            char::from(b'a' + (x >> 59) as u8 % 26)
+        })
+        .collect();
+    format!("<html><body>page {i}\n{text}</body></html>")
+}
+
+fn site(log: Arc<Mutex<Vec<String>>>) -> TestSite {
+    let pages = Pages::new(move |_host: &str, pq: &str| {
+        log.lock().unwrap().push(pq.to_owned());
+        if pq == "/robots.txt" {
+            return Some(Page::text("User-agent: *\nDisallow: /private/\n"));
+        }
+        if let Some(i) = pq.strip_prefix("/r/") {
+            return Some(Page::redirect(302, format!("/p/{i}")));
+        }
+        let i: usize = pq.strip_prefix("/p/")?.parse().ok()?;
+        Some(Page::html(page_body(i)))
+    });
+    TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+/// The body the site sends for `path` (the test site's 404 says "not found").
+fn expected_body(path: &str) -> Vec<u8> {
+    match path.strip_prefix("/p/").and_then(|i| i.parse().ok()) {
+        Some(i) => page_body(i).into_bytes(),
+        None => b"not found".to_vec(),
+    }
+}
+
+fn sha1_base32(body: &[u8]) -> String {
+    data_encoding::BASE32.encode(&sha1::Sha1::digest(body))
+}
+
+fn sha256_hex(body: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A WARC file's records, read with the `warc` crate.
+fn read_warc(path: &Path) -> Vec<warc::Record<warc::BufferedBody>> {
+    WarcReader::from_path_gzip(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .iter_records()
+        .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .collect()
+}
+
+/// The gzip members of a file, each decompressed on its own.
+fn gzip_members(path: &Path) -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut rest: &[u8] = &bytes;
+    let mut members = Vec::new();
+    while !rest.is_empty() {
+        let mut d = flate2::bufread::GzDecoder::new(rest);
+        let mut out = Vec::new();
+        d.read_to_end(&mut out).expect("a whole gzip member");
+        rest = d.into_inner();
+        members.push(out);
+    }
+    members
+}
+
+/// Split an HTTP message into its head lines and its body.
+fn http_parts(block: &[u8]) -> (Vec<String>, Vec<u8>) {
+    let end = block
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP head");
+    let head = String::from_utf8(block[..end].to_vec()).expect("ASCII head");
+    (
+        head.split("\r\n").map(str::to_owned).collect(),
+        block[end + 4..].to_vec(),
+    )
+}
+
+fn header(r: &warc::Record<warc::BufferedBody>, name: &str) -> Option<String> {
+    r.header(WarcHeader::from(name)).map(|v| v.into_owned())
+}
+
+struct Run {
+    _dir: TempDir,
+    recs: Vec<Value>,
+    warcs: Vec<PathBuf>,
+    bodies: PathBuf,
+}
+
+fn crawl(site: &TestSite, n: usize) -> Run {
+    let dir = TempDir::new("warc");
+    let cfg = dir.file("c.toml", &config(""));
+    let mut urls: Vec<String> = (0..n).map(|i| site.url(&format!("/p/{i}"))).collect();
+    urls.extend((0..3).map(|i| site.url(&format!("/r/{i}"))));
+    urls.push(site.url("/missing"));
+    urls.push(site.url("/private/x"));
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let (out, warc, bodies) = (dir.path("o.jsonl"), dir.path("w.warc.gz"), dir.path("b"));
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&dir.path("sum.json")),
+        "--warc",
+        s(&warc),
+        "--warc-max-bytes",
+        "16K",
+        "--bodies",
+        s(&bodies),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let mut warcs = vec![warc];
+    for i in 1.. {
+        let p = dir.path(&format!("w-{i:05}.warc.gz"));
+        if !p.exists() {
+            break;
+        }
+        warcs.push(p);
+    }
+    Run {
+        recs: records(&out),
+        warcs,
+        bodies,
+        _dir: dir,
+    }
+}
+
+#[test]
+fn warc_has_a_response_and_a_request_per_answer_with_the_bodies_the_site_sent() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = site(Arc::clone(&log));
+    let n = 30;
+    let r = crawl(&site, n);
+    assert!(r.warcs.len() >= 3, "rotated at 16 KiB: {:?}", r.warcs);
+
+    let mut responses: HashMap<String, (String, Vec<u8>)> = HashMap::new();
+    let mut requests: HashMap<String, (String, Vec<String>)> = HashMap::new();
+    for path in &r.warcs {
+        let members = gzip_members(path);
+        let recs = read_warc(path);
+        assert_eq!(members.len(), recs.len(), "one gzip member per record");
+        for m in &members {
+            assert!(m.starts_with(b"WARC/1.1\r\n") && m.ends_with(b"\r\n\r\n"));
+        }
+        assert_eq!(
+            *recs[0].warc_type(),
+            RecordType::WarcInfo,
+            "{}",
+            path.display()
+        );
+        assert_eq!(
+            header(&recs[0], "WARC-Filename").as_deref(),
+            path.file_name().and_then(|f| f.to_str())
+        );
+        let mut ids_here = Vec::new();
+        for rec in &recs[1..] {
+            let uri = header(rec, "WARC-Target-URI").expect("target");
+            assert_eq!(header(rec, "WARC-IP-Address").as_deref(), Some("127.0.0.1"));
+            assert_eq!(
+                header(rec, "WARC-Warcinfo-ID"),
+                Some(recs[0].warc_id().to_owned())
+            );
+            let exit = header(rec, "Exitcrawl-Exit").expect("exit field");
+            assert!(
+                exit == "name=e2; source-ip=127.0.0.2" || exit == "name=e3; source-ip=127.0.0.3",
+                "{exit}"
+            );
+            let block_digest = header(rec, "WARC-Block-Digest").expect("block digest");
+            assert_eq!(block_digest, format!("sha1:{}", sha1_base32(rec.body())));
+            match rec.warc_type() {
+                RecordType::Response => {
+                    let (head, body) = http_parts(rec.body());
+                    let digest = header(rec, "WARC-Payload-Digest").expect("payload digest");
+                    assert_eq!(digest, format!("sha1:{}", sha1_base32(&body)), "{uri}");
+                    ids_here.push(rec.warc_id().to_owned());
+                    responses.insert(rec.warc_id().to_owned(), (uri, body));
+                    assert!(head[0].starts_with("HTTP/1.1 "), "{head:?}");
+                }
+                RecordType::Request => {
+                    let to = header(rec, "WARC-Concurrent-To").expect("concurrent-to");
+                    assert!(
+                        ids_here.contains(&to),
+                        "the request is in its response's file"
+                    );
+                    let (head, body) = http_parts(rec.body());
+                    assert!(body.is_empty());
+                    requests.insert(to, (uri, head));
+                }
+                t => panic!("unexpected record type {t:?}"),
+            }
+        }
+    }
+
+    // Every answer (pages, redirects' targets, the 404) has a response; robots.txt and
+    // the disallowed URL have none.
+    let answered: Vec<&Value> = r.recs.iter().filter(|v| v["status"].is_u64()).collect();
+    assert_eq!(answered.len(), n + 3 + 1);
+    assert_eq!(responses.len(), answered.len());
+    assert_eq!(
+        requests.len(),
+        responses.len(),
+        "every response has its request"
+    );
+    let server_saw = site.requests();
+    for (id, (uri, body)) in &responses {
+        let path = uri.split_once("127.0.0.1").unwrap().1;
+        let path = &path[path.find('/').unwrap()..];
+        assert_eq!(body, &expected_body(path), "{uri}: the body the site sent");
+        let (req_uri, head) = &requests[id];
+        assert_eq!(req_uri, uri);
+        assert_eq!(head[0], format!("GET {path} HTTP/1.1"));
+        // The request record's headers are what the site received.
+        let seen = server_saw
+            .iter()
+            .find(|q| q.path == path && q.status != 302)
+            .unwrap_or_else(|| panic!("the site saw {path}"));
+        for line in &head[1..] {
+            let (k, v) = line.split_once(": ").expect("header line");
+            assert!(
+                seen.headers.iter().any(|(hk, hv)| hk == k && hv == v),
+                "{k}: {v} not among {:?}",
+                seen.headers
+            );
+        }
+    }
+    assert!(!log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p.starts_with("/private/")));
+
+    // Records: final_url, content_type, sha256 — and the body store under that name.
+    for rec in &answered {
+        let url = rec["url"].as_str().unwrap();
+        let final_url = rec["final_url"].as_str().expect("final_url");
+        let want_final = url.replace("/r/", "/p/");
+        assert_eq!(final_url, want_final);
+        let path = &final_url[final_url
+            .find("/p/")
+            .or(final_url.find("/missing"))
+            .unwrap()..];
+        let body = expected_body(path);
+        let sha = rec["sha256"].as_str().expect("sha256");
+        assert_eq!(sha, sha256_hex(&body), "{url}");
+        assert_eq!(
+            std::fs::read(r.bodies.join(&sha[..2]).join(sha)).unwrap(),
+            body
+        );
+        assert_eq!(rec["bytes"], body.len() as u64);
+        if rec["status"] == 200 {
+            assert_eq!(rec["content_type"], "text/html; charset=utf-8");
+        }
+    }
+    let private: Vec<&Value> = r.recs.iter().filter(|v| v["skipped"] == "robots").collect();
+    assert_eq!(private.len(), 1);
+    for k in ["final_url", "content_type", "sha256", "status"] {
+        assert!(private[0][k].is_null(), "{k}: {}", private[0]);
+    }
+}
+
+#[test]
+fn resume_starts_a_new_warc_file_and_plain_warc_reads_back() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = site(log);
+    let dir = TempDir::new("warc-resume");
+    let cfg = dir.file("c.toml", &config(""));
+    let (out, warc) = (dir.path("o.jsonl"), dir.path("w.warc"));
+    let urls = |range: std::ops::Range<usize>| {
+        let list: Vec<String> = range.map(|i| site.url(&format!("/p/{i}"))).collect();
+        list.join("\n") + "\n"
+    };
+    let first = dir.file("a.txt", &urls(0..3));
+    let both = dir.file("b.txt", &urls(0..6));
+    let args = |list: &Path, resume: bool| {
+        let mut a = vec!["--config", s(&cfg), "--urls", s(list), "--out", s(&out)];
+        a.extend(["--warc", s(&warc), "--quiet"]);
+        if resume {
+            a.push("--resume");
+        }
+        a.iter().map(|x| x.to_string()).collect::<Vec<_>>()
+    };
+    let o = cli_support::cmd(&[])
+        .args(args(&first, false))
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let o = cli_support::cmd(&[])
+        .args(args(&both, true))
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let read = |p: &Path| -> Vec<String> {
+        let file = std::fs::File::open(p).unwrap();
+        WarcReader::new(std::io::BufReader::new(file))
+            .iter_records()
+            .map(|r| r.unwrap())
+            .filter(|r| *r.warc_type() == RecordType::Response)
+            .map(|r| header(&r, "WARC-Target-URI").unwrap())
+            .collect()
+    };
+    let mut a = read(&warc);
+    let mut b = read(&dir.path("w-00001.warc"));
+    a.sort();
+    b.sort();
+    let want = |r: std::ops::Range<usize>| -> Vec<String> {
+        let mut v: Vec<String> = r.map(|i| site.url(&format!("/p/{i}"))).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(a, want(0..3), "the first run's file is left as it was");
+    assert_eq!(
+        b,
+        want(3..6),
+        "the resumed run writes the rest to a new file"
+    );
+    assert_eq!(records(&out).len(), 6);
+}
