@@ -35,6 +35,7 @@ fn fleet() -> Vec<Candidate<'static>> {
                     Duration::ZERO
                 },
                 last_sent: 0,
+                family: exitcrawl::select::Family::V4,
             }
         })
         .collect()
@@ -58,6 +59,7 @@ fn bench_select(c: &mut Criterion) {
         preferred: None,
         region: Some("eu"),
         exclude: &exclude,
+        family: None,
     };
     g.bench_function("region_and_exclude", |b| {
         b.iter(|| {

@@ -198,6 +198,23 @@ impl ExitHealth {
         }
     }
 
+    /// The exit was found broken before any request (its source address cannot be bound
+    /// at start): eject it now, as if it had failed `consecutive_failures` times, so it is
+    /// retried after its ejection time like any other.
+    pub fn fail_at_start(
+        &mut self,
+        now: Instant,
+        error: &str,
+        rng: &mut impl RandomSource,
+    ) -> Option<Transition> {
+        self.consecutive_failures = self.policy.consecutive_failures.max(1);
+        self.last_error = Some(error.to_owned());
+        match self.state {
+            HealthState::Ejected { .. } => None,
+            _ => Some(self.eject(now, rng)),
+        }
+    }
+
     /// Move an ejected exit whose time is up to probing. Call when the `until` timer fires
     /// (or before any decision that reads the state).
     pub fn poll(&mut self, now: Instant) -> Option<Transition> {
@@ -661,5 +678,22 @@ mod tests {
         };
         assert_eq!(run(11), run(11));
         assert_ne!(run(11), run(12));
+    }
+
+    #[test]
+    fn an_exit_broken_at_start_is_ejected_at_once_and_probed_later() {
+        use crate::rng::SplitMix64;
+        let now = Instant::now();
+        let mut rng = SplitMix64::new(1);
+        let mut h = ExitHealth::new(HealthPolicy::default());
+        let t = h.fail_at_start(now, "bind 192.0.2.1:0: address not available", &mut rng);
+        assert!(matches!(t, Some(Transition::Ejected { .. })));
+        assert!(!h.is_available());
+        assert_eq!(
+            h.last_error(),
+            Some("bind 192.0.2.1:0: address not available")
+        );
+        let until = h.ejected_until().unwrap();
+        assert_eq!(h.poll(until), Some(Transition::Probing));
     }
 }

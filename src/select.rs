@@ -43,6 +43,48 @@
 
 use std::time::Duration;
 
+/// An IP address family: an exit's source address has one, and so does a host given as an
+/// address literal. A connection needs both ends in the same family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Family {
+    /// IPv4.
+    #[default]
+    V4,
+    /// IPv6.
+    V6,
+}
+
+impl Family {
+    /// The family of `ip`.
+    pub fn of(ip: std::net::IpAddr) -> Family {
+        if ip.is_ipv4() {
+            Family::V4
+        } else {
+            Family::V6
+        }
+    }
+
+    /// The family of a URL's host when it is an address literal (`127.0.0.1`, `[::1]`);
+    /// `None` for a name, whose addresses are known only once resolved.
+    pub fn of_host(host: &str) -> Option<Family> {
+        if host.starts_with('[') {
+            Some(Family::V6)
+        } else if host.parse::<std::net::Ipv4Addr>().is_ok() {
+            Some(Family::V4)
+        } else {
+            None
+        }
+    }
+
+    /// `IPv4` or `IPv6`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+}
+
 /// One exit as the selector sees it, at the moment of the decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate<'a> {
@@ -63,6 +105,8 @@ pub struct Candidate<'a> {
     /// When this exit last sent to the URL's host, as a count that grows with each send
     /// to that host (0: never). Lower goes first; see the module docs.
     pub last_sent: u64,
+    /// The family of the exit's source address.
+    pub family: Family,
 }
 
 /// What the request asks of the exit.
@@ -75,6 +119,9 @@ pub struct Request<'a> {
     /// Indices (into the candidate slice) of exits already tried for this fetch that could
     /// not connect.
     pub exclude: &'a [usize],
+    /// The host is an address literal of this family: only exits of that family can reach
+    /// it.
+    pub family: Option<Family>,
 }
 
 /// The selector's answer.
@@ -98,6 +145,8 @@ pub enum NoExitReason {
     UnknownPreferred,
     /// A region was requested and no exit (available or not) is in it.
     NoRegionMatch,
+    /// The host is an address of a family no exit (in the region) has.
+    NoFamilyMatch,
     /// Every (region-matching) exit is unavailable: all down. Also returned for an empty
     /// candidate list.
     AllUnavailable,
@@ -110,6 +159,7 @@ impl std::fmt::Display for NoExitReason {
         f.write_str(match self {
             NoExitReason::UnknownPreferred => "preferred exit name is unknown",
             NoExitReason::NoRegionMatch => "no exit in the requested region",
+            NoExitReason::NoFamilyMatch => "no exit of the host's address family",
             NoExitReason::AllUnavailable => "no healthy exit",
             NoExitReason::AllExcluded => "every available exit was tried and failed to connect",
         })
@@ -153,6 +203,10 @@ impl Request<'_> {
         self.region.is_none_or(|r| c.region == Some(r))
     }
 
+    fn family_ok(&self, c: &Candidate<'_>) -> bool {
+        self.family.is_none_or(|f| c.family == f)
+    }
+
     fn excluded(&self, i: usize) -> bool {
         self.exclude.contains(&i)
     }
@@ -170,7 +224,7 @@ pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Sel
             return Selection::NoExit(NoExitReason::UnknownPreferred);
         };
         let c = &cands[i];
-        if c.usable() && req.region_ok(c) && !req.excluded(i) {
+        if c.usable() && req.region_ok(c) && req.family_ok(c) && !req.excluded(i) {
             return if !c.has_slot() {
                 Selection::Busy
             } else if !c.ready_in.is_zero() {
@@ -184,6 +238,7 @@ pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Sel
 
     // Pass 1: classify, find the minimal load among ready exits and count its ties.
     let mut any_region = false;
+    let mut any_family = false;
     let mut any_usable = false;
     let mut any_eligible = false;
     let mut earliest: Option<Duration> = None;
@@ -194,6 +249,10 @@ pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Sel
             continue;
         }
         any_region = true;
+        if !req.family_ok(c) {
+            continue;
+        }
+        any_family = true;
         if !c.usable() {
             continue;
         }
@@ -229,6 +288,7 @@ pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Sel
         let mut seen = 0u64;
         for (i, c) in cands.iter().enumerate().skip(b) {
             if req.region_ok(c)
+                && req.family_ok(c)
                 && c.usable()
                 && c.has_slot()
                 && c.ready_in.is_zero()
@@ -253,6 +313,8 @@ pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Sel
     }
     Selection::NoExit(if req.region.is_some() && !any_region {
         NoExitReason::NoRegionMatch
+    } else if req.family.is_some() && !any_family {
+        NoExitReason::NoFamilyMatch
     } else if !any_usable {
         NoExitReason::AllUnavailable
     } else {
@@ -276,6 +338,7 @@ mod tests {
             max_concurrent: max,
             ready_in: Duration::ZERO,
             last_sent: 0,
+            family: Family::V4,
         }
     }
 
@@ -506,6 +569,30 @@ mod tests {
     }
 
     #[test]
+    fn a_host_given_as_an_address_goes_only_to_exits_of_its_family() {
+        let mut cs = [c("v4", 0, 4), c("v6", 3, 4)];
+        cs[1].family = Family::V6;
+        let v6 = Request {
+            family: Some(Family::V6),
+            ..req()
+        };
+        assert_eq!(select(&cs, &v6, 0), Selection::Exit(1));
+        let v4 = Request {
+            family: Some(Family::V4),
+            ..req()
+        };
+        assert_eq!(select(&cs, &v4, 0), Selection::Exit(0));
+        cs[1].family = Family::V4;
+        assert_eq!(
+            select(&cs, &v6, 0),
+            Selection::NoExit(NoExitReason::NoFamilyMatch)
+        );
+        assert_eq!(Family::of_host("[::1]"), Some(Family::V6));
+        assert_eq!(Family::of_host("127.0.0.2"), Some(Family::V4));
+        assert_eq!(Family::of_host("example.com"), None);
+    }
+
+    #[test]
     fn ready_beats_less_loaded_but_paced() {
         let mut cs = [c("a", 0, 4), c("b", 3, 4)];
         cs[0].ready_in = ms(1);
@@ -532,6 +619,7 @@ mod tests {
                 max_concurrent: 8 + i % 4,
                 ready_in: Duration::ZERO,
                 last_sent: 0,
+                family: Family::V4,
             })
             .collect();
         let Selection::Exit(i) = select(&cs, &req(), 3) else {
@@ -557,6 +645,7 @@ mod tests {
                 max_concurrent: max,
                 ready_in: Duration::from_millis(ready),
                 last_sent: 0,
+                family: Family::V4,
             })
     }
 
@@ -569,7 +658,7 @@ mod tests {
             exclude in prop::collection::vec(0usize..80, 0..6),
             tie_break in any::<u64>(),
         ) {
-            let r = Request { preferred, region, exclude: &exclude };
+            let r = Request { preferred, region, exclude: &exclude, family: None };
             let sel = select(&cands, &r, tie_break);
             let eligible = |i: usize| {
                 let c = &cands[i];

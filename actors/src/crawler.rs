@@ -33,6 +33,9 @@ pub enum StartError {
     /// `[redis] url` could not be used (a bad URL; an unreachable server is not an error:
     /// the crawler starts on local limits and connects when Redis comes).
     Redis(crate::redis::RedisError),
+    /// No enabled exit can bind its source address on this host: each exit's name, address
+    /// and the OS error. (Exits that cannot bind while others can start ejected.)
+    NoExitCanBind(Vec<(String, std::net::IpAddr, std::io::Error)>),
 }
 
 impl fmt::Display for StartError {
@@ -49,6 +52,13 @@ impl fmt::Display for StartError {
                 write!(f, "metrics.listen: cannot listen on {addr}: {e}")
             }
             StartError::Redis(e) => write!(f, "redis.url: {e}"),
+            StartError::NoExitCanBind(failed) => {
+                write!(f, "no exit can bind its source address on this host:")?;
+                for (name, ip, e) in failed {
+                    write!(f, " exits[{name}].source_ip {ip}: {e};")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -60,6 +70,9 @@ impl std::error::Error for StartError {
             StartError::NoSystem => None,
             StartError::Metrics(_, e) => Some(e),
             StartError::Redis(e) => Some(e),
+            StartError::NoExitCanBind(failed) => failed
+                .first()
+                .map(|(_, _, e)| e as &(dyn std::error::Error + 'static)),
         }
     }
 }
@@ -74,6 +87,38 @@ impl Crawler {
         if System::try_current().is_none() {
             return Err(StartError::NoSystem);
         }
+        // Before anything starts: an exit whose source address is not on this host would
+        // otherwise fail through every URL's retries.
+        let unbindable: Vec<(usize, std::io::Error)> = settings
+            .exits
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.enabled)
+            .filter_map(|(i, e)| crate::net::test_bind(e.source_ip).err().map(|err| (i, err)))
+            .collect();
+        let enabled = settings.exits.iter().filter(|e| e.enabled).count();
+        if enabled > 0 && unbindable.len() == enabled {
+            return Err(StartError::NoExitCanBind(
+                unbindable
+                    .into_iter()
+                    .map(|(i, e)| {
+                        let x = &settings.exits[i];
+                        (x.name.clone(), x.source_ip, e)
+                    })
+                    .collect(),
+            ));
+        }
+        for (i, e) in &unbindable {
+            let x = &settings.exits[*i];
+            tracing::warn!(exit = %x.name, source_ip = %x.source_ip, error = %e, "exit cannot bind its source address; it starts ejected");
+        }
+        let start_failures: Vec<(usize, String)> = unbindable
+            .iter()
+            .map(|(i, e)| {
+                let x = &settings.exits[*i];
+                (*i, format!("bind {}:0 at start: {e}", x.source_ip))
+            })
+            .collect();
         let settings = Arc::new(settings);
         let metrics = Metrics::new(settings.metrics.host_labels as usize);
         let metrics_addr = match settings.metrics.listen {
@@ -205,6 +250,7 @@ impl Crawler {
                 me.recipient(),
                 health_metrics,
             )
+            .with_start_failures(start_failures)
             .start();
             let mut s = Scheduler::new(sched_settings, slots, sched_metrics);
             if let Some(r) = &redis_for_limiter {

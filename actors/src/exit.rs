@@ -632,6 +632,7 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
     };
     let error = match kind {
         FailureKind::LocalConnect => FetchErrorKind::LocalConnect,
+        FailureKind::WrongFamily => FetchErrorKind::AddressFamily,
         FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
         FailureKind::Timeout => FetchErrorKind::Timeout,
         FailureKind::Reset => FetchErrorKind::Reset,

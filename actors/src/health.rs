@@ -41,6 +41,9 @@ pub struct HealthActor {
     rng: SplitMix64,
     metrics: std::sync::Arc<Metrics>,
     labels: Vec<ExitLabels>,
+    /// Exits found broken before any request (their source address would not bind),
+    /// ejected as the actor starts.
+    start_failures: Vec<(usize, String)>,
 }
 
 impl HealthActor {
@@ -71,7 +74,15 @@ impl HealthActor {
             rng: SplitMix64::new(0x4ea1),
             metrics,
             labels,
+            start_failures: Vec::new(),
         }
+    }
+
+    /// Eject these exits (index, why) as soon as the actor starts: their source address
+    /// would not bind (see `Crawler::start`).
+    pub fn with_start_failures(mut self, failures: Vec<(usize, String)>) -> Self {
+        self.start_failures = failures;
+        self
     }
 
     fn apply(&mut self, exit: usize, t: Option<Transition>) {
@@ -160,6 +171,13 @@ impl Actor for HealthActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(16 * 1024);
+        let now = Instant::now().into_std();
+        for (i, error) in std::mem::take(&mut self.start_failures) {
+            if let Some(h) = self.health.get_mut(i) {
+                let t = h.fail_at_start(now, &error, &mut self.rng);
+                self.apply(i, t);
+            }
+        }
         ctx.run_interval(self.opts.interval, |act, ctx| act.round(ctx));
     }
 }

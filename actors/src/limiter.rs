@@ -448,7 +448,9 @@ impl Handler<Failed> for LimiterActor {
         let failure = match m.kind {
             FailureKind::Timeout => Failure::Timeout,
             FailureKind::Reset | FailureKind::ConnectRefused => Failure::Connection,
-            FailureKind::LocalConnect | FailureKind::Other => Failure::Local,
+            FailureKind::LocalConnect | FailureKind::WrongFamily | FailureKind::Other => {
+                Failure::Local
+            }
         };
         let r = Response {
             sent_at: m.sent_at,

@@ -120,6 +120,9 @@ pub enum FetchErrorKind {
     Reset,
     /// No exit could even open a connection (all failed locally).
     LocalConnect,
+    /// No exit of the host's address family (IPv4 exits for an IPv6-only host, or the
+    /// other way round).
+    AddressFamily,
     /// The response body was larger than `crawler.max_body_bytes`.
     BodyTooLarge,
     /// More redirects than `crawler.max_redirects`.
@@ -142,6 +145,7 @@ impl FetchErrorKind {
             FetchErrorKind::ConnectRefused => "connect_refused",
             FetchErrorKind::Reset => "reset",
             FetchErrorKind::LocalConnect => "local_connect",
+            FetchErrorKind::AddressFamily => "address_family",
             FetchErrorKind::BodyTooLarge => "body_too_large",
             FetchErrorKind::TooManyRedirects => "too_many_redirects",
             FetchErrorKind::Shutdown => "shutdown",

@@ -155,6 +155,8 @@ struct Pending {
     /// the URL again.
     uri: Option<Uri>,
     no_exit_since: Option<Instant>,
+    /// The last failure on our side (nothing sent), said when no exit is left to try.
+    local_failure: Option<(FetchErrorKind, String)>,
     waited: bool,
     last_exit: Option<usize>,
     /// One span per fetch: every event about it (attempts, throttles, retries) carries it.
@@ -362,6 +364,7 @@ fn choose(
             max_concurrent: e.max_concurrent,
             ready_in: c.ready[i],
             last_sent: pacing.last_sent[i],
+            family: select::Family::of(e.source_ip),
         });
     }
     *c.tie = c.tie.wrapping_add(1);
@@ -611,6 +614,7 @@ impl Scheduler {
             preferred: head.fetch.preferred_exit.as_deref(),
             region: head.fetch.region.as_deref(),
             exclude: &head.excluded,
+            family: select::Family::of_host(host),
         };
         let selection = choose(
             choice,
@@ -670,10 +674,24 @@ impl Scheduler {
                         .unwrap_or_default()
                 ),
             ),
-            NoExitReason::AllExcluded => (
-                FetchErrorKind::LocalConnect,
-                "no exit could open a connection (every source address failed locally)".into(),
+            NoExitReason::NoFamilyMatch => (
+                FetchErrorKind::AddressFamily,
+                format!(
+                    "no exit can reach {host}: it is an {} address and no exit has one",
+                    select::Family::of_host(host).unwrap_or_default().as_str()
+                ),
             ),
+            NoExitReason::AllExcluded => match q.front_mut().and_then(|p| p.local_failure.take()) {
+                // Every exit failed the same way: say how (a family mismatch, a bind error).
+                Some((kind, message)) => (
+                    kind,
+                    format!("no exit could open a connection; the last said: {message}"),
+                ),
+                None => (
+                    FetchErrorKind::LocalConnect,
+                    "no exit could open a connection (every source address failed locally)".into(),
+                ),
+            },
             NoExitReason::AllUnavailable => {
                 // Exits come back after their ejection time: wait a bounded time for one.
                 let limit = self
@@ -957,11 +975,15 @@ impl Scheduler {
                     }
                 }
                 Err(f) if f.kind.is_local() => {
-                    // Nothing reached the site: not an attempt, not the site's fault.
+                    // Nothing reached the site: not an attempt, not the site's fault. A host
+                    // without an address of the exit's family is not the exit's fault either.
                     p.attempts -= 1;
                     p.excluded.push(i);
                     tracing::warn!(exit = %exit_name, error = %f.message, "exit failed locally; moving the fetch");
-                    self.observe(i, Some(f.message));
+                    if f.kind.is_exit_fault() {
+                        self.observe(i, Some(f.message.clone()));
+                    }
+                    p.local_failure = Some((f.error, f.message));
                     self.requeue_front(p);
                 }
                 Err(f) => {
@@ -1211,6 +1233,28 @@ fn host_of(uri: &Uri) -> Option<&str> {
     })
 }
 
+/// A port in the URL must be 1–65535 (an empty one means the scheme's default): `http::Uri`
+/// keeps a port it cannot read as a `u16` (`:70000`) and reports none, so the connection
+/// would go to the default port instead.
+fn check_port(uri: &Uri) -> Result<(), String> {
+    let Some(auth) = uri.authority().map(|a| a.as_str()) else {
+        return Ok(());
+    };
+    let host_port = auth.rsplit_once('@').map_or(auth, |(_, hp)| hp);
+    let after_host = match host_port.find(']') {
+        Some(end) if host_port.starts_with('[') => &host_port[end + 1..],
+        _ => host_port.find(':').map_or("", |c| &host_port[c..]),
+    };
+    let port = after_host.strip_prefix(':').unwrap_or(after_host);
+    if port.is_empty() {
+        return Ok(());
+    }
+    match port.parse::<u32>() {
+        Ok(n) if (1..=65535).contains(&n) && port.bytes().all(|b| b.is_ascii_digit()) => Ok(()),
+        _ => Err(format!("port {port:?} is not a port (expected 1..=65535)")),
+    }
+}
+
 /// The URL parsed as sent, and its host in lowercase (shared with `hosts`' key when the
 /// host is already there, which saves an allocation per fetch to a busy host), or why it
 /// cannot be fetched.
@@ -1228,6 +1272,7 @@ fn parse_url(url: &str, hosts: &HashMap<Arc<str>, HostState>) -> Result<(Uri, Ar
     let host = host_of(&uri)
         .filter(|h| !h.is_empty())
         .ok_or_else(|| "URL has no host".to_string())?;
+    check_port(&uri)?;
     let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
         Arc::from(host.to_ascii_lowercase().as_str())
     } else {
@@ -1438,6 +1483,7 @@ impl Scheduler {
             excluded: Vec::new(),
             arrived: m.arrived,
             no_exit_since: None,
+            local_failure: None,
             waited: false,
             last_exit: None,
             span: None,
@@ -2089,6 +2135,7 @@ impl Scheduler {
             preferred: fetch.preferred_exit.as_deref(),
             region: fetch.region.as_deref(),
             exclude: &[],
+            family: select::Family::of_host(&host),
         };
         let selection = choose(
             choice,
@@ -2182,6 +2229,7 @@ impl Scheduler {
                     excluded: Vec::new(),
                     arrived,
                     no_exit_since: None,
+                    local_failure: None,
                     waited: false,
                     last_exit: Some(i),
                     span: None,
@@ -2240,6 +2288,32 @@ mod tests {
         ] {
             let uri: Uri = url.parse().expect(url);
             assert_eq!(host_of(&uri), uri.host(), "{url}");
+        }
+    }
+
+    #[test]
+    fn a_port_outside_1_to_65535_is_refused_never_replaced() {
+        let hosts = HashMap::default();
+        for url in [
+            "http://127.0.0.1:70000/page/1",
+            "http://127.0.0.1:0/",
+            "http://[::1]:65536/",
+            "http://user:pw@example.com:99999/",
+        ] {
+            let err = parse_url(url, &hosts).expect_err(url);
+            assert!(
+                err.contains("is not a port (expected 1..=65535)"),
+                "{url}: {err}"
+            );
+        }
+        for url in [
+            "http://127.0.0.1:65535/",
+            "http://127.0.0.1:1/",
+            "http://example.com:/",
+            "http://[::1]/",
+            "http://user:pw@[::1]:8080/",
+        ] {
+            assert!(parse_url(url, &hosts).is_ok(), "{url}");
         }
     }
 }

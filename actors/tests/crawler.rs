@@ -271,33 +271,46 @@ async fn every_fetch_gets_exactly_one_reply_under_mixed_failures() {
     }
 }
 
-/// Paused tokio time: nothing here touches a server (both exits fail locally in µs), so
-/// the ejection and the bounded wait run on the runtime's clock, in microseconds of real
-/// time.
+#[actix_rt::test]
+async fn a_crawler_whose_exits_cannot_bind_does_not_start() {
+    let ex = vec![
+        ExitSettings::new("d1", ip("192.0.2.10")),
+        ExitSettings::new("d2", ip("192.0.2.11")),
+    ];
+    let err = match Crawler::start(settings(ex)) {
+        Ok(_) => panic!("started with no exit that can bind"),
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    for part in ["d1", "192.0.2.10", "d2", "192.0.2.11", "os error 99"] {
+        assert!(msg.contains(part), "{part:?} missing from: {msg}");
+    }
+    assert!(std::error::Error::source(&err).is_some());
+}
+
+/// Paused tokio time: one exit cannot bind (it starts ejected, for two minutes) and the
+/// other fails its health check against a closed port at once, so the bounded wait runs
+/// on the runtime's clock, in microseconds of real time.
 #[actix_rt::test]
 async fn with_every_exit_down_a_fetch_fails_after_a_bounded_wait() {
     tokio::time::pause();
     let mut ex = vec![
         ExitSettings::new("d1", ip("192.0.2.10")),
-        ExitSettings::new("d2", ip("192.0.2.11")),
+        ExitSettings::new("e2", ip("127.0.0.2")),
     ];
     for e in &mut ex {
         e.max_concurrent = 4;
     }
     let mut s = settings(ex);
+    s.health.url = Some("http://127.0.0.1:9/health".into());
+    s.health.interval_ms = 100;
+    s.health.timeout_ms = 50;
     s.health.consecutive_failures = 1;
     s.health.base_ejection_ms = 120_000;
     s.health.max_ejection_ms = 300_000;
-    let h = Crawler::start(s).expect("start");
-    // First fetch: both exits fail locally; nothing could be sent.
-    let err = h
-        .fetch(Fetch::get("http://127.0.0.1:9/a"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind, FetchErrorKind::LocalConnect, "{err}");
-    assert_eq!(err.attempts, 0);
-    // Both are ejected now (one failure each): the next fetch waits for an exit to come
-    // back, at most 30 s, then says so.
+    let h = Crawler::start(s).expect("one exit can bind");
+    // d1 is ejected from the start, e2 after its first health check: the next fetch
+    // waits for an exit to come back, at most 30 s, then says so.
     assert!(
         eventually(Duration::from_secs(1), || {
             let h = h.clone();
@@ -397,12 +410,12 @@ async fn odd_urls_each_get_one_clear_reply() {
     let site = TestSite::start(SiteConfig::default());
     let h = Crawler::start(settings(exits(2, 8))).expect("start");
     let port = site.port();
-    // An IPv6 literal through IPv4 exits: nothing can be sent, and the reply says so.
+    // An IPv6 literal through IPv4 exits: nothing can be sent, and the reply says why.
     let err = h
         .fetch(Fetch::get(format!("http://[::1]:{port}/v6")))
         .await
         .unwrap_err();
-    assert_eq!(err.kind, FetchErrorKind::LocalConnect, "{err}");
+    assert_eq!(err.kind, FetchErrorKind::AddressFamily, "{err}");
     // An IDN host goes out in punycode: resolving it fails (no such name), which is a
     // network error, not an invalid URL; the reply keeps the URL as requested.
     let idn = format!("http://bücher.invalid:{port}/x");
@@ -425,4 +438,51 @@ async fn odd_urls_each_get_one_clear_reply() {
         .await
         .unwrap_err();
     assert_eq!(err.kind, FetchErrorKind::NoRegion);
+}
+
+#[actix_rt::test]
+async fn exits_of_both_families_each_take_the_hosts_of_their_own() {
+    // One IPv4 exit and one IPv6 exit (::1); one site on 127.0.0.1, one on [::1].
+    let v4_site = TestSite::start(SiteConfig::default());
+    let v6_site = TestSite::start_at(SiteConfig::default(), ip("::1"));
+    let mut v6_exit = ExitSettings::new("v6", ip("::1"));
+    v6_exit.max_concurrent = 16;
+    let mut exits = exits(1, 16);
+    exits.push(v6_exit);
+    let s = settings(exits);
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..60)
+        .map(|i| {
+            if i % 2 == 0 {
+                v4_site.url(&format!("/v4/{i}"))
+            } else {
+                v6_site.url(&format!("/v6/{i}"))
+            }
+        })
+        .collect();
+    let replies = fetch_all(&h, urls).await;
+    for r in &replies {
+        let r = r.as_ref().expect("every URL is fetched");
+        assert_eq!(r.status, 200, "{}", r.url);
+        let want = if r.url.contains("/v4/") { "e2" } else { "v6" };
+        assert_eq!(&*r.exit, want, "{} went through the wrong exit", r.url);
+    }
+    // Each site saw only the exit of its family; neither exit was blamed for the other's.
+    assert_eq!(v4_site.stats().peer(ip("127.0.0.2")).requests, 30);
+    assert_eq!(v6_site.stats().peer(ip("::1")).requests, 30);
+    let stats = h.stats().await;
+    assert!(stats.iter().all(|e| e.healthy), "{stats:?}");
+    // A host of a family no exit has fails at once with a clear error.
+    let only_v4 = Crawler::start(settings(exits_v4_only())).expect("start");
+    let err = only_v4
+        .fetch(Fetch::get(v6_site.url("/x")))
+        .await
+        .expect_err("no IPv6 exit");
+    assert_eq!(err.kind, FetchErrorKind::AddressFamily, "{err}");
+    assert!(err.message.contains("IPv6"), "{err}");
+    assert_eq!(v6_site.stats().requests, 30);
+}
+
+fn exits_v4_only() -> Vec<ExitSettings> {
+    exits(2, 8)
 }

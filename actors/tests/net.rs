@@ -88,14 +88,15 @@ async fn address_family_mismatch_fails_locally_with_a_clear_error() {
     let client = build_client(&opts(EXIT_A), dns());
     let url = format!("http://[::1]:{}/", site.port());
     let err = client.get(url).send().await.unwrap_err();
-    assert_eq!(classify(&err), FailureKind::LocalConnect);
+    assert_eq!(classify(&err), FailureKind::WrongFamily);
+    assert!(classify(&err).is_local() && !classify(&err).is_exit_fault());
     assert_eq!(socket_error(&err).unwrap().stage, Stage::AddressFamily);
     assert!(err.to_string().contains("no IPv4 address"), "{err}");
 
     // v6 exit, v4 target.
     let client = build_client(&opts(IpAddr::V6(Ipv6Addr::LOCALHOST)), dns());
     let err = client.get(site.url("/")).send().await.unwrap_err();
-    assert_eq!(classify(&err), FailureKind::LocalConnect);
+    assert_eq!(classify(&err), FailureKind::WrongFamily);
     assert!(err.to_string().contains("no IPv6 address"), "{err}");
 
     // And connect_from refuses a mismatch before any syscall.

@@ -239,12 +239,18 @@ impl TestSite {
     /// or the config is invalid — a [`Rate`] or [`Limit`] with a zero, an invalid status,
     /// noise or tail out of range (this is a test fixture: fail loudly).
     pub fn start(cfg: SiteConfig) -> TestSite {
+        Self::start_at(cfg, IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    /// Like [`TestSite::start`], listening on `ip` (e.g. `::1` for a site that only IPv6
+    /// exits can reach); the fault listener stays on 127.0.0.1.
+    pub fn start_at(cfg: SiteConfig, ip: IpAddr) -> TestSite {
         // Panic here, on the caller's thread, not inside the server.
         cfg.validate();
         // Bind on the caller's thread so the address is known (and errors surface) before
         // start() returns; the server thread only adopts the listener.
-        let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-            .expect("test site: bind 127.0.0.1:0");
+        let listener = std::net::TcpListener::bind(SocketAddr::new(ip, 0))
+            .unwrap_or_else(|e| panic!("test site: bind {ip}:0: {e}"));
         listener
             .set_nonblocking(true)
             .expect("test site: set_nonblocking");

@@ -15,9 +15,13 @@ use super::connector::SocketError;
 /// The kind of a failed request, for the scheduler and health tracking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FailureKind {
-    /// Failed on this host before anything was sent (bind failed, EADDRNOTAVAIL, no
-    /// address of the exit's family, ports exhausted): the exit's fault, not the site's.
+    /// Failed on this host before anything was sent (bind failed, EADDRNOTAVAIL, ports
+    /// exhausted): the exit's fault, not the site's.
     LocalConnect,
+    /// The host has no address of the exit's family (an IPv4 exit, an IPv6-only host):
+    /// nothing was sent, and it is neither the exit's fault nor the site's — another exit
+    /// may reach it.
+    WrongFamily,
     /// The site (or something on the path) refused the TCP connection (RST to SYN).
     ConnectRefused,
     /// Connect, or waiting for the response, took too long.
@@ -31,6 +35,11 @@ pub enum FailureKind {
 impl FailureKind {
     /// True when nothing reached the site, so the failure must not count against it.
     pub fn is_local(self) -> bool {
+        matches!(self, FailureKind::LocalConnect | FailureKind::WrongFamily)
+    }
+
+    /// True when the exit itself failed (counts towards ejecting it).
+    pub fn is_exit_fault(self) -> bool {
         self == FailureKind::LocalConnect
     }
 }
@@ -56,6 +65,9 @@ pub fn classify_connect(err: &ConnectError) -> FailureKind {
         ConnectError::Io(e) => {
             // Our connector wraps its failures in SocketError, which knows the failed step.
             if let Some(se) = e.get_ref().and_then(|r| r.downcast_ref::<SocketError>()) {
+                if se.stage == super::connector::Stage::AddressFamily {
+                    return FailureKind::WrongFamily;
+                }
                 if se.is_local() {
                     return FailureKind::LocalConnect;
                 }

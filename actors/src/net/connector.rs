@@ -303,6 +303,18 @@ pub async fn connect_from(
     }
 }
 
+/// Whether `source_ip` can be bound on this host now: a TCP socket bound to
+/// `source_ip:0` (with `IP_BIND_ADDRESS_NO_PORT`, so no port is taken), then closed. A
+/// crawler checks every exit this way at start, so an address that is not on this host
+/// fails at once instead of through every URL's retries.
+pub fn test_bind(source_ip: IpAddr) -> io::Result<()> {
+    let addr = SocketAddr::new(source_ip, 0);
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    #[cfg(target_os = "linux")]
+    set_bind_address_no_port(&socket)?;
+    socket.bind(&SockAddr::from(addr))
+}
+
 /// `setsockopt(IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)`: defer the ephemeral port choice
 /// from `bind()` to `connect()`. socket2 0.6 has no setter for it. The option is at the
 /// IPPROTO_IP level but Linux honours it on IPv6 sockets too.

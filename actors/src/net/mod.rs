@@ -24,7 +24,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 pub use classify::{classify, classify_connect, FailureKind};
-pub use connector::{connect_from, ExitConnector, SocketError, Stage};
+pub use connector::{connect_from, test_bind, ExitConnector, SocketError, Stage};
 pub use dns::{DnsCache, ResolveFuture};
 
 /// Settings of one exit's HTTP client.
