@@ -455,12 +455,12 @@ fn out_of_range_values_name_key_value_and_range() {
             "limiter.max_rps (10)",
         ),
         (
-            "[limiter]\ninitial_rps = 0.05",
+            "[limiter]\ninitial_rps = 0.05\nmin_rps = 0.1",
             "limiter.initial_rps",
             "limiter.min_rps (0.1)",
         ),
         (
-            "[limiter]\ninitial_rps = 2000",
+            "[limiter]\ninitial_rps = 2000\nmax_rps = 1000",
             "limiter.initial_rps",
             "limiter.max_rps (1000)",
         ),
@@ -1075,4 +1075,93 @@ fn crawl_section_errors_name_the_key() {
         &["unknown key", "follow"],
     );
     assert_invalid(&with_exit("[crawl]\nrobots = 1"), "crawl.robots", &["1"]);
+}
+
+// ---------------------------------------------------------------- defaults that agree
+
+/// Every numeric key, set alone at each end of its documented range, loads: the defaults
+/// of the keys it bounds (or that bound it) move to agree with it.
+#[test]
+fn each_key_alone_at_its_extremes_loads() {
+    let keys: &[(&str, &str, &str)] = &[
+        ("crawler.concurrency", "1", "100000"),
+        ("crawler.timeout_ms", "1", "3600000"),
+        ("crawler.connect_timeout_ms", "1", "3600000"),
+        ("crawler.max_retries", "0", "100"),
+        ("crawler.max_body_bytes", "1", "1073741824"),
+        ("crawler.max_redirects", "0", "100"),
+        ("crawler.queue_capacity", "1", "10000000"),
+        ("crawler.retry_backoff_base_ms", "1", "3600000"),
+        ("crawler.retry_backoff_max_ms", "1", "3600000"),
+        ("crawler.retry_budget", "0.0", "1.0"),
+        ("crawler.per_host_connections", "1", "10000"),
+        ("crawler.keep_alive_ms", "0", "3600000"),
+        ("crawler.dns_ttl_ms", "0", "86400000"),
+        ("limiter.initial_rps", "0.001", "1000000.0"),
+        ("limiter.burst", "1", "100000"),
+        ("limiter.min_rps", "0.001", "1000000.0"),
+        ("limiter.max_rps", "0.001", "1000000.0"),
+        ("limiter.increase_rps", "0.001", "1000000.0"),
+        ("limiter.decrease", "0.01", "0.99"),
+        ("limiter.latency_tolerance", "1.01", "100.0"),
+        ("limiter.hold_ms", "0", "60000"),
+        ("limiter.jitter", "0.0", "0.5"),
+        ("health.interval_ms", "100", "3600000"),
+        ("health.timeout_ms", "1", "3600000"),
+        ("health.consecutive_failures", "1", "1000"),
+        ("health.base_ejection_ms", "1", "86400000"),
+        ("health.max_ejection_ms", "1", "86400000"),
+        ("metrics.host_labels", "0", "10000"),
+        ("redis.processes", "1", "10000"),
+        ("redis.op_timeout_ms", "1", "60000"),
+        ("crawl.max_depth", "0", "100000"),
+        ("crawl.max_pages", "1", "10000000000"),
+        ("crawl.seen_limit", "1", "1000000000"),
+        ("crawl.per_host_concurrency", "1", "10000"),
+        ("crawl.robots_ttl_ms", "1000", "604800000"),
+    ];
+    let mut failures = vec![];
+    for (key, low, high) in keys {
+        let (section, name) = key.split_once('.').expect("section.key");
+        for value in [low, high] {
+            let toml = with_exit(&format!("[{section}]\n{name} = {value}"));
+            if let Err(e) = Settings::from_toml_str(&toml) {
+                failures.push(format!("{key} = {value}: {e}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "refused alone:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_key_given_alone_keeps_its_value_and_the_others_follow() {
+    let s = Settings::from_toml_str(&with_exit("[crawler]\ntimeout_ms = 2000")).unwrap();
+    assert_eq!(s.crawler.timeout_ms, 2000);
+    assert_eq!(s.crawler.connect_timeout_ms, 2000, "min(5000, timeout_ms)");
+    let s = Settings::from_toml_str(&with_exit("[limiter]\nmax_rps = 2.0")).unwrap();
+    assert_eq!(s.limiter.max_rps, 2.0);
+    assert_eq!(s.limiter.initial_rps, 2.0, "min(5, max_rps)");
+    // Given both, and contradictory: still refused, naming the key and the rule.
+    let e = err_of(&with_exit(
+        "[crawler]\ntimeout_ms = 2000\nconnect_timeout_ms = 3000",
+    ));
+    assert!(
+        e.to_string()
+            .starts_with("crawler.connect_timeout_ms: 3000 must be ≤ crawler.timeout_ms (2000)"),
+        "{e}"
+    );
+    // From the environment too.
+    let s = Settings::from_toml_str_with_env(
+        ONE_EXIT,
+        [(
+            "EXITCRAWL__HEALTH__INTERVAL_MS".to_string(),
+            "500".to_string(),
+        )],
+    )
+    .unwrap();
+    assert_eq!(s.health.timeout_ms, 500, "min(2000, interval_ms)");
 }

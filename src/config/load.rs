@@ -150,10 +150,11 @@ fn load_from(
         .build()
         .map_err(|e| ConfigError::Other(Box::new(e)))?;
 
-    let settings: Settings = cfg
+    let mut settings: Settings = cfg
         .clone()
         .try_deserialize()
         .map_err(|e| describe(e, &cfg))?;
+    super::agree::agree(&mut settings, |key| cfg.get::<config::Value>(key).is_ok());
     settings.validate().map_err(|e| match e {
         ConfigError::Invalid {
             key,

@@ -5,6 +5,7 @@
 //! schema.rs    the serde structs: every key, its meaning, default and range
 //! strict.rs    exact number/boolean deserializers (no silent rounding or coercion)
 //! load.rs      file + environment → Settings, with errors that name the key
+//! agree.rs     defaults of keys left out that agree with the keys given
 //! validate.rs  ranges and relations between keys
 //! error.rs     ConfigError
 //! ```
@@ -35,6 +36,7 @@
 //! assert!(err.to_string().starts_with("crawler.concurency: unknown key"));
 //! ```
 
+mod agree;
 mod error;
 mod load;
 mod schema;

@@ -17,11 +17,11 @@ use super::Settings;
 type Result<T = ()> = std::result::Result<T, ConfigError>;
 
 /// Longest timeout / interval accepted anywhere, in ms (one hour).
-const HOUR_MS: u64 = 3_600_000;
+pub(super) const HOUR_MS: u64 = 3_600_000;
 /// One day, in ms.
-const DAY_MS: u64 = 86_400_000;
+pub(super) const DAY_MS: u64 = 86_400_000;
 /// The highest rate accepted anywhere, requests/s.
-const MAX_RATE: f64 = 1_000_000.0;
+pub(super) const MAX_RATE: f64 = 1_000_000.0;
 
 impl Settings {
     /// Check every range and every relation between keys; see the field docs for what is
