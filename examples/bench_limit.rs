@@ -7,7 +7,7 @@
 //! cargo run --release --example bench_limit -- --only burst1 --scale 2
 //! ```
 //!
-//! Each shape is a local `TestSite` (see `testsite/`) reached through four exits bound to
+//! Each shape (eleven) is a local `TestSite` (see `testsite/`) reached through four exits bound to
 //! 127.0.0.2 … 127.0.0.5, with the default `[limiter]` settings (`algorithm = "aimd"`, scope
 //! `auto`, `initial_rps = 5`) and `crawler.concurrency = 64`. Retries are generous
 //! (`max_retries = 100`, `retry_budget = 1.0`, backoff 100 ms … 2 s) so every URL ends 200
@@ -138,6 +138,23 @@ fn shapes() -> Vec<Shape> {
             capacity: Some(240.0),
             urls: 7200,
             warmup: Duration::from_secs(5),
+            faults: false,
+        },
+        Shape {
+            name: "per-ip-unequal",
+            what: "a bucket per source IP, 60/s burst 6, but 127.0.0.4 only 15/s (195/s for four exits); pages 20 ms",
+            site: SiteConfig {
+                limit: Limit::PerPeerExcept {
+                    rate: Rate::per_second(60, 6),
+                    peer: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 4)),
+                    peer_rate: Rate::per_second(15, 2),
+                },
+                latency: ms(20),
+                ..site.clone()
+            },
+            capacity: Some(195.0),
+            urls: 6000,
+            warmup: Duration::from_secs(10),
             faults: false,
         },
         Shape {

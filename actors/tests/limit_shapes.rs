@@ -218,3 +218,56 @@ async fn faulty_pages_do_not_slow_an_unlimited_site() {
     assert!(host.error_share > 0.0 && host.error_share < 0.4, "{host:?}");
     assert_eq!(host.bans, 0);
 }
+
+#[actix_rt::test]
+async fn an_exit_limited_harder_than_the_others_gets_a_budget_of_its_own() {
+    let _serial = wall_clock_guard();
+    // 60/s per source IP (burst 6), but 127.0.0.4 only 15/s: 195/s for the four exits.
+    let slow = support::ip("127.0.0.4");
+    let site = TestSite::start(SiteConfig {
+        limit: Limit::PerPeerExcept {
+            rate: Rate::per_second(60, 6),
+            peer: slow,
+            peer_rate: Rate::per_second(15, 2),
+        },
+        retry_after: RetryAfter::Omit,
+        latency: Duration::from_millis(20),
+        fast_rejections: true,
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings()).expect("start");
+    let since = Instant::now();
+    let urls = (0..4000).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = crawl(&h, urls).await;
+    let ok = replies
+        .iter()
+        .filter(|r| matches!(r, Ok(r) if r.status == 200))
+        .count();
+    let limits = h.limits().await;
+    h.shutdown(Duration::from_secs(1)).await;
+
+    let warmup = Duration::from_secs(8);
+    let s = seen(&site, since, warmup, 429);
+    let goodput = s.ok_after as f64 / s.span_after.as_secs_f64() / 195.0;
+    eprintln!(
+        "server: {} requests, {} ok, {} refused ({} / {} after {warmup:?}); goodput after warm-up {goodput:.3}; {limits:?}",
+        s.requests, s.ok, s.refused, s.refused_after, s.requests_after
+    );
+    assert_eq!(ok, 4000, "every URL ends 200");
+    assert_eq!(limits[0].scope, "per_ip", "{limits:?}");
+    assert!(
+        limits[0]
+            .lanes
+            .iter()
+            .any(|l| l.exit.as_deref() == Some("e4")),
+        "e4 has a budget of its own: {limits:?}"
+    );
+    assert!(
+        s.refused_after as f64 <= 0.03 * s.requests_after as f64,
+        "{} of {} after the warm-up",
+        s.refused_after,
+        s.requests_after
+    );
+    // The others are not held to the slow exit's pace.
+    assert!(goodput >= 0.70, "goodput after the warm-up {goodput:.3}");
+}

@@ -120,8 +120,13 @@ pub struct HostPolicy {
 }
 
 impl HostPolicy {
-    /// Throttles an exit must have before they can count as concentrated.
-    const MIN_THROTTLES: f64 = 4.0;
+    /// Throttles an exit must have before they can count as concentrated. Two, because a
+    /// probe cycle spans hundreds of requests: an exit limited harder than the others
+    /// earns one throttle a cycle, and on a slow site a cycle lasts a minute. Two in a
+    /// row on one exit while the others had none is already unlikely by chance (the
+    /// margin below), and a lane opened by mistake costs little: that exit is paced on
+    /// its own, the host's budget goes on.
+    const MIN_THROTTLES: f64 = 2.0;
 
     /// The controllers of a host reached through `exits` exits.
     pub fn new(cfg: AimdConfig, exits: usize, coupling: Coupling, now: Instant) -> Self {
@@ -271,9 +276,9 @@ impl HostPolicy {
             return false;
         }
         // Throttles expected on this exit if they followed the answers, and a margin of
-        // three standard deviations (a Poisson count's) plus a few.
+        // three standard deviations (a Poisson count's) plus one.
         let expected = a_i * t_o / a_o;
-        t_i > 4.0 * expected && t_i > expected + 3.0 * expected.sqrt() + 3.0
+        t_i > 4.0 * expected && t_i > expected + 3.0 * expected.sqrt() + 1.0
     }
 
     /// Give exit `exit` a controller of its own, starting at its share of the host's rate.
@@ -291,6 +296,10 @@ impl HostPolicy {
         let mut ctl = Controller::new(self.cfg.clone(), now);
         ctl.adopt(share, now);
         self.exits[exit].ctl = Some(ctl);
+        // The host's estimate was this exit's limit times the exits: find the rest anew.
+        if let Some(h) = self.host.as_mut() {
+            h.rediscover(now);
+        }
     }
 }
 

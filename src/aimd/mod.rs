@@ -518,6 +518,16 @@ impl Controller {
         self.adjustment(now, pause_before)
     }
 
+    /// The estimate no longer holds (an exit whose own limit it was got a budget of its
+    /// own): find the capacity again from the current rate, by a gentle slow start.
+    pub fn rediscover(&mut self, now: Instant) -> Option<Adjustment> {
+        let pause_before = self.pause_until;
+        self.phase = Phase::SlowStart;
+        self.ss_rtts = 8.0;
+        self.last_eval = now;
+        self.adjustment(now, pause_before)
+    }
+
     fn extend_pause(&mut self, until: Instant) {
         self.pause_until = Some(self.pause_until.map_or(until, |p| p.max(until)));
     }

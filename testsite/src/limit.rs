@@ -31,6 +31,16 @@ pub enum Limit {
     /// default) with `Retry-After` per [`RetryAfter`]. `burst: 1` is nginx `limit_req`
     /// without `burst=`: a request sooner than 1/rate after the last accepted one is refused.
     PerPeer(Rate),
+    /// A token bucket per peer IP as [`Limit::PerPeer`], but `peer` gets `peer_rate`: one
+    /// client address limited harder than the others (unequal per-IP budgets).
+    PerPeerExcept {
+        /// Every other peer's rate.
+        rate: Rate,
+        /// The peer limited differently.
+        peer: IpAddr,
+        /// Its rate.
+        peer_rate: Rate,
+    },
     /// One token bucket shared by all peers (a site-wide capacity limit), answered like
     /// [`Limit::PerPeer`].
     Global(Rate),
@@ -108,6 +118,12 @@ impl Limit {
         match *self {
             Limit::None => {}
             Limit::PerPeer(rate) | Limit::Global(rate) => rate.validate(),
+            Limit::PerPeerExcept {
+                rate, peer_rate, ..
+            } => {
+                rate.validate();
+                peer_rate.validate();
+            }
             Limit::Window { limit, window, .. } => assert!(
                 limit > 0 && !window.is_zero(),
                 "invalid test-site limit {self:?}: limit and window must be > 0"
@@ -228,6 +244,14 @@ impl Limiter {
         match self.limit {
             Limit::None => Decision::Accept(None),
             Limit::PerPeer(rate) => self.bucket(Some(ip), rate, now),
+            Limit::PerPeerExcept {
+                rate,
+                peer,
+                peer_rate,
+            } => {
+                let rate = if ip == peer { peer_rate } else { rate };
+                self.bucket(Some(ip), rate, now)
+            }
             Limit::Global(rate) => self.bucket(None, rate, now),
             Limit::Window {
                 per_peer,
