@@ -95,9 +95,15 @@ impl Robots {
 
     /// May `url` be fetched?
     pub fn allowed(&self, url: &Url) -> bool {
+        self.allowed_path(&url[Position::BeforePath..Position::AfterQuery])
+    }
+
+    /// May the URL with this path and query (as `Url` serialises them, from the leading
+    /// `/`) be fetched? For callers that have the path without a parsed `Url`.
+    pub fn allowed_path(&self, path_and_query: &str) -> bool {
         match &self.rules {
             None => true,
-            Some(r) => r.allowed(&url[Position::BeforePath..Position::AfterQuery]),
+            Some(r) => r.allowed(path_and_query),
         }
     }
 

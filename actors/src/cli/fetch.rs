@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::archive::{Archive, Resolver};
 use super::record::Record;
-use super::robots::{Admit, RobotsGate};
+use super::robots::{Admit, Check, RobotsGate};
 use crate::{CrawlerHandle, Fetch, FetchError, FetchResponse};
 
 /// What a crawl's fetches share.
@@ -31,10 +31,15 @@ pub enum Outcome {
 
 /// Admit, fetch and (with `--warc`) find the site's address for `url`.
 pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
-    let spacing = match ctx.gate.admit(ctx.handle, &url).await {
-        Admit::Go(spacing) => spacing,
-        Admit::Skip(why) => return Outcome::Robots(why),
-        Admit::Stopped => return Outcome::Stopped,
+    let spacing = match ctx.gate.check(&url) {
+        Check::Go => None,
+        Check::Skip(why) => return Outcome::Robots(why),
+        // Boxed: the wait is rare, and inline it would make every URL's future larger.
+        Check::Wait(step) => match Box::pin(ctx.gate.admit(ctx.handle, &url, step)).await {
+            Admit::Go(spacing) => spacing,
+            Admit::Skip(why) => return Outcome::Robots(why),
+            Admit::Stopped => return Outcome::Stopped,
+        },
     };
     let result = ctx.handle.fetch(Fetch::get(url)).await;
     if let Some(s) = spacing {

@@ -12,7 +12,8 @@
 //! - [`source`]: the URL source (file, stdin, demo) read on its own thread;
 //! - [`record`]: the JSONL record and the running totals; [`summary`]: the summary;
 //! - [`output`]: `--out`/`--summary` files; [`resume`]: what `--resume` reads back;
-//! - [`robots`]: robots.txt and Crawl-delay for the list and frontier modes;
+//! - [`robots`]: robots.txt and Crawl-delay for the list and frontier modes ([`origin`]:
+//!   a URL's origin and path without parsing it);
 //! - [`archive`]: what is kept of an answer: [`warc`] files, [`bodies`], the record's
 //!   `final_url`, `content_type`, `sha256`;
 //! - [`fetch`]: one URL from robots.txt to its record;
@@ -33,6 +34,7 @@ mod follow;
 mod frontier;
 mod list;
 mod logging;
+mod origin;
 mod output;
 mod progress;
 mod record;

@@ -3,7 +3,8 @@
 //! fetch through the crawler's exits, the same `skipped: "robots"` records, and
 //! Crawl-delay — but for a stream of URLs in input order instead of a frontier.
 //!
-//! Per URL, [`RobotsGate::admit`] answers:
+//! Per URL, [`RobotsGate::check`] (at once, for a known origin) or
+//! [`RobotsGate::admit`] (after waiting) answers:
 //! - robots.txt of the URL's origin is known: allowed → go (after the Crawl-delay wait,
 //!   if the site sets one); disallowed → skip;
 //! - unknown: the first URL of the origin fetches it (4xx → allow all, 2xx → parse); the
@@ -24,11 +25,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::Settings;
-use exitcrawl::discover::robots::{origin_key, robots_url};
+use exitcrawl::discover::robots::robots_url;
 use exitcrawl::discover::{RobotsCache, RobotsPolicy, RobotsState};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
 use url::Url;
 
+use super::origin::Split;
 use crate::{CrawlerHandle, Fetch, FetchErrorKind};
 
 /// What may happen to a URL.
@@ -90,56 +92,77 @@ impl RobotsGate {
         }
     }
 
-    /// May `url` be fetched now? Waits for the origin's robots.txt (one fetch per origin
-    /// and cache period, made through `handle`) and for its Crawl-delay turn. A URL that
-    /// is not a valid http(s) URL goes through: the crawler refuses it with its reason.
-    pub async fn admit(&self, handle: &CrawlerHandle, url: &str) -> Admit {
+    /// May `url` be fetched? Answered at once when the origin's robots.txt is known and
+    /// sets no Crawl-delay — nearly every URL; the rest take [`RobotsGate::admit`].
+    pub fn check(&self, url: &str) -> Check {
         if !self.enabled {
-            return Admit::Go(None);
+            return Check::Go;
         }
-        let Ok(parsed) = Url::parse(url) else {
-            return Admit::Go(None);
-        };
-        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-            return Admit::Go(None);
+        let split = Split::of(url);
+        if let Split::Invalid = split {
+            // The crawler refuses it with its own reason.
+            return Check::Go;
         }
-        let origin = origin_key(&parsed);
+        match self.look_up(&split) {
+            Step::Allowed(None) => Check::Go,
+            Step::Disallowed => Check::Skip(None),
+            Step::Unavailable(why) => Check::Skip(Some(why)),
+            step => Check::Wait(step),
+        }
+    }
+
+    /// The rest of [`RobotsGate::check`]: wait for the origin's robots.txt (one fetch per
+    /// origin and cache period, made through `handle`) and for its Crawl-delay turn.
+    pub async fn admit(&self, handle: &CrawlerHandle, url: &str, mut step: Step) -> Admit {
+        let split = Split::of(url);
+        let origin = split.origin();
         loop {
             if self.stopped.get() {
                 return Admit::Stopped;
             }
-            let step = self.look_up(&origin, &parsed);
             match step {
                 Step::Allowed(delay) => return Admit::Go(self.turn(&origin, delay).await),
                 Step::Disallowed => return Admit::Skip(None),
-                Step::Fetch => self.fetch_robots(handle, &parsed, &origin).await,
+                Step::Unavailable(why) => return Admit::Skip(Some(why)),
+                Step::Fetch => self.fetch_robots(handle, &split, &origin).await,
                 Step::Pending(notify) => notify.notified().await,
-                Step::Unavailable => {
-                    let why = self.failures.borrow().get(&origin).cloned();
-                    return Admit::Skip(Some(format!(
-                        "robots_unavailable: robots.txt could not be fetched ({})",
-                        why.as_deref().unwrap_or("no answer yet")
-                    )));
-                }
             }
+            step = self.look_up(&split);
         }
     }
 
-    fn look_up(&self, origin: &str, url: &Url) -> Step {
+    fn look_up(&self, split: &Split<'_>) -> Step {
+        let origin = match split {
+            Split::Canonical(o, _) => std::borrow::Cow::Borrowed(*o),
+            _ => std::borrow::Cow::Owned(split.origin()),
+        };
         let mut cache = self.cache.borrow_mut();
-        match cache.lookup(origin, Instant::now()) {
-            RobotsState::Known(r) if r.allowed(url) => Step::Allowed(r.crawl_delay()),
+        match cache.lookup(&origin, Instant::now()) {
+            RobotsState::Known(r) if r.allowed_path(split.path()) => Step::Allowed(r.crawl_delay()),
             RobotsState::Known(_) => Step::Disallowed,
             RobotsState::Fetch => Step::Fetch,
-            RobotsState::Wait(_) => match self.fetching.borrow().get(origin) {
+            RobotsState::Wait(_) => match self.fetching.borrow().get(origin.as_ref()) {
                 Some(n) => Step::Pending(Rc::clone(n)),
-                None => Step::Unavailable,
+                None => {
+                    let why = self.failures.borrow().get(origin.as_ref()).cloned();
+                    Step::Unavailable(format!(
+                        "robots_unavailable: robots.txt could not be fetched ({})",
+                        why.as_deref().unwrap_or("no answer yet")
+                    ))
+                }
             },
         }
     }
 
     /// Fetch the origin's robots.txt and record the outcome in the cache.
-    async fn fetch_robots(&self, handle: &CrawlerHandle, url: &Url, origin: &str) {
+    async fn fetch_robots(&self, handle: &CrawlerHandle, split: &Split<'_>, origin: &str) {
+        let robots = match split {
+            Split::Parsed(u) => robots_url(u),
+            _ => match Url::parse(&format!("{origin}/robots.txt")) {
+                Ok(u) => u,
+                Err(_) => return,
+            },
+        };
         let notify = Rc::new(Notify::new());
         self.fetching
             .borrow_mut()
@@ -151,7 +174,7 @@ impl RobotsGate {
             origin,
             notify,
         };
-        let result = handle.fetch(Fetch::get(robots_url(url).to_string())).await;
+        let result = handle.fetch(Fetch::get(robots.to_string())).await;
         let now = Instant::now();
         self.fetches.set(self.fetches.get() + 1);
         let attempts = match &result {
@@ -209,12 +232,24 @@ impl RobotsGate {
     }
 }
 
-enum Step {
+/// Where a URL stands with its origin's robots.txt.
+pub enum Step {
     Allowed(Option<Duration>),
     Disallowed,
+    /// Fetch robots.txt (this URL was told to; the cache marked it pending).
     Fetch,
+    /// Another URL's robots.txt fetch is in flight.
     Pending(Rc<Notify>),
-    Unavailable,
+    /// The last fetch failed: skipped until the retry time (why).
+    Unavailable(String),
+}
+
+/// [`RobotsGate::check`]'s answer.
+pub enum Check {
+    Go,
+    Skip(Option<String>),
+    /// Go on with [`RobotsGate::admit`].
+    Wait(Step),
 }
 
 /// Ends an origin's "robots.txt in flight" state and wakes its waiting URLs.
