@@ -21,6 +21,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 use url::Url;
 
+use crate::body::{Body, Finished};
 use crate::messages::{
     Answer, AttemptFailure, Attempted, FetchErrorKind, GetCounters, Ping, SendRequest,
 };
@@ -343,18 +344,23 @@ impl ExitCore {
         let status = resp.status().as_u16();
         // A HEAD answer, a 204 and a 304 announce a length but carry no body.
         let bodyless = head || status == 204 || status == 304;
-        let mut body = match Body::new(&resp, limit, bodyless) {
+        let mut body = match Body::new(resp.headers(), limit, bodyless) {
             Ok(body) => body,
             Err(e) => return Read::Now(Err(body_failure(&e, limit))),
         };
-        if let Some(done) = body.take_ready(&mut resp) {
-            return Read::Now(answer(resp, done.map(|()| body.finish()), final_url, limit));
+        if let Some(done) = take_ready(&mut body, &mut resp) {
+            return Read::Now(answer(
+                resp,
+                done.and_then(|()| body.finish()),
+                final_url,
+                limit,
+            ));
         }
         Read::Later(Box::pin(async move {
             // Not all here yet: the rest within the body timeout.
             let mut timed = resp.timeout(self.opts.client.timeout);
-            let rest = body.read_rest(&mut timed).await;
-            answer(timed, rest.map(|()| body.finish()), final_url, limit)
+            let rest = read_rest(&mut body, &mut timed).await;
+            answer(timed, rest.and_then(|()| body.finish()), final_url, limit)
         }))
     }
 
@@ -399,7 +405,7 @@ enum Read<'a> {
 /// The answer to hand on: status, headers (moved out, not cloned) and body.
 fn answer(
     resp: awc::ClientResponse,
-    body: Result<Bytes, PayloadError>,
+    body: Result<Finished, PayloadError>,
     final_url: Option<String>,
     limit: usize,
 ) -> Result<Answer, AttemptFailure> {
@@ -410,10 +416,17 @@ fn answer(
         headers = std::mem::take(&mut head.headers);
         payload
     });
+    if body.decoded.is_some() {
+        // The body is decoded now: headers that described the encoded one would lie.
+        headers.remove(awc::http::header::CONTENT_ENCODING);
+        headers.remove(awc::http::header::CONTENT_LENGTH);
+    }
     Ok(Answer {
         status,
         headers,
-        body,
+        body: body.body,
+        wire_bytes: body.wire_bytes,
+        content_encoding: body.decoded,
         final_url,
     })
 }
@@ -645,75 +658,30 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
     }
 }
 
-/// A response body of at most `limit` bytes, read into one buffer sized from
-/// `Content-Length`.
-///
-/// Why not awc's `body()`: it starts from an empty buffer and doubles it as chunks come,
-/// so a 32 KiB page costs several reallocations and copies; with glibc's allocator the
-/// freed buffers at the top of the heap were handed back to the OS and faulted in again,
-/// about one page fault per request (`perf stat -e page-faults` on
-/// `bench_raw --body 32768`). One buffer of the announced size avoids both.
-///
-/// The body timeout is armed only if the body is not all there already
-/// ([`Body::take_ready`]): a short answer usually arrives whole with its head, and arming
-/// the timer cost more than reading such a body.
-struct Body {
-    buf: bytes::BytesMut,
-    limit: usize,
+/// Read what has arrived; `Some` when the body ended (or failed), `None` when more is to
+/// come. The body timeout is armed only if the body is not all there already: a short
+/// answer usually arrives whole with its head, and arming the timer cost more than
+/// reading such a body.
+fn take_ready(body: &mut Body, resp: &mut awc::ClientResponse) -> Option<Result<(), PayloadError>> {
+    use futures_util::{FutureExt as _, StreamExt as _};
+    loop {
+        match resp.next().now_or_never()? {
+            Some(chunk) => {
+                if let Err(e) = body.append(chunk) {
+                    return Some(Err(e));
+                }
+            }
+            None => return Some(Ok(())),
+        }
+    }
 }
 
-impl Body {
-    fn new(resp: &awc::ClientResponse, limit: usize, bodyless: bool) -> Result<Self, PayloadError> {
-        let announced = resp
-            .headers()
-            .get(awc::http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-            .filter(|_| !bodyless);
-        if announced.is_some_and(|n| n > limit) {
-            return Err(PayloadError::Overflow);
-        }
-        Ok(Self {
-            buf: bytes::BytesMut::with_capacity(announced.unwrap_or(0)),
-            limit,
-        })
+async fn read_rest(body: &mut Body, resp: &mut awc::ClientResponse) -> Result<(), PayloadError> {
+    use futures_util::StreamExt as _;
+    while let Some(chunk) = resp.next().await {
+        body.append(chunk)?;
     }
-
-    fn append(&mut self, chunk: Result<Bytes, PayloadError>) -> Result<(), PayloadError> {
-        let chunk = chunk?;
-        if self.buf.len() + chunk.len() > self.limit {
-            return Err(PayloadError::Overflow);
-        }
-        self.buf.extend_from_slice(&chunk);
-        Ok(())
-    }
-
-    /// Read what has arrived; `Some` when the body ended (or failed), `None` when more
-    /// is to come.
-    fn take_ready(&mut self, resp: &mut awc::ClientResponse) -> Option<Result<(), PayloadError>> {
-        use futures_util::{FutureExt as _, StreamExt as _};
-        loop {
-            match resp.next().now_or_never()? {
-                Some(chunk) => {
-                    if let Err(e) = self.append(chunk) {
-                        return Some(Err(e));
-                    }
-                }
-                None => return Some(Ok(())),
-            }
-        }
-    }
-
-    async fn read_rest(&mut self, resp: &mut awc::ClientResponse) -> Result<(), PayloadError> {
-        use futures_util::StreamExt as _;
-        while let Some(chunk) = resp.next().await {
-            self.append(chunk)?;
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> Bytes {
-        self.buf.freeze()
-    }
+    Ok(())
 }
 
 fn body_failure(err: &PayloadError, limit: usize) -> AttemptFailure {

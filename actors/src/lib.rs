@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+mod body;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod crawler;

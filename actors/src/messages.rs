@@ -88,8 +88,15 @@ pub struct FetchResponse {
     pub status: u16,
     /// Response headers of the final attempt.
     pub headers: HeaderMap,
-    /// Response body (at most `crawler.max_body_bytes`).
+    /// Response body, decoded (at most `crawler.max_body_bytes` once decoded). When it came
+    /// encoded, `Content-Encoding` and `Content-Length` are taken off `headers` (they
+    /// described the encoded body) and the encoding is in `content_encoding`.
     pub body: Bytes,
+    /// Body bytes as they came over the wire: the encoded size of a compressed answer.
+    pub wire_bytes: u64,
+    /// The `Content-Encoding` the body came in and was decoded from (`gzip`, `br`,
+    /// `zstd`, `deflate`), if any.
+    pub content_encoding: Option<String>,
     /// Name of the exit that got the final answer (shared with the scheduler: a copy
     /// of the name per fetch was a measurable share of its cost).
     pub exit: Arc<str>,
@@ -527,6 +534,10 @@ pub(crate) struct Answer {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Body bytes as they came over the wire (encoded, if it was).
+    pub wire_bytes: u64,
+    /// The `Content-Encoding` that was decoded, if any.
+    pub content_encoding: Option<String>,
     /// Where redirects led, when they were followed.
     pub final_url: Option<String>,
 }

@@ -92,6 +92,10 @@ pub struct Metrics {
     pub limiter_rate: Family<RateLabels, Gauge<f64, AtomicU64>>,
     /// Scope `auto`: 1 for what a host's answers say about its limit, 0 for the rest.
     pub limiter_scope: Family<ScopeLabels, Gauge>,
+    /// Answer body bytes as they came over the wire (encoded, if they were).
+    pub body_wire_bytes: Counter,
+    /// Answer body bytes once decoded.
+    pub body_bytes: Counter,
     /// Available exits / configured exits.
     pub exits_available_ratio: Gauge<f64, AtomicU64>,
     /// Fetches waiting in the scheduler's queue.
@@ -130,6 +134,8 @@ impl Metrics {
             consecutive_failures: Family::default(),
             limiter_rate: Family::default(),
             limiter_scope: Family::default(),
+            body_wire_bytes: Counter::default(),
+            body_bytes: Counter::default(),
             exits_available_ratio: Gauge::default(),
             queue_depth: Gauge::default(),
             urls_done: Counter::default(),
@@ -187,6 +193,16 @@ impl Metrics {
             "Scope auto: 1 for what a host's throttles say about its limit (host: one budget \
              shared by the exits; per_ip: some exits have their own), 0 for the others",
             m.limiter_scope.clone(),
+        );
+        m.registry.register(
+            "response_body_wire_bytes",
+            "Answer body bytes as they came over the wire (compressed, if they were)",
+            m.body_wire_bytes.clone(),
+        );
+        m.registry.register(
+            "response_body_bytes",
+            "Answer body bytes once decoded",
+            m.body_bytes.clone(),
         );
         m.registry.register(
             "exits_available_ratio",

@@ -966,6 +966,8 @@ impl Scheduler {
                             status: answer.status,
                             headers: answer.headers,
                             body: answer.body,
+                            wire_bytes: answer.wire_bytes,
+                            content_encoding: answer.content_encoding,
                             exit: exit_name,
                             attempts: p.attempts,
                             throttled: p.throttled,
@@ -1081,6 +1083,8 @@ impl Scheduler {
             Outcome::Ok
         };
         self.count(i, outcome, Some(answer.status));
+        self.metrics.body_wire_bytes.inc_by(answer.wire_bytes);
+        self.metrics.body_bytes.inc_by(answer.body.len() as u64);
         (throttle, hints)
     }
 
@@ -2202,6 +2206,8 @@ impl Scheduler {
                     status: answer.status,
                     headers: answer.headers,
                     body: answer.body,
+                    wire_bytes: answer.wire_bytes,
+                    content_encoding: answer.content_encoding,
                     exit: exit_name,
                     attempts: 1,
                     throttled: 0,

@@ -237,7 +237,8 @@ async fn a_mixed_crawl_of_faults_ends_in_one_clear_reply_per_url() {
                     Fault::Malformed => (FetchErrorKind::Other, "malformed HTTP response"),
                     Fault::RedirectLoop => (FetchErrorKind::TooManyRedirects, "too many redirects"),
                     Fault::RedirectScheme => (FetchErrorKind::Other, "unsupported scheme"),
-                    Fault::Status(_) | Fault::TooMany(_) => unreachable!(),
+                    Fault::ZstdBomb(_) => (FetchErrorKind::BodyTooLarge, "larger than the limit"),
+                    Fault::Status(_) | Fault::TooMany(_) | Fault::Encoded(_) => unreachable!(),
                 };
                 assert_eq!(e.kind, kind, "{ctx}");
                 assert!(e.message.contains(words), "{ctx}");

@@ -81,11 +81,75 @@ pub enum Fault {
     /// Answer 302 with `Location: ftp://<same host:port>/landed/<path>`. A request that
     /// arrives on `/landed/…` means the client followed a non-http redirect.
     RedirectScheme,
+    /// Answer 200 with [`ENCODED_PAGE`] compressed in this `Content-Encoding` (a fixture
+    /// made once with the reference tools: gzip, brotli, zstd).
+    Encoded(Encoding),
+    /// Answer 200 with `Content-Encoding: zstd` and a body of about 4 bytes per 128 KiB
+    /// that decodes to this many zero bytes: a decompression bomb (1 GiB in 32 KiB).
+    ZstdBomb(u64),
+}
+
+/// The page [`Fault::Encoded`] answers, before encoding.
+pub const ENCODED_PAGE: &[u8] = include_bytes!("../fixtures/page.html");
+
+/// A `Content-Encoding` the fault listener can answer in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// `gzip`.
+    Gzip,
+    /// `br`.
+    Brotli,
+    /// `zstd`.
+    Zstd,
+}
+
+impl Encoding {
+    /// The header value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Gzip => "gzip",
+            Encoding::Brotli => "br",
+            Encoding::Zstd => "zstd",
+        }
+    }
+
+    /// [`ENCODED_PAGE`] in this encoding.
+    pub fn page(self) -> &'static [u8] {
+        match self {
+            Encoding::Gzip => include_bytes!("../fixtures/page.html.gz"),
+            Encoding::Brotli => include_bytes!("../fixtures/page.html.br"),
+            Encoding::Zstd => include_bytes!("../fixtures/page.html.zst"),
+        }
+    }
+}
+
+/// A zstd frame that decodes to `len` zero bytes, built from RLE blocks (RFC 8878 §3.1.1):
+/// no compressor needed, about 4 bytes per 128 KiB.
+pub fn zstd_zeros(len: u64) -> Vec<u8> {
+    const BLOCK: u64 = 128 * 1024;
+    let mut out = vec![0x28, 0xB5, 0x2F, 0xFD];
+    // Frame header: no content size, no checksum, no dictionary; a 128 KiB window.
+    out.push(0x00);
+    out.push(7 << 3);
+    let mut left = len;
+    loop {
+        let size = left.min(BLOCK);
+        left -= size;
+        let last = u32::from(left == 0);
+        // Block header, 3 bytes little-endian: last flag, type 1 (RLE), size.
+        let header = last | (1 << 1) | ((size as u32) << 3);
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.push(0);
+        if left == 0 {
+            return out;
+        }
+    }
 }
 
 impl Fault {
     /// The path segment naming this fault: `close`, `hang`, `s500`, `429`, `429s2`,
-    /// `429d2`, `big1048576`, `trickle50x100`, `garbage`, `loop`, `scheme`.
+    /// `429d2`, `big1048576`, `trickle50x100`, `garbage`, `loop`, `scheme`, `gzip`, `br`,
+    /// `zstd`, `zbomb1073741824`.
     pub fn code(&self) -> String {
         match *self {
             Fault::Close => "close".into(),
@@ -99,6 +163,8 @@ impl Fault {
             Fault::Malformed => "garbage".into(),
             Fault::RedirectLoop => "loop".into(),
             Fault::RedirectScheme => "scheme".into(),
+            Fault::Encoded(e) => e.name().into(),
+            Fault::ZstdBomb(n) => format!("zbomb{n}"),
         }
     }
 
@@ -113,11 +179,16 @@ impl Fault {
             "garbage" => Fault::Malformed,
             "loop" => Fault::RedirectLoop,
             "scheme" => Fault::RedirectScheme,
+            "gzip" => Fault::Encoded(Encoding::Gzip),
+            "br" => Fault::Encoded(Encoding::Brotli),
+            "zstd" => Fault::Encoded(Encoding::Zstd),
             _ => {
                 if let Some(n) = code.strip_prefix("429s") {
                     Fault::TooMany(RetryHint::Seconds(small(n)?))
                 } else if let Some(n) = code.strip_prefix("429d") {
                     Fault::TooMany(RetryHint::Date(small(n)?))
+                } else if let Some(n) = code.strip_prefix("zbomb") {
+                    Fault::ZstdBomb(num(n)?)
                 } else if let Some(n) = code.strip_prefix("big") {
                     Fault::BigBody(num(n)?)
                 } else if let Some(rest) = code.strip_prefix("trickle") {
@@ -154,7 +225,9 @@ impl Fault {
             Fault::Close | Fault::Hang | Fault::Malformed => 0,
             Fault::Status(s) => s,
             Fault::TooMany(_) => 429,
-            Fault::BigBody(_) | Fault::Trickle { .. } => 200,
+            Fault::BigBody(_) | Fault::Trickle { .. } | Fault::Encoded(_) | Fault::ZstdBomb(_) => {
+                200
+            }
             Fault::RedirectLoop | Fault::RedirectScheme => 302,
         }
     }
@@ -434,6 +507,29 @@ async fn connection(
                     shared.fault_bytes.fetch_add(k as u64, Ordering::Relaxed);
                     left -= k as u64;
                 }
+            }
+            Some(Fault::Encoded(e)) => {
+                let body = e.page();
+                let extra = [
+                    ("content-encoding", e.name()),
+                    ("content-type", "text/html"),
+                ];
+                let mut out = response_head(200, "OK", body.len() as u64, close, &extra);
+                out.extend_from_slice(body);
+                write_all(&mut stream, &out).await?;
+                shared
+                    .fault_bytes
+                    .fetch_add(body.len() as u64, Ordering::Relaxed);
+            }
+            Some(Fault::ZstdBomb(n)) => {
+                let body = zstd_zeros(n);
+                let extra = [("content-encoding", "zstd")];
+                let mut out = response_head(200, "OK", body.len() as u64, close, &extra);
+                out.extend_from_slice(&body);
+                write_all(&mut stream, &out).await?;
+                shared
+                    .fault_bytes
+                    .fetch_add(body.len() as u64, Ordering::Relaxed);
             }
             Some(Fault::Trickle { bytes, every_ms }) => {
                 let h = response_head(200, "OK", u64::from(bytes), close, &[]);

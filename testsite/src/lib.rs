@@ -69,7 +69,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 pub use bucket::Rate;
-pub use fault::{Fault, FaultMix, RetryHint, HANG_MAX};
+pub use fault::{zstd_zeros, Encoding, Fault, FaultMix, RetryHint, ENCODED_PAGE, HANG_MAX};
 pub use latency::MAX_NOISE;
 pub use limit::{Limit, RetryAfter};
 pub use pages::{Page, Pages};

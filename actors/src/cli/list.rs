@@ -29,7 +29,8 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 enum Event {
     Stop,
     Deadline,
-    Done(u64, Outcome, Duration),
+    // Boxed: an answer is a few hundred bytes, every other event a few.
+    Done(u64, Box<Outcome>, Duration),
     Line(Option<io::Result<String>>),
     Flush,
     Finished,
@@ -112,7 +113,7 @@ impl<'a> ListLoop<'a> {
             }
         }
         if let Poll::Ready(Some((id, outcome, waited))) = self.in_flight.poll_next_unpin(cx) {
-            return Poll::Ready(Event::Done(id, outcome, waited));
+            return Poll::Ready(Event::Done(id, Box::new(outcome), waited));
         }
         if !self.input_open && self.in_flight.is_empty() {
             return Poll::Ready(Event::Finished);
@@ -142,7 +143,7 @@ impl<'a> ListLoop<'a> {
             }
             Event::Done(id, outcome, waited) => {
                 let url = self.pending.remove(&id).map(|(u, _)| u).unwrap_or_default();
-                let record = settle(self.ctx, &url, outcome, waited, self.stopping)?;
+                let record = settle(self.ctx, &url, *outcome, waited, self.stopping)?;
                 self.write(&record)?;
             }
             Event::Line(Some(Ok(url))) => self.start(url),

@@ -112,6 +112,11 @@ pub fn build_client(opts: &ClientOptions, dns: DnsCache) -> awc::Client {
         .disable_redirects()
         .timeout(opts.timeout)
         .add_default_header((awc::http::header::USER_AGENT, opts.user_agent.as_str()))
+        // Decoded by the exit itself, within the body limit (see `body.rs`).
+        .add_default_header((
+            awc::http::header::ACCEPT_ENCODING,
+            crate::body::ACCEPT_ENCODING,
+        ))
         .finish()
 }
 
