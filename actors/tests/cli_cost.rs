@@ -160,6 +160,8 @@ fn cost_per_url() {
         s(&urls),
         "--out",
         s(&out),
+        "--summary",
+        "/dev/null",
         "--quiet",
     ];
     let warc = dir.path("w.warc.gz");
@@ -179,19 +181,38 @@ fn cost_per_url() {
         println!("(bench_raw not built: no ratios; cargo build --release --example bench_raw)");
     }
     println!("{n} URLs, {rounds} rounds; CPU µs/URL (whole process), URLs/s, peak RSS MiB");
+    // Per mode: (CPU µs/URL, ratio to bench_raw in the same round, URLs/s, peak RSS MiB).
+    let mut seen: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); modes.len()];
     for round in 1..=rounds {
         let base_cpu = raw.as_deref().map(|b| bench_raw_cpu(b, n));
         if let Some(b) = base_cpu {
             println!("round {round} bench_raw actor {b:6.2} µs/req");
         }
-        for (name, extra) in &modes {
+        for (m, (name, extra)) in modes.iter().enumerate() {
             let _ = std::fs::remove_dir_all(&bodies);
             let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
             let (cpu, rate, rss) = measure(&args, n);
-            let ratio = base_cpu.map_or(String::new(), |b| format!(" {:.2}x", cpu / b));
+            let ratio = base_cpu.map_or(f64::NAN, |b| cpu / b);
             println!(
-                "round {round} {name:<7} {cpu:6.2} µs/URL{ratio} {rate:9.0} URLs/s {rss:6.1} MiB"
+                "round {round} {name:<7} {cpu:6.2} µs/URL {ratio:5.2}x {rate:9.0} URLs/s \
+                 {rss:6.1} MiB"
             );
+            seen[m].push((cpu, ratio, rate, rss));
         }
+    }
+    println!("medians (ranges) over {rounds} rounds:");
+    for ((name, _), runs) in modes.iter().zip(&seen) {
+        let stat = |f: fn(&(f64, f64, f64, f64)) -> f64| {
+            let mut v: Vec<f64> = runs.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], v[0], v[v.len() - 1])
+        };
+        let (cpu, c0, c1) = stat(|r| r.0);
+        let (ratio, r0, r1) = stat(|r| r.1);
+        let (_, _, rss) = stat(|r| r.3);
+        println!(
+            "{name:<7} {cpu:6.2} µs/URL ({c0:.2}-{c1:.2}), {ratio:.2}x bench_raw's actor path \
+             ({r0:.2}-{r1:.2}), peak RSS ≤ {rss:.1} MiB"
+        );
     }
 }

@@ -351,3 +351,61 @@ fn resume_starts_a_new_warc_file_and_plain_warc_reads_back() {
     );
     assert_eq!(records(&out).len(), 6);
 }
+
+#[test]
+fn encoded_answers_are_kept_decoded_and_say_their_encoding() {
+    use exitcrawl_testsite::fault::{Encoding, ENCODED_PAGE};
+    use exitcrawl_testsite::Fault;
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("warc-encoded");
+    let cfg = dir.file("c.toml", &config(""));
+    let encodings = [Encoding::Gzip, Encoding::Brotli, Encoding::Zstd];
+    let urls: Vec<String> = encodings
+        .iter()
+        .map(|e| site.fault_url(&Fault::Encoded(*e).path("w")))
+        .collect();
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let (out, warc) = (dir.path("o.jsonl"), dir.path("w.warc.gz"));
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--warc",
+        s(&warc),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let responses: Vec<_> = read_warc(&warc)
+        .into_iter()
+        .filter(|r| *r.warc_type() == RecordType::Response)
+        .collect();
+    assert_eq!(responses.len(), encodings.len());
+    for e in encodings {
+        let url = site.fault_url(&Fault::Encoded(e).path("w"));
+        let rec = responses
+            .iter()
+            .find(|r| header(r, "WARC-Target-URI").as_deref() == Some(url.as_str()))
+            .unwrap_or_else(|| panic!("a response for {url}"));
+        assert_eq!(
+            header(rec, "Exitcrawl-Content-Encoding").as_deref(),
+            Some(e.name())
+        );
+        let (head, body) = http_parts(rec.body());
+        assert_eq!(body, ENCODED_PAGE, "{url}: kept decoded");
+        assert!(
+            !head
+                .iter()
+                .any(|h| h.to_ascii_lowercase().starts_with("content-encoding")),
+            "{head:?}"
+        );
+        let digest = header(rec, "WARC-Payload-Digest").unwrap();
+        assert_eq!(digest, format!("sha1:{}", sha1_base32(ENCODED_PAGE)));
+    }
+    for r in records(&out) {
+        assert_eq!(r["status"], 200, "{r}");
+        assert_eq!(r["sha256"], sha256_hex(ENCODED_PAGE), "{r}");
+    }
+}

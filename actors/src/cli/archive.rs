@@ -138,6 +138,7 @@ impl Archive {
             request: request.as_bytes(),
             response_head: &response_head,
             body: &r.body,
+            decoded_from: r.content_encoding.as_deref(),
             payload_sha1: sha1_smol::Sha1::from(&r.body[..]).digest().bytes(),
         };
         warc.write_exchange(&ex)
@@ -176,8 +177,8 @@ fn exit_ips(s: &Settings) -> HashMap<String, IpAddr> {
 }
 
 /// The request the exit sent for `target`. awc does not hand back the bytes it wrote, so
-/// this is rebuilt from what it sends for a `Fetch::get`: the request line, `host` and
-/// `user-agent` (no `accept-encoding`: awc is built without compression).
+/// this is rebuilt from what it sends for a `Fetch::get`: the request line, `host`,
+/// `user-agent` and `accept-encoding` (the client's default headers).
 fn request_head(target: &str, user_agent: &str) -> String {
     let (path, host) = match Url::parse(target) {
         Ok(u) => {
@@ -192,11 +193,17 @@ fn request_head(target: &str, user_agent: &str) -> String {
         }
         Err(_) => ("/".to_string(), String::new()),
     };
-    format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\n\r\n")
+    format!(
+        "GET {path} HTTP/1.1\r\nhost: {host}\r\nuser-agent: {user_agent}\r\n\
+         accept-encoding: {}\r\n\r\n",
+        crate::body::ACCEPT_ENCODING
+    )
 }
 
 /// The answer's status line and headers as received — less `Transfer-Encoding`, since
 /// the body is kept with the transfer coding removed (as `WARC-Payload-Digest` requires).
+/// An encoded answer's `Content-Encoding` and `Content-Length` are gone already: the exit
+/// decoded its body (the record names the encoding in `Exitcrawl-Content-Encoding`).
 fn response_head(r: &FetchResponse) -> Vec<u8> {
     let reason = awc::http::StatusCode::from_u16(r.status)
         .ok()
@@ -263,7 +270,8 @@ mod tests {
     fn request_heads() {
         assert_eq!(
             request_head("http://127.0.0.1:8080/a/b?x=1&token=***", "bot/1"),
-            "GET /a/b?x=1&token=*** HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: bot/1\r\n\r\n"
+            "GET /a/b?x=1&token=*** HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: bot/1\r\n\
+             accept-encoding: gzip, deflate, br, zstd\r\n\r\n"
         );
         assert!(request_head("https://e.org", "b").starts_with("GET / HTTP/1.1\r\nhost: e.org\r\n"));
         assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");

@@ -23,9 +23,6 @@ use super::source::Lines;
 /// `--out` is flushed at least this often (so `tail -f` and a hard kill lose little).
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
-// Done carries the answer: boxing it would be an allocation per URL for an event that
-// lives for one match.
-#[allow(clippy::large_enum_variant)]
 enum Event {
     Stop,
     Deadline,

@@ -14,7 +14,10 @@
 //! `WARC-Concurrent-To` (the request names its response), `WARC-Block-Digest` and, on the
 //! response, `WARC-Payload-Digest` (`sha1:` + base32 of the body as received, transfer
 //! coding removed), `Exitcrawl-Exit: name=…; source-ip=…` (the extension field naming
-//! the exit), `Content-Type: application/http;msgtype=…`, `Content-Length`.
+//! the exit), `Content-Type: application/http;msgtype=…`, `Content-Length`. The exit
+//! decodes `Content-Encoding` itself (bounded, see `crate::body`), so an encoded answer is
+//! kept decoded, its encoding named in `Exitcrawl-Content-Encoding` and the headers that
+//! described the encoded body (`Content-Encoding`, `Content-Length`) left out.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -81,6 +84,8 @@ pub struct Exchange<'a> {
     /// The response's status line and headers, ending in an empty line.
     pub response_head: &'a [u8],
     pub body: &'a [u8],
+    /// The `Content-Encoding` the body came in, when the exit decoded it.
+    pub decoded_from: Option<&'a str>,
     /// SHA-1 of `body`.
     pub payload_sha1: [u8; 20],
 }
@@ -198,6 +203,9 @@ impl WarcWriter {
         let mut headers = vec![("WARC-Type", "response"), ("WARC-Record-ID", &response_id)];
         headers.extend_from_slice(&common);
         headers.push(("WARC-Payload-Digest", &payload));
+        if let Some(enc) = ex.decoded_from {
+            headers.push(("Exitcrawl-Content-Encoding", enc));
+        }
         headers.push(("Content-Type", "application/http;msgtype=response"));
         self.write_record(&headers, &[ex.response_head, ex.body])?;
 
