@@ -1,7 +1,7 @@
 //! What the `exitcrawl` binary costs per URL against an unlimited local site: CPU time of
 //! the whole process (every thread: the URL reader, the actors, the writers) per URL, the
-//! rate, and its peak RSS — writing JSONL only (`jsonl`), and JSONL with `--warc` (`warc`)
-//! or with `--bodies` (`bodies`).
+//! rate, and its peak RSS — writing JSONL only (`jsonl`; `norobots` the same with
+//! `--ignore-robots`), and JSONL with `--warc` (`warc`) or with `--bodies` (`bodies`).
 //!
 //! A measurement, not a check: ignored by default. Run it on a quiet machine with
 //!
@@ -166,10 +166,11 @@ fn cost_per_url() {
     ];
     let warc = dir.path("w.warc.gz");
     let bodies = dir.path("bodies");
-    // EXITCRAWL_COST_MODES=jsonl,warc,bodies (the default) picks the runs.
+    // EXITCRAWL_COST_MODES=jsonl,norobots,warc,bodies (the default) picks the runs.
     let only = std::env::var("EXITCRAWL_COST_MODES").unwrap_or_default();
     let modes: Vec<(&str, Vec<&str>)> = [
         ("jsonl", vec![]),
+        ("norobots", vec!["--ignore-robots"]),
         ("warc", vec!["--warc", s(&warc)]),
         ("bodies", vec!["--bodies", s(&bodies)]),
     ]
@@ -194,7 +195,7 @@ fn cost_per_url() {
             let (cpu, rate, rss) = measure(&args, n);
             let ratio = base_cpu.map_or(f64::NAN, |b| cpu / b);
             println!(
-                "round {round} {name:<7} {cpu:6.2} µs/URL {ratio:5.2}x {rate:9.0} URLs/s \
+                "round {round} {name:<8} {cpu:6.2} µs/URL {ratio:5.2}x {rate:9.0} URLs/s \
                  {rss:6.1} MiB"
             );
             seen[m].push((cpu, ratio, rate, rss));
@@ -211,7 +212,7 @@ fn cost_per_url() {
         let (ratio, r0, r1) = stat(|r| r.1);
         let (_, _, rss) = stat(|r| r.3);
         println!(
-            "{name:<7} {cpu:6.2} µs/URL ({c0:.2}-{c1:.2}), {ratio:.2}x bench_raw's actor path \
+            "{name:<8} {cpu:6.2} µs/URL ({c0:.2}-{c1:.2}), {ratio:.2}x bench_raw's actor path \
              ({r0:.2}-{r1:.2}), peak RSS ≤ {rss:.1} MiB"
         );
     }
