@@ -105,7 +105,8 @@ pub enum SkipReason {
 ///
 /// Serialises (JSON) with the binary's record fields plus `depth`, `parent`, `skipped`,
 /// `new_links` and, when there are any, `links`:
-/// `url, status, exit, attempts, elapsed_ms, bytes, error, depth, parent, skipped, …`.
+/// `url, status, exit, attempts, elapsed_ms, bytes, wire_bytes, error, depth, parent,
+/// skipped, …`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FollowRecord {
     /// The normalised URL.
@@ -118,8 +119,10 @@ pub struct FollowRecord {
     pub attempts: u32,
     /// From handing the fetch to the crawler to its reply.
     pub elapsed_ms: u64,
-    /// Body bytes of the final answer.
+    /// Body bytes of the final answer (decoded).
     pub bytes: u64,
+    /// The same body's bytes as they came over the wire (smaller when it came compressed).
+    pub wire_bytes: u64,
     /// `None`, or why the fetch ended without an answer (`kind: message`).
     pub error: Option<String>,
     /// Links followed from a seed (seeds are 0).
@@ -246,6 +249,7 @@ fn skipped_record(entry: &Entry, error: Option<String>) -> FollowRecord {
         attempts: 0,
         elapsed_ms: 0,
         bytes: 0,
+        wire_bytes: 0,
         error,
         depth: entry.depth,
         parent: entry.parent.as_ref().map(Url::to_string),
@@ -453,6 +457,7 @@ pub async fn resume_site_answers(
                         attempts: 0,
                         elapsed_ms: 0,
                         bytes: 0,
+                        wire_bytes: 0,
                         error: Some(format!("invalid_url: {e}")),
                         depth: 0,
                         parent: None,
@@ -681,6 +686,7 @@ pub async fn resume_site_answers(
                             attempts: r.attempts,
                             elapsed_ms: millis(r.elapsed),
                             bytes: r.body.len() as u64,
+                            wire_bytes: r.wire_bytes,
                             error: None,
                             depth: entry.depth,
                             parent,
@@ -701,6 +707,7 @@ pub async fn resume_site_answers(
                             attempts: e.attempts,
                             elapsed_ms: millis(sent.elapsed()),
                             bytes: 0,
+                            wire_bytes: 0,
                             error: Some(format!("{}: {}", e.kind.as_str(), e.message)),
                             depth: entry.depth,
                             parent,

@@ -416,5 +416,9 @@ fn encoded_answers_are_kept_decoded_and_say_their_encoding() {
     for r in records(&out) {
         assert_eq!(r["status"], 200, "{r}");
         assert_eq!(r["sha256"], sha256_hex(ENCODED_PAGE), "{r}");
+        // The record says both sizes: decoded, and as it came (compressed, smaller).
+        assert_eq!(r["bytes"], ENCODED_PAGE.len() as u64, "{r}");
+        let wire = r["wire_bytes"].as_u64().expect("wire_bytes");
+        assert!(wire > 0 && wire < ENCODED_PAGE.len() as u64, "{r}");
     }
 }

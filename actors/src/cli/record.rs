@@ -1,8 +1,9 @@
 //! One line of `--out`: the fate of one input URL (the output contract), and the counts
 //! over the records written so far.
 //!
-//! Fields, in order: `url, status, exit, attempts, elapsed_ms, bytes, error` (the
-//! original record), then `skipped` (`"robots"` or null), `final_url` (where the answer
+//! Fields, in order: `url, status, exit, attempts, elapsed_ms, bytes` (decoded body
+//! bytes), `wire_bytes` (the body as it came over the wire, compressed or not), `error`,
+//! then `skipped` (`"robots"` or null), `final_url` (where the answer
 //! came from after redirects; null without an answer), `content_type` and `sha256` (of
 //! the body; null without an answer). Every URL is masked (`exitcrawl::redact`).
 
@@ -28,8 +29,10 @@ pub struct Record {
     pub exit: Option<String>,
     pub attempts: u32,
     pub elapsed_ms: u64,
-    /// Body bytes of the final answer.
+    /// Body bytes of the final answer (decoded).
     pub bytes: u64,
+    /// The same body's bytes as they came over the wire (smaller when it came compressed).
+    pub wire_bytes: u64,
     /// `null`, or why the fetch ended without an answer (`"interrupted"`: Ctrl-C).
     pub error: Option<String>,
     /// `"robots"`: not fetched, robots.txt disallows it (or could not be fetched, then
@@ -52,6 +55,7 @@ impl Record {
             attempts: r.attempts,
             elapsed_ms: millis(r.elapsed),
             bytes: r.body.len() as u64,
+            wire_bytes: r.wire_bytes,
             error: None,
             skipped: None,
             kept,
@@ -74,6 +78,7 @@ impl Record {
             attempts: e.attempts,
             elapsed_ms: millis(waited),
             bytes: 0,
+            wire_bytes: 0,
             skipped: None,
             kept: Kept::default(),
             throttled: e.throttled,
@@ -105,6 +110,7 @@ impl Record {
             attempts: 0,
             elapsed_ms: millis(waited),
             bytes: 0,
+            wire_bytes: 0,
             error,
             skipped,
             kept: Kept::default(),
@@ -201,7 +207,7 @@ mod tests {
         assert_eq!(
             json,
             "{\"url\":\"http://h/p?token=***\",\"status\":null,\"exit\":null,\"attempts\":0,\
-             \"elapsed_ms\":3,\"bytes\":0,\"error\":null,\"skipped\":\"robots\",\
+             \"elapsed_ms\":3,\"bytes\":0,\"wire_bytes\":0,\"error\":null,\"skipped\":\"robots\",\
              \"final_url\":null,\"content_type\":null,\"sha256\":null}"
         );
         let t = Totals::default();
