@@ -49,6 +49,8 @@ mod warc;
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
+use std::io::Write;
+
 use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Command};
@@ -99,10 +101,7 @@ pub fn main(name: &'static str) -> ExitCode {
         }
     };
     let result = match command {
-        Command::Completions(shell) => {
-            clap_complete::generate(shell, &mut cmd, name, &mut std::io::stdout());
-            return ExitCode::SUCCESS;
-        }
+        Command::Completions(shell) => return completions(shell, &mut cmd, name),
         Command::Enqueue { urls, frontier } => actix_rt::System::new()
             .block_on(frontier::enqueue(&urls, &frontier))
             .map(|n| {
@@ -129,6 +128,22 @@ pub fn main(name: &'static str) -> ExitCode {
         }
         Err(Failure::Output(msg)) => {
             eprintln!("{name}: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `completions SHELL`: the script on stdout. clap_complete panics when its writer fails,
+/// so it writes to memory first; a closed pipe (`| head`) is not an error.
+fn completions(shell: clap_complete::Shell, cmd: &mut clap::Command, name: &str) -> ExitCode {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, cmd, name, &mut script);
+    let mut out = std::io::stdout().lock();
+    match out.write_all(&script).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: writing the completion script: {e}");
             ExitCode::from(1)
         }
     }
