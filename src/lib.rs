@@ -24,13 +24,15 @@
 //!   sim/              closes the loop on fake time: host policy + pacers vs a modelled
 //!                     site (site.rs: the shapes real sites have), scenario files
 //!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
-//!   redact.rs         masks credentials in URLs for logs and results
+//!   redact.rs         masks credentials in URLs and secret header values for logs
+//!   address.rs        which addresses count as private (loopback, RFC 1918, ULA, …)
+//!   cookies.rs        the cookie jar an exit keeps per host (`[crawler] cookies`)
 //!   retry.rs          backoff with full jitter, retry budget
 //!   select.rs         which exit takes the next request
 //!   health.rs         per-exit health state machine (healthy → ejected → probing)
 //!   config/           settings schema (serde), loading (file + env), validate()
 //!   discover/         crawling: URL normalise, link extraction, scope, dedupe,
-//!                     robots.txt + cache, per-host round-robin frontier
+//!                     robots.txt + cache, sitemaps, per-host round-robin frontier
 //! actors/             crate exitcrawl-actors: actix actors that own I/O, timers, messages
 //! config/             default.toml (every key, commented) and example files
 //! examples/           the `crawl` binary and bench examples
@@ -46,9 +48,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod address;
 pub mod aimd;
 pub mod clock;
 pub mod config;
+pub mod cookies;
 pub mod decision;
 pub mod discover;
 pub mod headers;

@@ -3,7 +3,9 @@
 //! Why: crawl lists carry signed URLs and `user:password@` hosts; a log line or a results
 //! file is read by more people than the credentials were meant for. The masking is
 //! textual (no parsing that could fail on odd input): the password of the userinfo and
-//! the values of query parameters whose names look secret become `***`.
+//! the values of query parameters whose names look secret become `***`. Header values are
+//! masked the same way ([`mask_header`]): those of `Authorization`, `Cookie` and of any
+//! header whose name looks secret.
 
 /// Query parameter names (lowercase substrings) whose values are masked.
 const SECRET_NAMES: [&str; 8] = [
@@ -53,6 +55,33 @@ impl std::fmt::Display for Masked<'_> {
     }
 }
 
+/// Header names (lowercase) whose values are always masked, besides the names that look
+/// secret by [`SECRET_NAMES`].
+const SECRET_HEADERS: [&str; 4] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+];
+
+/// Whether a header's value is to be masked: `Authorization`, `Proxy-Authorization`,
+/// `Cookie`, `Set-Cookie`, or a name containing `token`, `key`, `password`, `secret`,
+/// `auth` or `sig` (`X-Api-Key`, `X-Auth-Token`), in any case.
+pub fn is_secret_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    SECRET_HEADERS.contains(&lower.as_str()) || is_secret(&lower)
+}
+
+/// `value` as it may be shown for header `name`: `***` when the header looks secret
+/// ([`is_secret_header`]), else the value itself.
+pub fn mask_header<'a>(name: &str, value: &'a str) -> &'a str {
+    if is_secret_header(name) {
+        "***"
+    } else {
+        value
+    }
+}
+
 fn is_secret(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     SECRET_NAMES.iter().any(|s| lower.contains(s))
@@ -84,7 +113,27 @@ fn mask_userinfo(base: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::mask_url;
+    use super::{is_secret_header, mask_header, mask_url};
+
+    #[test]
+    fn masks_secret_looking_header_values() {
+        for name in [
+            "Authorization",
+            "proxy-authorization",
+            "Cookie",
+            "X-Api-Key",
+            "X-Auth-Token",
+            "x-client-secret",
+            "X-Password",
+        ] {
+            assert!(is_secret_header(name), "{name}");
+            assert_eq!(mask_header(name, "hunter2"), "***");
+        }
+        for name in ["Accept-Language", "User-Agent", "Referer", "X-Request-Id"] {
+            assert!(!is_secret_header(name), "{name}");
+            assert_eq!(mask_header(name, "en"), "en");
+        }
+    }
 
     #[test]
     fn masks_passwords_and_secret_parameters_only() {

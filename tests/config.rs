@@ -110,6 +110,10 @@ fn schema_keys() -> BTreeSet<String> {
     s.crawl.user_agent_token = Some("bot".into());
     s.crawl.allow = vec!["a".into()];
     s.crawl.deny = vec!["b".into()];
+    // An empty table does not serialize: one header makes `crawler.headers` show.
+    s.crawler
+        .headers
+        .insert("Accept-Language".into(), "en".into());
     let tree = config::Config::try_from(&s).unwrap().cache;
     let mut keys = BTreeSet::new();
     let config::ValueKind::Table(top) = tree.kind else {

@@ -8,6 +8,7 @@
 //! Every struct denies unknown keys: a misspelt key (`concurency = 64`) silently falling
 //! back to the default is the worst kind of config bug, so it is an error instead.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -132,6 +133,21 @@ pub struct CrawlerSettings {
     pub dns_ttl_ms: u64,
     /// How the actor system is laid out over threads. Default `"single"`; see [`Arbiters`].
     pub arbiters: Arbiters,
+    /// Headers sent with every request (`[crawler.headers]`, name = value), e.g.
+    /// `"Accept-Language" = "en"` or an API token. Default none; at most 64; names are
+    /// HTTP tokens of 1..=128 characters, each at most once whatever its case; values
+    /// 0..=8192 characters of visible ASCII, spaces and tabs. Not allowed: `User-Agent`
+    /// (use `user_agent`), `Accept-Encoding` (the exit decodes what it asks for) and the
+    /// headers that frame the connection (`Host`, `Content-Length`, `Transfer-Encoding`,
+    /// `Connection`, …). A fetch's own header of the same name wins. `Authorization`,
+    /// `Cookie` and `Proxy-Authorization` are not sent past a redirect to another origin;
+    /// values of secret-looking headers are masked wherever they are shown. File only.
+    pub headers: BTreeMap<String, String>,
+    /// Keep cookies: each exit keeps the `Set-Cookie`s it receives per host and sends them
+    /// back to that host (host-only; `Max-Age`/`Expires` honoured, `Secure` over https
+    /// only), never through another exit or to another host. Default false.
+    #[serde(deserialize_with = "strict::boolean")]
+    pub cookies: bool,
 }
 
 impl Default for CrawlerSettings {
@@ -152,6 +168,8 @@ impl Default for CrawlerSettings {
             keep_alive_ms: 15_000,
             dns_ttl_ms: 60_000,
             arbiters: Arbiters::Single,
+            headers: BTreeMap::new(),
+            cookies: false,
         }
     }
 }
@@ -672,6 +690,25 @@ pub struct CrawlSettings {
     /// product token of `crawler.user_agent` (`exitcrawl/0.1 (+url)` → `exitcrawl`).
     /// When set: 1..=64 characters from `A-Z a-z _ -` (RFC 9309 §2.2.1).
     pub user_agent_token: Option<String>,
+    /// Also seed the crawl from the `Sitemap:` lines of each seed origin's robots.txt
+    /// (sitemap index files and gzip'd sitemaps included; the URLs they list go through
+    /// scope, dedupe and robots.txt like links). Default false. Sitemaps given on the
+    /// command line (`--sitemap`) are read either way.
+    #[serde(deserialize_with = "strict::boolean")]
+    pub sitemaps: bool,
+    /// Lift the private-address rule. By default a link found in a page, a URL listed in
+    /// a sitemap, or a redirect that leads from a public address to a loopback, private
+    /// (RFC 1918, ULA `fc00::/7`), link-local (`169.254.0.0/16`, `fe80::/10`) or
+    /// unspecified one is refused (record error `"private address refused"`), checked on
+    /// the address actually connected to. URLs the user gives are trusted, and a crawl
+    /// that starts on a private host keeps following its links there. Default false.
+    #[serde(deserialize_with = "strict::boolean")]
+    pub allow_private: bool,
+    /// Tests only, not a configuration key: exactly these addresses count as private and
+    /// every other one as public, so the rule can be shown on loopback alone.
+    #[serde(skip)]
+    #[doc(hidden)]
+    pub private_only_for_tests: Option<Vec<IpAddr>>,
 }
 
 impl Default for CrawlSettings {
@@ -688,6 +725,9 @@ impl Default for CrawlSettings {
             robots: true,
             robots_ttl_ms: 86_400_000,
             user_agent_token: None,
+            sitemaps: false,
+            allow_private: false,
+            private_only_for_tests: None,
         }
     }
 }
@@ -696,6 +736,15 @@ impl CrawlSettings {
     /// `robots_ttl_ms` as a Duration.
     pub fn robots_ttl(&self) -> Duration {
         Duration::from_millis(self.robots_ttl_ms)
+    }
+
+    /// The private-address rule of this crawl (see `allow_private`).
+    pub fn address_rule(&self) -> crate::address::AddressRule {
+        let rule = crate::address::AddressRule::new(self.allow_private);
+        match &self.private_only_for_tests {
+            Some(ips) => rule.with_private_only(ips),
+            None => rule,
+        }
     }
 
     /// The robots.txt token: `user_agent_token`, else the product token of `user_agent`.

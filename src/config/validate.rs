@@ -171,7 +171,98 @@ fn validate_crawler(c: &CrawlerSettings) -> Result {
         10_000,
     )?;
     uint("crawler.keep_alive_ms", c.keep_alive_ms, 0, HOUR_MS)?;
-    uint("crawler.dns_ttl_ms", c.dns_ttl_ms, 0, DAY_MS)
+    uint("crawler.dns_ttl_ms", c.dns_ttl_ms, 0, DAY_MS)?;
+    validate_headers(&c.headers)
+}
+
+/// Most `[crawler.headers]` entries.
+pub(super) const MAX_HEADERS: usize = 64;
+
+/// Headers `[crawler.headers]` may not set, and why.
+const RESERVED_HEADERS: [(&str, &str); 12] = [
+    ("user-agent", "set crawler.user_agent (or --user-agent) instead, so robots.txt is matched against the same name"),
+    ("accept-encoding", "the exit asks for the encodings it decodes itself"),
+    ("host", "it is the URL's host"),
+    ("content-length", "it frames the request"),
+    ("transfer-encoding", "it frames the request"),
+    ("connection", "the client manages connections"),
+    ("keep-alive", "the client manages connections"),
+    ("proxy-connection", "the client manages connections"),
+    ("upgrade", "the client manages connections"),
+    ("te", "it frames the answer"),
+    ("trailer", "it frames the request"),
+    ("expect", "the client does not wait for 100 Continue"),
+];
+
+/// `[crawler.headers]`: names that are HTTP tokens, each once; values a header can
+/// carry. A value is shown masked when the header looks secret.
+pub(super) fn validate_headers(headers: &std::collections::BTreeMap<String, String>) -> Result {
+    if headers.len() > MAX_HEADERS {
+        return Err(ConfigError::invalid(
+            "crawler.headers",
+            format!(
+                "{} entries; at most {MAX_HEADERS} are allowed",
+                headers.len()
+            ),
+        ));
+    }
+    let mut seen: HashMap<String, &str> = HashMap::new();
+    for (name, value) in headers {
+        let key = header_key(name);
+        let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || name.len() > 128 || !name.chars().all(tchar) {
+            return Err(ConfigError::invalid(
+                key,
+                format!(
+                    "{} is not a header name: 1..=128 characters of A-Z a-z 0-9 and !#$%&'*+-.^_`|~ (e.g. \"Accept-Language\")",
+                    show(name)
+                ),
+            ));
+        }
+        let lower = name.to_ascii_lowercase();
+        if let Some((_, why)) = RESERVED_HEADERS.iter().find(|(n, _)| *n == lower) {
+            return Err(ConfigError::invalid(
+                key,
+                format!("{} may not be set here: {why}", show(name)),
+            ));
+        }
+        if let Some(first) = seen.insert(lower, name) {
+            return Err(ConfigError::invalid(
+                key,
+                format!(
+                    "{} is given twice (also as {}); header names do not differ by case",
+                    show(name),
+                    show(first)
+                ),
+            ));
+        }
+        let ok = |c: char| c == ' ' || c == '\t' || c.is_ascii_graphic();
+        if value.len() > 8192 || !value.chars().all(ok) {
+            let shown = if crate::redact::is_secret_header(name) {
+                "the value (masked: the header looks secret)".to_string()
+            } else {
+                show(value)
+            };
+            return Err(ConfigError::invalid(
+                key,
+                format!("{shown} must be 0..=8192 characters of visible ASCII, spaces or tabs (it is sent as an HTTP header)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `crawler.headers.<name>`, the name quoted when it is not a bare TOML key.
+fn header_key(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if bare {
+        format!("crawler.headers.{name}")
+    } else {
+        format!("crawler.headers.{}", show(name))
+    }
 }
 
 fn validate_limiter(l: &LimiterSettings) -> Result {
