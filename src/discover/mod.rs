@@ -14,6 +14,7 @@
 //! - [`scope`]: same host / same registrable domain, allow/deny regexes, depth, page budget.
 //! - [`dedupe`]: bounded seen-set of 64-bit fingerprints.
 //! - [`robots`]: robots.txt rules + Crawl-delay, and a per-host cache state machine.
+//! - [`sitemap`]: sitemaps, sitemap indexes and text sitemaps → URLs with `<lastmod>`.
 //! - [`frontier`]: per-host queues served round-robin, honouring per-host earliest times.
 //!
 //! Like the rest of the core: no I/O, no sleeping; time comes in as `now: Instant`.
@@ -29,6 +30,8 @@
 //! - `regex` 1.13 with `default-features = false` (14 s): allow/deny rules.
 //! - `texting_robots` 0.2.2 (+34 s on top of the above, 15 more crates: nom 7, bstr 0.2,
 //!   anyhow, thiserror 1, and it turns on regex's default features): see [`robots`].
+//! - `quick-xml` 0.42 without default features (1 dependency, memchr, already in the
+//!   tree): a streaming XML reader, see [`sitemap`].
 
 pub mod dedupe;
 pub mod frontier;
@@ -36,6 +39,7 @@ pub mod links;
 pub mod normalize;
 pub mod robots;
 pub mod scope;
+pub mod sitemap;
 
 pub use dedupe::Seen;
 pub use frontier::{host_key, Entry, Frontier, Pop};
@@ -43,3 +47,4 @@ pub use links::{extract_links, MAX_LINKS_PER_PAGE};
 pub use normalize::{normalize, resolve, NormalizeError};
 pub use robots::{Robots, RobotsCache, RobotsPolicy, RobotsState};
 pub use scope::{OutOfScope, Scope, ScopeMode, Verdict};
+pub use sitemap::{Sitemap, SitemapEntry, SitemapError, SitemapKind, Sitemaps};
