@@ -222,6 +222,8 @@ pub struct Controller {
 impl Controller {
     /// Longest probe cycle, seconds: a cycle of `probe_requests` at 0.5 req/s.
     const MAX_K: f64 = 600.0;
+    /// How much longer a probe cycle is after a latency cut (see `decrease`).
+    const QUEUE_PROBE_STRETCH: f64 = 4.0;
 
     /// A controller in slow start at `cfg.initial_rps` (clamped into `[min_rps, max_rps]`).
     pub fn new(cfg: AimdConfig, now: Instant) -> Self {
@@ -687,6 +689,13 @@ impl Controller {
             Phase::Probe => at_throttle,
         };
         self.enter_probe(w_max, now, false);
+        if matches!(cause, Cause::Latency(_)) {
+            // A server that queues pays for every probe above its capacity with a queue,
+            // and the probe is seen only a round later: probe it four times as slowly
+            // (CUBIC's growth above w_max scales with 1/K), so the queue a probe builds
+            // before it is seen stays small.
+            self.k *= Self::QUEUE_PROBE_STRETCH;
+        }
         // Errors warn before the wall: a gentler cut (half of β's) is enough. Latency cuts
         // by what it takes to drain the queue that formed (see `drain_factor`).
         let beta = match cause {
