@@ -158,6 +158,13 @@ impl Crawler {
                 client,
                 max_body_bytes: usize::try_from(c.max_body_bytes).unwrap_or(usize::MAX),
                 throttle_statuses: settings.limiter.throttle_statuses.clone(),
+                headers: c
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (n.clone(), v.clone()))
+                    .collect(),
+                cookies: c.cookies,
+                addresses: settings.crawl.address_rule(),
             };
             let dns = dns.clone();
             let (addr, local) = match c.arbiters {

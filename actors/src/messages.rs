@@ -37,6 +37,11 @@ pub struct Fetch {
     pub preferred_exit: Option<String>,
     /// Only exits of this region.
     pub region: Option<String>,
+    /// The URL was found on a page (or in a sitemap) that came from a public address: it
+    /// may not lead to a private one, unless `[crawl] allow_private` (see
+    /// [`FetchResponse::peer_private`]). `false` for URLs the user gives, which are
+    /// trusted.
+    pub from_public: bool,
 }
 
 impl Fetch {
@@ -49,7 +54,15 @@ impl Fetch {
             body: None,
             preferred_exit: None,
             region: None,
+            from_public: false,
         }
+    }
+
+    /// Mark the URL as found on a page (or in a sitemap) that came from a public address
+    /// (`true`), so it may not lead to a private one; see [`Fetch::from_public`].
+    pub fn found_on_public(mut self, from_public: bool) -> Self {
+        self.from_public = from_public;
+        self
     }
 
     /// Prefer the exit named `name`.
@@ -97,6 +110,11 @@ pub struct FetchResponse {
     /// The `Content-Encoding` the body came in and was decoded from (`gzip`, `br`,
     /// `zstd`, `deflate`), if any.
     pub content_encoding: Option<String>,
+    /// Whether the final answer came from a private address (loopback, private,
+    /// link-local, unspecified): links found on it may then lead to private addresses too
+    /// (hand them on with [`Fetch::found_on_public`]`(false)`). `None` when the rule is
+    /// lifted (`[crawl] allow_private`) and nothing was checked.
+    pub peer_private: Option<bool>,
     /// Name of the exit that got the final answer (shared with the scheduler: a copy
     /// of the name per fetch was a measurable share of its cost).
     pub exit: Arc<str>,
@@ -134,6 +152,10 @@ pub enum FetchErrorKind {
     BodyTooLarge,
     /// More redirects than `crawler.max_redirects`.
     TooManyRedirects,
+    /// A link or redirect from a public address led to a private one (loopback, private,
+    /// link-local, unspecified), checked on the address connected to; `[crawl]
+    /// allow_private = true` lifts the rule.
+    PrivateAddress,
     /// The crawler is shutting down.
     Shutdown,
     /// Anything else (DNS, TLS, malformed HTTP, …); the message says what.
@@ -155,11 +177,15 @@ impl FetchErrorKind {
             FetchErrorKind::AddressFamily => "address_family",
             FetchErrorKind::BodyTooLarge => "body_too_large",
             FetchErrorKind::TooManyRedirects => "too_many_redirects",
+            FetchErrorKind::PrivateAddress => "private_address",
             FetchErrorKind::Shutdown => "shutdown",
             FetchErrorKind::Other => "other",
         }
     }
 }
+
+/// The record error of [`FetchErrorKind::PrivateAddress`].
+pub const PRIVATE_REFUSED: &str = "private address refused";
 
 /// A fetch that ended without an HTTP answer.
 #[derive(Debug, Clone)]
@@ -187,6 +213,16 @@ impl fmt::Display for FetchError {
 impl std::error::Error for FetchError {}
 
 impl FetchError {
+    /// The `error` of a record of this failure: `"kind: message"`, but exactly `"private
+    /// address refused"` for the private-address rule (its details are logged), so
+    /// records can be matched on it.
+    pub fn record_error(&self) -> String {
+        match self.kind {
+            FetchErrorKind::PrivateAddress => PRIVATE_REFUSED.to_string(),
+            kind => format!("{}: {}", kind.as_str(), self.message),
+        }
+    }
+
     /// A fetch answered before any attempt was sent (invalid URL, shutting down, …).
     pub(crate) fn unsent(kind: FetchErrorKind, message: impl Into<String>, url: String) -> Self {
         FetchError {
@@ -429,6 +465,8 @@ pub(crate) struct SendRequest {
     pub method: Method,
     pub headers: Vec<(String, String)>,
     pub body: Option<Bytes>,
+    /// See [`Fetch::from_public`].
+    pub from_public: bool,
     pub done: AttemptReport,
 }
 
@@ -540,6 +578,8 @@ pub(crate) struct Answer {
     pub content_encoding: Option<String>,
     /// Where redirects led, when they were followed.
     pub final_url: Option<String>,
+    /// See [`FetchResponse::peer_private`].
+    pub peer_private: Option<bool>,
 }
 
 /// No HTTP answer.

@@ -767,6 +767,7 @@ impl Scheduler {
             method: p.fetch.method.clone(),
             headers: p.fetch.headers.clone(),
             body: p.fetch.body.clone(),
+            from_public: p.fetch.from_public,
             done: AttemptReport::new(id, reports),
         };
         match &self.exits[i].local {
@@ -968,6 +969,7 @@ impl Scheduler {
                             body: answer.body,
                             wire_bytes: answer.wire_bytes,
                             content_encoding: answer.content_encoding,
+                            peer_private: answer.peer_private,
                             exit: exit_name,
                             attempts: p.attempts,
                             throttled: p.throttled,
@@ -2012,7 +2014,8 @@ async fn run_direct(entry: Entry<'_>, fetch: Fetch) -> Reply {
         cut,
     } = go;
     let running = core.start();
-    let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone());
+    let mut hop =
+        Hop::new(uri, fetch.method.clone(), fetch.body.clone()).from_public(fetch.from_public);
     let attempted = {
         // Pinned where it is built: each move of a request future is a copy.
         let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, sent_at));
@@ -2208,6 +2211,7 @@ impl Scheduler {
                     body: answer.body,
                     wire_bytes: answer.wire_bytes,
                     content_encoding: answer.content_encoding,
+                    peer_private: answer.peer_private,
                     exit: exit_name,
                     attempts: 1,
                     throttled: 0,

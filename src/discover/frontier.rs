@@ -29,6 +29,9 @@ pub struct Entry {
     pub depth: u32,
     /// The page the link was found on (`None` for seeds).
     pub parent: Option<Url>,
+    /// Found on a page (or in a sitemap) that came from a public address: it may not lead
+    /// to a private one (see `crate::address`). `false` for seeds, which are trusted.
+    pub from_public: bool,
 }
 
 /// The answer of [`Frontier::pop`].
@@ -83,14 +86,26 @@ impl Frontier {
         self.max_in_flight = Some(cap.max(1));
     }
 
-    /// Queue `url` (already normalised, in scope and deduped) behind its host's URLs.
+    /// Queue `url` (already normalised, in scope and deduped) behind its host's URLs, as
+    /// found on a page from a private address (or as a seed): see [`Entry::from_public`].
     pub fn push(&mut self, url: Url, depth: u32, parent: Option<Url>) {
-        let key = host_key(&url).to_owned();
+        self.push_entry(Entry {
+            url,
+            depth,
+            parent,
+            from_public: false,
+        });
+    }
+
+    /// Queue an entry (its URL already normalised, in scope and deduped) behind its
+    /// host's URLs.
+    pub fn push_entry(&mut self, entry: Entry) {
+        let key = host_key(&entry.url).to_owned();
         let host = self.hosts.entry(key.clone()).or_default();
         if host.queue.is_empty() {
             self.ring.push_back(key);
         }
-        host.queue.push_back(Entry { url, depth, parent });
+        host.queue.push_back(entry);
         self.len += 1;
     }
 

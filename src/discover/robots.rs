@@ -246,6 +246,14 @@ impl RobotsCache {
             .insert(host.to_owned(), Slot::Known { robots, expires });
     }
 
+    /// The robots.txt fetch for `host` was not made after all (refused before anything
+    /// was sent, e.g. by the private-address rule): the host is as if never looked up.
+    pub fn forget(&mut self, host: &str) {
+        if matches!(self.slots.get(host), Some(Slot::Pending { .. })) {
+            self.slots.remove(host);
+        }
+    }
+
     /// The robots.txt fetch for `host` failed (5xx, 429, timeout, connect error):
     /// disallow the host and retry after a doubling backoff.
     pub fn on_network_error(&mut self, host: &str, now: Instant) {

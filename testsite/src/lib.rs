@@ -141,12 +141,16 @@ pub struct SiteConfig {
     /// answering (default [`HANG_MAX`], 60 s: the client's timeout ends it first). Set it
     /// below the client's timeout to model a proxy that gives up and drops the connection.
     pub hang_max: Duration,
+    /// Set a cookie on the main listener's answers (default `false`): every answer to a
+    /// request without a `Cookie` header carries `Set-Cookie: seen=<peer IP>@<Host>;
+    /// Path=/`, so the log shows which client and which host a cookie sent back came from.
+    pub set_cookie: bool,
 }
 
 impl Default for SiteConfig {
     /// No limit, `Retry-After` computed, refusals 429, no latency (no noise, no tail, seed
     /// 1, refusals delayed like any answer), 1 KiB bodies, 503 for failing peers, request
-    /// log on, no generated pages, no fault mix, hangs up to [`HANG_MAX`].
+    /// log on, no generated pages, no fault mix, hangs up to [`HANG_MAX`], no cookies.
     fn default() -> Self {
         Self {
             limit: Limit::None,
@@ -163,6 +167,7 @@ impl Default for SiteConfig {
             pages: None,
             faults: None,
             hang_max: HANG_MAX,
+            set_cookie: false,
         }
     }
 }
@@ -185,6 +190,7 @@ impl PartialEq for SiteConfig {
             pages,
             faults,
             hang_max,
+            set_cookie,
         } = self;
         let bits = |t: Option<(f64, f64)>| t.map(|(a, b)| (a.to_bits(), b.to_bits()));
         *limit == other.limit
@@ -201,6 +207,7 @@ impl PartialEq for SiteConfig {
             && *pages == other.pages
             && *faults == other.faults
             && *hang_max == other.hang_max
+            && *set_cookie == other.set_cookie
     }
 }
 

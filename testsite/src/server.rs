@@ -428,6 +428,17 @@ async fn handle(shared: Arc<Shared>, req: Request) -> Result<Response<BoxBody>, 
         _ => None,
     };
     let mut res = page.unwrap_or_else(|| shared.respond(&verdict));
+    if shared.cfg.set_cookie && !req.head().headers.contains_key(actix_http::header::COOKIE) {
+        let host = req
+            .head()
+            .headers
+            .get(actix_http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if let Ok(v) = HeaderValue::from_str(&format!("seen={peer}@{host}; Path=/")) {
+            res.headers_mut().append(actix_http::header::SET_COOKIE, v);
+        }
+    }
     if let Verdict::Ok(Some(h))
     | Verdict::Limited {
         headers: Some(h), ..

@@ -70,7 +70,7 @@ impl Record {
             error: Some(if stopping && e.kind == FetchErrorKind::Shutdown {
                 INTERRUPTED.to_string()
             } else {
-                mask_text(&format!("{}: {}", e.kind.as_str(), e.message), &e.url)
+                mask_text(&e.record_error(), &e.url)
             }),
             url: mask_url(&e.url),
             status: None,

@@ -17,15 +17,20 @@ use actix::prelude::*;
 use awc::error::{PayloadError, SendRequestError};
 use awc::http::header::{HeaderMap, HeaderName, HeaderValue};
 use awc::http::{Method, Uri};
-use bytes::Bytes;
 use tokio::sync::Notify;
-use url::Url;
+
+mod hop;
+mod request;
+
+pub(crate) use hop::Hop;
+use hop::{is_credential, location_header, redirect_location};
+use request::{Clients, Identity};
 
 use crate::body::{Body, Finished};
 use crate::messages::{
     Answer, AttemptFailure, Attempted, FetchErrorKind, GetCounters, Ping, SendRequest,
 };
-use crate::net::{build_client, classify, ClientOptions, DnsCache, FailureKind};
+use crate::net::{classify, refusal, ClientOptions, DnsCache, FailureKind};
 
 /// An exit's counters.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -92,6 +97,12 @@ pub struct ExitOptions {
     pub max_body_bytes: usize,
     /// Statuses that count as throttles (for the counters).
     pub throttle_statuses: Vec<u16>,
+    /// Headers sent with every request (`[crawler.headers]`), after the fetch's own.
+    pub headers: Vec<(String, String)>,
+    /// Keep cookies per host (`[crawler] cookies`).
+    pub cookies: bool,
+    /// The private-address rule (`[crawl] allow_private`).
+    pub addresses: exitcrawl::address::AddressRule,
 }
 
 /// What an exit is, apart from its mailbox: the client bound to its source IP, and its
@@ -108,7 +119,8 @@ pub struct ExitOptions {
 /// largest costs of the actor path (see README, "Cost of the actor system").
 pub struct ExitCore {
     opts: ExitOptions,
-    client: awc::Client,
+    clients: Clients,
+    identity: Identity,
     counters: RefCell<Counters>,
     /// Requests waiting for a worker.
     queue: RefCell<VecDeque<SendRequest>>,
@@ -132,7 +144,8 @@ impl ExitCore {
     /// Build the exit's client; call it on the Arbiter that will use it.
     pub fn new(opts: ExitOptions, dns: DnsCache) -> Rc<Self> {
         Rc::new_cyclic(|me| Self {
-            client: build_client(&opts.client, dns),
+            clients: Clients::new(opts.client.clone(), dns, opts.addresses.clone()),
+            identity: Identity::new(&opts.headers, opts.cookies),
             opts,
             counters: RefCell::default(),
             queue: RefCell::default(),
@@ -192,9 +205,10 @@ impl ExitCore {
             method,
             headers,
             body,
+            from_public,
             done,
         } = msg;
-        let mut hop = Hop::new(url, method, body);
+        let mut hop = Hop::new(url, method, body).from_public(from_public);
         let attempted = self.exchange(&mut hop, &headers, Instant::now()).await;
         self.count_end(&attempted);
         done.send(attempted);
@@ -218,7 +232,11 @@ impl ExitCore {
     ) -> Attempted {
         // The first hop is awaited here, and redirects, which are rare, in a boxed future
         // of their own: the common path's future stays small and one level shallower.
-        let sent = match self.send_hop(hop, headers, None).await {
+        // So is resolving a host the DNS cache does not hold yet, once per TTL.
+        if !self.clients.decide(hop) {
+            Box::pin(self.clients.resolve(hop)).await;
+        }
+        let sent = match self.answered(hop, self.send_hop(hop, headers, None).await) {
             Ok(resp) if self.is_followed(&resp) => {
                 Box::pin(self.redirected(hop, headers, None, resp)).await
             }
@@ -230,10 +248,14 @@ impl ExitCore {
             Ok((resp, redirects)) => {
                 let final_url = (redirects > 0).then(|| hop.uri.to_string());
                 let head = hop.method == Method::HEAD;
-                match self.read_answer(resp, final_url, head) {
+                let answer = match self.read_answer(resp, final_url, head) {
                     Read::Now(answer) => answer,
                     Read::Later(rest) => rest.await,
-                }
+                };
+                answer.map(|mut a| {
+                    a.peer_private = hop.private;
+                    a
+                })
             }
             Err(failure) => Err(failure),
         };
@@ -251,11 +273,24 @@ impl ExitCore {
         headers: &[(String, String)],
         timeout: Option<Duration>,
     ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
-        let resp = self
-            .send_hop(hop, headers, timeout)
-            .await
-            .map_err(|e| send_failure(&e))?;
+        if !self.clients.decide(hop) {
+            self.clients.resolve(hop).await;
+        }
+        let resp = self.send_hop(hop, headers, timeout).await;
+        let resp = self.answered(hop, resp).map_err(|e| send_failure(&e))?;
         self.redirected(hop, headers, timeout, resp).await
+    }
+
+    /// Keep the cookies of a hop's answer (with `[crawler] cookies`), whatever comes next.
+    fn answered(
+        &self,
+        hop: &Hop,
+        sent: Result<awc::ClientResponse, SendRequestError>,
+    ) -> Result<awc::ClientResponse, SendRequestError> {
+        if let Ok(resp) = &sent {
+            self.identity.remember(hop, resp.headers());
+        }
+        sent
     }
 
     /// Whether `resp` is a redirect this exit follows.
@@ -291,23 +326,30 @@ impl ExitCore {
             }
             hop.follow(resp, &location).await?;
             redirects += 1;
-            resp = self
-                .send_hop(hop, headers, timeout)
-                .await
-                .map_err(|e| send_failure(&e))?;
+            if !self.clients.decide(hop) {
+                self.clients.resolve(hop).await;
+            }
+            let sent = self.send_hop(hop, headers, timeout).await;
+            resp = self.answered(hop, sent).map_err(|e| send_failure(&e))?;
         }
     }
 
-    /// Send one hop of a request: the fetch's own headers, minus credentials once a
-    /// redirect has left the first origin. Not an `async fn`: awc's own future is
-    /// awaited directly, one level of request future fewer.
+    /// Send one hop of a request through the client its reach calls for (see
+    /// [`Clients::decide`]): the fetch's own headers, then the configured ones and the
+    /// kept cookies (see [`Identity::apply`]), minus credentials once a redirect has left
+    /// the first origin. Not an `async fn`: awc's own future is awaited directly, one
+    /// level of request future fewer; the cookies an answer sets are kept by the caller
+    /// ([`Self::answered`]).
     fn send_hop(
         &self,
         hop: &Hop,
         headers: &[(String, String)],
         timeout: Option<Duration>,
     ) -> awc::SendClientRequest {
-        let mut req = self.client.request(hop.method.clone(), hop.uri.clone());
+        let mut req = self
+            .clients
+            .client(hop)
+            .request(hop.method.clone(), hop.uri.clone());
         if let Some(t) = timeout {
             req = req.timeout(t);
         }
@@ -322,6 +364,7 @@ impl ExitCore {
                 req = req.insert_header((n, v));
             }
         }
+        self.identity.apply(req.headers_mut(), hop, headers);
         match &hop.body {
             Some(b) => req.send_body(b.clone()),
             None => req.send(),
@@ -372,12 +415,7 @@ impl ExitCore {
                 .url
                 .parse()
                 .map_err(|e| format!("health check URL {:?} is unusable: {e}", msg.url))?;
-            let mut hop = Hop {
-                uri,
-                method: Method::GET,
-                body: None,
-                cross_origin: false,
-            };
+            let mut hop = Hop::new(uri, Method::GET, None);
             match core
                 .follow_redirects(&mut hop, &[], Some(msg.timeout))
                 .await
@@ -428,104 +466,8 @@ fn answer(
         wire_bytes: body.wire_bytes,
         content_encoding: body.decoded,
         final_url,
+        peer_private: None,
     })
-}
-
-/// Where one hop of a request goes, and how.
-///
-/// Why the exit follows redirects itself instead of awc's redirect middleware: the crawl
-/// needs the URL an answer finally came from (links resolve against it), which awc does
-/// not report, and every hop's scheme must be checked (awc's middleware sends plain HTTP
-/// for any scheme but https, so `Location: ftp://host:21/` reached port 21).
-pub(crate) struct Hop {
-    uri: Uri,
-    method: Method,
-    body: Option<Bytes>,
-    /// A redirect went to another scheme, host or port: credentials stay behind.
-    cross_origin: bool,
-}
-
-impl Hop {
-    /// The first hop of a request.
-    pub(crate) fn new(uri: Uri, method: Method, body: Option<Bytes>) -> Self {
-        Self {
-            uri,
-            method,
-            body,
-            cross_origin: false,
-        }
-    }
-
-    /// Move to `location` (relative to this hop), as browsers and awc do: 301/302/303
-    /// turn any method but GET and HEAD into a bodyless GET; 307/308 keep both.
-    async fn follow(
-        &mut self,
-        mut resp: awc::ClientResponse,
-        location: &str,
-    ) -> Result<(), AttemptFailure> {
-        let unusable = |why: String| AttemptFailure {
-            kind: FailureKind::Other,
-            error: FetchErrorKind::Other,
-            message: why,
-        };
-        let next = Url::parse(&self.uri.to_string())
-            .and_then(|base| base.join(location))
-            .map_err(|e| {
-                unusable(format!(
-                    "redirect to an unusable Location {location:?}: {e}"
-                ))
-            })?;
-        if !matches!(next.scheme(), "http" | "https") {
-            return Err(unusable(format!(
-                "redirect to an unsupported scheme refused: {next} (only http and https are followed)"
-            )));
-        }
-        let uri: Uri = next.as_str().parse().map_err(|e| {
-            unusable(format!(
-                "redirect to an unusable Location {location:?}: {e}"
-            ))
-        })?;
-        // Read a small redirect body so the connection can go back to the pool.
-        let _ = resp.body().limit(REDIRECT_BODY_LIMIT).await;
-        if uri.scheme() != self.uri.scheme()
-            || uri.host() != self.uri.host()
-            || uri.port_u16() != self.uri.port_u16()
-        {
-            self.cross_origin = true;
-        }
-        if !matches!(resp.status().as_u16(), 307 | 308) {
-            if self.method != Method::GET && self.method != Method::HEAD {
-                self.method = Method::GET;
-            }
-            self.body = None;
-        }
-        self.uri = uri;
-        Ok(())
-    }
-}
-
-/// At most this much of a redirect's body is read (and dropped) before the next hop.
-const REDIRECT_BODY_LIMIT: usize = 64 * 1024;
-
-/// The `Location` of a redirect answer (301, 302, 303, 307, 308 with the header).
-fn redirect_location<S>(resp: &awc::ClientResponse<S>) -> Option<String> {
-    let location = location_header(resp)?;
-    Some(String::from_utf8_lossy(location.as_bytes()).into_owned())
-}
-
-/// The `Location` header of a redirect status, without copying it.
-fn location_header<S>(resp: &awc::ClientResponse<S>) -> Option<&HeaderValue> {
-    if !matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
-        return None;
-    }
-    resp.headers().get(awc::http::header::LOCATION)
-}
-
-/// Headers that carry credentials: not sent past a redirect to another origin.
-fn is_credential(name: &str) -> bool {
-    ["authorization", "cookie", "proxy-authorization"]
-        .iter()
-        .any(|c| name.eq_ignore_ascii_case(c))
 }
 
 /// A worker: runs queued requests one after another while the core lives.
@@ -631,6 +573,18 @@ impl Actor for ExitActor {
 
 /// Map an awc send error to the fetch error kind and a message that keeps the OS error.
 fn send_failure(err: &SendRequestError) -> AttemptFailure {
+    if let Some(refused) = refusal(err) {
+        // The private-address rule: final, nothing was sent to the target.
+        let error = match refused.stage {
+            crate::net::Stage::Refused => FetchErrorKind::PrivateAddress,
+            _ => FetchErrorKind::Other,
+        };
+        return AttemptFailure {
+            kind: FailureKind::Other,
+            error,
+            message: refused.error.to_string(),
+        };
+    }
     let kind = classify(err);
     let message = match (kind, err) {
         // awc words an EOF before the answer as a connect failure ("connector has been

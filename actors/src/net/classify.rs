@@ -44,6 +44,21 @@ impl FailureKind {
     }
 }
 
+/// The refusal of the private-address rule inside a failed request (the connector's
+/// [`Stage::Refused`](super::Stage::Refused) or [`Stage::Changed`](super::Stage::Changed)),
+/// if that is what it was.
+pub fn refusal(err: &SendRequestError) -> Option<&SocketError> {
+    let SendRequestError::Connect(ConnectError::Io(e)) = err else {
+        return None;
+    };
+    let se = e.get_ref()?.downcast_ref::<SocketError>()?;
+    matches!(
+        se.stage,
+        super::connector::Stage::Refused | super::connector::Stage::Changed
+    )
+    .then_some(se)
+}
+
 /// Classify a failed awc request. See [`FailureKind`].
 pub fn classify(err: &SendRequestError) -> FailureKind {
     match err {

@@ -10,6 +10,10 @@
 //!   Nagle + delayed ACK) and TCP keepalive (pooled connections can sit idle for a long time;
 //!   keepalive lets the kernel notice a dead peer);
 //! - resolve through the shared [`DnsCache`] and keep only addresses of the exit's family;
+//! - keep only the addresses its [`Reach`] allows: the private-address rule is checked on
+//!   the address actually connected to, after resolving, so DNS rebinding cannot slip past
+//!   (a name that resolved to a public address when a link was found, and to
+//!   `169.254.169.254` now, is refused here);
 //! - report failures as [`SocketError`], which says which step failed (bind vs connect) so
 //!   [`classify`](super::classify) can tell an exit's local failure (nothing was sent, move
 //!   the fetch to another exit) from the site refusing us.
@@ -27,7 +31,25 @@ use awc::http::Uri;
 use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
 use tokio::net::{TcpSocket, TcpStream};
 
+use exitcrawl::address::AddressRule;
+
 use super::dns::DnsCache;
+
+/// Which addresses a connector may connect to (see `exitcrawl::address`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Reach {
+    /// Any address (the rule is lifted, or nothing asks for it).
+    #[default]
+    Any,
+    /// Public addresses only: hops led to from a public address (links, redirects). A
+    /// target with only private addresses is refused ([`Stage::Refused`]).
+    Public(AddressRule),
+    /// Private addresses only: hops whose host was found private when the hop was planned
+    /// (a trusted URL on a private host). Connecting elsewhere would let a page that came
+    /// from a public address pass as private, so a host that now resolves to public
+    /// addresses only is not connected to ([`Stage::Changed`]).
+    Private(AddressRule),
+}
 
 /// Idle time before the first keepalive probe, and the gap between probes. Short enough that
 /// a pooled connection to a peer that vanished is found dead within about a minute, long
@@ -48,6 +70,12 @@ pub enum Stage {
     Bind,
     /// `connect(2)`, including the connect timeout.
     Connect,
+    /// Not connected: the target's addresses are private and the connector reaches public
+    /// ones only ([`Reach::Public`]). The fetch is refused, not failed.
+    Refused,
+    /// Not connected: the target was found private when the hop was planned and resolves
+    /// to public addresses only now ([`Reach::Private`]).
+    Changed,
 }
 
 impl fmt::Display for Stage {
@@ -58,6 +86,8 @@ impl fmt::Display for Stage {
             Stage::SetOption => "setsockopt",
             Stage::Bind => "bind",
             Stage::Connect => "connect",
+            Stage::Refused => "private address refused",
+            Stage::Changed => "address changed",
         })
     }
 }
@@ -97,6 +127,9 @@ impl SocketError {
     pub fn is_local(&self) -> bool {
         match self.stage {
             Stage::AddressFamily | Stage::Socket | Stage::SetOption | Stage::Bind => true,
+            // Every exit would refuse the same target: not the exit's fault, and not one
+            // another exit can do better on.
+            Stage::Refused | Stage::Changed => false,
             // With IP_BIND_ADDRESS_NO_PORT the port is chosen at connect(): running out of
             // ephemeral ports shows up here as EADDRNOTAVAIL (or EADDRINUSE without it).
             Stage::Connect => matches!(
@@ -110,6 +143,7 @@ impl SocketError {
 impl fmt::Display for SocketError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.stage, self.target) {
+            (Stage::Refused | Stage::Changed, _) => write!(f, "{}", self.error)?,
             (Stage::Bind, _) => write!(
                 f,
                 "bind to source {}:0 failed: {}",
@@ -146,6 +180,7 @@ pub struct ExitConnector {
     source_ip: IpAddr,
     dns: DnsCache,
     connect_timeout: Duration,
+    reach: Reach,
 }
 
 impl ExitConnector {
@@ -156,7 +191,14 @@ impl ExitConnector {
             source_ip,
             dns,
             connect_timeout,
+            reach: Reach::Any,
         }
+    }
+
+    /// This connector, connecting only to the addresses `reach` allows.
+    pub fn reaching(mut self, reach: Reach) -> Self {
+        self.reach = reach;
+        self
     }
 
     /// The source IP every connection is bound to.
@@ -208,6 +250,10 @@ impl ExitConnector {
             return Err(ConnectError::Io(err.into_io()));
         }
 
+        if let Some(err) = self.keep_reachable(&mut targets, req.hostname()) {
+            return Err(ConnectError::Io(err.into_io()));
+        }
+
         // Try each address in resolver order; report the last failure.
         let mut last = None;
         for target in targets {
@@ -226,6 +272,48 @@ impl ExitConnector {
         }
         let err = last.expect("targets is non-empty, so at least one attempt was made");
         Err(ConnectError::Io(err.into_io()))
+    }
+}
+
+impl ExitConnector {
+    /// Keep the targets this connector's [`Reach`] allows; the refusal when none is left.
+    fn keep_reachable(&self, targets: &mut Vec<SocketAddr>, host: &str) -> Option<SocketError> {
+        let (rule, want_private) = match &self.reach {
+            Reach::Any => return None,
+            Reach::Public(rule) => (rule, false),
+            Reach::Private(rule) => (rule, true),
+        };
+        let first = targets.first().copied()?;
+        targets.retain(|t| rule.is_private(t.ip()) == want_private);
+        if !targets.is_empty() {
+            return None;
+        }
+        let (stage, kind, message) = if want_private {
+            (
+                Stage::Changed,
+                io::ErrorKind::Other,
+                format!(
+                    "{host} resolves to the public address {} now, not the private one it had when the fetch was planned; not connected",
+                    first.ip()
+                ),
+            )
+        } else {
+            let what = rule.private_kind(first.ip()).unwrap_or("private");
+            (
+                Stage::Refused,
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "private address refused: {host} resolves to {} ({what}), reached from a public address ([crawl] allow_private = true lifts the rule)",
+                    first.ip()
+                ),
+            )
+        };
+        Some(SocketError {
+            stage,
+            source_ip: self.source_ip,
+            target: Some(first),
+            error: io::Error::new(kind, message),
+        })
     }
 }
 

@@ -117,6 +117,26 @@ impl DnsCache {
         self.inner.hits.load(Ordering::Relaxed)
     }
 
+    /// The addresses of `host` if they are at hand without waiting: an IP literal, or a
+    /// fresh cache entry not being refreshed. `None` means: call [`Self::lookup`].
+    pub fn cached(&self, host: &str) -> Option<Arc<[IpAddr]>> {
+        if let Some(ip) = parse_ip_literal(host) {
+            return Some(Arc::from([ip]));
+        }
+        let key = host.to_ascii_lowercase();
+        let slot = {
+            let slots = self
+                .inner
+                .slots
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(slots.get(&key)?)
+        };
+        let cached = slot.try_lock().ok()?;
+        let entry = cached.as_ref()?;
+        (Instant::now() < entry.expires).then(|| Arc::clone(&entry.addrs))
+    }
+
     /// The addresses of `host`, from the cache while fresh, else freshly resolved.
     ///
     /// `host` may be an IP literal, bracketed or not (`[::1]` is what `Uri::host` gives for
@@ -204,6 +224,20 @@ mod tests {
         tokio::time::advance(Duration::from_secs(1)).await;
         cache.lookup("example.test").await.unwrap();
         assert_eq!(cache.resolutions(), 2);
+    }
+
+    #[actix_rt::test]
+    async fn cached_answers_only_what_is_at_hand() {
+        tokio::time::pause();
+        let (cache, calls) = counting(Duration::from_secs(30));
+        assert_eq!(cache.cached("new.test"), None);
+        let ip = cache.cached("[::1]").unwrap();
+        assert_eq!(&*ip, &["::1".parse::<IpAddr>().unwrap()]);
+        cache.lookup("new.test").await.unwrap();
+        assert_eq!(cache.cached("NEW.test").map(|a| a.len()), Some(1));
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(cache.cached("new.test"), None, "expired");
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
     }
 
     #[actix_rt::test]

@@ -23,8 +23,8 @@ mod dns;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-pub use classify::{classify, classify_connect, FailureKind};
-pub use connector::{connect_from, test_bind, ExitConnector, SocketError, Stage};
+pub use classify::{classify, classify_connect, refusal, FailureKind};
+pub use connector::{connect_from, test_bind, ExitConnector, Reach, SocketError, Stage};
 pub use dns::{DnsCache, ResolveFuture};
 
 /// Settings of one exit's HTTP client.
@@ -96,13 +96,16 @@ impl Default for ClientOptions {
 /// Built without compression features, so no `Accept-Encoding` is sent and bodies arrive
 /// as the site sent them.
 pub fn build_client(opts: &ClientOptions, dns: DnsCache) -> awc::Client {
+    build_client_reaching(opts, dns, Reach::Any)
+}
+
+/// [`build_client`] whose connections go only to the addresses `reach` allows. A client
+/// per reach keeps the pools apart: a connection opened for one is never reused for the
+/// other.
+pub fn build_client_reaching(opts: &ClientOptions, dns: DnsCache, reach: Reach) -> awc::Client {
     install_crypto_provider();
     let connector = awc::Connector::new()
-        .connector(ExitConnector::new(
-            opts.source_ip,
-            dns,
-            opts.connect_timeout,
-        ))
+        .connector(ExitConnector::new(opts.source_ip, dns, opts.connect_timeout).reaching(reach))
         .timeout(opts.connect_timeout)
         .handshake_timeout(opts.connect_timeout)
         .limit(opts.max_concurrent)

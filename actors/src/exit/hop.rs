@@ -1,0 +1,130 @@
+//! One hop of a request: where it goes, what it may connect to, and how a redirect
+//! moves it on.
+
+use awc::http::header::HeaderValue;
+use awc::http::{Method, Uri};
+use bytes::Bytes;
+use url::Url;
+
+use crate::messages::{AttemptFailure, FetchErrorKind};
+use crate::net::FailureKind;
+
+/// Where one hop of a request goes, and how.
+///
+/// Why the exit follows redirects itself instead of awc's redirect middleware: the crawl
+/// needs the URL an answer finally came from (links resolve against it), which awc does
+/// not report, and every hop's scheme must be checked (awc's middleware sends plain HTTP
+/// for any scheme but https, so `Location: ftp://host:21/` reached port 21).
+///
+/// The private-address rule, hop by hop: a hop led to from a public address (a link on
+/// a public page, a redirect from a public address) may reach public addresses only
+/// (`public_only`); any other hop goes where its host resolves, and which kind of address
+/// that was is kept in `private` — it decides the next hop's reach, and it is what the
+/// answer reports (links on a page from a private address may lead to private ones).
+pub(crate) struct Hop {
+    pub(super) uri: Uri,
+    pub(super) method: Method,
+    pub(super) body: Option<Bytes>,
+    /// A redirect went to another scheme, host or port: credentials stay behind.
+    pub(super) cross_origin: bool,
+    /// Led to from a public address: private targets are refused.
+    pub(super) public_only: bool,
+    /// Whether the address this hop goes to is private, once the exit has decided (`None`
+    /// before that, and always when the rule is lifted).
+    pub(super) private: Option<bool>,
+}
+
+impl Hop {
+    /// The first hop of a request.
+    pub(crate) fn new(uri: Uri, method: Method, body: Option<Bytes>) -> Self {
+        Self {
+            uri,
+            method,
+            body,
+            cross_origin: false,
+            public_only: false,
+            private: None,
+        }
+    }
+
+    /// A hop led to from a public address (`from_public`: a link found on a page that
+    /// came from one): it may not reach a private address.
+    pub(crate) fn from_public(mut self, from_public: bool) -> Self {
+        self.public_only = from_public;
+        self
+    }
+
+    /// Move to `location` (relative to this hop), as browsers and awc do: 301/302/303
+    /// turn any method but GET and HEAD into a bodyless GET; 307/308 keep both.
+    pub(super) async fn follow(
+        &mut self,
+        mut resp: awc::ClientResponse,
+        location: &str,
+    ) -> Result<(), AttemptFailure> {
+        let unusable = |why: String| AttemptFailure {
+            kind: FailureKind::Other,
+            error: FetchErrorKind::Other,
+            message: why,
+        };
+        let next = Url::parse(&self.uri.to_string())
+            .and_then(|base| base.join(location))
+            .map_err(|e| {
+                unusable(format!(
+                    "redirect to an unusable Location {location:?}: {e}"
+                ))
+            })?;
+        if !matches!(next.scheme(), "http" | "https") {
+            return Err(unusable(format!(
+                "redirect to an unsupported scheme refused: {next} (only http and https are followed)"
+            )));
+        }
+        let uri: Uri = next.as_str().parse().map_err(|e| {
+            unusable(format!(
+                "redirect to an unusable Location {location:?}: {e}"
+            ))
+        })?;
+        // Read a small redirect body so the connection can go back to the pool.
+        let _ = resp.body().limit(REDIRECT_BODY_LIMIT).await;
+        if uri.scheme() != self.uri.scheme()
+            || uri.host() != self.uri.host()
+            || uri.port_u16() != self.uri.port_u16()
+        {
+            self.cross_origin = true;
+        }
+        if !matches!(resp.status().as_u16(), 307 | 308) {
+            if self.method != Method::GET && self.method != Method::HEAD {
+                self.method = Method::GET;
+            }
+            self.body = None;
+        }
+        self.uri = uri;
+        // A redirect from a public address is a link from one.
+        self.public_only = self.private == Some(false);
+        self.private = None;
+        Ok(())
+    }
+}
+
+/// At most this much of a redirect's body is read (and dropped) before the next hop.
+const REDIRECT_BODY_LIMIT: usize = 64 * 1024;
+
+/// The `Location` of a redirect answer (301, 302, 303, 307, 308 with the header).
+pub(super) fn redirect_location<S>(resp: &awc::ClientResponse<S>) -> Option<String> {
+    let location = location_header(resp)?;
+    Some(String::from_utf8_lossy(location.as_bytes()).into_owned())
+}
+
+/// The `Location` header of a redirect status, without copying it.
+pub(super) fn location_header<S>(resp: &awc::ClientResponse<S>) -> Option<&HeaderValue> {
+    if !matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    resp.headers().get(awc::http::header::LOCATION)
+}
+
+/// Headers that carry credentials: not sent past a redirect to another origin.
+pub(super) fn is_credential(name: &str) -> bool {
+    ["authorization", "cookie", "proxy-authorization"]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}

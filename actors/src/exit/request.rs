@@ -1,0 +1,176 @@
+//! What an exit puts on each hop besides the URL: the client it goes through (which
+//! decides the addresses it may reach), the configured headers and the cookies it keeps.
+
+use std::cell::{OnceCell, RefCell};
+use std::time::SystemTime;
+
+use awc::http::header::{HeaderMap, HeaderName, HeaderValue, COOKIE, SET_COOKIE};
+use exitcrawl::address::AddressRule;
+use exitcrawl::cookies::{CookieJar, Stored};
+
+use super::hop::{is_credential, Hop};
+use crate::net::{build_client_reaching, ClientOptions, DnsCache, Reach};
+
+/// An exit's awc clients, built when first needed: one that reaches any address when the
+/// private-address rule is lifted; otherwise one for public and one for private targets,
+/// each with its own pool, so a connection opened for one kind is never reused for the
+/// other.
+pub(super) struct Clients {
+    opts: ClientOptions,
+    dns: DnsCache,
+    rule: AddressRule,
+    any: OnceCell<awc::Client>,
+    public: OnceCell<awc::Client>,
+    private: OnceCell<awc::Client>,
+}
+
+impl Clients {
+    pub(super) fn new(opts: ClientOptions, dns: DnsCache, rule: AddressRule) -> Self {
+        Self {
+            opts,
+            dns,
+            rule,
+            any: OnceCell::new(),
+            public: OnceCell::new(),
+            private: OnceCell::new(),
+        }
+    }
+
+    /// The client for `hop`, as [`Self::decide`] left it.
+    pub(super) fn client(&self, hop: &Hop) -> &awc::Client {
+        let (cell, reach) = match hop.private {
+            _ if !self.rule.enforced() => (&self.any, Reach::Any),
+            Some(true) => (&self.private, Reach::Private(self.rule.clone())),
+            _ => (&self.public, Reach::Public(self.rule.clone())),
+        };
+        cell.get_or_init(|| build_client_reaching(&self.opts, self.dns.clone(), reach))
+    }
+
+    /// Decide whether `hop` goes to a private address, when that can be known without
+    /// waiting; `false` means: call [`Self::resolve`] first. A hop led to from a public
+    /// address goes to public ones only; any other goes where its host resolves — private
+    /// when it has no public address of the exit's family.
+    pub(super) fn decide(&self, hop: &mut Hop) -> bool {
+        if !self.rule.enforced() || hop.private.is_some() {
+            return true;
+        }
+        if hop.public_only {
+            hop.private = Some(false);
+            return true;
+        }
+        match self.dns.cached(hop.uri.host().unwrap_or("")) {
+            Some(addrs) => {
+                hop.private = Some(self.all_private(&addrs));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`Self::decide`] after resolving the host. A name that does not resolve is sent
+    /// as public, where the connector reports the resolver's error.
+    pub(super) async fn resolve(&self, hop: &mut Hop) {
+        let private = match self.dns.lookup(hop.uri.host().unwrap_or("")).await {
+            Ok(addrs) => self.all_private(&addrs),
+            Err(_) => false,
+        };
+        hop.private = Some(private);
+    }
+
+    /// Whether every address of the exit's family (or, with none of it, every address) is
+    /// private.
+    fn all_private(&self, addrs: &[std::net::IpAddr]) -> bool {
+        let v4 = self.opts.source_ip.is_ipv4();
+        let family = addrs.iter().filter(|a| a.is_ipv4() == v4);
+        let mut any = false;
+        for a in family {
+            any = true;
+            if !self.rule.is_private(*a) {
+                return false;
+            }
+        }
+        any || addrs.iter().all(|a| self.rule.is_private(*a))
+    }
+}
+
+/// The headers of `[crawler.headers]`, ready to send, and the cookie jar when
+/// `[crawler] cookies` is on.
+#[derive(Default)]
+pub(super) struct Identity {
+    headers: Vec<(HeaderName, HeaderValue)>,
+    jar: Option<RefCell<CookieJar>>,
+}
+
+impl Identity {
+    /// From validated settings' name/value pairs (a pair that is no header is left out,
+    /// which validation has already made impossible).
+    pub(super) fn new(headers: &[(String, String)], cookies: bool) -> Self {
+        let headers = headers
+            .iter()
+            .filter_map(|(n, v)| {
+                Some((
+                    HeaderName::from_bytes(n.as_bytes()).ok()?,
+                    HeaderValue::from_str(v).ok()?,
+                ))
+            })
+            .collect();
+        Self {
+            headers,
+            jar: cookies.then(RefCell::default),
+        }
+    }
+
+    /// Put the configured headers and the cookies for `hop` into `map`, which holds the
+    /// fetch's own headers already (they win). Credentials stay behind once a redirect
+    /// has left the first origin, as the fetch's own do; the jar's cookies are the hop's
+    /// host's own, so they go with every hop to it.
+    pub(super) fn apply(&self, map: &mut HeaderMap, hop: &Hop, own: &[(String, String)]) {
+        let owns = |name: &HeaderName| {
+            own.iter()
+                .any(|(n, _)| name.as_str().eq_ignore_ascii_case(n))
+        };
+        for (name, value) in &self.headers {
+            if (hop.cross_origin && is_credential(name.as_str())) || owns(name) {
+                continue;
+            }
+            map.insert(name.clone(), value.clone());
+        }
+        let Some(jar) = &self.jar else {
+            return;
+        };
+        if owns(&COOKIE) {
+            return;
+        }
+        let https = hop.uri.scheme_str() == Some("https");
+        let host = hop.uri.host().unwrap_or("");
+        let Some(kept) = jar.borrow_mut().header(host, https, SystemTime::now()) else {
+            return;
+        };
+        let value = match map.get(COOKIE).and_then(|v| v.to_str().ok()) {
+            Some(configured) => format!("{configured}; {kept}"),
+            None => kept,
+        };
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            map.insert(COOKIE, v);
+        }
+    }
+
+    /// Keep the cookies an answer to `hop` sets.
+    pub(super) fn remember(&self, hop: &Hop, answer: &HeaderMap) {
+        let Some(jar) = &self.jar else {
+            return;
+        };
+        let host = hop.uri.host().unwrap_or("");
+        let now = SystemTime::now();
+        let mut jar = jar.borrow_mut();
+        for v in answer.get_all(SET_COOKIE) {
+            let text = String::from_utf8_lossy(v.as_bytes());
+            if jar.store(host, &text, now) == Stored::Refused {
+                tracing::debug!(
+                    host,
+                    "a Set-Cookie was not kept: unusable, too long, or too many hosts"
+                );
+            }
+        }
+    }
+}
