@@ -1,0 +1,184 @@
+//! Headers and identity, at the server: the configured headers and User-Agent on every
+//! request, a fetch's own header winning, credentials staying behind a redirect to
+//! another origin, and cookies kept per (exit, host) — a cookie one exit got is sent back
+//! by that exit only, and to that host only.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use exitcrawl::config::{Algorithm, Settings};
+use exitcrawl_actors::{Crawler, Fetch};
+use exitcrawl_testsite::{Page, Pages, RequestRecord, SiteConfig, TestSite};
+use support::exits;
+
+fn settings(n: u8) -> Settings {
+    let mut s = Settings::with_exits(exits(n, 8));
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.max_retries = 0;
+    s
+}
+
+fn header<'a>(r: &'a RequestRecord, name: &str) -> Option<&'a str> {
+    r.headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn headers(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[actix_rt::test]
+async fn configured_headers_and_user_agent_reach_the_site_and_a_fetch_own_header_wins() {
+    let other = TestSite::start(SiteConfig::default());
+    let away = other.url("/landed");
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_, pq: &str| {
+            Some(match pq {
+                "/away" => Page::redirect(302, away.clone()),
+                "/here" => Page::redirect(302, "/landed-here"),
+                _ => Page::text("ok"),
+            })
+        })),
+        ..SiteConfig::default()
+    });
+    let mut s = settings(1);
+    s.crawler.user_agent = "identitybot/2.0 (+https://example.org/bot)".into();
+    s.crawler.headers = headers(&[
+        ("Accept-Language", "en, de;q=0.5"),
+        ("Authorization", "Bearer s3cret"),
+        ("X-Api-Key", "k-1"),
+    ]);
+    let h = Crawler::start(s).expect("start");
+    h.fetch(Fetch::get(site.url("/plain")))
+        .await
+        .expect("answer");
+    h.fetch(Fetch::get(site.url("/own")).header("accept-language", "fr"))
+        .await
+        .expect("answer");
+    h.fetch(Fetch::get(site.url("/here")))
+        .await
+        .expect("answer");
+    h.fetch(Fetch::get(site.url("/away")))
+        .await
+        .expect("answer");
+
+    let log = site.requests();
+    let at = |path: &str| log.iter().find(|r| r.path == path).expect(path).clone();
+    for path in ["/plain", "/here", "/landed-here", "/away"] {
+        let r = at(path);
+        assert_eq!(
+            header(&r, "accept-language"),
+            Some("en, de;q=0.5"),
+            "{path}"
+        );
+        assert_eq!(header(&r, "authorization"), Some("Bearer s3cret"), "{path}");
+        assert_eq!(header(&r, "x-api-key"), Some("k-1"), "{path}");
+        assert_eq!(
+            header(&r, "user-agent"),
+            Some("identitybot/2.0 (+https://example.org/bot)")
+        );
+    }
+    let own = at("/own");
+    let langs: Vec<_> = own
+        .headers
+        .iter()
+        .filter(|(k, _)| k == "accept-language")
+        .collect();
+    assert_eq!(langs.len(), 1, "one Accept-Language: {langs:?}");
+    assert_eq!(
+        header(&own, "accept-language"),
+        Some("fr"),
+        "the fetch's own wins"
+    );
+
+    // Another origin: the configured credential stays behind, the rest goes along.
+    let landed = other.requests();
+    assert_eq!(landed.len(), 1);
+    assert_eq!(header(&landed[0], "authorization"), None);
+    assert_eq!(header(&landed[0], "accept-language"), Some("en, de;q=0.5"));
+    assert_eq!(header(&landed[0], "x-api-key"), Some("k-1"));
+}
+
+/// Every cookie a request carried is the one the site set for that request's own peer
+/// (source address) and host.
+fn assert_cookies_stay_home(log: &[RequestRecord]) -> usize {
+    let mut carried = 0;
+    for r in log {
+        if let Some(c) = header(r, "cookie") {
+            let host = header(r, "host").unwrap_or("");
+            assert_eq!(c, format!("seen={}@{host}", r.peer), "{r:?}");
+            carried += 1;
+        }
+    }
+    carried
+}
+
+#[actix_rt::test]
+async fn a_cookie_set_through_one_exit_is_sent_back_by_that_exit_only_and_to_its_host_only() {
+    let site = TestSite::start(SiteConfig {
+        set_cookie: true,
+        ..SiteConfig::default()
+    });
+    let mut s = settings(2);
+    s.crawler.cookies = true;
+    let h = Crawler::start(s).expect("start");
+    // localhost and 127.0.0.1 are different hosts to a cookie jar, though one server.
+    let by_name = format!("http://localhost:{}/", site.port());
+    for i in 0..3 {
+        for exit in ["e2", "e3"] {
+            h.fetch(Fetch::get(site.url(&format!("/p{i}"))).prefer(exit))
+                .await
+                .expect("answer");
+            h.fetch(Fetch::get(format!("{by_name}n{i}")).prefer(exit))
+                .await
+                .expect("answer");
+        }
+    }
+    let log = site.requests();
+    assert_eq!(log.len(), 12);
+    assert_eq!(
+        assert_cookies_stay_home(&log),
+        8,
+        "all but each (exit, host)'s first"
+    );
+    for peer in ["127.0.0.2", "127.0.0.3"] {
+        for host_is_name in [false, true] {
+            let first = log
+                .iter()
+                .find(|r| {
+                    r.peer.to_string() == peer
+                        && header(r, "host").unwrap_or("").starts_with("localhost") == host_is_name
+                })
+                .expect("a request");
+            assert_eq!(
+                header(first, "cookie"),
+                None,
+                "the first has none: {first:?}"
+            );
+        }
+    }
+}
+
+#[actix_rt::test]
+async fn without_cookies_on_nothing_is_kept() {
+    let site = TestSite::start(SiteConfig {
+        set_cookie: true,
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings(1)).expect("start");
+    for i in 0..3 {
+        h.fetch(Fetch::get(site.url(&format!("/p{i}"))))
+            .await
+            .expect("answer");
+    }
+    assert!(site
+        .requests()
+        .iter()
+        .all(|r| header(r, "cookie").is_none()));
+}
