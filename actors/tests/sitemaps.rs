@@ -1,0 +1,191 @@
+//! Sitemaps seed a crawl, at the server: a sitemap index naming a plain and a gzip'd
+//! sitemap (served as application/gzip), each listed URL fetched once with its
+//! `<lastmod>` in its record, URLs of other hosts and out of scope left out, robots.txt
+//! obeyed, and the `Sitemap:` lines of robots.txt read with `[crawl] sitemaps = true`.
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use bytes::Bytes;
+use exitcrawl::config::{Algorithm, Settings};
+use exitcrawl_actors::{crawl_site, Crawler, FollowOptions, FollowRecord};
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
+use support::exits;
+
+fn gz(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn urlset(base: &str, entries: &[(&str, Option<&str>)]) -> String {
+    let mut x = String::from(
+        "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">",
+    );
+    for (path, lastmod) in entries {
+        x.push_str(&format!("<url><loc>{base}{path}</loc>"));
+        if let Some(l) = lastmod {
+            x.push_str(&format!("<lastmod>{l}</lastmod>"));
+        }
+        x.push_str("</url>");
+    }
+    x + "</urlset>"
+}
+
+/// A site whose sitemaps list pages; `robots_sitemap` puts the index in robots.txt.
+fn site() -> TestSite {
+    TestSite::start(SiteConfig {
+        pages: Some(Pages::new(|host: &str, pq: &str| {
+            let base = format!("http://{host}");
+            let xml = |body: String| Page {
+                status: 200,
+                content_type: "application/xml",
+                body: Bytes::from(body),
+                location: None,
+            };
+            Some(match pq {
+                "/robots.txt" => Page::text(format!(
+                    "User-agent: *\nDisallow: /private/\nSitemap: {base}/index.xml\n"
+                )),
+                "/index.xml" => xml(format!(
+                    "<sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\
+                     <sitemap><loc>{base}/a.xml</loc></sitemap>\
+                     <sitemap><loc>{base}/b.xml.gz</loc></sitemap>\
+                     <sitemap><loc>{base}/a.xml</loc></sitemap>\
+                     <sitemap><loc>http://elsewhere.invalid/c.xml</loc></sitemap>\
+                     </sitemapindex>"
+                )),
+                "/a.xml" => xml(urlset(
+                    &base,
+                    &[
+                        ("/p1", Some("2024-05-01")),
+                        ("/p2", None),
+                        ("/private/x", Some("2024-01-01")),
+                        ("/p1", Some("2024-05-01")),
+                    ],
+                )),
+                "/b.xml.gz" => Page {
+                    status: 200,
+                    content_type: "application/gzip",
+                    body: Bytes::from(gz(urlset(
+                        &base,
+                        &[("/p2", None), ("/p3", Some("2024-06-01T10:00:00+00:00"))],
+                    )
+                    .as_bytes())),
+                    location: None,
+                },
+                _ => Page::html("<p>no links</p>"),
+            })
+        })),
+        ..SiteConfig::default()
+    })
+}
+
+fn settings() -> Settings {
+    let mut s = Settings::with_exits(exits(1, 8));
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.max_retries = 0;
+    s
+}
+
+fn by_url(records: &[FollowRecord]) -> HashMap<String, &FollowRecord> {
+    let mut m = HashMap::new();
+    for r in records {
+        assert!(
+            m.insert(r.url.clone(), r).is_none(),
+            "one record per URL: {}",
+            r.url
+        );
+    }
+    m
+}
+
+async fn crawl(s: Settings, seeds: Vec<String>, sitemaps: Vec<String>) -> Vec<FollowRecord> {
+    let h = Crawler::start(s).expect("start");
+    let mut opts = FollowOptions::from_settings(h.settings());
+    opts.sitemaps = sitemaps;
+    let mut records = Vec::new();
+    let totals = crawl_site(&h, seeds, &opts, |r| records.push(r))
+        .await
+        .expect("crawl");
+    assert_eq!(totals.sitemap_errors, 0, "{totals:?}");
+    records
+}
+
+#[actix_rt::test]
+async fn a_sitemap_index_seeds_every_listed_url_once_with_its_lastmod() {
+    let site = site();
+    let records = crawl(settings(), Vec::new(), vec![site.url("/index.xml")]).await;
+    let recs = by_url(&records);
+    let p = |path: &str| {
+        recs.get(&site.url(path))
+            .unwrap_or_else(|| panic!("{path}: {records:?}"))
+    };
+    assert_eq!(p("/p1").status, Some(200));
+    assert_eq!(p("/p1").lastmod.as_deref(), Some("2024-05-01"));
+    assert_eq!(p("/p1").depth, 0);
+    assert_eq!(
+        p("/p1").parent.as_deref(),
+        Some(site.url("/a.xml").as_str())
+    );
+    assert_eq!(p("/p2").lastmod, None);
+    assert_eq!(
+        p("/p3").lastmod.as_deref(),
+        Some("2024-06-01T10:00:00+00:00"),
+        "from the gzip'd sitemap"
+    );
+    assert_eq!(
+        p("/private/x").skipped,
+        Some(exitcrawl_actors::SkipReason::Robots)
+    );
+    assert_eq!(recs.len(), 4, "{records:?}");
+
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for r in site.requests() {
+        *seen.entry(r.path).or_default() += 1;
+    }
+    for path in [
+        "/index.xml",
+        "/a.xml",
+        "/b.xml.gz",
+        "/p1",
+        "/p2",
+        "/p3",
+        "/robots.txt",
+    ] {
+        assert_eq!(seen.get(path), Some(&1), "{path} once: {seen:?}");
+    }
+    assert_eq!(seen.get("/private/x"), None, "robots.txt disallows it");
+    assert_eq!(seen.len(), 7, "{seen:?}");
+}
+
+#[actix_rt::test]
+async fn robots_txt_sitemap_lines_seed_the_crawl_when_asked() {
+    let site = site();
+    let mut s = settings();
+    s.crawl.sitemaps = true;
+    let records = crawl(s, vec![site.url("/")], Vec::new()).await;
+    let recs = by_url(&records);
+    for path in ["/", "/p1", "/p2", "/p3"] {
+        assert_eq!(recs[&site.url(path)].status, Some(200), "{path}");
+    }
+    // Without [crawl] sitemaps, robots.txt's Sitemap: lines are not read.
+    let site = self::site();
+    let records = crawl(settings(), vec![site.url("/")], Vec::new()).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(site.requests().iter().all(|r| !r.path.ends_with(".xml")));
+}
+
+#[actix_rt::test]
+async fn sitemap_urls_go_through_the_crawl_scope() {
+    let site = site();
+    let mut s = settings();
+    s.crawl.deny = vec!["/p2$".into()];
+    let records = crawl(s, Vec::new(), vec![site.url("/a.xml")]).await;
+    let urls: Vec<_> = records.iter().map(|r| r.url.clone()).collect();
+    assert!(urls.contains(&site.url("/p1")), "{urls:?}");
+    assert!(!urls.contains(&site.url("/p2")), "denied: {urls:?}");
+    assert!(site.requests().iter().all(|r| r.path != "/p2"));
+}
