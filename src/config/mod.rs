@@ -49,3 +49,4 @@ pub use schema::{
     default_user_agent, Algorithm, Arbiters, Backend, CrawlScope, CrawlSettings, CrawlerSettings,
     ExitSettings, HealthSettings, LimiterSettings, MetricsSettings, RedisSettings, Scope, Settings,
 };
+pub use validate::{check_header, MAX_HEADERS};

@@ -176,7 +176,7 @@ fn validate_crawler(c: &CrawlerSettings) -> Result {
 }
 
 /// Most `[crawler.headers]` entries.
-pub(super) const MAX_HEADERS: usize = 64;
+pub const MAX_HEADERS: usize = 64;
 
 /// Headers `[crawler.headers]` may not set, and why.
 const RESERVED_HEADERS: [(&str, &str); 12] = [
@@ -209,24 +209,10 @@ pub(super) fn validate_headers(headers: &std::collections::BTreeMap<String, Stri
     let mut seen: HashMap<String, &str> = HashMap::new();
     for (name, value) in headers {
         let key = header_key(name);
-        let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-        if name.is_empty() || name.len() > 128 || !name.chars().all(tchar) {
-            return Err(ConfigError::invalid(
-                key,
-                format!(
-                    "{} is not a header name: 1..=128 characters of A-Z a-z 0-9 and !#$%&'*+-.^_`|~ (e.g. \"Accept-Language\")",
-                    show(name)
-                ),
-            ));
+        if let Err(why) = check_header(name, value) {
+            return Err(ConfigError::invalid(key, why));
         }
-        let lower = name.to_ascii_lowercase();
-        if let Some((_, why)) = RESERVED_HEADERS.iter().find(|(n, _)| *n == lower) {
-            return Err(ConfigError::invalid(
-                key,
-                format!("{} may not be set here: {why}", show(name)),
-            ));
-        }
-        if let Some(first) = seen.insert(lower, name) {
+        if let Some(first) = seen.insert(name.to_ascii_lowercase(), name) {
             return Err(ConfigError::invalid(
                 key,
                 format!(
@@ -236,18 +222,35 @@ pub(super) fn validate_headers(headers: &std::collections::BTreeMap<String, Stri
                 ),
             ));
         }
-        let ok = |c: char| c == ' ' || c == '\t' || c.is_ascii_graphic();
-        if value.len() > 8192 || !value.chars().all(ok) {
-            let shown = if crate::redact::is_secret_header(name) {
-                "the value (masked: the header looks secret)".to_string()
-            } else {
-                show(value)
-            };
-            return Err(ConfigError::invalid(
-                key,
-                format!("{shown} must be 0..=8192 characters of visible ASCII, spaces or tabs (it is sent as an HTTP header)"),
-            ));
-        }
+    }
+    Ok(())
+}
+
+/// Whether `name: value` may be sent as a configured header (`[crawler.headers]`, `-H`):
+/// `Err` says what is wrong and what is allowed, with the value masked when the header
+/// looks secret ([`crate::redact::is_secret_header`]).
+pub fn check_header(name: &str, value: &str) -> std::result::Result<(), String> {
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || name.len() > 128 || !name.chars().all(tchar) {
+        return Err(format!(
+            "{} is not a header name: 1..=128 characters of A-Z a-z 0-9 and !#$%&'*+-.^_`|~ (e.g. \"Accept-Language\")",
+            show(name)
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    if let Some((_, why)) = RESERVED_HEADERS.iter().find(|(n, _)| *n == lower) {
+        return Err(format!("{} may not be set here: {why}", show(name)));
+    }
+    let ok = |c: char| c == ' ' || c == '\t' || c.is_ascii_graphic();
+    if value.len() > 8192 || !value.chars().all(ok) {
+        let shown = if crate::redact::is_secret_header(name) {
+            "the value (masked: the header looks secret)".to_string()
+        } else {
+            show(value)
+        };
+        return Err(format!(
+            "{shown} must be 0..=8192 characters of visible ASCII, spaces or tabs (it is sent as an HTTP header)"
+        ));
     }
     Ok(())
 }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use exitcrawl::config::Settings;
-use exitcrawl::redact::mask_url;
+use exitcrawl::redact::{mask_header, mask_url};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use url::Url;
@@ -43,6 +43,9 @@ pub struct Archive {
     /// Exit name → source IP (for the WARC extension field).
     exits: HashMap<String, IpAddr>,
     user_agent: String,
+    /// `[crawler.headers]` (with `-H`), secret-looking values masked, for the request
+    /// records.
+    headers: Vec<(String, String)>,
 }
 
 /// Where `--warc` and `--bodies` go.
@@ -79,6 +82,12 @@ impl Archive {
             bodies_dir: o.bodies.map(std::path::Path::to_path_buf),
             exits: exit_ips(settings),
             user_agent: settings.crawler.user_agent.clone(),
+            headers: settings
+                .crawler
+                .headers
+                .iter()
+                .map(|(n, v)| (n.to_ascii_lowercase(), mask_header(n, v).to_owned()))
+                .collect(),
         })
     }
 
@@ -128,7 +137,7 @@ impl Archive {
             Some(ip) => format!("name={}; source-ip={ip}", r.exit),
             None => format!("name={}", r.exit),
         };
-        let request = request_head(target, &self.user_agent);
+        let request = request_head(target, &self.user_agent, &self.headers);
         let response_head = response_head(r);
         let ex = Exchange {
             target_uri: target,
@@ -178,10 +187,11 @@ fn exit_ips(s: &Settings) -> HashMap<String, IpAddr> {
 
 /// The request the exit sent for `target`. awc does not hand back the bytes it wrote, so
 /// this is rebuilt from what it sends for a `Fetch::get`: the request line, `host`,
-/// `user-agent` and `accept-encoding` (the client's default headers) and the
-/// `content-length: 0` of an empty body — all but the `date` it adds, whose second is not
-/// known here.
-fn request_head(target: &str, user_agent: &str) -> String {
+/// `user-agent` and `accept-encoding` (the client's default headers), the configured
+/// headers (secret-looking values as `***`) and the `content-length: 0` of an empty body
+/// — all but the `date` it adds, whose second is not known here, and the cookies of
+/// `[crawler] cookies`, which the exit keeps to itself.
+fn request_head(target: &str, user_agent: &str, headers: &[(String, String)]) -> String {
     let (path, host) = match Url::parse(target) {
         Ok(u) => {
             let mut host = u.host_str().unwrap_or_default().to_string();
@@ -195,11 +205,15 @@ fn request_head(target: &str, user_agent: &str) -> String {
         }
         Err(_) => ("/".to_string(), String::new()),
     };
-    format!(
+    let mut head = format!(
         "GET {path} HTTP/1.1\r\ncontent-length: 0\r\nhost: {host}\r\n\
-         user-agent: {user_agent}\r\naccept-encoding: {}\r\n\r\n",
+         user-agent: {user_agent}\r\naccept-encoding: {}\r\n",
         crate::body::ACCEPT_ENCODING
-    )
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head + "\r\n"
 }
 
 /// The answer's status line and headers as received — less `Transfer-Encoding`, since
@@ -271,11 +285,13 @@ mod tests {
     #[test]
     fn request_heads() {
         assert_eq!(
-            request_head("http://127.0.0.1:8080/a/b?x=1&token=***", "bot/1"),
+            request_head("http://127.0.0.1:8080/a/b?x=1&token=***", "bot/1", &[]),
             "GET /a/b?x=1&token=*** HTTP/1.1\r\ncontent-length: 0\r\nhost: 127.0.0.1:8080\r\n\
              user-agent: bot/1\r\naccept-encoding: gzip, deflate, br, zstd\r\n\r\n"
         );
-        assert!(request_head("https://e.org", "b").contains("\r\nhost: e.org\r\n"));
+        assert!(request_head("https://e.org", "b", &[]).contains("\r\nhost: e.org\r\n"));
+        let with = request_head("http://h/", "b", &[("authorization".into(), "***".into())]);
+        assert!(with.ends_with("\r\nauthorization: ***\r\n\r\n"), "{with}");
         assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
     }
 }

@@ -51,7 +51,18 @@ STOPPING:
 SECURITY:
     Credentials in URLs are masked in --out, in WARC headers and on stderr: the password
     of user:pass@ and the values of query parameters named like token, key, password,
-    secret, auth, sig become ***. --resume compares these masked forms.
+    secret, auth, sig become ***. --resume compares these masked forms. So are the values
+    of headers (-H, [crawler.headers]) named Authorization, Cookie or like token, key,
+    secret, password, auth, sig, in messages and WARC request records; Authorization,
+    Cookie and Proxy-Authorization are not sent past a redirect to another origin.
+
+PRIVATE ADDRESSES:
+    URLs you give (--urls, --sitemap) are trusted. A link found in a page, a URL listed
+    in a sitemap or a redirect that leads from a public address to a loopback, private
+    (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16, fe80::/10) or
+    unspecified address is refused, checked on the address connected to: its record says
+    error \"private address refused\". A crawl that starts on a private host follows its
+    own links there. [crawl] allow_private = true lifts the rule.
 
 EXIT STATUS:
     0 the crawl ran (even if some URLs failed); 1 an output could not be written (or,
@@ -65,6 +76,7 @@ pub fn usage(name: &str) -> String {
         "--config FILE --urls FILE [--out FILE [--resume]] [--summary FILE] [OPTIONS]",
         "--demo [--demo-urls N] [--out FILE] [--summary FILE] [OPTIONS]",
         "--config FILE --urls SEEDS --follow [--ignore-robots] [--out FILE] [OPTIONS]",
+        "--config FILE --sitemap URL [--urls SEEDS] [--follow] [--out FILE] [OPTIONS]",
         "--enqueue FILE --frontier redis://HOST:PORT/QUEUE",
         "--config FILE --frontier redis://HOST:PORT/QUEUE --out FILE [OPTIONS]",
         "--dedupe FILE [--dedupe FILE ...] --out FILE",
@@ -208,6 +220,21 @@ pub struct Flags {
     /// sha256 names the file; identical bodies are stored once
     #[arg(long, value_name = "DIR", value_parser = path, allow_hyphen_values = true)]
     pub bodies: Option<PathBuf>,
+    /// Send this header with every request: 'Name: value' (repeatable; adds to and
+    /// overrides [crawler.headers]). Values of Authorization, Cookie and secret-looking
+    /// names are masked wherever they are shown
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", action = ArgAction::Append, allow_hyphen_values = true)]
+    pub header: Vec<String>,
+    /// The User-Agent sent with every request (sets [crawler] user_agent; robots.txt is
+    /// matched against its product token)
+    #[arg(long, value_name = "UA", allow_hyphen_values = true)]
+    pub user_agent: Option<String>,
+    /// Seed the crawl from a sitemap, a sitemap index or a .xml.gz (repeatable; --urls
+    /// may then be left out). Every URL listed on the sitemap's host is fetched once,
+    /// within the [crawl] scope and robots.txt; records are those of --follow, with the
+    /// sitemap as parent and its lastmod. Links are followed only with --follow
+    #[arg(long, value_name = "URL", action = ArgAction::Append, value_parser = text, allow_hyphen_values = true)]
+    pub sitemap: Vec<String>,
 }
 
 /// What the command line asks for.
@@ -246,6 +273,10 @@ pub struct RunArgs {
     pub warc: Option<PathBuf>,
     pub warc_max_bytes: Option<u64>,
     pub bodies: Option<PathBuf>,
+    /// `-H`, parsed: name and value.
+    pub headers: Vec<(String, String)>,
+    pub user_agent: Option<String>,
+    pub sitemaps: Vec<String>,
 }
 
 impl RunArgs {
@@ -260,7 +291,12 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         return Ok(Command::Completions(shell));
     }
     let f = cli.flags;
-    let keeps = f.warc.is_some() || f.bodies.is_some() || f.warc_max_bytes.is_some();
+    let keeps = f.warc.is_some()
+        || f.bodies.is_some()
+        || f.warc_max_bytes.is_some()
+        || !f.header.is_empty()
+        || f.user_agent.is_some()
+        || !f.sitemap.is_empty();
     if !f.dedupe.is_empty() {
         if f.demo
             || f.config.is_some()
@@ -296,6 +332,10 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         return Err("--claim-idle/--idle-exit only go with --frontier".into());
     }
     check_keep_flags(&f)?;
+    let headers = parse_headers(&f.header)?;
+    if let Some(ua) = &f.user_agent {
+        check_user_agent(ua)?;
+    }
     let urls = url_source(&f)?;
     if f.resume && f.out.as_deref().is_none_or(|p| p == Path::new("-")) {
         return Err("--resume needs --out FILE (the results of the earlier run)".into());
@@ -317,7 +357,49 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         warc: f.warc,
         warc_max_bytes: f.warc_max_bytes,
         bodies: f.bodies,
+        headers,
+        user_agent: f.user_agent,
+        sitemaps: f.sitemap,
     })))
+}
+
+/// `-H 'Name: value'` each, checked as `[crawler.headers]` entries are; a message that
+/// shows a secret-looking header's value masked.
+fn parse_headers(raw: &[String]) -> Result<Vec<(String, String)>, String> {
+    let max = exitcrawl::config::MAX_HEADERS;
+    if raw.len() > max {
+        return Err(format!(
+            "-H: given {} times; at most {max} headers",
+            raw.len()
+        ));
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for h in raw {
+        let Some((name, value)) = h.split_once(':') else {
+            let shown = exitcrawl::redact::mask_header(h, h);
+            return Err(format!(
+                "-H {shown:?}: expected 'Name: value' (a header name, a colon, its value)"
+            ));
+        };
+        let (name, value) = (name.trim(), value.trim());
+        if let Err(why) = exitcrawl::config::check_header(name, value) {
+            let shown = format!("{name}: {}", exitcrawl::redact::mask_header(name, value));
+            return Err(format!("-H {shown:?}: {why}"));
+        }
+        out.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        out.push((name.to_owned(), value.to_owned()));
+    }
+    Ok(out)
+}
+
+/// `--user-agent`: what `[crawler] user_agent` allows.
+fn check_user_agent(ua: &str) -> Result<(), String> {
+    if ua.is_empty() || ua.len() > 512 || !ua.chars().all(|c| (' '..='~').contains(&c)) {
+        return Err(format!(
+            "--user-agent {ua:?}: must be 1..=512 characters of visible ASCII or spaces (it is sent as an HTTP header)"
+        ));
+    }
+    Ok(())
 }
 
 /// `--warc`, `--warc-max-bytes`, `--bodies`.
@@ -343,8 +425,8 @@ fn url_source(f: &Flags) -> Result<UrlSource, String> {
         if f.config.is_none() {
             return Err("--frontier needs --config FILE".into());
         }
-        if f.resume || f.follow {
-            return Err("--frontier does not go with --resume or --follow".into());
+        if f.resume || f.follow || !f.sitemap.is_empty() {
+            return Err("--frontier does not go with --resume, --follow or --sitemap".into());
         }
         if f.out.as_deref().is_none_or(|p| p == Path::new("-")) {
             return Err("--frontier needs --out FILE (records are written before the ack)".into());
@@ -352,8 +434,10 @@ fn url_source(f: &Flags) -> Result<UrlSource, String> {
         return Ok(UrlSource::Frontier(fr.clone()));
     }
     if f.demo {
-        if f.config.is_some() || f.urls.is_some() {
-            return Err("--demo builds its own settings and URLs: drop --config/--urls".into());
+        if f.config.is_some() || f.urls.is_some() || !f.sitemap.is_empty() {
+            return Err(
+                "--demo builds its own settings and URLs: drop --config/--urls/--sitemap".into(),
+            );
         }
         if f.resume {
             return Err(
@@ -369,7 +453,8 @@ fn url_source(f: &Flags) -> Result<UrlSource, String> {
         return Err("missing --config FILE (or use --demo)".into());
     }
     match f.urls.as_deref() {
-        None => Err("missing --urls FILE (or - for stdin)".into()),
+        None if !f.sitemap.is_empty() => Ok(UrlSource::Nothing),
+        None => Err("missing --urls FILE (or - for stdin, or --sitemap URL)".into()),
         Some(u) => Ok(UrlSource::from_arg(u)),
     }
 }

@@ -1,5 +1,6 @@
-//! `--follow`: every URL of the source is a seed; `crate::follow` crawls (scope, dedupe,
-//! robots.txt, Crawl-delay) and hands over each record with its answer, which is masked,
+//! `--follow` (and `--sitemap`): every URL of the source is a seed, every `--sitemap` a
+//! sitemap to seed from; `crate::follow` crawls (scope, dedupe, robots.txt, Crawl-delay,
+//! sitemaps) and hands over each record with its answer, which is masked,
 //! kept (WARC, bodies) and written as it arrives. A stop signal ends the crawl at once
 //! (the fetches in flight are dropped, without records): exit 130.
 
@@ -105,7 +106,7 @@ impl<'a> FollowWriter<'a> {
 /// crawl's counters.
 pub async fn follow_crawl(
     handle: &CrawlerHandle,
-    mut urls: Lines,
+    (mut urls, sitemaps): (Lines, Vec<String>),
     resume: Resume,
     mut stop: Stop,
     writer: &FollowWriter<'_>,
@@ -118,7 +119,8 @@ pub async fn follow_crawl(
         }
     }
     writer.totals.read.set(seeds.len() as u64);
-    let opts = FollowOptions::from_settings(handle.settings());
+    let mut opts = FollowOptions::from_settings(handle.settings());
+    opts.sitemaps = sitemaps;
     // Records come out of the crawl through a callback; keeping a page may wait (the
     // site's address for WARC), so they are written by a second future beside it.
     let (tx, mut rx) = mpsc::unbounded_channel();

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::Settings;
+use exitcrawl::redact::mask_header;
 use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};
@@ -60,6 +61,20 @@ fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure
     if args.follow {
         settings.crawl.follow = true;
     }
+    if let Some(ua) = &args.user_agent {
+        settings.crawler.user_agent = ua.clone();
+    }
+    for (name, value) in &args.headers {
+        // -H overrides a configured header of the same name, whatever its case.
+        settings
+            .crawler
+            .headers
+            .retain(|n, _| !n.eq_ignore_ascii_case(name));
+        settings.crawler.headers.insert(name.clone(), value.clone());
+    }
+    settings
+        .validate()
+        .map_err(|e| Failure::Usage(format!("with -H/--user-agent: {e}")))?;
     if args.ignore_robots {
         settings.crawl.robots = false;
         say(
@@ -68,6 +83,17 @@ fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure
         );
     }
     Ok((site, settings))
+}
+
+/// The configured headers as a log shows them: secret-looking values masked.
+fn shown_headers(s: &Settings) -> String {
+    let shown: Vec<String> = s
+        .crawler
+        .headers
+        .iter()
+        .map(|(n, v)| format!("{}: {}", n.to_ascii_lowercase(), mask_header(n, v)))
+        .collect();
+    shown.join(", ")
 }
 
 /// `--resume`: the URLs to skip (list mode) or what the crawl goes on from (`--follow`).
@@ -169,7 +195,9 @@ fn progress_mode(args: &RunArgs) -> ProgressMode {
 /// Run a crawl; `Ok` says how it ended.
 pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
     let (site, settings) = load_settings(&args)?;
-    let follow = settings.crawl.follow && !matches!(args.urls, UrlSource::Frontier(_));
+    // --sitemap seeds a crawl: the --follow loop runs, following links only with --follow.
+    let follow = (settings.crawl.follow || !args.sitemaps.is_empty())
+        && !matches!(args.urls, UrlSource::Frontier(_));
     let (skip, resume) = prepare_resume(&args, follow)?;
     let outputs = open_outputs(&args, &settings)?;
     let stop = spawn_signals(Rc::clone(&outputs.out))
@@ -198,6 +226,8 @@ pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
         exits = handle.settings().exits.len(),
         concurrency = handle.settings().crawler.concurrency,
         resume = args.resume,
+        user_agent = %handle.settings().crawler.user_agent,
+        headers = %shown_headers(handle.settings()),
         "crawl started"
     );
     let ctx = Ctx {
@@ -282,7 +312,8 @@ async fn crawl_mode(
     }
     if follow {
         let writer = FollowWriter::new(&outputs.out, totals, ctx.archive, ctx.resolver);
-        return follow_crawl(ctx.handle, urls, resume, stop, &writer).await;
+        let seeds = (urls, args.sitemaps.clone());
+        return follow_crawl(ctx.handle, seeds, resume, stop, &writer).await;
     }
     let ended = list::crawl(
         ctx,

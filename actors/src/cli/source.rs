@@ -44,6 +44,8 @@ pub enum UrlSource {
     Demo(u64),
     /// A shared Redis frontier (`--frontier` without `--enqueue`).
     Frontier(FrontierUrl),
+    /// No URL list: the crawl is seeded by `--sitemap` alone.
+    Nothing,
 }
 
 impl UrlSource {
@@ -167,7 +169,7 @@ pub fn spawn_reader(
             });
             stats
         }
-        UrlSource::Frontier(_) => Arc::new(ReadStats::default()),
+        UrlSource::Frontier(_) | UrlSource::Nothing => Arc::new(ReadStats::default()),
         UrlSource::Stdin => {
             let stats = Arc::new(ReadStats::default());
             let st = Arc::clone(&stats);

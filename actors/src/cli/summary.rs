@@ -47,6 +47,20 @@ pub struct FollowSummary {
     pub deduped: u64,
     /// Discovered URLs not fetched because `max_pages` was reached.
     pub skipped_budget: u64,
+    /// When sitemaps were read (`--sitemap`, `[crawl] sitemaps`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub sitemaps: Option<SitemapSummary>,
+}
+
+/// The summary's sitemap counters (see `FollowTotals`).
+#[derive(Debug, Serialize)]
+pub struct SitemapSummary {
+    /// Sitemap files fetched.
+    pub sitemap_fetches: u64,
+    /// Distinct in-scope URLs they added.
+    pub sitemap_urls: u64,
+    /// Sitemap files that could not be fetched or read.
+    pub sitemap_errors: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -101,6 +115,11 @@ impl Summary {
             skipped_scope: ft.skipped_scope,
             deduped: ft.deduped,
             skipped_budget: ft.skipped_budget,
+            sitemaps: (ft.sitemap_fetches + ft.sitemap_errors > 0).then_some(SitemapSummary {
+                sitemap_fetches: ft.sitemap_fetches,
+                sitemap_urls: ft.sitemap_urls,
+                sitemap_errors: ft.sitemap_errors,
+            }),
         });
         self
     }
