@@ -2015,7 +2015,7 @@ async fn run_direct(entry: Entry<'_>, fetch: Fetch) -> Reply {
     } = go;
     let running = core.start();
     let mut hop =
-        Hop::new(uri, fetch.method.clone(), fetch.body.clone()).from_public(fetch.from_public);
+        Hop::new(uri, fetch.method.clone(), fetch.body.clone()).led_from_public(fetch.from_public);
     let attempted = {
         // Pinned where it is built: each move of a request future is a copy.
         let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, sent_at));

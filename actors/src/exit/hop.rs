@@ -49,7 +49,7 @@ impl Hop {
 
     /// A hop led to from a public address (`from_public`: a link found on a page that
     /// came from one): it may not reach a private address.
-    pub(crate) fn from_public(mut self, from_public: bool) -> Self {
+    pub(crate) fn led_from_public(mut self, from_public: bool) -> Self {
         self.public_only = from_public;
         self
     }

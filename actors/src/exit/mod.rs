@@ -208,7 +208,7 @@ impl ExitCore {
             from_public,
             done,
         } = msg;
-        let mut hop = Hop::new(url, method, body).from_public(from_public);
+        let mut hop = Hop::new(url, method, body).led_from_public(from_public);
         let attempted = self.exchange(&mut hop, &headers, Instant::now()).await;
         self.count_end(&attempted);
         done.send(attempted);
