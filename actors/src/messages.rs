@@ -124,6 +124,10 @@ pub struct FetchResponse {
     pub throttled: u32,
     /// From the `Fetch` arriving to the reply.
     pub elapsed: Duration,
+    /// The answer called for a retry (a throttle or a 5xx) and attempts were left, but the
+    /// retry budget (`crawler.retry_budget`) refused it: this is the last answer, not a
+    /// final one. (A failure without an answer says so in its message instead.)
+    pub retry_refused: bool,
 }
 
 /// What kind of failure ended a fetch.

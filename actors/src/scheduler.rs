@@ -954,7 +954,12 @@ impl Scheduler {
                         tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
                     }
                     let retryable = throttle || answer.status >= 500;
-                    if retryable && self.may_retry(&p, now) {
+                    let verdict = if retryable {
+                        self.may_retry(&p, now)
+                    } else {
+                        Retry::No
+                    };
+                    if verdict == Retry::Yes {
                         retry = Some((p, hints.retry_after));
                     } else {
                         if retryable {
@@ -974,6 +979,7 @@ impl Scheduler {
                             attempts: p.attempts,
                             throttled: p.throttled,
                             elapsed: now.saturating_duration_since(p.arrived),
+                            retry_refused: verdict == Retry::BudgetRefused,
                         };
                         p.answer(Ok(resp));
                     }
@@ -1008,11 +1014,21 @@ impl Scheduler {
                         f.kind,
                         FailureKind::ConnectRefused | FailureKind::Timeout | FailureKind::Reset
                     );
-                    if connection_level && self.may_retry(&p, now) {
+                    let verdict = if connection_level {
+                        self.may_retry(&p, now)
+                    } else {
+                        Retry::No
+                    };
+                    if verdict == Retry::Yes {
                         retry = Some((p, None));
                     } else {
                         tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %f.message, "fetch failed");
-                        p.fail(f.error, f.message, &self.exits);
+                        let message = if verdict == Retry::BudgetRefused {
+                            format!("{}; {RETRY_BUDGET_EXHAUSTED}", f.message)
+                        } else {
+                            f.message
+                        };
+                        p.fail(f.error, message, &self.exits);
                     }
                 }
             },
@@ -1104,17 +1120,17 @@ impl Scheduler {
         }
     }
 
-    fn may_retry(&mut self, p: &Pending, now: Instant) -> bool {
+    fn may_retry(&mut self, p: &Pending, now: Instant) -> Retry {
         if self.shutting_down || p.attempts > self.settings.crawler.max_retries {
-            return false;
+            return Retry::No;
         }
         if self.budget.try_withdraw(now.into_std()) {
             self.metrics.retries.inc();
-            return true;
+            return Retry::Yes;
         }
         self.metrics.retry_budget_refusals.inc();
         tracing::warn!(host = %p.host, attempt = p.attempts, "retry refused by the retry budget");
-        false
+        Retry::BudgetRefused
     }
 
     fn retry_later(
@@ -1203,9 +1219,22 @@ impl<T> futures_util::Stream for Channel<T> {
     }
 }
 
+/// What a failed attempt may do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    Yes,
+    /// Out of attempts (`max_retries`), or shutting down.
+    No,
+    /// Attempts were left, but the retry budget refused one.
+    BudgetRefused,
+}
+
+/// Said in a failed fetch's message when the retry budget refused its retry.
+pub const RETRY_BUDGET_EXHAUSTED: &str = "retry budget exhausted";
+
 /// Longest URL accepted: beyond this most servers answer 414 anyway, and a runaway input
 /// line must not become a request.
-const MAX_URL_BYTES: usize = 8192;
+pub(crate) const MAX_URL_BYTES: usize = 8192;
 
 /// The URL as sent: non-ASCII URLs (IDN hosts, raw UTF-8 paths) go out in their ASCII form.
 fn wire_uri(url: &str) -> Result<Uri, String> {
@@ -2223,6 +2252,7 @@ impl Scheduler {
                         (attempted.sent_at + attempted.latency)
                             .saturating_duration_since(arrived.into_std())
                     },
+                    retry_refused: false,
                 }))
             }
             result => {

@@ -91,11 +91,6 @@ impl Archive {
         })
     }
 
-    /// Whether answers go into WARC files (then their site's address is looked up).
-    pub fn has_warc(&self) -> bool {
-        self.warc.is_some()
-    }
-
     /// The record fields of `r`, after writing it to the WARC and body outputs. `peer`:
     /// the site's address, for `WARC-IP-Address`. `Err`: an output failed (exit 1).
     pub fn keep(&mut self, r: &FetchResponse, peer: Option<IpAddr>) -> Result<Kept, String> {

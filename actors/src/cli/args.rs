@@ -235,6 +235,10 @@ pub struct Flags {
     /// sitemap as parent and its lastmod. Links are followed only with --follow
     #[arg(long, value_name = "URL", action = ArgAction::Append, value_parser = text, allow_hyphen_values = true)]
     pub sitemap: Vec<String>,
+    /// Fetch every line of --urls, repeats too (by default a URL on an earlier line is
+    /// fetched once; each repeat gets a record with skipped "duplicate")
+    #[arg(long, overrides_with = "no_dedupe")]
+    pub no_dedupe: bool,
 }
 
 /// What the command line asks for.
@@ -277,6 +281,7 @@ pub struct RunArgs {
     pub headers: Vec<(String, String)>,
     pub user_agent: Option<String>,
     pub sitemaps: Vec<String>,
+    pub no_dedupe: bool,
 }
 
 impl RunArgs {
@@ -360,6 +365,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         headers,
         user_agent: f.user_agent,
         sitemaps: f.sitemap,
+        no_dedupe: f.no_dedupe,
     })))
 }
 
@@ -472,19 +478,27 @@ fn path(v: &str) -> Result<PathBuf, String> {
     text(v).map(PathBuf::from)
 }
 
-fn seconds(v: &str, min_exclusive: bool) -> Option<Duration> {
-    let s: f64 = v.trim().parse().ok()?;
+/// Seconds in `(0 or more, MAX_SECS]`; the message says which rule `v` broke and what
+/// is allowed (`range`).
+fn seconds(v: &str, min_exclusive: bool, range: &str) -> Result<Duration, String> {
+    let s: f64 = match v.trim().parse() {
+        Ok(s) if f64::is_finite(s) => s,
+        _ => return Err(format!("{v:?} is not a number of seconds ({range})")),
+    };
     let low_ok = if min_exclusive { s > 0.0 } else { s >= 0.0 };
-    (s.is_finite() && low_ok && s <= MAX_SECS).then(|| Duration::from_secs_f64(s))
+    if low_ok && s <= MAX_SECS {
+        Ok(Duration::from_secs_f64(s))
+    } else {
+        Err(format!("{v} seconds is out of range ({range})"))
+    }
 }
 
 fn grace(v: &str) -> Result<Duration, String> {
-    seconds(v, false).ok_or_else(|| format!("{v:?} is not a number of seconds (0 to 86400)"))
+    seconds(v, false, "0 to 86400")
 }
 
 fn positive_secs(v: &str) -> Result<Duration, String> {
-    seconds(v, true)
-        .ok_or_else(|| format!("{v:?} is not a positive number of seconds (at most 86400)"))
+    seconds(v, true, "more than 0, at most 86400")
 }
 
 fn positive_count(v: &str) -> Result<u64, String> {
@@ -559,7 +573,17 @@ mod tests {
         let e = parse(&["--config", "a", "--config", "b", "--urls", "u"]).unwrap_err();
         assert!(e.contains("--config"), "{e}");
         let e = parse(&["--config", "c", "--urls", "u", "--grace", "-1"]).unwrap_err();
-        assert!(e.contains("--grace") && e.contains("\"-1\""), "{e}");
+        assert!(
+            e.contains("--grace") && e.contains("-1 seconds is out of range"),
+            "{e}"
+        );
+        let e = parse(&["--config", "c", "--urls", "u", "--grace", "86401"]).unwrap_err();
+        assert!(
+            e.contains("86401 seconds is out of range (0 to 86400)"),
+            "{e}"
+        );
+        let e = parse(&["--config", "c", "--urls", "u", "--grace", "soon"]).unwrap_err();
+        assert!(e.contains("is not a number of seconds (0 to 86400)"), "{e}");
         let e = parse(&["--config", "c", "--urls="]).unwrap_err();
         assert!(e.contains("--urls"), "{e}");
     }

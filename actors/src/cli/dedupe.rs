@@ -12,11 +12,12 @@ use super::resume::SeenRecord;
 use super::Failure;
 
 /// One record per URL — its last final record (error not "interrupted"), else its last
-/// record — in order of first appearance. Lines that are not records (e.g. a line cut by
-/// a hard kill) are dropped and counted.
+/// interrupted one, else its last `skipped: "duplicate"` one (a repeated line's record
+/// only points at another) — in order of first appearance. Lines that are not records
+/// (e.g. a line cut by a hard kill) are dropped and counted.
 pub fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
     let mut order: Vec<String> = Vec::new();
-    let mut best: HashMap<String, (String, bool)> = HashMap::new();
+    let mut best: HashMap<String, (String, u8)> = HashMap::new();
     let (mut read, mut dropped) = (0u64, 0u64);
     for path in inputs {
         let f = File::open(path)
@@ -32,16 +33,22 @@ pub fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
                 continue;
             };
             read += 1;
-            let is_final = r.error.as_deref() != Some(INTERRUPTED);
+            let rank = if r.is_duplicate() {
+                0
+            } else if r.error.as_deref() == Some(INTERRUPTED) {
+                1
+            } else {
+                2
+            };
             match best.get_mut(&r.url) {
                 Some(slot) => {
-                    if is_final || !slot.1 {
-                        *slot = (line, is_final);
+                    if rank >= slot.1 {
+                        *slot = (line, rank);
                     }
                 }
                 None => {
                     order.push(r.url.clone());
-                    best.insert(r.url, (line, is_final));
+                    best.insert(r.url, (line, rank));
                 }
             }
         }

@@ -114,7 +114,7 @@ pub async fn follow_crawl(
     let mut seeds = Vec::new();
     while let Some(line) = urls.recv().await {
         match line {
-            Ok(u) => seeds.push(u),
+            Ok(line) => seeds.push(line.into_url()),
             Err(e) => return Err(format!("reading seeds: {e}")),
         }
     }

@@ -18,7 +18,7 @@ use super::progress::say;
 use super::record::{Record, Totals};
 use super::run::Ended;
 use super::signals::Stop;
-use super::source::Lines;
+use super::source::{Line, Lines};
 
 /// `--out` is flushed at least this often (so `tail -f` and a hard kill lose little).
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -28,7 +28,7 @@ enum Event {
     Deadline,
     // Boxed: an answer is a few hundred bytes, every other event a few.
     Done(u64, Box<Outcome>, Duration),
-    Line(Option<io::Result<String>>),
+    Line(Option<io::Result<Line>>),
     Flush,
     Finished,
 }
@@ -47,6 +47,8 @@ struct ListLoop<'a> {
     pending: HashMap<u64, (String, Instant)>,
     next_id: u64,
     input_open: bool,
+    /// Reading `--urls` failed: the URLs after it were never read.
+    read_error: Option<String>,
     stopping: bool,
     deadline: Option<Pin<Box<actix_rt::time::Sleep>>>,
     flush: actix_rt::time::Interval,
@@ -79,6 +81,7 @@ pub async fn crawl(
         pending: HashMap::new(),
         next_id: 0,
         input_open: true,
+        read_error: None,
         stopping: false,
         deadline: None,
         flush: ticks,
@@ -90,6 +93,9 @@ pub async fn crawl(
         }
     }
     flush(out)?;
+    if let Some(e) = l.read_error {
+        return Err(e);
+    }
     Ok(if l.stopping {
         Ended::Interrupted
     } else {
@@ -143,11 +149,26 @@ impl<'a> ListLoop<'a> {
                 let record = settle(self.ctx, &url, *outcome, waited, self.stopping)?;
                 self.write(&record)?;
             }
-            Event::Line(Some(Ok(url))) => self.start(url),
+            Event::Line(Some(Ok(Line::Url(url)))) => self.start(url),
+            Event::Line(Some(Ok(Line::Duplicate(url)))) => {
+                self.totals.read_one();
+                self.write(&Record::duplicate(&url))?;
+            }
+            Event::Line(Some(Ok(Line::TooLong(url, bytes)))) => {
+                self.totals.read_one();
+                self.write(&Record::too_long(&url, bytes))?;
+            }
             Event::Line(Some(Err(e))) => {
-                // Stop reading, but let what is in flight finish and be recorded.
+                // Stop reading, but let what is in flight finish and be recorded; the
+                // run then fails (exit 1): the rest of the list was never read.
+                let read = self.totals.read.get();
                 say(&format!(
-                    "reading URLs: {e}; finishing the URLs already read"
+                    "reading --urls: {e}; finishing the {} URLs in flight",
+                    self.pending.len()
+                ));
+                self.read_error = Some(format!(
+                    "reading --urls failed after {read} URLs: {e}; the URLs after them were \
+                     not read (their records are missing: run again with --resume)"
                 ));
                 self.input_open = false;
             }

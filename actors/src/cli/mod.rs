@@ -9,9 +9,11 @@
 //!
 //! One concept per file:
 //! - [`args`]: clap parsing, `--help`, the rules between flags;
-//! - [`source`]: the URL source (file, stdin, demo) read on its own thread;
+//! - [`source`]: the URL source (file, stdin, demo) read on its own thread; [`seen`]: its
+//!   duplicates, in bounded memory;
 //! - [`record`]: the JSONL record and the running totals; [`summary`]: the summary;
-//! - [`output`]: `--out`/`--summary` files; [`resume`]: what `--resume` reads back;
+//! - [`output`]: `--out`/`--summary` files; [`paths`]: no output is an input or another
+//!   output; [`resume`]: what `--resume` reads back;
 //! - [`robots`]: robots.txt and Crawl-delay for the list and frontier modes ([`origin`]:
 //!   a URL's origin and path without parsing it);
 //! - [`archive`]: what is kept of an answer: [`warc`] files, [`bodies`], the record's
@@ -36,11 +38,13 @@ mod list;
 mod logging;
 mod origin;
 mod output;
+mod paths;
 mod progress;
 mod record;
 mod resume;
 mod robots;
 mod run;
+mod seen;
 mod signals;
 mod source;
 mod summary;
@@ -104,9 +108,10 @@ pub fn main(name: &'static str) -> ExitCode {
         Command::Completions(shell) => return completions(shell, &mut cmd, name),
         Command::Enqueue { urls, frontier } => actix_rt::System::new()
             .block_on(frontier::enqueue(&urls, &frontier))
-            .map(|n| {
-                println!("enqueued {n}");
-                run::Ended::Complete
+            .and_then(|n| {
+                output::write_stdout(format!("enqueued {n}\n").as_bytes())
+                    .map_err(|e| Failure::Output(format!("writing to stdout: {e}")))?;
+                Ok(run::Ended::Complete)
             }),
         Command::Dedupe { inputs, out } => {
             dedupe::dedupe(&inputs, &out).map(|()| run::Ended::Complete)

@@ -1,10 +1,16 @@
 //! `--out` and `--summary` destinations: a file (truncated, or appended to with
 //! `--resume`) or stdout for `-`.
+//!
+//! Nothing an output names is destroyed before the run is sure to go ahead: `--out` is
+//! opened at start without truncating it ([`PendingOut`]) and cut only once every
+//! start-up check has passed; the summary is written whole to a temporary file and
+//! renamed over its name ([`write_atomic`]), so a crash or a second Ctrl-C leaves either
+//! the old summary or the new one, never half of one.
 
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use serde::Serialize;
@@ -15,13 +21,69 @@ pub type SharedOut = Rc<RefCell<Option<Box<dyn Write>>>>;
 
 /// A file (truncated, or appended to), or stdout for `-`.
 pub fn open_output(path: &Path, append: bool) -> io::Result<Box<dyn Write>> {
-    if path == Path::new("-") {
-        Ok(Box::new(io::stdout().lock()))
-    } else if append {
-        let f = OpenOptions::new().append(true).create(true).open(path)?;
-        Ok(Box::new(BufWriter::new(f)))
-    } else {
-        Ok(Box::new(BufWriter::new(File::create(path)?)))
+    PendingOut::open(path, append)?.commit()
+}
+
+/// `--out` opened and checked, not truncated yet.
+pub struct PendingOut {
+    /// `None`: stdout.
+    file: Option<File>,
+    path: PathBuf,
+    append: bool,
+    /// The file did not exist before: [`Self::abandon`] removes it.
+    created: bool,
+}
+
+impl PendingOut {
+    /// Open `path` for writing without changing it (created when absent).
+    pub fn open(path: &Path, append: bool) -> io::Result<Self> {
+        if path == Path::new("-") {
+            return Ok(PendingOut {
+                file: None,
+                path: path.to_path_buf(),
+                append,
+                created: false,
+            });
+        }
+        let existed = path.symlink_metadata().is_ok();
+        if path.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(io::Error::other("is a directory"));
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .append(append)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        Ok(PendingOut {
+            file: Some(file),
+            path: path.to_path_buf(),
+            append,
+            created: !existed,
+        })
+    }
+
+    /// Start writing: the file is truncated now, unless appending.
+    pub fn commit(self) -> io::Result<Box<dyn Write>> {
+        match self.file {
+            None => Ok(Box::new(io::stdout().lock())),
+            Some(f) => {
+                // A device or a pipe cannot be truncated, and needs not be.
+                if !self.append && f.metadata()?.is_file() {
+                    f.set_len(0)?;
+                }
+                Ok(Box::new(BufWriter::new(f)))
+            }
+        }
+    }
+
+    /// The run does not go ahead: a file this run created is removed, any other is left
+    /// as it was.
+    pub fn abandon(self) {
+        if self.created {
+            drop(self.file);
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -36,5 +98,143 @@ pub fn flush(out: &SharedOut) -> Result<(), String> {
     match out.borrow_mut().as_mut() {
         Some(w) => w.flush().map_err(|e| format!("writing --out: {e}")),
         None => Ok(()),
+    }
+}
+
+/// Where a replaced file really is: a symlink is followed (the file it points to is
+/// replaced, the link stays).
+fn resolve(path: &Path) -> io::Result<PathBuf> {
+    match std::fs::canonicalize(path) {
+        Ok(p) => Ok(p),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path.to_path_buf()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The temporary name `target` is written under before the rename: in its directory
+/// (a rename does not cross file systems), hidden, this process's.
+fn temp_name(target: &Path) -> io::Result<PathBuf> {
+    let name = target
+        .file_name()
+        .ok_or_else(|| io::Error::other("names no file"))?;
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Ok(dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    )))
+}
+
+/// Check at start that [`write_atomic`] can write `path` at the end: not a directory,
+/// and its directory takes a new file (tried, and removed at once).
+pub fn probe_atomic(path: &Path) -> io::Result<()> {
+    let target = resolve(path)?;
+    match target.metadata() {
+        Ok(m) if m.is_dir() => return Err(io::Error::other("is a directory")),
+        Ok(m) if !m.is_file() => return Ok(()),
+        _ => {}
+    }
+    let tmp = temp_name(&target)?;
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    std::fs::remove_file(&tmp)
+}
+
+/// Replace `path` with `data` in one step: written to a temporary file in the same
+/// directory, synced, then renamed over `path`. A device or a pipe (`/dev/stdout`, a
+/// FIFO) cannot be replaced: it is written as it is.
+pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    let target = resolve(path)?;
+    match target.metadata() {
+        Ok(m) if m.is_dir() => return Err(io::Error::other("is a directory")),
+        Ok(m) if !m.is_file() => {
+            let mut f = OpenOptions::new().write(true).open(&target)?;
+            return f.write_all(data).and_then(|()| f.flush());
+        }
+        _ => {}
+    }
+    let tmp = temp_name(&target)?;
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &target)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Write `data` to stdout; a closed or full stdout is an error, not a panic.
+pub fn write_stdout(data: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(data).and_then(|()| out.flush())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("exitcrawl-output-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn pending_out_truncates_only_on_commit() {
+        let d = temp_dir("pending");
+        let p = d.join("out.jsonl");
+        std::fs::write(&p, "kept\n").unwrap();
+        let pending = PendingOut::open(&p, false).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "kept\n");
+        pending.abandon();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "kept\n",
+            "not created: kept"
+        );
+        let mut w = PendingOut::open(&p, false).unwrap().commit().unwrap();
+        w.write_all(b"new\n").unwrap();
+        drop(w);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new\n");
+        let fresh = d.join("fresh.jsonl");
+        PendingOut::open(&fresh, false).unwrap().abandon();
+        assert!(!fresh.exists(), "a file the run created is removed");
+        assert!(PendingOut::open(&d, false).is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn atomic_writes_replace_the_target_of_a_link() {
+        let d = temp_dir("atomic");
+        let real = d.join("real.json");
+        std::fs::write(&real, "old").unwrap();
+        let link = d.join("link.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        probe_atomic(&link).unwrap();
+        write_atomic(&link, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            2,
+            "no temporary file left"
+        );
+        assert!(probe_atomic(&d).is_err());
+        assert!(probe_atomic(&d.join("missing/x.json")).is_err());
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

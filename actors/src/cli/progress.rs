@@ -2,6 +2,7 @@
 //! line every few seconds; and [`note`]/[`say`], which print above the bar.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
@@ -19,9 +20,13 @@ pub static BAR: OnceLock<ProgressBar> = OnceLock::new();
 
 /// A line on stderr (above the progress bar, if any).
 pub fn note(msg: &str) {
+    // A closed or full stderr loses the message; it must not end the crawl.
+    let print = || {
+        let _ = writeln!(std::io::stderr(), "{msg}");
+    };
     match BAR.get() {
-        Some(bar) => bar.suspend(|| eprintln!("{msg}")),
-        None => eprintln!("{msg}"),
+        Some(bar) => bar.suspend(print),
+        None => print(),
     }
 }
 
@@ -154,7 +159,8 @@ async fn status_lines(period: Duration, w: Watched) {
             None => t.read.get().to_string(),
         };
         let skipped = w.read.skipped.load(Ordering::Relaxed);
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "[{:>6.1}s] done {}/{of} ok {} throttled {} failed {}{} {:.1} URLs/s | {}",
             started.elapsed().as_secs_f64(),
             done + skipped,

@@ -3,7 +3,7 @@
 //!
 //! Fields, in order: `url, status, exit, attempts, elapsed_ms, bytes` (decoded body
 //! bytes), `wire_bytes` (the body as it came over the wire, compressed or not), `error`,
-//! then `skipped` (`"robots"` or null), `final_url` (where the answer
+//! then `skipped` (`"robots"`, `"duplicate"` or null), `final_url` (where the answer
 //! came from after redirects; null without an answer), `content_type` and `sha256` (of
 //! the body; null without an answer). Every URL is masked (`exitcrawl::redact`).
 
@@ -14,6 +14,7 @@ use exitcrawl::redact::mask_url;
 use serde::Serialize;
 
 use super::archive::Kept;
+use crate::scheduler::RETRY_BUDGET_EXHAUSTED;
 use crate::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
 
 /// The `error` of a record whose fetch was stopped by Ctrl-C.
@@ -33,10 +34,11 @@ pub struct Record {
     pub bytes: u64,
     /// The same body's bytes as they came over the wire (smaller when it came compressed).
     pub wire_bytes: u64,
-    /// `null`, or why the fetch ended without an answer (`"interrupted"`: Ctrl-C).
+    /// `null`, or why the fetch ended without an answer (`"interrupted"`: Ctrl-C), or
+    /// why an answer that called for a retry is the last one (`"retry budget exhausted"`).
     pub error: Option<String>,
     /// `"robots"`: not fetched, robots.txt disallows it (or could not be fetched, then
-    /// `error` says so).
+    /// `error` says so); `"duplicate"`: an earlier line of the list has it.
     pub skipped: Option<SkipReason>,
     #[serde(flatten)]
     pub kept: Kept,
@@ -56,7 +58,7 @@ impl Record {
             elapsed_ms: millis(r.elapsed),
             bytes: r.body.len() as u64,
             wire_bytes: r.wire_bytes,
-            error: None,
+            error: r.retry_refused.then(|| RETRY_BUDGET_EXHAUSTED.to_string()),
             skipped: None,
             kept,
             throttled: r.throttled,
@@ -95,6 +97,17 @@ impl Record {
     pub fn robots(url: &str, waited: Duration, error: Option<String>) -> Self {
         let error = error.map(|e| mask_text(&e, url));
         Self::unfetched(url, waited, error, Some(SkipReason::Robots))
+    }
+
+    /// A line whose URL an earlier line of the list had: not fetched.
+    pub fn duplicate(url: &str) -> Self {
+        Self::unfetched(url, Duration::ZERO, None, Some(SkipReason::Duplicate))
+    }
+
+    /// A line too long to be a URL (`bytes` long): not fetched.
+    pub fn too_long(url: &str, bytes: u64) -> Self {
+        let error = super::source::Line::too_long_message(bytes);
+        Self::unfetched(url, Duration::ZERO, Some(error), None)
     }
 
     fn unfetched(
@@ -161,6 +174,8 @@ pub struct Totals {
     pub interrupted: Cell<u64>,
     /// Records with `skipped: "robots"`.
     pub skipped_robots: Cell<u64>,
+    /// Records with `skipped: "duplicate"`.
+    pub skipped_duplicate: Cell<u64>,
     /// robots.txt fetches sent (their attempts are in `requests`).
     pub robots_fetches: Cell<u64>,
     /// Input URLs read so far (≥ total: the difference is in flight).
@@ -174,7 +189,14 @@ fn bump(c: &Cell<u64>, n: u64) {
 impl Totals {
     pub fn add(&self, r: &Record) {
         self.count(r.is_ok(), r.throttled, r.attempts, r.is_interrupted());
-        bump(&self.skipped_robots, u64::from(r.skipped.is_some()));
+        bump(
+            &self.skipped_robots,
+            u64::from(r.skipped == Some(SkipReason::Robots)),
+        );
+        bump(
+            &self.skipped_duplicate,
+            u64::from(r.skipped == Some(SkipReason::Duplicate)),
+        );
     }
 
     pub fn count(&self, ok: bool, throttled: u32, attempts: u32, interrupted: bool) {

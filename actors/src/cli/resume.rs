@@ -47,9 +47,23 @@ pub struct ResumeState {
     pub masked_links: u64,
 }
 
+/// `skipped` of a record for a repeated line of the list: the URL's fate is in its other
+/// record, so this one neither finishes nor reopens it.
+pub const DUPLICATE: &str = "duplicate";
+
+impl SeenRecord {
+    /// A record that says the URL was on an earlier line (see [`DUPLICATE`]).
+    pub fn is_duplicate(&self) -> bool {
+        self.skipped.as_deref() == Some(DUPLICATE)
+    }
+}
+
 impl ResumeState {
     fn add(&mut self, r: SeenRecord, interrupted: &mut HashSet<String>) {
         self.records += 1;
+        if r.is_duplicate() {
+            return;
+        }
         let invalid_seed = r
             .error
             .as_deref()
@@ -82,19 +96,29 @@ impl ResumeState {
 /// decides: final → skip it, interrupted → fetch it again. An unfinished last line (no
 /// newline) is cut off so the appended records start on a line of their own.
 pub fn read_resume(path: &Path) -> io::Result<ResumeState> {
-    let mut state = ResumeState::default();
     let mut file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(state),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ResumeState::default()),
         Err(e) => return Err(e),
     };
+    let (state, complete_len) = read_records(BufReader::new(&mut file))?;
+    if state.truncated > 0 {
+        file.set_len(complete_len)?;
+        file.seek(SeekFrom::End(0))?;
+    }
+    Ok(state)
+}
+
+/// What the records of `input` say, and the length of its complete lines (an unfinished
+/// last line is counted in `truncated`, not read).
+pub fn read_records(mut input: impl BufRead) -> io::Result<(ResumeState, u64)> {
+    let mut state = ResumeState::default();
     let mut interrupted = HashSet::new();
     let mut complete_len = 0u64;
-    let mut reader = BufReader::new(&mut file);
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf)?;
+        let n = input.read_until(b'\n', &mut buf)?;
         if n == 0 {
             break;
         }
@@ -109,11 +133,6 @@ pub fn read_resume(path: &Path) -> io::Result<ResumeState> {
             Err(_) => state.unreadable += 1,
         }
     }
-    drop(reader);
-    if state.truncated > 0 {
-        file.set_len(complete_len)?;
-        file.seek(SeekFrom::End(0))?;
-    }
     state.interrupted = interrupted.len() as u64;
-    Ok(state)
+    Ok((state, complete_len))
 }

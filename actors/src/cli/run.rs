@@ -3,9 +3,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
+use std::path::Path;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,16 +18,18 @@ use super::args::RunArgs;
 use super::fetch::Ctx;
 use super::follow::{follow_crawl, FollowWriter};
 use super::frontier::{frontier_crawl, FrontierOptions};
-use super::output::{open_output, SharedOut};
+use super::output::{probe_atomic, PendingOut, SharedOut};
+use super::paths::{check_distinct, Named};
 use super::progress::{say, spawn_progress, ProgressMode, Watched, BAR};
 use super::record::Totals;
 use super::resume::read_resume;
 use super::robots::RobotsGate;
-use super::signals::{spawn_signals, Stop};
-use super::source::{spawn_reader, Lines, UrlSource};
-use super::summary::Summary;
+use super::signals::{spawn_signals, OnForcedExit, Stop};
+use super::source::{spawn_reader, Lines, ReadOptions, UrlInput, UrlSource};
+use super::summary::SummaryWriter;
+use super::warc::WarcName;
 use super::{demo, list, Failure};
-use crate::{Crawler, FollowTotals, Resume};
+use crate::{Crawler, CrawlerHandle, FollowTotals, Resume};
 
 /// How long in-flight fetches may take to finish at the end of a complete run.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -141,29 +143,76 @@ fn prepare_resume(args: &RunArgs, follow: bool) -> Result<(HashSet<String>, Resu
     Ok((HashSet::new(), resume))
 }
 
-/// `--out`, `--summary`, `--warc`, `--bodies`, opened before the crawl so a bad path
-/// fails first (exit 2).
+/// The outputs once the run goes ahead: `--out` (truncated by now, unless appended to)
+/// and the WARC and body stores.
 struct Outputs {
     out: SharedOut,
-    summary: Option<Box<dyn Write>>,
     archive: RefCell<Archive>,
 }
 
-fn open_outputs(args: &RunArgs, settings: &Settings) -> Result<Outputs, Failure> {
-    let out = match &args.out {
-        Some(p) => Some(
-            open_output(p, args.resume)
-                .map_err(|e| Failure::Usage(format!("--out {}: {e}", p.display())))?,
-        ),
-        None => None,
-    };
-    let summary = match &args.summary {
-        Some(p) => Some(
-            open_output(p, false)
-                .map_err(|e| Failure::Usage(format!("--summary {}: {e}", p.display())))?,
-        ),
-        None => None,
-    };
+/// What is checked before anything starts or is touched (exit 2): no output is an input
+/// or another output, `--out` can be opened (not truncated yet), `--summary`'s directory
+/// takes a file, `--warc` can be created, `--bodies` is not a file.
+fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
+    let mut inputs = Vec::new();
+    if let Some(c) = &args.config {
+        inputs.push(Named {
+            flag: "--config",
+            path: c,
+        });
+    }
+    if let UrlSource::File(u) = &args.urls {
+        inputs.push(Named {
+            flag: "--urls",
+            path: u,
+        });
+    }
+    let outputs: Vec<Named<'_>> = [
+        ("--out", args.out.as_deref()),
+        ("--summary", args.summary.as_deref()),
+        ("--warc", args.warc.as_deref()),
+        ("--bodies", args.bodies.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| Some(Named { flag, path: p? }))
+    .collect();
+    check_distinct(&inputs, &outputs).map_err(Failure::Usage)?;
+    if let Some(p) = &args.summary {
+        if p.as_os_str() != "-" {
+            probe_atomic(p)
+                .map_err(|e| Failure::Usage(format!("--summary {}: {e}", p.display())))?;
+        }
+    }
+    if let Some(w) = &args.warc {
+        let file = WarcName::parse(w).map_err(Failure::Usage)?.file(0);
+        PendingOut::open(&file, true)
+            .map_err(|e| Failure::Usage(format!("--warc {}: {e}", w.display())))?
+            .abandon();
+    }
+    if let Some(b) = &args.bodies {
+        if b.metadata().is_ok_and(|m| !m.is_dir()) {
+            return Err(Failure::Usage(format!(
+                "--bodies {}: is not a directory (bodies are written into DIR)",
+                b.display()
+            )));
+        }
+    }
+    args.out
+        .as_deref()
+        .map(|p| {
+            PendingOut::open(p, args.resume)
+                .map_err(|e| Failure::Usage(format!("--out {}: {e}", p.display())))
+        })
+        .transpose()
+}
+
+/// Open the outputs for real, now that the run goes ahead. `Err` is an argument error
+/// (exit 2); `--out` is not truncated unless the WARC and body stores opened.
+fn open_outputs(
+    args: &RunArgs,
+    out: Option<PendingOut>,
+    settings: &Settings,
+) -> Result<Outputs, Failure> {
     let archive = Archive::open(
         &ArchiveOptions {
             warc: args.warc.as_deref(),
@@ -172,12 +221,37 @@ fn open_outputs(args: &RunArgs, settings: &Settings) -> Result<Outputs, Failure>
             resume: args.resume,
         },
         settings,
-    )?;
+    );
+    let archive = match archive {
+        Ok(a) => a,
+        Err(e) => {
+            if let Some(o) = out {
+                o.abandon();
+            }
+            return Err(e);
+        }
+    };
+    let path = args.out.as_deref().unwrap_or(Path::new("-"));
+    let out = out
+        .map(PendingOut::commit)
+        .transpose()
+        .map_err(|e| Failure::Usage(format!("--out {}: {e}", path.display())))?;
     Ok(Outputs {
         out: Rc::new(RefCell::new(out)),
-        summary,
         archive: RefCell::new(archive),
     })
+}
+
+/// `[metrics] listen` (or `--metrics`) on an address others can reach: said, not refused.
+fn warn_exposed_metrics(settings: &Settings) {
+    if let Some(addr) = settings.metrics.listen.filter(|a| !a.ip().is_loopback()) {
+        say(&format!(
+            "WARNING: metrics on {addr}: /metrics is served to anyone who can reach this \
+             host on that address (the crawl's hosts, rates and exits); use 127.0.0.1:{} to \
+             keep it on this machine",
+            addr.port()
+        ));
+    }
 }
 
 fn progress_mode(args: &RunArgs) -> ProgressMode {
@@ -192,36 +266,94 @@ fn progress_mode(args: &RunArgs) -> ProgressMode {
     }
 }
 
-/// Run a crawl; `Ok` says how it ended.
+/// Run a crawl; `Ok` says how it ended. Every check that can refuse the run (exit 2)
+/// comes before any URL is read or any output is changed: the settings, the paths, the
+/// URL source, then the crawler's start (metrics address, exits that cannot bind).
 pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
     let (site, settings) = load_settings(&args)?;
+    warn_exposed_metrics(&settings);
+    let input = UrlInput::open(&args.urls).map_err(|e| Failure::Usage(format!("--urls {e}")))?;
+    let out = check_outputs(&args)?;
     // --sitemap seeds a crawl: the --follow loop runs, following links only with --follow.
     let follow = (settings.crawl.follow || !args.sitemaps.is_empty())
         && !matches!(args.urls, UrlSource::Frontier(_));
-    let (skip, resume) = prepare_resume(&args, follow)?;
-    let outputs = open_outputs(&args, &settings)?;
-    let stop = spawn_signals(Rc::clone(&outputs.out))
-        .map_err(|e| Failure::Usage(format!("cannot watch for Ctrl-C: {e}")))?;
     let gate = RobotsGate::new(&settings);
-    let resolver = outputs
-        .archive
-        .borrow()
-        .has_warc()
-        .then(|| Resolver::new(&settings));
-    let handle = Crawler::start(settings).map_err(|e| Failure::Usage(e.to_string()))?;
+    let resolver = args.warc.is_some().then(|| Resolver::new(&settings));
+    let handle = match Crawler::start(settings) {
+        Ok(h) => h,
+        Err(e) => {
+            if let Some(o) = out {
+                o.abandon();
+            }
+            return Err(Failure::Usage(e.to_string()));
+        }
+    };
+    let started = Started {
+        handle: handle.clone(),
+        site,
+        input,
+        gate,
+        resolver,
+        follow,
+    };
+    let ended = crawl(args, started, out).await;
+    // After an interrupt or a failure the shutdown may be under way (this returns at
+    // once); a failure before the crawl began must still stop the actors it started.
+    let _ = actix_rt::time::timeout(
+        SHUTDOWN_GRACE + Duration::from_secs(1),
+        handle.shutdown(SHUTDOWN_GRACE),
+    )
+    .await;
+    ended
+}
+
+/// A run whose start-up checks passed: the crawler runs.
+struct Started {
+    handle: CrawlerHandle,
+    site: Option<TestSite>,
+    input: UrlInput,
+    gate: RobotsGate,
+    resolver: Option<Resolver>,
+    follow: bool,
+}
+
+async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<Ended, Failure> {
+    let handle = &s.handle;
+    let (skip, resume) = match prepare_resume(&args, s.follow) {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(o) = out {
+                o.abandon();
+            }
+            return Err(e);
+        }
+    };
+    let outputs = open_outputs(&args, out, handle.settings())?;
     if let Some(addr) = handle.metrics_addr() {
         say(&format!("metrics on http://{addr}/metrics"));
     }
-    let (urls, read) = spawn_reader(&args.urls, site.as_ref(), skip)
-        .map_err(|e| Failure::Usage(format!("--urls {e}")))?;
+    let opts = ReadOptions {
+        skip,
+        dedupe: !args.no_dedupe && !s.follow,
+    };
+    let (urls, read) = spawn_reader(s.input, s.site.as_ref(), opts);
     let totals = Rc::new(Totals::default());
+    let summary = Rc::new(SummaryWriter {
+        path: args.summary.clone(),
+        stdout: args.is_demo() || args.summary.is_none(),
+        totals: Rc::clone(&totals),
+        read: Arc::clone(&read),
+        started: Instant::now(),
+        handle: handle.clone(),
+    });
+    let stop = spawn_signals(Rc::clone(&outputs.out), Some(forced_exit(&summary)))
+        .map_err(|e| Failure::Usage(format!("cannot watch for Ctrl-C: {e}")))?;
     let watched = Watched {
         handle: handle.clone(),
         totals: Rc::clone(&totals),
         read: Arc::clone(&read),
     };
     let progress = spawn_progress(progress_mode(&args), watched);
-    let started = Instant::now();
     tracing::info!(
         exits = handle.settings().exits.len(),
         concurrency = handle.settings().crawler.concurrency,
@@ -231,26 +363,26 @@ pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
         "crawl started"
     );
     let ctx = Ctx {
-        handle: &handle,
-        gate: &gate,
-        resolver: resolver.as_ref(),
+        handle,
+        gate: &s.gate,
+        resolver: s.resolver.as_ref(),
         archive: &outputs.archive,
     };
-    let crawled = crawl_mode(&args, &ctx, follow, (urls, stop, resume), &outputs, &totals).await;
-    let elapsed = started.elapsed();
+    let crawled = crawl_mode(
+        &args,
+        &ctx,
+        s.follow,
+        (urls, stop, resume),
+        &outputs,
+        &totals,
+    )
+    .await;
     if let Some(p) = progress {
         p.abort();
     }
     if let Some(bar) = BAR.get() {
         bar.finish_and_clear();
     }
-    let stats = handle.stats().await;
-    // After an interrupt the shutdown is already under way (this returns at once).
-    let _ = actix_rt::time::timeout(
-        SHUTDOWN_GRACE + Duration::from_secs(1),
-        handle.shutdown(SHUTDOWN_GRACE),
-    )
-    .await;
     let (ended, follow_totals) = crawled.map_err(Failure::Output)?;
     drop(outputs.out.borrow_mut().take());
     outputs
@@ -258,36 +390,52 @@ pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
         .borrow_mut()
         .finish()
         .map_err(Failure::Output)?;
-    totals.add_robots(gate.fetches.get(), gate.requests.get());
+    totals.add_robots(s.gate.fetches.get(), s.gate.requests.get());
+    // The exits' figures are final once the crawler has shut down.
+    let _ = actix_rt::time::timeout(
+        SHUTDOWN_GRACE + Duration::from_secs(1),
+        handle.shutdown(SHUTDOWN_GRACE),
+    )
+    .await;
     tracing::info!(
         total = totals.total.get(),
         ok = totals.ok.get(),
         interrupted = totals.interrupted.get(),
-        elapsed_s = elapsed.as_secs_f64(),
+        elapsed_s = summary.started.elapsed().as_secs_f64(),
         "crawl finished"
     );
-    let mut summary = Summary::new(
-        &totals,
-        read.skipped.load(Ordering::Relaxed),
-        elapsed,
-        stats,
-    );
-    if let Some(ft) = &follow_totals {
-        summary = summary.with_follow(ft);
-    }
-    write_summary(&args, &summary, outputs.summary)?;
-    if let Some(site) = &site {
+    summary.write(&summary.summary(follow_totals.as_ref()).await)?;
+    if let Some(site) = &s.site {
         demo::report(site);
     }
     if ended == Ended::Interrupted {
         say(&format!(
-            "interrupted: {} URLs recorded, {} of them interrupted; run again with --resume \
-             to finish",
+            "interrupted: {} URLs recorded, {} of them interrupted; {}",
             totals.total.get(),
-            totals.interrupted.get()
+            totals.interrupted.get(),
+            if matches!(args.urls, UrlSource::Frontier(_)) {
+                "the rest stay in the frontier: run the same command again to go on"
+            } else {
+                "run again with --resume to finish"
+            }
         ));
     }
     Ok(ended)
+}
+
+/// A second Ctrl-C writes the summary of what is recorded by then.
+fn forced_exit(summary: &Rc<SummaryWriter>) -> OnForcedExit {
+    let summary = Rc::clone(summary);
+    Rc::new(move || {
+        let summary = Rc::clone(&summary);
+        Box::pin(async move {
+            if let Err(Failure::Output(e) | Failure::Usage(e)) =
+                summary.write(&summary.summary(None).await)
+            {
+                say(&e);
+            }
+        })
+    })
 }
 
 /// The mode's loop: frontier consumer, `--follow`, or the URL list.
@@ -326,22 +474,4 @@ async fn crawl_mode(
     )
     .await?;
     Ok((ended, None))
-}
-
-/// The summary to `--summary`, and to stdout for the demo or without `--summary`.
-fn write_summary(
-    args: &RunArgs,
-    summary: &Summary,
-    out: Option<Box<dyn Write>>,
-) -> Result<(), Failure> {
-    let json = serde_json::to_string(summary).expect("summary serializes");
-    if let Some(mut w) = out {
-        writeln!(w, "{json}")
-            .and_then(|()| w.flush())
-            .map_err(|e| Failure::Output(format!("writing --summary: {e}")))?;
-    }
-    if args.is_demo() || args.summary.is_none() {
-        println!("{json}");
-    }
-    Ok(())
 }

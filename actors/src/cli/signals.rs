@@ -1,8 +1,12 @@
 //! Ctrl-C and SIGTERM: the first stops the crawl (the loop gets a message), a second
-//! flushes `--out` and exits with 130 at once.
+//! flushes `--out`, writes the summary of what is recorded (replacing `--summary` in one
+//! step) and exits with 130 at once.
 
 use std::io::{self, Write};
+use std::rc::Rc;
+use std::time::Duration;
 
+use futures_util::future::LocalBoxFuture;
 use tokio::sync::mpsc;
 
 use super::output::SharedOut;
@@ -12,8 +16,14 @@ use super::EXIT_INTERRUPTED;
 /// The first stop signal arrives on this channel.
 pub type Stop = mpsc::UnboundedReceiver<()>;
 
+/// What a second signal runs before exiting (the summary so far).
+pub type OnForcedExit = Rc<dyn Fn() -> LocalBoxFuture<'static, ()>>;
+
+/// How long a second signal waits for [`OnForcedExit`].
+const FORCED_EXIT_WORK: Duration = Duration::from_secs(3);
+
 /// Watch SIGINT and SIGTERM on the current System.
-pub fn spawn_signals(out: SharedOut) -> io::Result<Stop> {
+pub fn spawn_signals(out: SharedOut, on_forced_exit: Option<OnForcedExit>) -> io::Result<Stop> {
     let (tx, rx) = mpsc::unbounded_channel();
     #[cfg(unix)]
     let mut signals = {
@@ -48,6 +58,9 @@ pub fn spawn_signals(out: SharedOut) -> io::Result<Stop> {
                     }
                 }
                 say("interrupted again: exiting now (records written so far are kept)");
+                if let Some(work) = &on_forced_exit {
+                    let _ = actix_rt::time::timeout(FORCED_EXIT_WORK, work()).await;
+                }
                 std::process::exit(i32::from(EXIT_INTERRUPTED));
             }
         }

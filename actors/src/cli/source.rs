@@ -7,6 +7,10 @@
 //! tenth of the program's CPU against a fast local site). A batch goes as soon as it is
 //! full, and also whenever the reader would otherwise wait for more input, so a slow
 //! stdin's URLs are not held back.
+//!
+//! A UTF-8 byte order mark at the start of a line is not part of its URL. In list mode a
+//! URL line seen before in the same list is handed over as [`Line::Duplicate`] (fetched
+//! once, recorded for each line), remembered in bounded memory ([`super::seen`]).
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -22,6 +26,8 @@ use exitcrawl_testsite::TestSite;
 use tokio::sync::mpsc;
 
 use super::frontier::FrontierUrl;
+use super::seen::{Insert, Seen, MAX_TABLE_BYTES};
+use crate::scheduler::MAX_URL_BYTES;
 
 /// Most URLs in one hand-off from the reader thread.
 pub const BATCH: usize = 256;
@@ -75,15 +81,42 @@ pub struct ReadStats {
     pub total: AtomicU64,
 }
 
+/// One URL line of the input, as the crawl loop gets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    /// A URL to fetch.
+    Url(String),
+    /// A URL this list had on an earlier line (list mode, unless `--no-dedupe`): not
+    /// fetched again, recorded with `skipped: "duplicate"`.
+    Duplicate(String),
+    /// A line longer than any URL the crawler accepts: its first bytes, and its length
+    /// in bytes without the line ending (the rest was never buffered).
+    TooLong(String, u64),
+}
+
+impl Line {
+    /// The URL (or the kept start of a long line), whatever the line is.
+    pub fn into_url(self) -> String {
+        match self {
+            Line::Url(u) | Line::Duplicate(u) | Line::TooLong(u, _) => u,
+        }
+    }
+
+    /// The `error` of a line too long to be a URL, as the crawler words it.
+    pub fn too_long_message(bytes: u64) -> String {
+        format!("invalid_url: URL is {bytes} bytes long; at most {MAX_URL_BYTES} are accepted")
+    }
+}
+
 /// The receiving end of the reader: URLs one at a time, out of the batches.
 pub struct Lines {
-    rx: mpsc::Receiver<io::Result<Vec<String>>>,
-    batch: std::vec::IntoIter<String>,
+    rx: mpsc::Receiver<io::Result<Vec<Line>>>,
+    batch: std::vec::IntoIter<Line>,
 }
 
 impl Lines {
-    /// The next URL; `None` at the end of the input; `Err` if reading failed (the end too).
-    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<String>>> {
+    /// The next line; `None` at the end of the input; `Err` if reading failed (the end too).
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Line>>> {
         loop {
             if let Some(url) = self.batch.next() {
                 return Poll::Ready(Some(Ok(url)));
@@ -97,7 +130,7 @@ impl Lines {
         }
     }
 
-    pub async fn recv(&mut self) -> Option<io::Result<String>> {
+    pub async fn recv(&mut self) -> Option<io::Result<Line>> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
@@ -111,13 +144,13 @@ impl Lines {
 
 /// The sending end: collects URLs into batches.
 struct Batcher {
-    tx: mpsc::Sender<io::Result<Vec<String>>>,
-    batch: Vec<String>,
+    tx: mpsc::Sender<io::Result<Vec<Line>>>,
+    batch: Vec<Line>,
 }
 
 impl Batcher {
-    /// Add a URL; `false` when the crawl takes no more.
-    fn push(&mut self, url: String) -> bool {
+    /// Add a line; `false` when the crawl takes no more.
+    fn push(&mut self, url: Line) -> bool {
         self.batch.push(url);
         self.batch.len() < BATCH || self.flush()
     }
@@ -138,21 +171,76 @@ impl Batcher {
     }
 }
 
-/// Open the source (errors here are argument errors: exit 2) and start a thread feeding
-/// its URLs into a bounded channel. URLs in `skip` (`--resume`) are counted and left out.
+/// An input opened and checked, nothing read from it yet (see [`UrlInput::open`]).
+pub enum UrlInput {
+    File {
+        path: PathBuf,
+        file: File,
+        size: u64,
+    },
+    Stdin,
+    Demo(u64),
+    None,
+}
+
+impl UrlInput {
+    /// Open `--urls` without reading from it: a file that cannot be opened, or a
+    /// directory, is an argument error (exit 2) found before anything else is touched.
+    pub fn open(source: &UrlSource) -> Result<Self, String> {
+        match source {
+            UrlSource::Demo(n) => Ok(UrlInput::Demo(*n)),
+            UrlSource::Frontier(_) | UrlSource::Nothing => Ok(UrlInput::None),
+            UrlSource::Stdin => Ok(UrlInput::Stdin),
+            UrlSource::File(path) => {
+                let file = open_url_file(path)?;
+                let meta = file
+                    .metadata()
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                let size = if meta.is_file() { meta.len() } else { 0 };
+                Ok(UrlInput::File {
+                    path: path.clone(),
+                    file,
+                    size,
+                })
+            }
+        }
+    }
+}
+
+/// A file of URLs, opened for reading: not a directory.
+pub fn open_url_file(path: &Path) -> Result<File, String> {
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match file.metadata() {
+        Ok(m) if m.is_dir() => Err(format!(
+            "{}: is a directory (expected a file with one URL a line, or - for stdin)",
+            path.display()
+        )),
+        Ok(_) => Ok(file),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// How the reader treats the lines.
+pub struct ReadOptions {
+    /// URLs to leave out, counted (`--resume`: they have a final record).
+    pub skip: HashSet<String>,
+    /// Hand a URL seen on an earlier line over as [`Line::Duplicate`].
+    pub dedupe: bool,
+}
+
+/// Start a thread feeding `input`'s URLs into a bounded channel.
 pub fn spawn_reader(
-    source: &UrlSource,
+    input: UrlInput,
     demo_site: Option<&TestSite>,
-    skip: HashSet<String>,
-) -> io::Result<(Lines, Arc<ReadStats>)> {
+    opts: ReadOptions,
+) -> (Lines, Arc<ReadStats>) {
     let (tx, rx) = mpsc::channel(READ_AHEAD_BATCHES);
     let out = Batcher {
         tx,
         batch: Vec::with_capacity(BATCH),
     };
-    let stats = match source {
-        UrlSource::Demo(n) => {
-            let n = *n;
+    let stats = match input {
+        UrlInput::Demo(n) => {
             let stats = Arc::new(ReadStats::default());
             stats.total.store(n, Ordering::Relaxed);
             let base = demo_site.map(TestSite::base_url).unwrap_or_default();
@@ -161,7 +249,7 @@ pub fn spawn_reader(
             std::thread::spawn(move || {
                 for i in 0..n {
                     st.lines.fetch_add(1, Ordering::Relaxed);
-                    if !out.push(format!("{base}/item/{i}")) {
+                    if !out.push(Line::Url(format!("{base}/item/{i}"))) {
                         return;
                     }
                 }
@@ -169,48 +257,37 @@ pub fn spawn_reader(
             });
             stats
         }
-        UrlSource::Frontier(_) | UrlSource::Nothing => Arc::new(ReadStats::default()),
-        UrlSource::Stdin => {
+        UrlInput::None => Arc::new(ReadStats::default()),
+        UrlInput::Stdin => {
             let stats = Arc::new(ReadStats::default());
             let st = Arc::clone(&stats);
             std::thread::spawn(move || {
-                feed_lines(LineReader::new(io::stdin().lock()), out, &st, &skip)
+                feed_lines(LineReader::new(io::stdin().lock()), out, &st, &opts)
             });
             stats
         }
-        UrlSource::File(path) => spawn_file_reader(path, out, skip)?,
+        UrlInput::File { path, file, size } => {
+            let stats = Arc::new(ReadStats {
+                size,
+                ..ReadStats::default()
+            });
+            let st = Arc::clone(&stats);
+            std::thread::spawn(move || {
+                if size > 0 && size <= PRECOUNT_MAX_BYTES {
+                    if let Some(n) = count_url_lines(&path) {
+                        st.total.store(n, Ordering::Relaxed);
+                    }
+                }
+                feed_lines(LineReader::new(file), out, &st, &opts)
+            });
+            stats
+        }
     };
     let lines = Lines {
         rx,
         batch: Vec::new().into_iter(),
     };
-    Ok((lines, stats))
-}
-
-fn spawn_file_reader(
-    path: &Path,
-    out: Batcher,
-    skip: HashSet<String>,
-) -> io::Result<Arc<ReadStats>> {
-    let file = File::open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    let meta = file.metadata()?;
-    let size = if meta.is_file() { meta.len() } else { 0 };
-    let stats = Arc::new(ReadStats {
-        size,
-        ..ReadStats::default()
-    });
-    let st = Arc::clone(&stats);
-    let path = path.to_path_buf();
-    std::thread::spawn(move || {
-        if size > 0 && size <= PRECOUNT_MAX_BYTES {
-            if let Some(n) = count_url_lines(&path) {
-                st.total.store(n, Ordering::Relaxed);
-            }
-        }
-        feed_lines(LineReader::new(file), out, &st, &skip)
-    });
-    Ok(stats)
+    (lines, stats)
 }
 
 /// A buffered reader that says when it is about to wait for input, and reads lines of
@@ -220,6 +297,8 @@ pub struct LineReader<R> {
     buf: Box<[u8]>,
     pos: usize,
     end: usize,
+    /// The last line read ended with `\n` (not the input's end).
+    newline: bool,
 }
 
 impl<R: Read> LineReader<R> {
@@ -229,7 +308,13 @@ impl<R: Read> LineReader<R> {
             buf: vec![0; 64 * 1024].into_boxed_slice(),
             pos: 0,
             end: 0,
+            newline: false,
         }
+    }
+
+    /// Whether the last line read ended with `\n` (else with the input).
+    pub fn ended_with_newline(&self) -> bool {
+        self.newline
     }
 
     /// Like `read_until(b'\n')`, but keeps at most `MAX_LINE` bytes of the line (the rest
@@ -241,6 +326,7 @@ impl<R: Read> LineReader<R> {
         before_wait: &mut dyn FnMut(),
     ) -> io::Result<usize> {
         let mut consumed = 0;
+        self.newline = false;
         loop {
             if self.pos == self.end {
                 before_wait();
@@ -264,6 +350,7 @@ impl<R: Read> LineReader<R> {
             self.pos += take;
             consumed += take;
             if done {
+                self.newline = true;
                 return Ok(consumed);
             }
         }
@@ -285,21 +372,37 @@ fn count_url_lines(path: &Path) -> Option<u64> {
     }
 }
 
-/// The URL of an input line: trimmed; `None` for blank lines and `#` comments. A line
-/// that is not UTF-8 is taken lossily: it then fails as an invalid URL, with a record.
+/// The URL of an input line: trimmed, a leading UTF-8 byte order mark taken off; `None`
+/// for blank lines and `#` comments. A line that is not UTF-8 is taken lossily: it then
+/// fails as an invalid URL, with a record.
 pub fn url_line(raw: &[u8]) -> Option<String> {
     let line = String::from_utf8_lossy(raw);
-    let line = line.trim();
+    let line = line.trim_start_matches('\u{feff}').trim();
     (!line.is_empty() && !line.starts_with('#')).then(|| line.to_string())
 }
 
-/// Send every URL line of `input` that is not in `skip`.
+/// What a line [`LineReader::read_line`] read is: `raw` the bytes it kept, `consumed`
+/// the line's length as read, `newline` whether it ended with `\n`. A line cut at
+/// `MAX_LINE` is [`Line::TooLong`] with its real length.
+pub fn classify(raw: &[u8], consumed: usize, newline: bool) -> Option<Line> {
+    let url = url_line(raw)?;
+    let length = consumed - usize::from(newline);
+    let kept = raw.len() - usize::from(raw.last() == Some(&b'\n'));
+    if length > kept {
+        return Some(Line::TooLong(url, length as u64));
+    }
+    Some(Line::Url(url))
+}
+
+/// Send every URL line of `input` that is not in `opts.skip`.
 fn feed_lines(
     mut input: LineReader<impl Read>,
     mut out: Batcher,
     stats: &ReadStats,
-    skip: &HashSet<String>,
+    opts: &ReadOptions,
 ) {
+    let mut seen = opts.dedupe.then(|| Seen::new(MAX_TABLE_BYTES));
+    let mut full_noted = false;
     let mut buf = Vec::new();
     let mut open = true;
     loop {
@@ -314,13 +417,36 @@ fn feed_lines(
             }
             Ok(n) => {
                 stats.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                let Some(url) = url_line(&buf) else { continue };
-                stats.lines.fetch_add(1, Ordering::Relaxed);
-                if !skip.is_empty() && skip.contains(&mask_url(&url)) {
-                    stats.skipped.fetch_add(1, Ordering::Relaxed);
+                let Some(line) = classify(&buf, n, input.ended_with_newline()) else {
                     continue;
-                }
-                if !out.push(url) {
+                };
+                stats.lines.fetch_add(1, Ordering::Relaxed);
+                let line = match (line, seen.as_mut()) {
+                    (Line::Url(url), _)
+                        if !opts.skip.is_empty() && opts.skip.contains(&mask_url(&url)) =>
+                    {
+                        stats.skipped.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    (Line::Url(url), Some(seen)) => match seen.insert(&url) {
+                        Insert::New => Line::Url(url),
+                        Insert::Duplicate => Line::Duplicate(url),
+                        Insert::Full => {
+                            if !std::mem::replace(&mut full_noted, true) {
+                                super::progress::say(&format!(
+                                    "--urls: more than {} distinct URLs; duplicates of the \
+                                     later ones are fetched again (the dedupe table is at its \
+                                     {} MiB cap)",
+                                    seen.len(),
+                                    MAX_TABLE_BYTES >> 20
+                                ));
+                            }
+                            Line::Url(url)
+                        }
+                    },
+                    (line, _) => line,
+                };
+                if !out.push(line) {
                     return;
                 }
             }
@@ -344,9 +470,28 @@ mod tests {
         assert_eq!(n, MAX_LINE * 3 + 1);
         assert_eq!(buf.len(), MAX_LINE);
         assert_eq!(waits, 1, "one read of the underlying input");
+        assert_eq!(
+            classify(&buf, n, input.ended_with_newline()),
+            Some(Line::TooLong("a".repeat(MAX_LINE), MAX_LINE as u64 * 3))
+        );
         buf.clear();
-        input.read_line(&mut buf, &mut || {}).unwrap();
+        let n = input.read_line(&mut buf, &mut || {}).unwrap();
         assert_eq!(url_line(&buf).as_deref(), Some("next"));
+        assert_eq!(
+            classify(&buf, n, input.ended_with_newline()),
+            Some(Line::Url("next".into()))
+        );
+        // A line of exactly MAX_LINE bytes is whole.
+        let mut exact = vec![b'b'; MAX_LINE];
+        exact.push(b'\n');
+        let mut input = LineReader::new(io::Cursor::new(exact));
+        buf.clear();
+        let n = input.read_line(&mut buf, &mut || {}).unwrap();
+        assert!(matches!(classify(&buf, n, true), Some(Line::Url(u)) if u.len() == MAX_LINE));
+        assert_eq!(
+            url_line(b"\xef\xbb\xbfhttp://a/\r\n").as_deref(),
+            Some("http://a/")
+        );
         assert_eq!(url_line(b"  # comment\n"), None);
         assert_eq!(url_line(b"   \n"), None);
     }
@@ -364,18 +509,65 @@ mod tests {
         let stats = ReadStats::default();
         std::thread::scope(|s| {
             s.spawn(|| {
-                feed_lines(
-                    LineReader::new(io::Cursor::new(input)),
-                    out,
-                    &stats,
-                    &HashSet::new(),
-                )
+                let opts = ReadOptions {
+                    skip: HashSet::new(),
+                    dedupe: true,
+                };
+                feed_lines(LineReader::new(io::Cursor::new(input)), out, &stats, &opts)
             });
-            let sizes: Vec<usize> = std::iter::from_fn(|| rx.blocking_recv())
-                .map(|b| b.unwrap().len())
+            let batches: Vec<Vec<Line>> = std::iter::from_fn(|| rx.blocking_recv())
+                .map(|b| b.unwrap())
                 .collect();
+            let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
             assert_eq!(sizes, [BATCH, 3]);
         });
         assert_eq!(stats.lines.load(Ordering::Relaxed), BATCH as u64 + 3);
+    }
+
+    fn read_all(input: &str, opts: ReadOptions) -> (Vec<Line>, ReadStats) {
+        let (tx, mut rx) = mpsc::channel(READ_AHEAD_BATCHES);
+        let out = Batcher {
+            tx,
+            batch: Vec::new(),
+        };
+        let stats = ReadStats::default();
+        let bytes = input.as_bytes().to_vec();
+        let lines = std::thread::scope(|s| {
+            s.spawn(|| feed_lines(LineReader::new(io::Cursor::new(bytes)), out, &stats, &opts));
+            std::iter::from_fn(|| rx.blocking_recv())
+                .flat_map(|b| b.unwrap())
+                .collect()
+        });
+        (lines, stats)
+    }
+
+    #[test]
+    fn duplicates_are_marked_and_resumed_urls_left_out() {
+        let input = "\u{feff}http://a/1\nhttp://a/2\n# c\nhttp://a/1\n  http://a/2  \nhttp://a/3\n";
+        let opts = ReadOptions {
+            skip: ["http://a/3".to_string()].into_iter().collect(),
+            dedupe: true,
+        };
+        let (lines, stats) = read_all(input, opts);
+        let url = |u: &str| Line::Url(u.into());
+        let dup = |u: &str| Line::Duplicate(u.into());
+        assert_eq!(
+            lines,
+            [
+                url("http://a/1"),
+                url("http://a/2"),
+                dup("http://a/1"),
+                dup("http://a/2")
+            ]
+        );
+        assert_eq!(stats.skipped.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.lines.load(Ordering::Relaxed), 5);
+        let opts = ReadOptions {
+            skip: HashSet::new(),
+            dedupe: false,
+        };
+        let (lines, _) = read_all(input, opts);
+        assert_eq!(lines.len(), 5, "--no-dedupe: every line a URL");
+        assert!(lines.iter().all(|l| matches!(l, Line::Url(_))));
     }
 }

@@ -1,12 +1,26 @@
-//! The `--summary` object (one JSON line).
+//! The `--summary` object (one JSON line). Every figure is defined in the README ("The
+//! crawl binary").
+//!
+//! `per_exit` counts what each exit sent, from the counters behind
+//! `exitcrawl_requests_total` (an attempt that could not leave the exit — no connection
+//! could be opened from its address — reached no site and is not a request: it is in
+//! `not_sent`); `requests` is their sum, so the two always add up.
 
 use std::net::IpAddr;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::output::{write_atomic, write_stdout};
 use super::record::Totals;
-use crate::{ExitStats, FollowTotals};
+use super::source::ReadStats;
+use super::Failure;
+use crate::metrics::{Metrics, OutcomeLabels};
+use crate::{CrawlerHandle, ExitStats, FollowTotals};
 
 /// The `--summary` object.
 #[derive(Debug, Serialize)]
@@ -19,7 +33,8 @@ pub struct Summary {
     pub failed: u64,
     /// 429/503 answers over all attempts of all URLs.
     pub throttled: u64,
-    /// HTTP attempts sent: the records' `attempts` plus robots.txt fetches.
+    /// HTTP requests the exits sent (every attempt, robots.txt fetches included): the
+    /// sum of `per_exit[].requests`.
     pub requests: u64,
     /// URLs recorded as interrupted (Ctrl-C).
     pub interrupted: u64,
@@ -27,6 +42,9 @@ pub struct Summary {
     pub skipped: u64,
     /// URLs not fetched because of robots.txt (each has a record).
     pub skipped_robots: u64,
+    /// Lines of the list whose URL an earlier line had (each has a record, `skipped:
+    /// "duplicate"`; not fetched).
+    pub skipped_duplicate: u64,
     /// robots.txt fetches sent (their attempts count in `requests`).
     pub robots_fetches: u64,
     pub elapsed_s: f64,
@@ -63,50 +81,85 @@ pub struct SitemapSummary {
     pub sitemap_errors: u64,
 }
 
+/// One exit's requests.
 #[derive(Debug, Serialize)]
 pub struct ExitSummary {
     pub name: String,
     pub source_ip: IpAddr,
+    /// HTTP requests sent through this exit (answered or not).
     pub requests: u64,
+    /// Of those, answered 2xx.
     pub ok: u64,
+    /// Answered with a throttle status (`limiter.throttle_statuses`, 429/503).
     pub throttled: u64,
+    /// Sent, and ended without an answer (timeout, reset, refused, …).
     pub errors: u64,
+    /// Attempts that never left the exit (no connection could be opened from its
+    /// address, or the host has no address of its family): moved to another exit.
+    pub not_sent: u64,
     pub healthy: bool,
 }
 
+const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
+
+impl ExitSummary {
+    fn new(s: ExitStats, metrics: &Metrics) -> Self {
+        let count = |outcome: &'static str, class: &'static str| {
+            let labels = OutcomeLabels {
+                exit: s.name.clone(),
+                source_ip: s.source_ip.to_string(),
+                outcome,
+                class,
+            };
+            metrics.requests.get(&labels).map_or(0, |c| c.get())
+        };
+        let sum = |outcome| CLASSES.iter().map(|c| count(outcome, c)).sum::<u64>();
+        let (answered, throttled, errors) = (sum("ok"), sum("throttled"), sum("error"));
+        let requests = answered + throttled + errors;
+        ExitSummary {
+            ok: count("ok", "2xx"),
+            requests,
+            throttled,
+            errors,
+            not_sent: s.total.saturating_sub(requests),
+            healthy: s.healthy,
+            name: s.name,
+            source_ip: s.source_ip,
+        }
+    }
+}
+
 impl Summary {
-    pub fn new(t: &Totals, skipped: u64, elapsed: Duration, stats: Vec<ExitStats>) -> Self {
+    pub fn new(
+        t: &Totals,
+        skipped: u64,
+        elapsed: Duration,
+        stats: Vec<ExitStats>,
+        metrics: &Metrics,
+    ) -> Self {
+        let per_exit: Vec<ExitSummary> = stats
+            .into_iter()
+            .map(|s| ExitSummary::new(s, metrics))
+            .collect();
         Summary {
             total: t.total.get(),
             ok: t.ok.get(),
             failed: t.total.get() - t.ok.get(),
             throttled: t.throttled.get(),
-            requests: t.requests.get(),
+            requests: per_exit.iter().map(|e| e.requests).sum(),
             interrupted: t.interrupted.get(),
             skipped,
             skipped_robots: t.skipped_robots.get(),
+            skipped_duplicate: t.skipped_duplicate.get(),
             robots_fetches: t.robots_fetches.get(),
             elapsed_s: elapsed.as_secs_f64(),
-            per_exit: stats
-                .into_iter()
-                .map(|s| ExitSummary {
-                    name: s.name,
-                    source_ip: s.source_ip,
-                    requests: s.total,
-                    ok: s.ok,
-                    throttled: s.throttled,
-                    errors: s.errors,
-                    healthy: s.healthy,
-                })
-                .collect(),
+            per_exit,
             follow: None,
         }
     }
 
-    /// A `--follow` crawl's counters (robots.txt fetches go through the exits too: they
-    /// count in `requests`, so `per_exit` adds up).
+    /// A `--follow` crawl's counters.
     pub fn with_follow(mut self, ft: &FollowTotals) -> Self {
-        self.requests = ft.requests;
         self.skipped = ft.resumed;
         self.skipped_robots = ft.skipped_robots;
         self.robots_fetches = ft.robots_fetches;
@@ -122,5 +175,57 @@ impl Summary {
             }),
         });
         self
+    }
+}
+
+/// Where the summary goes, and what it is made of: written at the end of a run, or on a
+/// second Ctrl-C from what is recorded by then.
+pub struct SummaryWriter {
+    /// `--summary FILE` (`-`: stdout).
+    pub path: Option<PathBuf>,
+    /// Also on stdout (the demo, or no `--summary`).
+    pub stdout: bool,
+    pub totals: Rc<Totals>,
+    pub read: Arc<ReadStats>,
+    pub started: Instant,
+    pub handle: CrawlerHandle,
+}
+
+impl SummaryWriter {
+    /// The summary now: each exit's figures are asked for (bounded, as the scheduler may
+    /// be busy shutting down).
+    pub async fn summary(&self, follow: Option<&FollowTotals>) -> Summary {
+        let stats = actix_rt::time::timeout(Duration::from_secs(2), self.handle.stats())
+            .await
+            .unwrap_or_default();
+        let summary = Summary::new(
+            &self.totals,
+            self.read.skipped.load(Ordering::Relaxed),
+            self.started.elapsed(),
+            stats,
+            self.handle.metrics(),
+        );
+        match follow {
+            Some(ft) => summary.with_follow(ft),
+            None => summary,
+        }
+    }
+
+    /// Write `summary` to `--summary` (replaced in one step) and to stdout if asked.
+    pub fn write(&self, summary: &Summary) -> Result<(), Failure> {
+        let mut json = serde_json::to_vec(summary).expect("summary serializes");
+        json.push(b'\n');
+        let to_stdout =
+            |e: std::io::Error| Failure::Output(format!("writing the summary to stdout: {e}"));
+        match &self.path {
+            Some(p) if p.as_os_str() == "-" => write_stdout(&json).map_err(to_stdout)?,
+            Some(p) => write_atomic(p, &json)
+                .map_err(|e| Failure::Output(format!("writing --summary {}: {e}", p.display())))?,
+            None => {}
+        }
+        if self.stdout {
+            write_stdout(&json).map_err(to_stdout)?;
+        }
+        Ok(())
     }
 }

@@ -16,6 +16,9 @@ use crate::messages::{FetchError, FetchResponse};
 pub enum SkipReason {
     /// robots.txt disallows it, or robots.txt stayed unreachable (then `error` says so).
     Robots,
+    /// The URL list had it on an earlier line (the `exitcrawl` program's list mode): that
+    /// line's record tells its fate.
+    Duplicate,
 }
 
 /// One line of output: the fate of one URL (fetched, or skipped by robots.txt).
