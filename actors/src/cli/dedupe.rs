@@ -5,7 +5,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use super::output::open_output;
+use super::output::{write_stdout, Replacement};
+use super::paths::{check_distinct, Named};
 use super::progress::say;
 use super::record::INTERRUPTED;
 use super::resume::SeenRecord;
@@ -16,6 +17,21 @@ use super::Failure;
 /// only points at another) — in order of first appearance. Lines that are not records
 /// (e.g. a line cut by a hard kill) are dropped and counted.
 pub fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
+    let named: Vec<Named<'_>> = inputs
+        .iter()
+        .map(|p| Named {
+            flag: "--dedupe",
+            path: p,
+        })
+        .collect();
+    check_distinct(
+        &named,
+        &[Named {
+            flag: "--out",
+            path: out,
+        }],
+    )
+    .map_err(Failure::Usage)?;
     let mut order: Vec<String> = Vec::new();
     let mut best: HashMap<String, (String, u8)> = HashMap::new();
     let (mut read, mut dropped) = (0u64, 0u64);
@@ -53,14 +69,23 @@ pub fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
             }
         }
     }
-    let mut w = open_output(out, false)
-        .map_err(|e| Failure::Usage(format!("--out {}: {e}", out.display())))?;
-    for url in &order {
-        writeln!(w, "{}", best[url].0)
-            .map_err(|e| Failure::Output(format!("writing --out: {e}")))?;
-    }
-    w.flush()
-        .map_err(|e| Failure::Output(format!("writing --out: {e}")))?;
+    // The merge replaces --out in one step: until it is complete, the old file stays.
+    let written = if out == Path::new("-") {
+        let mut all = Vec::new();
+        for url in &order {
+            all.extend_from_slice(best[url].0.as_bytes());
+            all.push(b'\n');
+        }
+        write_stdout(&all)
+    } else {
+        let mut w = Replacement::create(out)
+            .map_err(|e| Failure::Usage(format!("--out {}: {e}", out.display())))?;
+        order
+            .iter()
+            .try_for_each(|url| writeln!(w, "{}", best[url].0))
+            .and_then(|()| w.commit())
+    };
+    written.map_err(|e| Failure::Output(format!("writing --out: {e}")))?;
     say(&format!(
         "--dedupe: {read} records, {} URLs written, {dropped} unreadable lines dropped",
         order.len()

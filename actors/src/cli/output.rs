@@ -19,11 +19,6 @@ use serde::Serialize;
 /// Ctrl-C before exiting). Everything runs on the System's one thread.
 pub type SharedOut = Rc<RefCell<Option<Box<dyn Write>>>>;
 
-/// A file (truncated, or appended to), or stdout for `-`.
-pub fn open_output(path: &Path, append: bool) -> io::Result<Box<dyn Write>> {
-    PendingOut::open(path, append)?.commit()
-}
-
 /// `--out` opened and checked, not truncated yet.
 pub struct PendingOut {
     /// `None`: stdout.
@@ -150,30 +145,80 @@ pub fn probe_atomic(path: &Path) -> io::Result<()> {
 /// directory, synced, then renamed over `path`. A device or a pipe (`/dev/stdout`, a
 /// FIFO) cannot be replaced: it is written as it is.
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
-    let target = resolve(path)?;
-    match target.metadata() {
-        Ok(m) if m.is_dir() => return Err(io::Error::other("is a directory")),
-        Ok(m) if !m.is_file() => {
-            let mut f = OpenOptions::new().write(true).open(&target)?;
-            return f.write_all(data).and_then(|()| f.flush());
+    let mut f = Replacement::create(path)?;
+    f.write_all(data)?;
+    f.commit()
+}
+
+/// A file written under a temporary name and renamed over its own on
+/// [`Replacement::commit`]; dropped without a commit, it is removed and the old file
+/// stays. A device or a pipe is written in place.
+pub struct Replacement {
+    out: BufWriter<File>,
+    /// (temporary, target) for a file; `None` for a device or a pipe.
+    rename: Option<(PathBuf, PathBuf)>,
+}
+
+impl Replacement {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let target = resolve(path)?;
+        match target.metadata() {
+            Ok(m) if m.is_dir() => return Err(io::Error::other("is a directory")),
+            Ok(m) if !m.is_file() => {
+                let f = OpenOptions::new().write(true).open(&target)?;
+                return Ok(Replacement {
+                    out: BufWriter::new(f),
+                    rename: None,
+                });
+            }
+            _ => {}
         }
-        _ => {}
-    }
-    let tmp = temp_name(&target)?;
-    let written = (|| {
-        let mut f = OpenOptions::new()
+        let tmp = temp_name(&target)?;
+        let f = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &target)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        Ok(Replacement {
+            out: BufWriter::new(f),
+            rename: Some((tmp, target)),
+        })
     }
-    written
+
+    /// Put the new content in place.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.out.flush()?;
+        let Some((tmp, target)) = self.rename.take() else {
+            return Ok(());
+        };
+        let done = self
+            .out
+            .get_ref()
+            .sync_all()
+            .and_then(|()| std::fs::rename(&tmp, &target));
+        if done.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        done
+    }
+}
+
+impl Write for Replacement {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Drop for Replacement {
+    fn drop(&mut self) {
+        if let Some((tmp, _)) = self.rename.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
 }
 
 /// Write `data` to stdout; a closed or full stdout is an error, not a panic.

@@ -52,14 +52,16 @@ pub fn spawn_signals(out: SharedOut, on_forced_exit: Option<OnForcedExit>) -> io
             if seen == 1 {
                 let _ = tx.send(());
             } else {
+                say("interrupted again: exiting now (records written so far are kept)");
+                if let Some(work) = &on_forced_exit {
+                    let _ = actix_rt::time::timeout(FORCED_EXIT_WORK, work()).await;
+                }
+                // Nothing runs between the summary and this flush (no await): the
+                // summary counts exactly the records the file keeps.
                 if let Ok(mut out) = out.try_borrow_mut() {
                     if let Some(w) = out.as_mut() {
                         let _ = w.flush();
                     }
-                }
-                say("interrupted again: exiting now (records written so far are kept)");
-                if let Some(work) = &on_forced_exit {
-                    let _ = actix_rt::time::timeout(FORCED_EXIT_WORK, work()).await;
                 }
                 std::process::exit(i32::from(EXIT_INTERRUPTED));
             }
