@@ -24,7 +24,13 @@ impl<'a> Split<'a> {
             return Split::Canonical(origin, path);
         }
         match Url::parse(url) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+            // The parser takes port 0, which no request can go to: the crawler refuses
+            // it as invalid_url (robots.txt is not asked for it).
+            Ok(u)
+                if matches!(u.scheme(), "http" | "https")
+                    && u.host().is_some()
+                    && u.port() != Some(0) =>
+            {
                 Split::Parsed(u)
             }
             _ => Split::Invalid,
@@ -196,6 +202,14 @@ mod tests {
             } else {
                 assert_eq!(Some((s.origin(), s.path().to_string())), parsed(u), "{u}");
             }
+        }
+        // Port 0 parses, but is no port: left to the crawler, which refuses it.
+        for u in [
+            "http://127.0.0.1:0/x",
+            "https://example.com:0",
+            "http://[::1]:00/",
+        ] {
+            assert!(matches!(Split::of(u), Split::Invalid), "{u}");
         }
         // The common forms take the fast path.
         for u in [
