@@ -1,0 +1,713 @@
+//! Bad input on purpose (issue 17), one test per case, run through the `exitcrawl`
+//! binary against a local test site (exits on 127.0.0.2 and .3): what a user would
+//! expect — input files unchanged byte for byte, the exit code, the records, and what the
+//! site saw.
+//!
+//! Exits of both address families (one IPv4 exit and a `::1` exit, IPv4 and IPv6 URLs
+//! mixed) are tested at the crawler, where the exit each URL went through is visible:
+//! `actors/tests/crawler.rs`, `exits_of_both_families_each_take_the_hosts_of_their_own`.
+
+mod cli_support;
+
+use std::fs::File;
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use cli_support::{assert_ok, cmd, config, json, records, run, s, stderr, wait_bounded, TempDir};
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
+use serde_json::Value;
+
+/// robots.txt off: the site's count is then exactly the URLs' requests.
+const NO_ROBOTS: &str = "\n[crawl]\nrobots = false\n";
+
+/// A run that is refused must say why, and never with a panic (the actix "there is no
+/// reactor running" of issue 17, or any other).
+fn assert_refused(o: &Output, code: i32, needles: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    for n in needles {
+        assert!(err.contains(n), "no {n:?} in stderr: {err}");
+    }
+    assert_no_panic(o);
+}
+
+fn assert_no_panic(o: &Output) {
+    let err = stderr(o);
+    for p in ["panicked", "reactor", "RUST_BACKTRACE"] {
+        assert!(!err.contains(p), "{p:?} in stderr: {err}");
+    }
+}
+
+/// The bytes of a file, to compare after a run.
+fn bytes(p: &std::path::Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn count(recs: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    recs.iter().filter(|r| pred(r)).count()
+}
+
+// ---------------------------------------------------------------------------------------
+// Outputs never destroy anything
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn summary_naming_the_url_list_is_refused_and_the_list_is_kept() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("sum-urls");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let list = format!("{}\n{}\n", site.url("/a"), site.url("/b"));
+    let urls = dir.file("urls.txt", &list);
+    std::fs::hard_link(&urls, dir.path("hard.txt")).expect("hard link");
+    std::os::unix::fs::symlink(&urls, dir.path("soft.txt")).expect("symlink");
+    let dotted = dir.0.join(".").join("urls.txt");
+    for alias in [
+        urls.clone(),
+        dotted,
+        dir.path("hard.txt"),
+        dir.path("soft.txt"),
+    ] {
+        let o = run(&[
+            "--config",
+            s(&cfg),
+            "--urls",
+            s(&urls),
+            "--summary",
+            s(&alias),
+            "--quiet",
+        ]);
+        assert_refused(&o, 2, &["--summary", "--urls", "same file"]);
+        assert_eq!(bytes(&urls), list.as_bytes(), "{}", alias.display());
+    }
+    assert_eq!(site.stats().requests, 0, "nothing fetched");
+}
+
+#[test]
+fn out_naming_the_config_or_the_summary_is_refused() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("out-cfg");
+    let cfg_text = config(NO_ROBOTS);
+    let cfg = dir.file("c.toml", &cfg_text);
+    let urls = dir.file("urls.txt", &format!("{}\n", site.url("/a")));
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&cfg),
+        "--quiet",
+    ]);
+    assert_refused(&o, 2, &["--out", "--config", "same file"]);
+    assert_eq!(bytes(&cfg), cfg_text.as_bytes(), "the config is kept");
+
+    // --out and --summary the same file, existing or not: nothing is written to it.
+    let both = dir.file("both.jsonl", "earlier record\n");
+    let fresh = dir.path("fresh.jsonl");
+    for target in [&both, &fresh] {
+        let o = run(&[
+            "--config",
+            s(&cfg),
+            "--urls",
+            s(&urls),
+            "--out",
+            s(target),
+            "--summary",
+            s(target),
+            "--quiet",
+        ]);
+        assert_refused(&o, 2, &["--summary", "--out", "same file"]);
+    }
+    assert_eq!(bytes(&both), b"earlier record\n");
+    assert!(!fresh.exists(), "no file created");
+    assert_eq!(site.stats().requests, 0, "nothing fetched");
+}
+
+#[test]
+fn an_existing_out_survives_a_run_refused_at_start() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("out-kept");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let urls = dir.file("urls.txt", &format!("{}\n", site.url("/a")));
+    let earlier = "{\"url\":\"http://x/\",\"status\":200}\n".repeat(3);
+    let out = dir.file("out.jsonl", &earlier);
+    let summary = dir.file("summary.json", "{\"total\":3}\n");
+
+    // A typo in --urls.
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&dir.path("urlz.txt")),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--quiet",
+    ]);
+    assert_refused(&o, 2, &["--urls", "urlz.txt", "No such file"]);
+    assert_eq!(bytes(&out), earlier.as_bytes());
+    assert_eq!(bytes(&summary), b"{\"total\":3}\n");
+
+    // The metrics port in use: the crawler cannot start.
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind a port");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--metrics",
+        &addr,
+        "--quiet",
+    ]);
+    assert_refused(&o, 2, &[&addr]);
+    assert_eq!(bytes(&out), earlier.as_bytes());
+    assert_eq!(bytes(&summary), b"{\"total\":3}\n");
+    assert_eq!(bytes(&urls), format!("{}\n", site.url("/a")).as_bytes());
+    assert_eq!(site.stats().requests, 0, "nothing fetched");
+
+    // The same command with the port free runs, and only then replaces --out.
+    drop(taken);
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0]["status"], 200);
+    assert_eq!(json(&summary)["total"], 1);
+}
+
+#[test]
+fn a_closed_or_full_stdout_is_exit_1_with_the_cause() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("stdout");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let urls = dir.file("urls.txt", &format!("{}\n", site.url("/a")));
+    let out = dir.path("out.jsonl");
+    let args = [
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--quiet",
+    ];
+
+    // The summary goes to stdout (no --summary), whose reader is gone (`| head -c0`).
+    let mut child = cmd(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let o = wait_bounded(child, Duration::from_secs(60));
+    assert_refused(&o, 1, &["writing the summary to stdout", "Broken pipe"]);
+    assert_eq!(records(&out).len(), 1, "the records are written");
+
+    // stdout full.
+    let full = File::options()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let o = cmd(&args)
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run");
+    assert_refused(&o, 1, &["writing the summary to stdout", "No space left"]);
+    // --out - to a full stdout: the records cannot be written.
+    let full = File::options()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let o = cmd(&["--config", s(&cfg), "--urls", s(&urls), "--out", "-"])
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run");
+    assert_refused(&o, 1, &["No space left"]);
+    assert_eq!(site.stats().requests, 3, "one fetch per run");
+}
+
+// ---------------------------------------------------------------------------------------
+// URLs
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn ports_outside_1_to_65535_are_invalid_urls_and_nothing_is_sent() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("ports");
+    // robots.txt on (the default): not even robots.txt may be fetched for these.
+    let cfg = dir.file("c.toml", &config(""));
+    let port = site.port();
+    // Port 80, where `:70000` used to go: watched when this test may bind it.
+    let port80 = TcpListener::bind("127.0.0.1:80").ok();
+    if let Some(l) = &port80 {
+        l.set_nonblocking(true).expect("nonblocking");
+    }
+    // The site's port + 65536 would reach the site if the port were cut to 16 bits.
+    let bad = [
+        "http://127.0.0.1:70000/page/1".to_string(),
+        "http://127.0.0.1:0/page/2".to_string(),
+        format!("http://127.0.0.1:{}/page/3", u32::from(port) + 65536),
+        format!("http://127.0.0.1:{}/page/4", u32::from(port) + 2 * 65536),
+    ];
+    let urls = dir.file("urls.txt", &format!("{}\n", bad.join("\n")));
+    let out = dir.path("out.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), bad.len(), "{recs:?}");
+    for r in &recs {
+        let e = r["error"].as_str().unwrap_or_default();
+        assert!(
+            e.starts_with("invalid_url") && e.contains("expected 1..=65535"),
+            "{r}"
+        );
+        assert_eq!(r["attempts"], 0, "never sent: {r}");
+        assert!(r["status"].is_null() && r["exit"].is_null(), "{r}");
+    }
+    assert_eq!(site.stats().requests, 0, "the site saw nothing");
+    if let Some(l) = port80 {
+        assert!(l.accept().is_err(), "a connection reached port 80");
+    }
+}
+
+#[test]
+fn a_byte_order_mark_is_not_part_of_the_first_url() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("bom");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let list = format!(
+        "\u{feff}{}\r\n{}\r\n",
+        site.url("/first"),
+        site.url("/second")
+    );
+    let urls = dir.file("urls.txt", &list);
+    let out = dir.path("out.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2);
+    let first = recs
+        .iter()
+        .find(|r| r["url"] == site.url("/first").as_str())
+        .unwrap_or_else(|| panic!("the first URL, without the BOM: {recs:?}"));
+    assert_eq!(first["status"], 200, "{first}");
+    assert!(first["error"].is_null(), "{first}");
+    let mut paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    assert_eq!(paths, ["/first", "/second"]);
+    assert_eq!(bytes(&urls), list.as_bytes());
+}
+
+#[test]
+fn repeats_of_a_url_are_fetched_once_and_each_line_gets_a_record() {
+    const COPIES: usize = 10_000;
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("dupes");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let url = site.url("/same");
+    let urls = dir.file("urls.txt", &format!("{url}\n").repeat(COPIES));
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    assert_eq!(site.stats().requests, 1, "the site saw one request");
+    let recs = records(&out);
+    assert_eq!(recs.len(), COPIES, "a record per line");
+    assert_eq!(count(&recs, |r| r["skipped"] == "duplicate"), COPIES - 1);
+    let fetched: Vec<&Value> = recs.iter().filter(|r| r["skipped"].is_null()).collect();
+    assert_eq!(fetched.len(), 1);
+    assert_eq!(fetched[0]["status"], 200);
+    assert!(recs.iter().all(|r| r["url"] == url.as_str()));
+    assert!(
+        recs.iter()
+            .filter(|r| r["skipped"] == "duplicate")
+            .all(|r| r["attempts"] == 0 && r["status"].is_null() && r["error"].is_null()),
+        "a duplicate's record says it was not fetched"
+    );
+    let sum = json(&summary);
+    assert_eq!(sum["total"], COPIES);
+    assert_eq!(sum["skipped_duplicate"], COPIES - 1);
+    assert_eq!(sum["requests"], 1);
+    assert_eq!(sum["ok"], 1);
+
+    // --no-dedupe fetches every line.
+    const FEW: usize = 50;
+    let few = dir.file("few.txt", &format!("{url}\n").repeat(FEW));
+    let out2 = dir.path("out2.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&few),
+        "--out",
+        s(&out2),
+        "--no-dedupe",
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out2);
+    assert_eq!(recs.len(), FEW);
+    assert_eq!(count(&recs, |r| r["status"] == 200), FEW);
+    assert_eq!(site.stats().requests, 1 + FEW as u64, "every line fetched");
+}
+
+#[test]
+fn a_directory_as_url_list_is_exit_2() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("urls-dir");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let out = dir.file("out.jsonl", "kept\n");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&dir.0),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_refused(&o, 2, &["--urls", "is a directory"]);
+    assert_eq!(bytes(&out), b"kept\n");
+    assert_eq!(site.stats().requests, 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Fail fast at start
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn exits_that_cannot_bind_are_named_before_any_url_is_read() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("unbindable");
+    // 192.0.2.0/24 is TEST-NET-1: no interface of this machine has these addresses.
+    let cfg = dir.file(
+        "c.toml",
+        "[crawler]\nmax_retries = 0\n\n[[exits]]\nname = \"d1\"\nsource_ip = \"192.0.2.10\"\n\n\
+         [[exits]]\nname = \"d2\"\nsource_ip = \"192.0.2.11\"\n",
+    );
+    let out = dir.file("out.jsonl", "kept\n");
+    // The URLs come from stdin, which stays open and empty: a run that read URLs before
+    // checking its exits would wait for them.
+    let mut child = cmd(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        "-",
+        "--out",
+        s(&out),
+        "--quiet",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    let stdin = child.stdin.take();
+    let o = wait_bounded(child, Duration::from_secs(60));
+    drop(stdin);
+    assert_refused(
+        &o,
+        2,
+        &["d1", "192.0.2.10", "d2", "192.0.2.11", "os error 99"],
+    );
+    assert_eq!(bytes(&out), b"kept\n");
+
+    // From a file: the same, and the site sees nothing.
+    let urls = dir.file("urls.txt", &format!("{}\n", site.url("/a")).repeat(100));
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_refused(&o, 2, &["192.0.2.10", "192.0.2.11"]);
+    assert_eq!(bytes(&out), b"kept\n");
+    assert_eq!(site.stats().requests, 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Records say why; summary figures
+// ---------------------------------------------------------------------------------------
+
+/// `/fail/…` answers 500 (always: a retry gets 500 again), `/gone/…` 404, the rest 200.
+fn failing_site() -> TestSite {
+    let pages = Pages::new(|_: &str, pq: &str| {
+        if pq.starts_with("/gone/") {
+            return None;
+        }
+        let mut page = Page::html("<p>page</p>");
+        if pq.starts_with("/fail/") {
+            page.status = 500;
+        }
+        Some(page)
+    });
+    TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+#[test]
+fn a_retry_the_budget_refused_says_so_with_the_last_status() {
+    let site = failing_site();
+    let dir = TempDir::new("budget");
+    // The default retry budget (0.2 of first attempts over 10 s, plus 10): 300 URLs, 30 %
+    // of them 500, one retry allowed per URL — 90 retries wanted, at most 70 allowed.
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let list: String = (0..300)
+        .map(|i| {
+            let kind = if i % 10 < 3 { "fail" } else { "page" };
+            format!("{}\n", site.url(&format!("/{kind}/{i}")))
+        })
+        .collect();
+    let urls = dir.file("urls.txt", &list);
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 300);
+    let failing: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["url"].as_str().unwrap_or_default().contains("/fail/"))
+        .collect();
+    assert_eq!(failing.len(), 90);
+    let mut refused = 0;
+    for r in &failing {
+        assert_eq!(r["status"], 500, "the last status: {r}");
+        match r["attempts"].as_u64() {
+            Some(1) => {
+                assert_eq!(r["error"], "retry budget exhausted", "{r}");
+                refused += 1;
+            }
+            // Retried (max_retries = 1): the retries ran out, not the budget.
+            Some(2) => assert!(r["error"].is_null(), "{r}"),
+            _ => panic!("{r}"),
+        }
+    }
+    let sum = json(&summary);
+    // Within the budget's 10 s window at most 70 of the 90 retries are allowed; a run
+    // slowed past it may earn more.
+    let floor = if sum["elapsed_s"].as_f64().unwrap_or(99.0) < 9.0 {
+        20
+    } else {
+        1
+    };
+    assert!(refused >= floor, "{refused} refused, {sum}");
+    assert!(
+        recs.iter()
+            .filter(|r| r["status"] == 200)
+            .all(|r| r["error"].is_null() && r["attempts"] == 1),
+        "2xx answers are never retried nor blamed"
+    );
+    // The site saw every first attempt and every retry the budget allowed.
+    let retried = (failing.len() - refused) as u64;
+    assert_eq!(site.stats().requests, 300 + retried);
+    assert_eq!(sum["requests"], 300 + retried);
+}
+
+#[test]
+fn summary_figures_add_up_and_ok_counts_2xx_only() {
+    let site = failing_site();
+    let dir = TempDir::new("figures");
+    let cfg = dir.file(
+        "c.toml",
+        &config(NO_ROBOTS).replace("max_retries = 1", "max_retries = 0"),
+    );
+    // 20 answered 200, 10 answered 500, 10 answered 404, 2 refused before sending.
+    let mut list: Vec<String> = Vec::new();
+    for i in 0..40 {
+        let kind = match i % 4 {
+            0 | 1 => "page",
+            2 => "fail",
+            _ => "gone",
+        };
+        list.push(site.url(&format!("/{kind}/{i}")));
+    }
+    list.push("not a url".into());
+    list.push("http://127.0.0.1:70000/".into());
+    let urls = dir.file("urls.txt", &(list.join("\n") + "\n"));
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    let sum = json(&summary);
+    let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("a count: {v}"));
+    let per_exit = sum["per_exit"].as_array().expect("per_exit");
+    assert_eq!(per_exit.len(), 2);
+    let over_exits = |k: &str| per_exit.iter().map(|e| n(&e[k])).sum::<u64>();
+    // per_exit.ok: answers 2xx, nothing else.
+    assert_eq!(over_exits("ok"), 20, "{sum}");
+    assert_eq!(n(&sum["ok"]), 20);
+    assert_eq!(
+        count(&recs, |r| r["status"] == 200),
+        20,
+        "records agree with the summary"
+    );
+    // requests: the sum of per_exit, what the site saw, and the records' attempts.
+    let attempts: u64 = recs.iter().map(|r| n(&r["attempts"])).sum();
+    assert_eq!(n(&sum["requests"]), over_exits("requests"), "{sum}");
+    assert_eq!(n(&sum["requests"]), 40);
+    assert_eq!(attempts, 40);
+    assert_eq!(site.stats().requests, 40);
+    assert_eq!(over_exits("errors"), 0);
+    assert_eq!(over_exits("not_sent"), 0);
+    assert_eq!(over_exits("throttled"), 0);
+    assert_eq!(n(&sum["total"]), 42);
+    assert_eq!(n(&sum["failed"]), 42 - 20);
+    for e in per_exit {
+        assert!(n(&e["ok"]) <= n(&e["requests"]), "{e}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Exposure and messages
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn metrics_off_loopback_are_warned_about() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("metrics");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let urls = dir.file("urls.txt", &format!("{}\n", site.url("/a")));
+    // The warning comes with the settings, before --urls is opened: a missing list stops
+    // the run there, so nothing is ever bound off loopback here.
+    let missing = dir.path("missing.txt");
+    for addr in ["0.0.0.0:9109", "[::]:9109"] {
+        let o = run(&[
+            "--config",
+            s(&cfg),
+            "--urls",
+            s(&missing),
+            "--metrics",
+            addr,
+            "--quiet",
+        ]);
+        assert_refused(&o, 2, &["WARNING: metrics on", "anyone", "127.0.0.1:9109"]);
+    }
+    // On loopback: served, no warning.
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--summary",
+        s(&dir.path("sum.json")),
+        "--metrics",
+        "127.0.0.1:0",
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    assert!(stderr(&o).contains("metrics on http://127.0.0.1:"));
+    assert!(!stderr(&o).contains("WARNING"), "{}", stderr(&o));
+}
+
+#[test]
+fn messages_give_the_real_line_length_and_the_allowed_range() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("messages");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let long = format!("{}{}", site.url("/"), "a".repeat(2_000_000));
+    let mut list = Vec::new();
+    writeln!(list, "{long}").expect("write");
+    writeln!(list, "{}", site.url("/after")).expect("write");
+    let urls = dir.path("urls.txt");
+    std::fs::write(&urls, &list).expect("write urls");
+    let out = dir.path("out.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2);
+    let want = format!("URL is {} bytes long", long.len());
+    assert!(
+        recs.iter()
+            .any(|r| r["error"].as_str().is_some_and(|e| e.contains(&want))),
+        "no {want:?} in {:?}",
+        recs.iter().map(|r| &r["error"]).collect::<Vec<_>>()
+    );
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/after"]);
+
+    for (value, range) in [("86401", "0 to 86400"), ("-1", "0 to 86400")] {
+        let o = run(&["--config", s(&cfg), "--urls", s(&urls), "--grace", value]);
+        assert_refused(&o, 2, &["--grace", value, "out of range", range]);
+    }
+}
