@@ -15,7 +15,9 @@ use std::net::TcpListener;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use cli_support::{assert_ok, cmd, config, json, records, run, s, stderr, wait_bounded, TempDir};
+use cli_support::{
+    assert_ok, cmd, config, json, records, run, s, spawn, stderr, wait_bounded, TempDir,
+};
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
 
@@ -291,6 +293,30 @@ fn ports_outside_1_to_65535_are_invalid_urls_and_nothing_is_sent() {
         );
         assert_eq!(r["attempts"], 0, "never sent: {r}");
         assert!(r["status"].is_null() && r["exit"].is_null(), "{r}");
+    }
+    assert_eq!(site.stats().requests, 0, "the site saw nothing");
+
+    // The same seeds crawled with --follow: refused at once too (port 0 used to wait for
+    // three robots.txt attempts, minutes, then be skipped as robots_unavailable).
+    let out = dir.path("follow.jsonl");
+    let child = spawn(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--follow",
+        "--quiet",
+    ]);
+    let o = wait_bounded(child, Duration::from_secs(60));
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), bad.len(), "{recs:?}");
+    for r in &recs {
+        let e = r["error"].as_str().unwrap_or_default();
+        assert!(e.starts_with("invalid_url"), "{r}");
+        assert!(r["skipped"].is_null() && r["attempts"] == 0, "{r}");
     }
     assert_eq!(site.stats().requests, 0, "the site saw nothing");
     if let Some(l) = port80 {

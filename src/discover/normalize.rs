@@ -10,6 +10,7 @@
 //! turns IDN hosts into punycode. On top of that we:
 //! - accept only `http`/`https` (everything else — `javascript:`, `mailto:`, `data:`,
 //!   `ftp:` — is not crawlable);
+//! - refuse port 0, which the parser takes (a port above 65535 does not parse);
 //! - drop the fragment (never sent to the server);
 //! - decode percent-escapes of unreserved characters (`A-Z a-z 0-9 - . _ ~`, RFC 3986
 //!   §6.2.2.2) in path and query — except where the decoded digit would complete a stray
@@ -33,6 +34,10 @@ pub enum NormalizeError {
     /// No host (cannot happen for http(s) with the `url` crate; kept for safety).
     #[error("URL has no host")]
     NoHost,
+    /// Port 0: the `url` crate parses it (a port above 65535 is already a parse error),
+    /// but no request can go there.
+    #[error("port \"0\" is not a port (expected 1..=65535)")]
+    PortZero,
 }
 
 /// Parse an absolute URL and normalise it (see the module doc).
@@ -57,6 +62,9 @@ pub fn finish(mut u: Url) -> Result<Url, NormalizeError> {
     }
     if u.host_str().is_none_or(str::is_empty) {
         return Err(NormalizeError::NoHost);
+    }
+    if u.port() == Some(0) {
+        return Err(NormalizeError::PortZero);
     }
     u.set_fragment(None);
     if let Some(p) = normalize_escapes(u.path()) {
@@ -204,6 +212,17 @@ mod tests {
             normalize("/relative"),
             Err(NormalizeError::Parse(_))
         ));
+        // Ports outside 1..=65535: never another port.
+        assert!(matches!(
+            normalize("http://e.com:0/"),
+            Err(NormalizeError::PortZero)
+        ));
+        assert!(matches!(
+            normalize("http://e.com:70000/"),
+            Err(NormalizeError::Parse(_))
+        ));
+        let base = normalize("http://e.com/").unwrap();
+        assert_eq!(resolve(&base, "//e.com:0/x"), None);
     }
 
     #[test]
