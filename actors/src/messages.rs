@@ -547,7 +547,7 @@ pub(crate) struct AttemptDone {
 pub(crate) struct Intake {
     pub fetch: Fetch,
     /// The URL as sent and its host, when the direct path parsed it already.
-    pub parsed: Option<crate::scheduler::Parsed>,
+    pub parsed: Option<Parsed>,
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
     pub reply: Option<tokio::sync::oneshot::Sender<Result<FetchResponse, FetchError>>>,
     pub arrived: actix::clock::Instant,
@@ -621,5 +621,29 @@ impl Message for Observed {
 pub(crate) struct GetCounters;
 
 impl Message for GetCounters {
-    type Result = crate::exit::Counters;
+    type Result = Counters;
 }
+
+/// An exit's counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    /// Requests in flight.
+    pub active: u32,
+    /// Requests sent (attempted).
+    pub total: u64,
+    /// Answered with a status that was not a throttle.
+    pub ok: u64,
+    /// Answered with a throttle status.
+    pub throttled: u64,
+    /// No answer.
+    pub errors: u64,
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+    /// Smoothed latency of answers.
+    pub latency_ewma: Option<Duration>,
+    /// The last failure's message.
+    pub last_error: Option<String>,
+}
+
+/// A URL as sent, and its host (see the scheduler's `parse_url`).
+pub(crate) type Parsed = (awc::http::Uri, Arc<str>);

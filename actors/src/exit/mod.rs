@@ -28,30 +28,9 @@ use request::{Clients, Identity};
 
 use crate::body::{Body, Finished};
 use crate::messages::{
-    Answer, AttemptFailure, Attempted, FetchErrorKind, GetCounters, Ping, SendRequest,
+    Answer, AttemptFailure, Attempted, Counters, FetchErrorKind, GetCounters, Ping, SendRequest,
 };
 use crate::net::{classify, refusal, ClientOptions, DnsCache, FailureKind};
-
-/// An exit's counters.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Counters {
-    /// Requests in flight.
-    pub active: u32,
-    /// Requests sent (attempted).
-    pub total: u64,
-    /// Answered with a status that was not a throttle.
-    pub ok: u64,
-    /// Answered with a throttle status.
-    pub throttled: u64,
-    /// No answer.
-    pub errors: u64,
-    /// Failures in a row.
-    pub consecutive_failures: u32,
-    /// Smoothed latency of answers.
-    pub latency_ewma: Option<Duration>,
-    /// The last failure's message.
-    pub last_error: Option<String>,
-}
 
 impl Counters {
     /// Count one ended attempt.

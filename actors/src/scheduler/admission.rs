@@ -1,0 +1,348 @@
+use super::*;
+
+/// Longest URL accepted: beyond this most servers answer 414 anyway, and a runaway input
+/// line must not become a request.
+pub(crate) const MAX_URL_BYTES: usize = 8192;
+
+/// The URL as sent: non-ASCII URLs (IDN hosts, raw UTF-8 paths) go out in their ASCII form.
+pub(super) fn wire_uri(url: &str) -> Result<Uri, String> {
+    let ascii = if url.is_ascii() {
+        None
+    } else {
+        url::Url::parse(url).ok().map(String::from)
+    };
+    ascii
+        .as_deref()
+        .unwrap_or(url)
+        .parse()
+        .map_err(|e| format!("not a valid URL ({e})"))
+}
+
+/// The host of a URI's authority, as `Uri::host` gives it (an IPv6 literal keeps its
+/// brackets), found with byte searches: `Uri::host` splits by `char` patterns, which
+/// showed as a measurable share of admission.
+pub(super) fn host_of(uri: &Uri) -> Option<&str> {
+    let auth = uri.authority()?.as_str();
+    let host_port = match auth.bytes().rposition(|b| b == b'@') {
+        Some(at) => &auth[at + 1..],
+        None => auth,
+    };
+    if host_port.starts_with('[') {
+        return host_port.find(']').map(|end| &host_port[..=end]);
+    }
+    Some(match host_port.bytes().position(|b| b == b':') {
+        Some(colon) => &host_port[..colon],
+        None => host_port,
+    })
+}
+
+/// A port in the URL must be 1–65535 (an empty one means the scheme's default): `http::Uri`
+/// keeps a port it cannot read as a `u16` (`:70000`) and reports none, so the connection
+/// would go to the default port instead.
+pub(super) fn check_port(uri: &Uri) -> Result<(), String> {
+    let Some(auth) = uri.authority().map(|a| a.as_str()) else {
+        return Ok(());
+    };
+    let host_port = auth.rsplit_once('@').map_or(auth, |(_, hp)| hp);
+    let after_host = match host_port.find(']') {
+        Some(end) if host_port.starts_with('[') => &host_port[end + 1..],
+        _ => host_port.find(':').map_or("", |c| &host_port[c..]),
+    };
+    let port = after_host.strip_prefix(':').unwrap_or(after_host);
+    if port.is_empty() {
+        return Ok(());
+    }
+    match port.parse::<u32>() {
+        Ok(n) if (1..=65535).contains(&n) && port.bytes().all(|b| b.is_ascii_digit()) => Ok(()),
+        _ => Err(format!("port {port:?} is not a port (expected 1..=65535)")),
+    }
+}
+
+/// The URL parsed as sent, and its host in lowercase (shared with `hosts`' key when the
+/// host is already there, which saves an allocation per fetch to a busy host), or why it
+/// cannot be fetched.
+pub(super) fn parse_url(
+    url: &str,
+    hosts: &HashMap<Arc<str>, HostState>,
+) -> Result<(Uri, Arc<str>), String> {
+    let uri = wire_uri(url)?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        Some(other) => {
+            return Err(format!(
+                "unsupported scheme {other:?} (expected http or https)"
+            ))
+        }
+        None => return Err("not an absolute URL (expected http:// or https://)".into()),
+    }
+    let host = host_of(&uri)
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| "URL has no host".to_string())?;
+    check_port(&uri)?;
+    let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Arc::from(host.to_ascii_lowercase().as_str())
+    } else {
+        match hosts.get_key_value(host) {
+            Some((known, _)) => Arc::clone(known),
+            None => Arc::from(host),
+        }
+    };
+    Ok((uri, host))
+}
+
+impl Scheduler {
+    /// The URL as sent and its host, or why the fetch is answered at once.
+    pub(super) fn validate(
+        &self,
+        fetch: &Fetch,
+    ) -> Result<(Uri, Arc<str>), (FetchErrorKind, String)> {
+        if fetch.url.len() > MAX_URL_BYTES {
+            let m = format!(
+                "URL is {} bytes long; at most {MAX_URL_BYTES} are accepted",
+                fetch.url.len()
+            );
+            return Err((FetchErrorKind::InvalidUrl, m));
+        }
+        if !fetch.url.is_ascii() && fetch.url.contains('\u{FFFD}') {
+            // A replacement character is what a lossy decode of non-UTF-8 input leaves.
+            let m = "URL contains bytes that are not valid UTF-8".to_string();
+            return Err((FetchErrorKind::InvalidUrl, m));
+        }
+        let parsed =
+            parse_url(&fetch.url, &self.hosts).map_err(|m| (FetchErrorKind::InvalidUrl, m))?;
+        if self.shutting_down {
+            return Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()));
+        }
+        Ok(parsed)
+    }
+
+    /// The queue's slots: `CrawlerHandle::fetch` takes one before it hands a fetch in.
+    pub(crate) fn queue_slots(&self) -> Arc<Semaphore> {
+        Arc::clone(&self.queue_slots)
+    }
+}
+
+impl Handler<Fetch> for SchedulerActor {
+    type Result = Admission;
+
+    fn handle(&mut self, fetch: Fetch, ctx: &mut Self::Context) -> Self::Result {
+        let state = Rc::clone(&self.state);
+        self.state.borrow_mut().on_fetch(fetch, state, ctx)
+    }
+}
+
+/// How a `Fetch` is answered. A fetch that may be sent now runs on a task of its own, as
+/// on the direct path; others join the queue with actix's own reply channel as their
+/// reply: no extra channel, task or boxed future per queued fetch.
+pub struct Admission(pub(super) AdmissionKind);
+
+pub(super) enum AdmissionKind {
+    /// Answered at once (invalid URL, shutting down).
+    Ready(Reply),
+    /// Admitted on the direct path: run it on a task (see [`run_direct`]).
+    Direct(Box<(Held, DirectAttempt, Fetch)>),
+    /// A queue slot is free: join the queue as soon as the reply channel is known.
+    Queue(Enqueue),
+    /// The queue is full: wait for a slot (backpressure), then join.
+    Wait(ResponseFuture<Reply>),
+}
+
+impl MessageResponse<SchedulerActor, Fetch> for Admission {
+    fn handle(self, ctx: &mut Context<SchedulerActor>, tx: Option<oneshot::Sender<Reply>>) {
+        match self.0 {
+            AdmissionKind::Ready(r) => {
+                if let Some(tx) = tx {
+                    let _ = tx.send(r);
+                }
+            }
+            AdmissionKind::Queue(mut m) => {
+                m.reply = tx;
+                ctx.spawn(
+                    actix::fut::ready(()).map(move |_, act: &mut SchedulerActor, ctx| {
+                        act.state.borrow_mut().enqueue(m, ctx);
+                    }),
+                );
+            }
+            AdmissionKind::Wait(fut) => {
+                actix_rt::spawn(async move {
+                    let r = fut.await;
+                    if let Some(tx) = tx {
+                        let _ = tx.send(r);
+                    }
+                });
+            }
+            AdmissionKind::Direct(direct) => {
+                let (held, go, fetch) = *direct;
+                actix_rt::spawn(async move {
+                    let r = run_direct(Entry::Admitted(held, go), fetch).await;
+                    if let Some(tx) = tx {
+                        let _ = tx.send(r);
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Scheduler {
+    /// Validate a fetch and say how it will be answered.
+    pub(super) fn admit(
+        &mut self,
+        fetch: Fetch,
+        parsed: Option<Parsed>,
+        arrived: Instant,
+        ctx: &mut Context<SchedulerActor>,
+    ) -> Admission {
+        let parsed = match parsed {
+            Some(_) if self.shutting_down => {
+                Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()))
+            }
+            Some(parsed) => Ok(parsed),
+            None => self.validate(&fetch),
+        };
+        let (uri, host) = match parsed {
+            Ok(parsed) => parsed,
+            Err((kind, message)) => {
+                self.metrics.urls_done.inc();
+                return Admission(AdmissionKind::Ready(Err(FetchError::unsent(
+                    kind, message, fetch.url,
+                ))));
+            }
+        };
+        // The common case: a queue slot is free, so the fetch joins the queue right away.
+        if let Ok(slot) = self.queue_slots.clone().try_acquire_owned() {
+            return Admission(AdmissionKind::Queue(Enqueue {
+                fetch,
+                uri,
+                host,
+                slot: Some(slot),
+                reply: None,
+                arrived,
+            }));
+        }
+        // Backpressure: the queue is full; wait for a slot, then enter through the mailbox.
+        let url = fetch.url.clone();
+        let shutdown = move || {
+            Err(FetchError::shutdown(
+                url.clone(),
+                "crawler is shutting down",
+            ))
+        };
+        let slots = self.queue_slots.clone();
+        let me = ctx.address();
+        let done = self.metrics.urls_done.clone();
+        Admission(AdmissionKind::Wait(Box::pin(async move {
+            let Ok(slot) = slots.acquire_owned().await else {
+                done.inc();
+                return shutdown();
+            };
+            let (tx, rx) = oneshot::channel();
+            let msg = Enqueue {
+                fetch,
+                uri,
+                host,
+                slot: Some(slot),
+                reply: Some(tx),
+                arrived,
+            };
+            if me.send(msg).await.is_err() {
+                return shutdown();
+            }
+            rx.await.unwrap_or_else(|_| shutdown())
+        })))
+    }
+}
+
+impl Handler<Enqueue> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, m: Enqueue, ctx: &mut Self::Context) {
+        self.state.borrow_mut().enqueue(m, ctx)
+    }
+}
+
+impl Scheduler {
+    pub(super) fn enqueue(&mut self, m: Enqueue, ctx: &mut Context<SchedulerActor>) {
+        let p = Pending {
+            fetch: m.fetch,
+            uri: Some(m.uri),
+            host: m.host.clone(),
+            reply: m.reply,
+            done: self.metrics.urls_done.clone(),
+            slot: m.slot,
+            attempts: 0,
+            throttled: 0,
+            excluded: Vec::new(),
+            arrived: m.arrived,
+            no_exit_since: None,
+            local_failure: None,
+            waited: false,
+            last_exit: None,
+            span: None,
+        };
+        if self.shutting_down {
+            p.fail(
+                FetchErrorKind::Shutdown,
+                "crawler is shutting down",
+                &self.exits,
+            );
+            return;
+        }
+        let state = self.hosts.entry(m.host.clone()).or_default();
+        state.queue.push_back(p);
+        if !state.ordered {
+            state.ordered = true;
+            self.order.push_back(m.host);
+        }
+        self.set_queued(1);
+        self.dispatch(ctx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_of_agrees_with_uri_host() {
+        for url in [
+            "http://example.com/",
+            "http://Example.COM:8080/x",
+            "https://user:pw@example.com:443/a?b#c",
+            "http://user@[::1]:8080/",
+            "http://[2001:db8::1]/",
+            "http://127.0.0.1:1234",
+            "http://a@b@c:80/",
+            "http://example.com:/",
+        ] {
+            let uri: Uri = url.parse().expect(url);
+            assert_eq!(host_of(&uri), uri.host(), "{url}");
+        }
+    }
+
+    #[test]
+    fn a_port_outside_1_to_65535_is_refused_never_replaced() {
+        let hosts = HashMap::default();
+        for url in [
+            "http://127.0.0.1:70000/page/1",
+            "http://127.0.0.1:0/",
+            "http://[::1]:65536/",
+            "http://user:pw@example.com:99999/",
+        ] {
+            let err = parse_url(url, &hosts).expect_err(url);
+            assert!(
+                err.contains("is not a port (expected 1..=65535)"),
+                "{url}: {err}"
+            );
+        }
+        for url in [
+            "http://127.0.0.1:65535/",
+            "http://127.0.0.1:1/",
+            "http://example.com:/",
+            "http://[::1]/",
+            "http://user:pw@[::1]:8080/",
+        ] {
+            assert!(parse_url(url, &hosts).is_ok(), "{url}");
+        }
+    }
+}

@@ -1,0 +1,455 @@
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// The direct path
+// ---------------------------------------------------------------------------------------
+
+/// What a direct attempt hands back to the actor: what needs its timers.
+pub(super) enum Handoff {
+    /// Retry after a backoff (at least the `Retry-After`, if any).
+    Retry(Box<Pending>, Option<Duration>),
+    /// Capacity was freed, or a fetch requeued, while fetches wait: run the dispatch.
+    Dispatch,
+}
+
+impl StreamHandler<Handoff> for SchedulerActor {
+    fn handle(&mut self, h: Handoff, ctx: &mut Self::Context) {
+        let mut st = self.state.borrow_mut();
+        match h {
+            Handoff::Retry(p, _) if st.shutting_down => {
+                p.fail(
+                    FetchErrorKind::Shutdown,
+                    "crawler shut down before this fetch was retried",
+                    &st.exits,
+                );
+                st.check_drained();
+            }
+            Handoff::Retry(p, retry_after) => st.retry_later(*p, retry_after, ctx),
+            Handoff::Dispatch => {}
+        }
+        st.dispatch(ctx);
+    }
+
+    /// The scheduler holds the sender: the stream ends only with it.
+    fn finished(&mut self, _ctx: &mut Self::Context) {}
+}
+
+/// How `Scheduler::admit_direct` took a fetch.
+// The large variant is the common one, and the value lives on the stack for a moment:
+// boxing it would add an allocation per fetch.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Direct {
+    /// Send it now on the caller's task ([`run_direct`]) through exit `exit`, to `host`.
+    Go {
+        exit: usize,
+        host: Arc<str>,
+        go: DirectAttempt,
+    },
+    /// To be answered without an attempt (an invalid URL), with this error.
+    Answered(FetchErrorKind, String),
+    /// Not for the direct path now: hand it in the ordinary way, through the queue, with
+    /// its URL as parsed when it got that far (so it is not parsed twice).
+    Queue(Option<Parsed>),
+}
+
+/// A fetch admitted on the direct path: what its attempt needs besides the fetch itself
+/// (which stays with the caller: moving it in and out is a copy each way). Not a
+/// [`Pending`]: most direct fetches end with their first answer and never need one.
+pub(crate) struct DirectAttempt {
+    core: Rc<ExitCore>,
+    arrived: Instant,
+    uri: Uri,
+    cut: Rc<CutOff>,
+}
+
+thread_local! {
+    /// Schedulers on this thread whose exits are all local, by crawler id: where
+    /// `CrawlerHandle::fetch` takes the direct path.
+    static LOCAL: RefCell<Vec<(u64, std::rc::Weak<RefCell<Scheduler>>)>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+/// Make the scheduler reachable from `CrawlerHandle::fetch` calls on this thread.
+pub(crate) fn register_local(id: u64, state: std::rc::Weak<RefCell<Scheduler>>) {
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        l.retain(|(_, w)| w.strong_count() > 0);
+        l.push((id, state));
+    });
+}
+
+/// The scheduler of crawler `id`, if it runs on this thread.
+pub(crate) fn local(id: u64) -> Option<Rc<RefCell<Scheduler>>> {
+    LOCAL.with(|l| {
+        l.borrow()
+            .iter()
+            .find(|(k, _)| *k == id)
+            .and_then(|(_, w)| w.upgrade())
+    })
+}
+
+/// `CrawlerHandle::fetch`'s way in: the direct path when it can be taken, else the queue
+/// through the intake channel, after taking a queue slot.
+#[derive(Clone)]
+pub(crate) struct Ingress {
+    /// Finds the scheduler for the direct path when `fetch` runs on its Arbiter.
+    pub(crate) id: u64,
+    /// The way into the queue (see [`Intake`]).
+    pub(crate) intake: tokio::sync::mpsc::UnboundedSender<Intake>,
+    /// The scheduler's queue slots: a queued fetch waits for one (backpressure).
+    pub(crate) queue_slots: Arc<Semaphore>,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+/// A direct fetch's hold on the scheduler's capacity (its exit's slot, its host's count,
+/// the crawler's concurrency), from admission until it is settled. Dropped before that —
+/// its caller gave up on the fetch (a timeout around `CrawlerHandle::fetch`), or the
+/// shutdown cut it off — it gives the capacity back and counts the fetch done: without
+/// it, each abandoned fetch kept a slot for good.
+pub(crate) struct Held {
+    state: Rc<RefCell<Scheduler>>,
+    exit: usize,
+    host: Arc<str>,
+    /// Not settled yet: dropping the hold gives the capacity back.
+    armed: bool,
+}
+
+impl Held {
+    pub(super) fn new(state: Rc<RefCell<Scheduler>>, exit: usize, host: Arc<str>) -> Self {
+        Self {
+            state,
+            exit,
+            host,
+            armed: true,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let host = &self.host;
+        // A fetch future is dropped by its owner, never inside the scheduler's own code,
+        // so the cell is free; if it were not, the capacity would stay taken (no panic
+        // in a destructor).
+        if let Ok(mut s) = self.state.try_borrow_mut() {
+            s.abandon_direct(self.exit, host);
+        }
+    }
+}
+
+/// Where [`run_direct`] starts.
+pub(super) enum Entry<'a> {
+    /// Admitted on the direct path already (a `Fetch` from the mailbox).
+    Admitted(Held, DirectAttempt),
+    /// Not admitted yet (`CrawlerHandle::fetch`): admit it, and queue it if it may not go
+    /// now.
+    Fresh(&'a Ingress),
+}
+
+/// Run a fetch on the direct path ([`Scheduler::admit_direct`]) on this task: the HTTP
+/// exchange on the exit's core, raced against the shutdown cut-off, then the outcome
+/// settled in place ([`Scheduler::finish_direct`]). A fresh fetch that may not go now
+/// queues instead.
+///
+/// Why both entries share one `async fn`: the direct path's future is then not awaited
+/// inside another, and each level of nested request future costs moves and a dispatch
+/// per poll (a future returned by value is also copied whole).
+pub(super) async fn run_direct(entry: Entry<'_>, fetch: Fetch) -> Reply {
+    // When it is sent: as it arrived for a fresh fetch (admission does not wait, and a
+    // clock read is saved); now for one admitted in the mailbox, whose task may have
+    // waited its turn (latency feeds the limiter).
+    let (mut held, go, sent_at) = match entry {
+        Entry::Admitted(held, go) => (held, go, Instant::now()),
+        Entry::Fresh(ingress) => {
+            let Some(state) = local(ingress.id) else {
+                return ingress.queue(fetch, None).await;
+            };
+            let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
+            match admitted {
+                Direct::Go { exit, host, go } => {
+                    let sent_at = go.arrived;
+                    (Held::new(state, exit, host), go, sent_at)
+                }
+                Direct::Answered(kind, message) => {
+                    return Err(FetchError::unsent(kind, message, fetch.url))
+                }
+                Direct::Queue(parsed) => return ingress.queue(fetch, parsed).await,
+            }
+        }
+    };
+    let DirectAttempt {
+        core,
+        arrived,
+        uri,
+        cut,
+    } = go;
+    let running = core.start();
+    let mut hop =
+        Hop::new(uri, fetch.method.clone(), fetch.body.clone()).led_from_public(fetch.from_public);
+    let attempted = {
+        // Pinned where it is built: each move of a request future is a copy.
+        let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, sent_at));
+        cut.race(exchange).await
+    };
+    let Some(attempted) = attempted else {
+        // The shutdown's grace period is over (the scheduler has let go of the fetch).
+        // The exit's counters and the scheduler's capacity are let go of as for any
+        // fetch that ends unsettled, and it counts as done.
+        drop(running);
+        drop(held);
+        return Err(FetchError {
+            kind: FetchErrorKind::Shutdown,
+            message: "crawler shut down before this fetch finished".into(),
+            url: fetch.url,
+            exit: None,
+            attempts: 1,
+            throttled: 0,
+        });
+    };
+    running.end(&attempted);
+    // Settling releases the capacity: the hold lets go of it.
+    held.armed = false;
+    let outcome = held
+        .state
+        .borrow_mut()
+        .finish_direct(held.exit, fetch, &held.host, arrived, attempted);
+    match outcome {
+        Ok(reply) => reply,
+        Err(later) => later.await.unwrap_or_else(|_| {
+            Err(FetchError::shutdown(
+                String::new(),
+                "scheduler dropped the fetch without a reply",
+            ))
+        }),
+    }
+}
+
+impl Ingress {
+    /// Fetch one URL.
+    ///
+    /// On the scheduler's own Arbiter, with every exit there too, a fetch that may go now
+    /// takes the direct path: admission, selection and pacing as for any fetch, then the
+    /// HTTP exchange right here on the caller's task instead of on an exit worker, and
+    /// the outcome settled in place. What the direct path cannot finish alone (a retry
+    /// after backoff, waking queued fetches) goes to the actor. Anything else queues.
+    ///
+    /// Why: with every exit on the scheduler's Arbiter, the caller's task can run the
+    /// request itself. That saves the hand-offs of the queued path (to the scheduler, to
+    /// an exit worker, back to the scheduler, back to the caller), about a fifth of the
+    /// cost of a fetch against a fast local site (README, "Cost of the actor system").
+    pub(crate) fn fetch(&self, fetch: Fetch) -> impl std::future::Future<Output = Reply> + '_ {
+        run_direct(Entry::Fresh(self), fetch)
+    }
+
+    /// Hand `fetch` in through the intake channel, after taking a queue slot
+    /// (backpressure), and wait for its reply.
+    pub(super) async fn queue(&self, fetch: Fetch, parsed: Option<Parsed>) -> Reply {
+        let arrived = Instant::now();
+        let slot = match Arc::clone(&self.queue_slots).try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => match Arc::clone(&self.queue_slots).acquire_owned().await {
+                Ok(slot) => slot,
+                // Closed: the crawler is shutting down.
+                Err(_) => {
+                    self.metrics.urls_total.inc();
+                    self.metrics.urls_done.inc();
+                    return Err(FetchError::shutdown(fetch.url, "crawler is shutting down"));
+                }
+            },
+        };
+        let (tx, rx) = oneshot::channel();
+        let intake = Intake {
+            fetch,
+            parsed,
+            slot: Some(slot),
+            reply: Some(tx),
+            arrived,
+        };
+        // A failed send drops the item, and the item's drop replies `Shutdown`.
+        let _ = self.intake.send(intake);
+        rx.await.unwrap_or_else(|_| {
+            // Unreachable: every pending fetch and intake item replies before it is dropped.
+            Err(FetchError::shutdown(
+                String::new(),
+                "scheduler dropped the fetch without a reply",
+            ))
+        })
+    }
+}
+
+impl Scheduler {
+    /// Admit a fetch on the direct path when it may be sent now without overtaking
+    /// anything: every exit local, not distributed, not shutting down, concurrency left,
+    /// nothing queued for its host, and an exit the selection allows now.
+    pub(crate) fn admit_direct(&mut self, fetch: &Fetch, arrived: Instant) -> Direct {
+        if !self.all_local
+            || self.shared.is_some()
+            || self.shutting_down
+            || self.in_flight >= self.settings.crawler.concurrency
+        {
+            return Direct::Queue(None);
+        }
+        let (uri, host) = match self.validate(fetch) {
+            Ok(parsed) => parsed,
+            Err((kind, message)) => {
+                self.metrics.urls_total.inc();
+                self.metrics.urls_done.inc();
+                return Direct::Answered(kind, message);
+            }
+        };
+        let now_std = arrived.into_std();
+        let (choice, hosts) = self.split();
+        // A lookup before the entry: a host already there (the common case) costs no
+        // reference-count round trip on its name.
+        let state = match hosts.get_mut(&*host) {
+            Some(state) => state,
+            None => hosts.entry(Arc::clone(&host)).or_default(),
+        };
+        if !state.queue.is_empty() {
+            return Direct::Queue(Some((uri, host)));
+        }
+        let req = select::Request {
+            preferred: fetch.preferred_exit.as_deref(),
+            region: fetch.region.as_deref(),
+            exclude: &[],
+            family: select::Family::of_host(&host),
+        };
+        let selection = choose(
+            choice,
+            (&mut state.active, &mut state.pacing),
+            &host,
+            &req,
+            now_std,
+        );
+        let Selection::Exit(i) = selection else {
+            if state.idle() {
+                self.hosts.remove(&host);
+            }
+            return Direct::Queue(Some((uri, host)));
+        };
+        state.active[i] += 1;
+        let Some(core) = self.exits[i].local.clone() else {
+            // Unreachable: `all_local`. The permits taken are spent; the count is undone.
+            self.release_host(i, &host);
+            return Direct::Queue(Some((uri, host)));
+        };
+        self.metrics.urls_total.inc();
+        self.reserve(i);
+        self.budget.deposit(now_std);
+        Direct::Go {
+            exit: i,
+            host,
+            go: DirectAttempt {
+                core,
+                arrived,
+                uri,
+                cut: Rc::clone(&self.cut),
+            },
+        }
+    }
+
+    /// Settle a direct attempt. A plain answer is answered here and now; anything else
+    /// becomes a pending fetch like any other (it may be retried, or moved to another
+    /// exit), with a channel for its reply, whose receiver is returned. What needs the
+    /// actor's timers goes to it.
+    pub(super) fn finish_direct(
+        &mut self,
+        i: usize,
+        fetch: Fetch,
+        host: &Arc<str>,
+        arrived: Instant,
+        attempted: Attempted,
+    ) -> Result<Reply, oneshot::Receiver<Reply>> {
+        let outcome = match attempted.result {
+            Ok(answer) if self.is_plain(answer.status) => {
+                self.release(i, host);
+                let exit_name = Arc::clone(&self.exits[i].name);
+                self.note_answer(
+                    i,
+                    &exit_name,
+                    host,
+                    false,
+                    (attempted.sent_at, attempted.latency),
+                    &answer,
+                );
+                self.metrics.urls_done.inc();
+                Ok(Ok(FetchResponse {
+                    url: fetch.url,
+                    final_url: answer.final_url,
+                    status: answer.status,
+                    headers: answer.headers,
+                    body: answer.body,
+                    wire_bytes: answer.wire_bytes,
+                    content_encoding: answer.content_encoding,
+                    peer_private: answer.peer_private,
+                    exit: exit_name,
+                    attempts: 1,
+                    throttled: 0,
+                    // The attempt's end, without another clock read (a fetch sent as it
+                    // arrived, the common case, needs no arithmetic).
+                    elapsed: if attempted.sent_at == arrived.into_std() {
+                        attempted.latency
+                    } else {
+                        (attempted.sent_at + attempted.latency)
+                            .saturating_duration_since(arrived.into_std())
+                    },
+                    retry_refused: false,
+                }))
+            }
+            result => {
+                let (tx, rx) = oneshot::channel();
+                let p = Pending {
+                    fetch,
+                    uri: None,
+                    host: Arc::clone(host),
+                    reply: Some(tx),
+                    done: self.metrics.urls_done.clone(),
+                    slot: None,
+                    attempts: 1,
+                    throttled: 0,
+                    excluded: Vec::new(),
+                    arrived,
+                    no_exit_since: None,
+                    local_failure: None,
+                    waited: false,
+                    last_exit: Some(i),
+                    span: None,
+                };
+                let attempted = Attempted {
+                    result,
+                    ..attempted
+                };
+                if let Some((p, retry_after)) = self.settle_spanned(i, p, Some(attempted)) {
+                    self.hand_off(Handoff::Retry(Box::new(p), retry_after));
+                }
+                Err(rx)
+            }
+        };
+        if !self.order.is_empty() {
+            self.hand_off(Handoff::Dispatch);
+        }
+        self.check_drained();
+        outcome
+    }
+
+    /// A direct fetch that ended unsettled (see [`Held`]): its capacity back, counted done,
+    /// and queued fetches woken if they may now go.
+    pub(super) fn abandon_direct(&mut self, i: usize, host: &Arc<str>) {
+        self.release(i, host);
+        self.metrics.urls_done.inc();
+        if !self.order.is_empty() {
+            self.hand_off(Handoff::Dispatch);
+        }
+        self.check_drained();
+    }
+
+    pub(super) fn hand_off(&self, h: Handoff) {
+        if let Some(tx) = &self.handoff {
+            // Fails only when the actor is gone; a pending fetch dropped with it answers.
+            let _ = tx.send(h);
+        }
+    }
+}

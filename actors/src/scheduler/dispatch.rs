@@ -1,0 +1,352 @@
+use super::*;
+
+impl Scheduler {
+    /// Send what may be sent; set one timer for the earliest moment more may go.
+    pub(super) fn dispatch(&mut self, ctx: &mut Context<SchedulerActor>) {
+        let now = Instant::now();
+        let concurrency = self.settings.crawler.concurrency;
+        let mut wake: Option<Duration> = None;
+        let mut to_visit = self.order.len();
+        while to_visit > 0 && self.in_flight < concurrency {
+            let Some(host) = self.order.pop_front() else {
+                break;
+            };
+            to_visit -= 1;
+            match self.try_host(&host, now, ctx) {
+                Step::Sent => {
+                    self.order.push_back(host);
+                    to_visit = self.order.len();
+                }
+                // `try_host` took the host out of `order` (its count for the exit keeps
+                // the entry until the fetch ends).
+                Step::SentLast => to_visit = self.order.len(),
+                Step::Wait(d) => {
+                    wake = Some(wake.map_or(d, |w| w.min(d)));
+                    self.order.push_back(host);
+                }
+                Step::Busy => self.order.push_back(host),
+                Step::Empty => {
+                    if let Some(state) = self.hosts.get_mut(&host) {
+                        state.ordered = false;
+                        if state.idle() {
+                            self.hosts.remove(&host);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(d) = wake {
+            let at = now.into_std() + d;
+            if self
+                .wake
+                .as_ref()
+                .is_some_and(|(_, t)| *t <= at && *t > now.into_std())
+            {
+                return;
+            }
+            if let Some((h, _)) = self.wake.take() {
+                ctx.cancel_future(h);
+            }
+            let h = ctx.run_later(d.max(Duration::from_micros(50)), |act, ctx| {
+                let mut act = act.state.borrow_mut();
+                act.wake = None;
+                act.dispatch(ctx);
+            });
+            self.wake = Some((h, at));
+        }
+    }
+
+    pub(super) fn try_host(
+        &mut self,
+        host: &Arc<str>,
+        now: Instant,
+        ctx: &mut Context<SchedulerActor>,
+    ) -> Step {
+        let now_std = now.into_std();
+        let (choice, hosts) = self.split();
+        let Some(state) = hosts.get_mut(host) else {
+            return Step::Empty;
+        };
+        let Some(head) = state.queue.front_mut() else {
+            return Step::Empty;
+        };
+        let req = select::Request {
+            preferred: head.fetch.preferred_exit.as_deref(),
+            region: head.fetch.region.as_deref(),
+            exclude: &head.excluded,
+            family: select::Family::of_host(host),
+        };
+        let selection = choose(
+            choice,
+            (&mut state.active, &mut state.pacing),
+            host,
+            &req,
+            now_std,
+        );
+        match selection {
+            Selection::Exit(i) => {
+                let Some(mut p) = state.queue.pop_front() else {
+                    return Step::Empty;
+                };
+                state.active[i] += 1;
+                let last = state.queue.is_empty();
+                p.waited |= !last;
+                if last {
+                    state.ordered = false;
+                }
+                self.set_queued(-1);
+                self.send(i, p, ctx);
+                if last {
+                    Step::SentLast
+                } else {
+                    Step::Sent
+                }
+            }
+            Selection::Wait(d) => {
+                head.waited = true;
+                Step::Wait(d)
+            }
+            Selection::Busy => Step::Busy,
+            Selection::NoExit(reason) => self.no_exit(host, reason, now),
+        }
+    }
+
+    pub(super) fn no_exit(&mut self, host: &Arc<str>, reason: NoExitReason, now: Instant) -> Step {
+        let Some(q) = self.hosts.get_mut(host).map(|h| &mut h.queue) else {
+            return Step::Empty;
+        };
+        let (kind, message) = match reason {
+            NoExitReason::UnknownPreferred => (
+                FetchErrorKind::UnknownExit,
+                format!(
+                    "preferred exit {:?} is not configured",
+                    q.front()
+                        .and_then(|p| p.fetch.preferred_exit.clone())
+                        .unwrap_or_default()
+                ),
+            ),
+            NoExitReason::NoRegionMatch => (
+                FetchErrorKind::NoRegion,
+                format!(
+                    "no exit in region {:?}",
+                    q.front()
+                        .and_then(|p| p.fetch.region.clone())
+                        .unwrap_or_default()
+                ),
+            ),
+            NoExitReason::NoFamilyMatch => (
+                FetchErrorKind::AddressFamily,
+                format!(
+                    "no exit can reach {host}: it is an {} address and no exit has one",
+                    select::Family::of_host(host).unwrap_or_default().as_str()
+                ),
+            ),
+            NoExitReason::AllExcluded => match q.front_mut().and_then(|p| p.local_failure.take()) {
+                // Every exit failed the same way: say how (a family mismatch, a bind error).
+                Some((kind, message)) => (
+                    kind,
+                    format!("no exit could open a connection; the last said: {message}"),
+                ),
+                None => (
+                    FetchErrorKind::LocalConnect,
+                    "no exit could open a connection (every source address failed locally)".into(),
+                ),
+            },
+            NoExitReason::AllUnavailable => {
+                // Exits come back after their ejection time: wait a bounded time for one.
+                let limit = self
+                    .settings
+                    .health
+                    .max_ejection()
+                    .min(Duration::from_secs(30));
+                let Some(head) = q.front_mut() else {
+                    return Step::Empty;
+                };
+                let since = *head.no_exit_since.get_or_insert(now);
+                let waited = now.saturating_duration_since(since);
+                if waited < limit {
+                    return Step::Wait((limit - waited).min(Duration::from_secs(1)));
+                }
+                (
+                    FetchErrorKind::NoHealthyExit,
+                    format!(
+                        "no healthy exit: every exit is ejected or disabled (waited {waited:?})"
+                    ),
+                )
+            }
+        };
+        if let Some(p) = q.pop_front() {
+            p.fail(kind, message, &self.exits);
+            self.set_queued(-1);
+        }
+        Step::Sent
+    }
+
+    /// Send `p` through exit `i`; the host's count for the exit is already taken.
+    pub(super) fn send(&mut self, i: usize, mut p: Pending, ctx: &mut Context<SchedulerActor>) {
+        p.slot = None; // leaves the queue: frees a slot for a waiting Fetch
+        self.reserve(i);
+        match self.shared.clone() {
+            Some(shared) => self.check_shared(i, p, shared, ctx),
+            None => self.launch(i, p),
+        }
+    }
+
+    /// Count a fetch against the exit before anything is sent (the counterpart of
+    /// [`Self::release`]).
+    pub(super) fn reserve(&mut self, i: usize) {
+        self.exits[i].active += 1;
+        self.handles[i].active.inc();
+        self.in_flight += 1;
+    }
+
+    /// Send one HTTP attempt through exit `i` (already reserved).
+    pub(super) fn launch(&mut self, i: usize, mut p: Pending) {
+        let now = Instant::now();
+        p.attempts += 1;
+        if p.attempts == 1 {
+            self.budget.deposit(now.into_std());
+        }
+        p.last_exit = Some(i);
+        let id = self.next_id;
+        self.next_id += 1;
+        let Some(reports) = self.reports.clone() else {
+            return; // not started: unreachable, `started` sets it
+        };
+        let url = match p.uri.take().map_or_else(|| wire_uri(&p.fetch.url), Ok) {
+            Ok(url) => url,
+            Err(m) => {
+                // Unreachable: the URL parsed at admission.
+                self.release(i, &p.host);
+                p.fail(FetchErrorKind::InvalidUrl, m, &self.exits);
+                return;
+            }
+        };
+        let req = SendRequest {
+            url,
+            method: p.fetch.method.clone(),
+            headers: p.fetch.headers.clone(),
+            body: p.fetch.body.clone(),
+            from_public: p.fetch.from_public,
+            done: AttemptReport::new(id, reports),
+        };
+        match &self.exits[i].local {
+            Some(core) => core.send(req),
+            // A stopped exit drops the message, and with it the report, which says so.
+            None => self.exits[i].addr.do_send(req),
+        }
+        self.sent.insert(id, (i, p));
+    }
+
+    /// Distributed mode: ask the shared GCRA for the key's permit before sending. The
+    /// local pacer has already allowed the request, so Redis sees at most the local rate.
+    pub(super) fn check_shared(
+        &mut self,
+        i: usize,
+        mut p: Pending,
+        shared: SharedLimits,
+        ctx: &mut Context<SchedulerActor>,
+    ) {
+        let now = Instant::now().into_std();
+        let key = LimitKey::new(self.settings.limiter.scope, &self.exits[i].name, &p.host);
+        let state = self.key_state(i, &p.host, now);
+        let (rps, burst) = match (&state.borrow().limiter, state.borrow().fallback_from) {
+            // In a fallback the local rate is a share; Redis must see the whole.
+            (_, Some(r)) => (r, 1),
+            (Some(l), None) => {
+                let q = l.quota();
+                (q.rps, q.burst.max(1))
+            }
+            (None, None) => (self.settings.limiter.initial_rps, 1),
+        };
+        let name = key.redis_name();
+        let id = self.next_id;
+        self.next_id += 1;
+        let span = p.span().clone();
+        let fut = async move { shared.gcra.check(&name, rps, burst).await };
+        let h = ctx.spawn(
+            actix::fut::wrap_future::<_, SchedulerActor>(fut)
+                .map(move |res, act, ctx| {
+                    let mut act = act.state.borrow_mut();
+                    act.in_flight_handles.remove(&id);
+                    act.on_checked(i, key, p, res, ctx);
+                })
+                .actor_instrument(span),
+        );
+        self.in_flight_handles.insert(id, h);
+    }
+
+    pub(super) fn on_checked(
+        &mut self,
+        i: usize,
+        key: LimitKey,
+        p: Pending,
+        res: Result<exitcrawl::Decision, crate::redis::RedisError>,
+        ctx: &mut Context<SchedulerActor>,
+    ) {
+        let now = Instant::now().into_std();
+        let processes = self.settings.redis.processes;
+        let min_rps = self.settings.limiter.min_rps;
+        match res {
+            Ok(exitcrawl::Decision::Allow) => {
+                self.metrics.redis_up.set(1);
+                if let Some(state) = self.keys.get(&key) {
+                    state.borrow_mut().leave_fallback(now);
+                }
+                self.launch(i, p);
+            }
+            Ok(exitcrawl::Decision::Wait(d)) => {
+                self.metrics.redis_up.set(1);
+                if let Some(state) = self.keys.get(&key) {
+                    let mut state = state.borrow_mut();
+                    state.leave_fallback(now);
+                    let until = now + d;
+                    state.pause_until = Some(state.pause_until.map_or(until, |q| q.max(until)));
+                }
+                self.release(i, &p.host);
+                self.requeue_front(p);
+                self.check_drained();
+                self.dispatch(ctx);
+            }
+            Err(e) => {
+                // Redis is away: keep crawling on a conservative local share of the rate.
+                self.metrics.redis_up.set(0);
+                self.metrics.redis_errors.inc();
+                if let Some(state) = self.keys.get(&key) {
+                    if state.borrow_mut().enter_fallback(processes, min_rps, now) {
+                        tracing::warn!(key = %key.redis_name(), error = %e, "redis unavailable: pacing this key on a local share");
+                    }
+                }
+                self.launch(i, p);
+            }
+        }
+    }
+
+    pub(super) fn set_queued(&mut self, delta: i64) {
+        self.queued += delta;
+        self.metrics.queue_depth.set(self.queued);
+    }
+
+    pub(super) fn count(&self, i: usize, outcome: Outcome, status: Option<u16>) {
+        self.handles[i].count(&self.metrics, outcome, status);
+    }
+
+    pub(super) fn release(&mut self, i: usize, host: &Arc<str>) {
+        self.handles[i].active.dec();
+        self.exits[i].active = self.exits[i].active.saturating_sub(1);
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.release_host(i, host);
+    }
+
+    /// The host's own count for exit `i` (the counterpart of `state.active[i] += 1`).
+    pub(super) fn release_host(&mut self, i: usize, host: &Arc<str>) {
+        if let Some(state) = self.hosts.get_mut(host) {
+            if let Some(n) = state.active.get_mut(i) {
+                *n = n.saturating_sub(1);
+            }
+            if state.idle() {
+                self.hosts.remove(host);
+            }
+        }
+    }
+}

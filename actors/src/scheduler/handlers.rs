@@ -1,0 +1,340 @@
+use super::*;
+
+impl StreamHandler<AttemptDone> for SchedulerActor {
+    fn handle(&mut self, m: AttemptDone, ctx: &mut Self::Context) {
+        self.state.borrow_mut().on_attempt_done(m, ctx)
+    }
+    /// The scheduler holds a sender, so the report stream never ends while it runs; the
+    /// default would stop the actor.
+    fn finished(&mut self, _ctx: &mut Self::Context) {}
+}
+
+impl StreamHandler<Intake> for SchedulerActor {
+    fn handle(&mut self, m: Intake, ctx: &mut Self::Context) {
+        self.state.borrow_mut().on_intake(m, ctx)
+    }
+    /// `CrawlerHandle`s hold senders; when the last is gone, the `Addr` path remains.
+    fn finished(&mut self, _ctx: &mut Self::Context) {}
+}
+
+impl Handler<SetInterval> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, m: SetInterval, ctx: &mut Self::Context) {
+        self.state.borrow_mut().on_set_interval(m, ctx)
+    }
+}
+
+impl Handler<HealthChanged> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, m: HealthChanged, ctx: &mut Self::Context) {
+        self.state.borrow_mut().on_health_changed(m, ctx)
+    }
+}
+
+impl Handler<AllExitsDown> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, _m: AllExitsDown, ctx: &mut Self::Context) {
+        self.state.borrow_mut().on_all_exits_down(_m, ctx)
+    }
+}
+
+impl Handler<GetStats> for SchedulerActor {
+    type Result = ResponseFuture<Vec<ExitStats>>;
+
+    fn handle(&mut self, _m: GetStats, _ctx: &mut Self::Context) -> Self::Result {
+        self.state.borrow_mut().on_get_stats(_m, _ctx)
+    }
+}
+
+impl Handler<Shutdown> for SchedulerActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, m: Shutdown, ctx: &mut Self::Context) -> Self::Result {
+        self.state.borrow_mut().on_shutdown(m, ctx)
+    }
+}
+
+impl Scheduler {
+    /// A `Fetch` from the mailbox. One that may be sent now takes the direct path, on a
+    /// task of its own (`me` is this scheduler's cell): that saves the queue, the exit
+    /// worker's hand-offs and the attempt report (README, "Cost of the actor system").
+    /// Others are admitted to the queue, with backpressure, as before.
+    pub(super) fn on_fetch(
+        &mut self,
+        fetch: Fetch,
+        me: Rc<RefCell<Scheduler>>,
+        ctx: &mut Context<SchedulerActor>,
+    ) -> Admission {
+        let arrived = Instant::now();
+        let parsed = match self.admit_direct(&fetch, arrived) {
+            Direct::Go { exit, host, go } => {
+                let held = Held::new(me, exit, host);
+                return Admission(AdmissionKind::Direct(Box::new((held, go, fetch))));
+            }
+            Direct::Answered(kind, message) => {
+                return Admission(AdmissionKind::Ready(Err(FetchError::unsent(
+                    kind, message, fetch.url,
+                ))))
+            }
+            Direct::Queue(parsed) => parsed,
+        };
+        self.metrics.urls_total.inc();
+        self.admit(fetch, parsed, arrived, ctx)
+    }
+
+    pub(super) fn on_attempt_done(&mut self, m: AttemptDone, ctx: &mut Context<SchedulerActor>) {
+        // Missing after a shutdown's grace period cancelled it (already answered).
+        let Some((i, p)) = self.sent.remove(&m.id) else {
+            return;
+        };
+        if let Some((p, retry_after)) = self.settle_spanned(i, p, m.attempted) {
+            self.retry_later(p, retry_after, ctx);
+        }
+        self.check_drained();
+        self.dispatch(ctx);
+    }
+
+    pub(super) fn on_intake(&mut self, mut m: Intake, ctx: &mut Context<SchedulerActor>) {
+        self.metrics.urls_total.inc();
+        let reply = m.reply.take();
+        let fetch = std::mem::replace(&mut m.fetch, Fetch::get(String::new()));
+        let parsed = match m.parsed.take() {
+            // Parsed already, by the direct path that could not take it.
+            Some(_) if self.shutting_down => {
+                Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()))
+            }
+            Some(parsed) => Ok(parsed),
+            None => self.validate(&fetch),
+        };
+        match parsed {
+            Ok((uri, host)) => {
+                let slot = m.slot.take();
+                self.enqueue(
+                    Enqueue {
+                        fetch,
+                        uri,
+                        host,
+                        slot,
+                        reply,
+                        arrived: m.arrived,
+                    },
+                    ctx,
+                );
+            }
+            Err((kind, message)) => {
+                self.metrics.urls_done.inc();
+                if let Some(tx) = reply {
+                    let _ = tx.send(Err(FetchError::unsent(kind, message, fetch.url)));
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_set_interval(&mut self, m: SetInterval, ctx: &mut Context<SchedulerActor>) {
+        let now = Instant::now().into_std();
+        let rate = RateLabels {
+            exit: m.exit.as_deref().unwrap_or("*").to_owned(),
+            host: m
+                .host
+                .as_deref()
+                .map_or_else(|| "all".to_owned(), |h| self.metrics.host_label(h)),
+        };
+        self.metrics
+            .limiter_rate
+            .get_or_create(&rate)
+            .set(1.0 / m.interval.as_secs_f64().max(1e-9));
+        let key = LimitKey {
+            exit: m.exit,
+            host: m.host,
+        };
+        let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
+        if let Some(state) = self.keys.get(&key) {
+            let state = &mut *state.borrow_mut();
+            if state.limiter.is_none() && adaptive && key.exit.is_some() {
+                // Scope `auto`: an exit's own lane is paced from its first rate on.
+                let seed = self
+                    .exits
+                    .iter()
+                    .position(|e| Some(&e.name) == key.exit.as_ref());
+                state.limiter = Some(Box::new(Pacer::new(
+                    m.interval,
+                    self.settings.limiter.jitter,
+                    seed.unwrap_or(0) as u64 ^ 0xa11ce,
+                    now,
+                )));
+            }
+            if let Some(l) = state.limiter.as_mut() {
+                if adaptive {
+                    let rps = 1.0 / m.interval.as_secs_f64().max(1e-9);
+                    match state.fallback_from.as_mut() {
+                        // Still on a local share: remember the new whole, pace the share.
+                        Some(whole) => {
+                            *whole = rps;
+                            let share = crate::redis::fallback_rps(
+                                rps,
+                                self.settings.redis.processes,
+                                self.settings.limiter.min_rps,
+                            );
+                            l.set_rate(share, now);
+                        }
+                        None => l.set_rate(rps, now),
+                    }
+                }
+                if let Some(p) = m.pause_until {
+                    // The pause reaches every request already queued for this key, and
+                    // the saved-up burst is gone when it ends.
+                    l.drain(p.max(now));
+                }
+            }
+            if let Some(p) = m.pause_until {
+                state.pause_until = Some(state.pause_until.map_or(p, |q| q.max(p)));
+            }
+        }
+        self.dispatch(ctx);
+    }
+
+    pub(super) fn on_health_changed(
+        &mut self,
+        m: HealthChanged,
+        ctx: &mut Context<SchedulerActor>,
+    ) {
+        if let Some(e) = self.exits.get_mut(m.exit) {
+            e.healthy = m.available;
+        }
+        let available = self.exits.iter().filter(|e| e.enabled && e.healthy).count();
+        self.metrics
+            .exits_available_ratio
+            .set(available as f64 / self.exits.len().max(1) as f64);
+        if m.available {
+            // An exit that failed locally for a fetch may work now.
+            for state in self.hosts.values_mut() {
+                for p in state.queue.iter_mut() {
+                    p.excluded.retain(|x| *x != m.exit);
+                }
+            }
+        }
+        self.dispatch(ctx);
+    }
+
+    pub(super) fn on_all_exits_down(
+        &mut self,
+        _m: AllExitsDown,
+        ctx: &mut Context<SchedulerActor>,
+    ) {
+        self.dispatch(ctx);
+    }
+
+    pub(super) fn on_get_stats(
+        &mut self,
+        _m: GetStats,
+        _ctx: &mut Context<SchedulerActor>,
+    ) -> ResponseFuture<Vec<ExitStats>> {
+        let views: Vec<_> = self
+            .exits
+            .iter()
+            .map(|e| {
+                let intervals: Vec<(String, Duration)> = self
+                    .keys
+                    .iter()
+                    .filter(|(k, _)| k.exit.as_ref().is_none_or(|x| *x == e.name))
+                    .filter_map(|(k, s)| {
+                        let q = s.borrow().limiter.as_ref()?.quota();
+                        let host = k.host.as_deref().unwrap_or("*").to_string();
+                        Some((host, interval_of(q.rps)))
+                    })
+                    .collect();
+                (
+                    e.addr.clone(),
+                    e.name.to_string(),
+                    e.source_ip,
+                    e.enabled,
+                    e.healthy,
+                    e.max_concurrent,
+                    intervals,
+                )
+            })
+            .collect();
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(views.len());
+            for (addr, name, source_ip, enabled, healthy, max, mut intervals) in views {
+                let c = addr.send(GetCounters).await.unwrap_or_default();
+                intervals.sort();
+                out.push(ExitStats {
+                    name,
+                    source_ip,
+                    enabled,
+                    healthy,
+                    active: c.active,
+                    max,
+                    total: c.total,
+                    ok: c.ok,
+                    throttled: c.throttled,
+                    errors: c.errors,
+                    error_rate: if c.total == 0 {
+                        0.0
+                    } else {
+                        c.errors as f64 / c.total as f64
+                    },
+                    consecutive_failures: c.consecutive_failures,
+                    latency_ewma: c.latency_ewma,
+                    last_error: c.last_error,
+                    intervals,
+                });
+            }
+            out
+        })
+    }
+
+    pub(super) fn on_shutdown(
+        &mut self,
+        m: Shutdown,
+        ctx: &mut Context<SchedulerActor>,
+    ) -> ResponseFuture<()> {
+        self.shutting_down = true;
+        self.queue_slots.close();
+        // Queued fetches end now; the hosts' in-flight counts stay until those end.
+        let mut queued: Vec<Pending> = Vec::new();
+        for state in self.hosts.values_mut() {
+            queued.extend(state.queue.drain(..));
+            state.ordered = false;
+        }
+        self.hosts.retain(|_, state| !state.idle());
+        queued.extend(self.delayed.drain().map(|(_, p)| p));
+        self.order.clear();
+        self.queued = 0;
+        self.metrics.queue_depth.set(0);
+        for p in queued {
+            p.fail(
+                FetchErrorKind::Shutdown,
+                "crawler shut down before this fetch was sent",
+                &self.exits,
+            );
+        }
+        let (tx, rx) = oneshot::channel();
+        self.drained.push(tx);
+        self.check_drained();
+        // After the grace period, cancel what is still in flight: dropping a pending
+        // fetch replies `Shutdown` to its sender.
+        ctx.run_later(m.grace, |act, ctx| {
+            let mut act = act.state.borrow_mut();
+            act.cut.fire();
+            for (_, h) in act.in_flight_handles.drain() {
+                ctx.cancel_future(h);
+            }
+            // Their reports, if they still come, find nothing and are ignored.
+            act.sent.clear();
+            act.in_flight = 0;
+            for e in act.exits.iter_mut() {
+                e.active = 0;
+            }
+            act.hosts.clear();
+            act.check_drained();
+        });
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}

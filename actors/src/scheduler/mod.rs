@@ -1,0 +1,322 @@
+//! `SchedulerActor`: takes `Fetch`es, picks an exit for each, paces, retries, replies.
+//!
+//! Why the pacing state lives here and not in each exit: "which exit may send to this host
+//! *now*" is the selection itself. Keeping every limiter key's pacer next to the selection
+//! makes the choice exact without a round trip to the exits; the exits stay thin I/O.
+//!
+//! The state is a `Scheduler` behind a shared cell; [`SchedulerActor`] is its mailbox.
+//! Fetches come in three ways: `Fetch` messages (other actors), `CrawlerHandle::fetch`'s
+//! channel (read by the actor as a stream), and — when the caller runs on the scheduler's
+//! Arbiter and every exit does too — the direct path (`Ingress::fetch`): a fetch that may
+//! be sent now, with nothing queued for its host, is admitted, sent and settled on the
+//! caller's own task, with the same selection, pacing, counting and reply as any other.
+//! Why: each hand-off between tasks and mailboxes costs about as much as the scheduling
+//! itself; against a fast site the direct path is what keeps the actor system close to a
+//! bare client (README, "Cost of the actor system").
+//!
+//! # Layout
+//! - `mod.rs`: the state ([`Scheduler`]), the exits as the scheduler sees them
+//!   ([`ExitSlot`]) and the mailbox ([`SchedulerActor`]);
+//! - `admission.rs`: a URL checked and parsed, a `Fetch` admitted (answered at once,
+//!   sent on the direct path, queued, or made to wait for a queue slot);
+//! - `pacing.rs`: the limiter keys' pacers, the hosts' queues and in-flight counts, and
+//!   [`choose`], the exit choice over the core's `select`;
+//! - `dispatch.rs`: the round-robin over hosts with queued fetches, the sends, and the
+//!   Redis check of distributed mode;
+//! - `settle.rs`: an ended attempt delivered, retried, or moved to another exit, and what
+//!   the limiter and the health actor hear of it;
+//! - `handlers.rs`: the actor's messages and streams (interval changes, health, stats,
+//!   shutdown);
+//! - `direct.rs`: the direct path;
+//! - `pending.rs`: a fetch in the scheduler's hands, which always replies once.
+//!
+//! Guarantees:
+//! - exactly one reply per `Fetch`: each pending fetch owns its reply channel (or, on the
+//!   direct path, the slot its caller reads right after), and a pending fetch that is
+//!   dropped (shutdown, cancelled attempt) replies `Shutdown`;
+//! - no polling: when nothing may be sent, one timer is set for the earliest moment
+//!   something may, and completions and interval changes re-run the dispatch;
+//! - backpressure: at most `queue_capacity` fetches wait in the queue; further `Fetch`es
+//!   wait for a slot before they are queued, so `Addr::send(..).await` waits;
+//! - a fetch whose exit cannot even connect (the source address is gone, nothing was
+//!   sent) moves to another exit without counting an attempt or telling the limiter;
+//! - a shutdown cuts off what is still in flight when its grace period ends, direct
+//!   attempts included.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::clock::Instant;
+use actix::dev::MessageResponse;
+use actix::prelude::*;
+use awc::http::Uri;
+use exitcrawl::config::{Algorithm, Scope, Settings};
+use exitcrawl::headers::ServerHints;
+use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter, TokenBucket};
+use exitcrawl::pacer::Pacer;
+use exitcrawl::retry::{Backoff, RetryBudget};
+use exitcrawl::rng::SplitMix64;
+use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
+use foldhash::HashMap;
+use smallvec::SmallVec;
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tracing_actix::ActorInstrument;
+
+use crate::cutoff::CutOff;
+use crate::exit::{ExitActor, ExitCore, Hop};
+use crate::health::HealthActor;
+use crate::limiter::{LimitKey, LimiterActor};
+use crate::messages::{
+    AllExitsDown, Answer, AttemptDone, AttemptReport, Attempted, ExitStats, Failed, Fetch,
+    FetchError, FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Intake,
+    Observed, Parsed, ReportTo, SendRequest, SetInterval, Shutdown, Succeeded, Throttled,
+};
+use crate::metrics::{ExitHandles, Metrics, Outcome, RateLabels};
+use crate::net::FailureKind;
+
+mod admission;
+mod direct;
+mod dispatch;
+mod handlers;
+mod pacing;
+mod pending;
+mod settle;
+
+pub(crate) use admission::MAX_URL_BYTES;
+use admission::*;
+use direct::*;
+pub(crate) use direct::{register_local, Ingress};
+use pacing::*;
+use pending::*;
+pub use settle::RETRY_BUDGET_EXHAUSTED;
+
+type Reply = Result<FetchResponse, FetchError>;
+
+/// One exit as the scheduler sees it.
+pub(crate) struct ExitSlot {
+    pub name: Arc<str>,
+    pub source_ip: std::net::IpAddr,
+    pub region: Option<String>,
+    pub enabled: bool,
+    pub healthy: bool,
+    pub addr: Addr<ExitActor>,
+    /// The exit's core when it shares this Arbiter: requests start on it directly.
+    pub local: Option<Rc<ExitCore>>,
+    pub max_concurrent: u32,
+    pub active: u32,
+    pub bucket: Option<TokenBucket>,
+    /// A failure was reported to the health actor and no success since: the next
+    /// success must be reported too (it resets the count, or recovers a probing exit).
+    pub failing: bool,
+}
+
+/// Distributed mode: the shared GCRA every request must pass.
+#[derive(Clone)]
+pub(crate) struct SharedLimits {
+    pub gcra: crate::redis::RedisGcra,
+}
+
+/// Internal: a fetch that got its queue slot.
+struct Enqueue {
+    fetch: Fetch,
+    uri: Uri,
+    host: Arc<str>,
+    slot: Option<OwnedSemaphorePermit>,
+    reply: Option<oneshot::Sender<Reply>>,
+    arrived: Instant,
+}
+
+impl Message for Enqueue {
+    type Result = ();
+}
+
+/// What one look at a host's queue found.
+enum Step {
+    Sent,
+    /// Sent the last queued fetch: the host leaves `order` without another visit.
+    SentLast,
+    Wait(Duration),
+    Busy,
+    Empty,
+}
+
+/// The scheduler's state and logic; [`SchedulerActor`] is its mailbox.
+pub(crate) struct Scheduler {
+    settings: Arc<Settings>,
+    exits: Vec<ExitSlot>,
+    /// Pacing per limiter key; hosts keep a handle to theirs (see [`HostState::keys`]).
+    keys: HashMap<LimitKey, SharedKey>,
+    /// Hosts with fetches queued or in flight.
+    hosts: HashMap<Arc<str>, HostState>,
+    /// Round-robin over the hosts with queued fetches.
+    order: VecDeque<Arc<str>>,
+    /// Scratch for `try_host`: when each exit may send next.
+    ready: Vec<Duration>,
+    delayed: HashMap<u64, Pending>,
+    /// Attempts handed to an exit, by report id (see [`AttemptReport`]).
+    sent: HashMap<u64, (usize, Pending)>,
+    /// Redis checks in flight (distributed mode), cancelled at the end of a shutdown.
+    in_flight_handles: HashMap<u64, SpawnHandle>,
+    /// Where exits report attempts: a channel this actor reads as a stream.
+    reports: Option<ReportTo>,
+    next_id: u64,
+    in_flight: u32,
+    queue_slots: Arc<Semaphore>,
+    limiter: Option<Addr<LimiterActor>>,
+    health: Option<Addr<HealthActor>>,
+    budget: RetryBudget,
+    backoff: Backoff,
+    rng: SplitMix64,
+    tie: u64,
+    wake: Option<(SpawnHandle, std::time::Instant)>,
+    shutting_down: bool,
+    drained: Vec<oneshot::Sender<()>>,
+    metrics: Arc<Metrics>,
+    handles: Vec<ExitHandles>,
+    shared: Option<SharedLimits>,
+    /// Fetches waiting in the queues (not in flight, not waiting for a retry).
+    queued: i64,
+    /// Every exit runs on this Arbiter: `CrawlerHandle::fetch` may take the direct path.
+    all_local: bool,
+    /// The direct path's way back to the actor, for what needs its timers.
+    handoff: Option<tokio::sync::mpsc::UnboundedSender<Handoff>>,
+    /// Fired when a shutdown's grace period ends: direct attempts still running stop.
+    cut: Rc<CutOff>,
+}
+
+impl Scheduler {
+    pub(crate) fn new(
+        settings: Arc<Settings>,
+        exits: Vec<ExitSlot>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let handles = exits
+            .iter()
+            .map(|e| metrics.exit_handles(&Metrics::exit(&e.name, e.source_ip)))
+            .collect();
+        let c = &settings.crawler;
+        let queue_slots = Arc::new(Semaphore::new(c.queue_capacity as usize));
+        let budget = RetryBudget::new(c.retry_budget, 1.0, Duration::from_secs(10));
+        let backoff = Backoff {
+            base: c.retry_backoff_base(),
+            max: c.retry_backoff_max(),
+        };
+        Self {
+            exits,
+            keys: HashMap::default(),
+            hosts: HashMap::default(),
+            order: VecDeque::new(),
+            ready: Vec::new(),
+            delayed: HashMap::default(),
+            sent: HashMap::default(),
+            in_flight_handles: HashMap::default(),
+            reports: None,
+            next_id: 0,
+            in_flight: 0,
+            queue_slots,
+            limiter: None,
+            health: None,
+            budget,
+            backoff,
+            rng: SplitMix64::new(0x5c4e_d01e),
+            tie: 0,
+            wake: None,
+            shutting_down: false,
+            drained: Vec::new(),
+            metrics,
+            handles,
+            shared: None,
+            queued: 0,
+            all_local: false,
+            handoff: None,
+            cut: Rc::new(CutOff::default()),
+            settings,
+        }
+    }
+
+    /// Open the direct path's way back (needs the actor's context: call it in
+    /// `SchedulerActor::create`).
+    pub(crate) fn attach(&mut self, ctx: &mut Context<SchedulerActor>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        ctx.add_stream(Channel(rx));
+        self.handoff = Some(tx);
+        self.all_local = self.exits.iter().all(|e| e.local.is_some());
+    }
+
+    pub(crate) fn share_limits(&mut self, shared: SharedLimits) {
+        self.shared = Some(shared);
+    }
+
+    pub(crate) fn connect(&mut self, limiter: Addr<LimiterActor>, health: Addr<HealthActor>) {
+        self.limiter = Some(limiter);
+        self.health = Some(health);
+    }
+
+    /// The pacing state of the scope's key for a request through `exit` to `host` (under
+    /// scope `auto`, the host's budget: what Redis shares across processes).
+    fn key_state(&mut self, exit: usize, host: &Arc<str>, now: std::time::Instant) -> SharedKey {
+        let key = LimitKey::new(self.settings.limiter.scope, &self.exits[exit].name, host);
+        key_state(&mut self.keys, &self.settings, key, (exit, true), now)
+    }
+
+    /// What [`choose`] needs, borrowed apart from the hosts it is asked about.
+    fn split(&mut self) -> (Choice<'_>, &mut HashMap<Arc<str>, HostState>) {
+        let choice = Choice {
+            exits: &mut self.exits,
+            keys: &mut self.keys,
+            settings: &self.settings,
+            ready: &mut self.ready,
+            tie: &mut self.tie,
+        };
+        (choice, &mut self.hosts)
+    }
+}
+
+/// Routes fetches to exits: the mailbox of a `Scheduler`. The state sits behind a
+/// shared cell so that `CrawlerHandle::fetch` on this Arbiter can take a fetch straight
+/// through it (see `Ingress::fetch`); everything else comes in as messages.
+pub struct SchedulerActor {
+    state: Rc<RefCell<Scheduler>>,
+}
+
+impl SchedulerActor {
+    pub(crate) fn new(state: Scheduler) -> Self {
+        Self {
+            state: Rc::new(RefCell::new(state)),
+        }
+    }
+
+    /// The shared state, for the direct path on this Arbiter.
+    pub(crate) fn state(&self) -> &Rc<RefCell<Scheduler>> {
+        &self.state
+    }
+}
+
+impl Actor for SchedulerActor {
+    type Context = Context<SchedulerActor>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(64 * 1024);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        ctx.add_stream(Channel(rx));
+        self.state.borrow_mut().reports = Some(Arc::new(tx));
+    }
+}
+
+/// An unbounded channel's receiving end as a stream the scheduler's context reads
+/// (`ctx.add_stream`): attempt reports, and fetches from `CrawlerHandle::fetch`.
+pub(crate) struct Channel<T>(pub(crate) tokio::sync::mpsc::UnboundedReceiver<T>);
+
+impl<T> futures_util::Stream for Channel<T> {
+    type Item = T;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}

@@ -1,0 +1,84 @@
+use super::*;
+
+pub(super) struct Pending {
+    pub(super) fetch: Fetch,
+    pub(super) host: Arc<str>,
+    /// Taken when the reply is sent; a pending fetch dropped without one (shutdown,
+    /// cancelled attempt) answers `Shutdown` from `Drop`, so there is always a reply.
+    pub(super) reply: Option<oneshot::Sender<Reply>>,
+    /// `exitcrawl_urls_done_total`, counted when the pending fetch ends (in `Drop`).
+    pub(super) done: prometheus_client::metrics::counter::Counter,
+    /// Holds a queue slot while the fetch waits in the queue.
+    pub(super) slot: Option<OwnedSemaphorePermit>,
+    pub(super) attempts: u32,
+    pub(super) throttled: u32,
+    pub(super) excluded: Vec<usize>,
+    pub(super) arrived: Instant,
+    /// The URL as sent, parsed at admission: it differs from the one requested for an IDN
+    /// host (punycode) or a non-ASCII path (percent-encoded); replies carry the URL as
+    /// requested. The first attempt takes it (cloning a `Uri` allocates); a retry parses
+    /// the URL again.
+    pub(super) uri: Option<Uri>,
+    pub(super) no_exit_since: Option<Instant>,
+    /// The last failure on our side (nothing sent), said when no exit is left to try.
+    pub(super) local_failure: Option<(FetchErrorKind, String)>,
+    pub(super) waited: bool,
+    pub(super) last_exit: Option<usize>,
+    /// One span per fetch: every event about it (attempts, throttles, retries) carries it.
+    /// Made on the first event (see [`Pending::span`]): most fetches have none, and a span
+    /// costs a few hundred instructions to make and drop even when nothing records it.
+    pub(super) span: Option<tracing::Span>,
+}
+
+impl Pending {
+    /// The fetch's span, made on first use.
+    pub(super) fn span(&mut self) -> &tracing::Span {
+        let (url, host) = (&self.fetch.url, &self.host);
+        self.span.get_or_insert_with(|| {
+            // At WARN, not INFO: the default filter (`warn`) would otherwise drop the
+            // span, and the warnings operators do see ("retries exhausted") would lose
+            // url and host.
+            tracing::warn_span!("fetch", url = %exitcrawl::redact::Masked(url), host = %host)
+        })
+    }
+
+    pub(super) fn fail(
+        mut self,
+        kind: FetchErrorKind,
+        message: impl Into<String>,
+        exits: &[ExitSlot],
+    ) {
+        let err = FetchError {
+            kind,
+            message: message.into(),
+            url: self.fetch.url.clone(),
+            exit: self.last_exit.map(|i| Arc::clone(&exits[i].name)),
+            attempts: self.attempts,
+            throttled: self.throttled,
+        };
+        self.answer(Err(err));
+    }
+
+    pub(super) fn answer(&mut self, reply: Reply) {
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(reply);
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.done.inc();
+        if self.reply.is_some() {
+            let err = FetchError {
+                kind: FetchErrorKind::Shutdown,
+                message: "crawler shut down before this fetch finished".into(),
+                url: std::mem::take(&mut self.fetch.url),
+                exit: None,
+                attempts: self.attempts,
+                throttled: self.throttled,
+            };
+            self.answer(Err(err));
+        }
+    }
+}

@@ -1,0 +1,323 @@
+use super::*;
+use crate::messages::AttemptFailure;
+
+impl Scheduler {
+    /// [`Self::settle`] inside the fetch's span when the attempt may log something.
+    pub(super) fn settle_spanned(
+        &mut self,
+        i: usize,
+        mut p: Pending,
+        attempted: Option<Attempted>,
+    ) -> Option<(Pending, Option<Duration>)> {
+        // A plain answer logs nothing: no span for it. Anything else may (throttle, retry,
+        // failure), and its events carry the fetch's span.
+        let plain =
+            matches!(&attempted, Some(Attempted { result: Ok(a), .. }) if self.is_plain(a.status));
+        let span = if plain { None } else { Some(p.span().clone()) };
+        // A disabled span (nothing records it) is not entered: entering one still costs a
+        // trip through the `log` fallback.
+        let _in_span = span
+            .as_ref()
+            .filter(|s| !s.is_disabled())
+            .map(|s| s.enter());
+        self.settle(i, p, attempted.ok_or(MailboxError::Closed))
+    }
+
+    /// An answer that ends the fetch at once (not a throttle, not a 5xx): settled, it is
+    /// answered, logs nothing, and is not retried.
+    pub(super) fn is_plain(&self, status: u16) -> bool {
+        status < 500 && !self.settings.limiter.is_throttle_status(status)
+    }
+
+    /// Count an ended attempt through exit `i`, tell the limiter and the health actor,
+    /// and answer the fetch, requeue it (nothing was sent), or return it with the
+    /// `Retry-After` floor when it is to be retried after a backoff.
+    pub(super) fn settle(
+        &mut self,
+        i: usize,
+        mut p: Pending,
+        res: Result<Attempted, MailboxError>,
+    ) -> Option<(Pending, Option<Duration>)> {
+        self.release(i, &p.host);
+        let att = match res {
+            Ok(att) => att,
+            Err(e) => {
+                // The exit actor is gone: nothing was sent through it.
+                p.attempts -= 1;
+                p.excluded.push(i);
+                self.observe(i, Some(format!("exit actor unavailable: {e}")));
+                self.requeue_front(p);
+                return None;
+            }
+        };
+        let timing = (att.sent_at, att.latency);
+        match att.result {
+            Ok(answer) => self.settle_answer(i, p, timing, answer),
+            Err(f) if f.kind.is_local() => {
+                // Nothing reached the site: not an attempt, not the site's fault. A host
+                // without an address of the exit's family is not the exit's fault either.
+                p.attempts -= 1;
+                p.excluded.push(i);
+                tracing::warn!(exit = %self.exits[i].name, error = %f.message, "exit failed locally; moving the fetch");
+                if f.kind.is_exit_fault() {
+                    self.observe(i, Some(f.message.clone()));
+                }
+                p.local_failure = Some((f.error, f.message));
+                self.requeue_front(p);
+                None
+            }
+            Err(f) => self.settle_failure(i, p, timing, f),
+        }
+    }
+
+    /// An answer came back through exit `i`: deliver it, or retry (a throttle or a 5xx,
+    /// while attempts and the retry budget allow).
+    fn settle_answer(
+        &mut self,
+        i: usize,
+        mut p: Pending,
+        (sent_at, latency): (std::time::Instant, Duration),
+        answer: Answer,
+    ) -> Option<(Pending, Option<Duration>)> {
+        let now = Instant::now();
+        let exit_name = self.exits[i].name.clone();
+        let (throttle, hints) = self.note_answer(
+            i,
+            &exit_name,
+            &p.host,
+            p.waited,
+            (sent_at, latency),
+            &answer,
+        );
+        let latency_ms = latency.as_secs_f64() * 1e3;
+        if throttle {
+            p.throttled += 1;
+            tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
+        }
+        let retryable = throttle || answer.status >= 500;
+        let verdict = if retryable {
+            self.may_retry(&p, now)
+        } else {
+            Retry::No
+        };
+        if verdict == Retry::Yes {
+            return Some((p, hints.retry_after));
+        }
+        if retryable {
+            tracing::warn!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "retries exhausted");
+        }
+        let resp = FetchResponse {
+            // The pending fetch is answered here; its URL is not needed after.
+            url: std::mem::take(&mut p.fetch.url),
+            final_url: answer.final_url,
+            status: answer.status,
+            headers: answer.headers,
+            body: answer.body,
+            wire_bytes: answer.wire_bytes,
+            content_encoding: answer.content_encoding,
+            peer_private: answer.peer_private,
+            exit: exit_name,
+            attempts: p.attempts,
+            throttled: p.throttled,
+            elapsed: now.saturating_duration_since(p.arrived),
+            retry_refused: verdict == Retry::BudgetRefused,
+        };
+        p.answer(Ok(resp));
+        None
+    }
+
+    /// No answer through exit `i` (refused, reset, timed out, …): the limiter hears it;
+    /// a connection-level failure is retried while attempts and the retry budget allow.
+    fn settle_failure(
+        &mut self,
+        i: usize,
+        p: Pending,
+        (sent_at, latency): (std::time::Instant, Duration),
+        f: AttemptFailure,
+    ) -> Option<(Pending, Option<Duration>)> {
+        let now = Instant::now();
+        let exit_name = self.exits[i].name.clone();
+        self.count(i, Outcome::Error, None);
+        if let Some(l) = &self.limiter {
+            l.do_send(Failed {
+                exit: exit_name.clone(),
+                host: p.host.clone(),
+                sent_at,
+                latency,
+                kind: f.kind,
+            });
+        }
+        // Refused, reset or timed out may be the site's doing, so they feed the limiter,
+        // not the exit's health (else one dead site would eject every exit); the health
+        // URL judges the exit's own path.
+        let connection_level = matches!(
+            f.kind,
+            FailureKind::ConnectRefused | FailureKind::Timeout | FailureKind::Reset
+        );
+        let verdict = if connection_level {
+            self.may_retry(&p, now)
+        } else {
+            Retry::No
+        };
+        if verdict == Retry::Yes {
+            return Some((p, None));
+        }
+        tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %f.message, "fetch failed");
+        let message = if verdict == Retry::BudgetRefused {
+            format!("{}; {RETRY_BUDGET_EXHAUSTED}", f.message)
+        } else {
+            f.message
+        };
+        p.fail(f.error, message, &self.exits);
+        None
+    }
+
+    /// What an answer through exit `i` tells: time and count it, feed the limiter (a
+    /// throttle; with the adaptive algorithm, any answer; the site's rate-limit headers).
+    /// Returns whether it is a throttle, and the site's hints.
+    pub(super) fn note_answer(
+        &mut self,
+        i: usize,
+        exit_name: &Arc<str>,
+        host: &Arc<str>,
+        waited: bool,
+        (sent_at, latency): (std::time::Instant, Duration),
+        answer: &Answer,
+    ) -> (bool, ServerHints) {
+        self.observe(i, None);
+        self.handles[i].duration.observe(latency.as_secs_f64());
+        // Every hint header is named retry-after or [x-]ratelimit…, and names arrive
+        // lowercase: most answers have none, and skip the parse.
+        let maybe_hint = |k: &awc::http::header::HeaderName| {
+            matches!(k.as_str().as_bytes().first(), Some(b'r' | b'x'))
+        };
+        let hints = if answer.headers.keys().any(maybe_hint) {
+            ServerHints::from_headers(
+                answer
+                    .headers
+                    .iter()
+                    .filter(|(k, _)| maybe_hint(k))
+                    .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
+                // Retry-After's HTTP-date form is relative to the wall clock.
+                std::time::SystemTime::now(),
+            )
+        } else {
+            ServerHints::default()
+        };
+        let throttle = self.settings.limiter.is_throttle_status(answer.status);
+        // Fixed algorithms only need what can pause them: throttles and the site's
+        // rate-limit headers.
+        let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
+        let tell_limiter = throttle || adaptive || !hints.is_empty();
+        if let Some(l) = self.limiter.as_ref().filter(|_| tell_limiter) {
+            if throttle {
+                l.do_send(Throttled {
+                    exit: Arc::clone(exit_name),
+                    host: Arc::clone(host),
+                    sent_at,
+                    latency,
+                    status: answer.status,
+                    hints,
+                });
+            } else {
+                l.do_send(Succeeded {
+                    exit: Arc::clone(exit_name),
+                    host: Arc::clone(host),
+                    sent_at,
+                    latency,
+                    status: answer.status,
+                    hints,
+                    limited: waited,
+                });
+            }
+        }
+        let outcome = if throttle {
+            Outcome::Throttled
+        } else {
+            Outcome::Ok
+        };
+        self.count(i, outcome, Some(answer.status));
+        self.metrics.body_wire_bytes.inc_by(answer.wire_bytes);
+        self.metrics.body_bytes.inc_by(answer.body.len() as u64);
+        (throttle, hints)
+    }
+
+    /// Passive health. Successes of an exit in good standing change nothing, so only
+    /// failures and the first success after them are reported (one message less per
+    /// fetch on the hot path).
+    pub(super) fn observe(&mut self, exit: usize, error: Option<String>) {
+        let slot = &mut self.exits[exit];
+        if error.is_none() && !slot.failing {
+            return;
+        }
+        slot.failing = error.is_some();
+        if let Some(h) = &self.health {
+            h.do_send(Observed { exit, error });
+        }
+    }
+
+    pub(super) fn may_retry(&mut self, p: &Pending, now: Instant) -> Retry {
+        if self.shutting_down || p.attempts > self.settings.crawler.max_retries {
+            return Retry::No;
+        }
+        if self.budget.try_withdraw(now.into_std()) {
+            self.metrics.retries.inc();
+            return Retry::Yes;
+        }
+        self.metrics.retry_budget_refusals.inc();
+        tracing::warn!(host = %p.host, attempt = p.attempts, "retry refused by the retry budget");
+        Retry::BudgetRefused
+    }
+
+    pub(super) fn retry_later(
+        &mut self,
+        p: Pending,
+        retry_after: Option<Duration>,
+        ctx: &mut Context<SchedulerActor>,
+    ) {
+        let delay = self.backoff.delay(p.attempts, retry_after, &mut self.rng);
+        tracing::info!(host = %p.host, attempt = p.attempts, delay_ms = delay.as_millis() as u64, "backoff: retry scheduled");
+        let id = self.next_id;
+        self.next_id += 1;
+        self.delayed.insert(id, p);
+        ctx.run_later(delay, move |act, ctx| {
+            let mut act = act.state.borrow_mut();
+            if let Some(p) = act.delayed.remove(&id) {
+                act.requeue_front(p);
+                act.dispatch(ctx);
+            }
+        });
+    }
+
+    pub(super) fn requeue_front(&mut self, p: Pending) {
+        let host = p.host.clone();
+        let state = self.hosts.entry(host.clone()).or_default();
+        state.queue.push_front(p);
+        if !state.ordered {
+            state.ordered = true;
+            self.order.push_front(host);
+        }
+        self.set_queued(1);
+    }
+
+    pub(super) fn check_drained(&mut self) {
+        if self.shutting_down && self.in_flight == 0 && self.delayed.is_empty() {
+            for tx in self.drained.drain(..) {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
+/// What a failed attempt may do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Retry {
+    Yes,
+    /// Out of attempts (`max_retries`), or shutting down.
+    No,
+    /// Attempts were left, but the retry budget refused one.
+    BudgetRefused,
+}
+
+/// Said in a failed fetch's message when the retry budget refused its retry.
+pub const RETRY_BUDGET_EXHAUSTED: &str = "retry budget exhausted";
