@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
-use exitcrawl_actors::scheduler::SchedulerActor;
+use exitcrawl_actors::SchedulerActor;
 use exitcrawl_actors::{Crawler, Fetch, FetchError, FetchResponse};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 use tokio::sync::oneshot;

@@ -7,15 +7,21 @@
 //!
 //! - [`messages`]: every message, in one file. Commands are verbs (`Fetch`,
 //!   `SetInterval`), reports are past tense (`Succeeded`, `Throttled`, `Failed`).
-//! - [`exit::ExitActor`]: one per source IP; owns the exit's core ([`exit::ExitCore`]: the
-//!   awc client bound to the source IP, the counters, and worker tasks that run requests).
-//!   A scheduler on the same Arbiter starts requests on the core directly.
-//! - [`scheduler::SchedulerActor`]: takes `Fetch`, picks the least-loaded healthy exit
-//!   that may send to the host now (the core's `select`), paces each limiter key, retries
-//!   within a budget, replies exactly once.
-//! - [`limiter::LimiterActor`]: runs the core's adaptive controller per key and
+//! - `exit` (internal): `ExitActor`, one per source IP; owns the exit's core (`ExitCore`:
+//!   the awc client bound to the source IP, the counters, and worker tasks that run
+//!   requests). A scheduler on the same Arbiter starts requests on the core directly.
+//! - `scheduler` (internal; [`SchedulerActor`] is public so that other actors can send it
+//!   `Fetch`): picks the least-loaded healthy exit that may send to the host now (the
+//!   core's `select`), paces each limiter key, retries within a budget, replies exactly
+//!   once. One file per concept under `scheduler/`; its docs hold the layout.
+//! - `limiter` (internal): `LimiterActor` runs the core's adaptive controller per key and
 //!   broadcasts `SetInterval`.
-//! - [`health::HealthActor`]: pings exits on a timer, runs the health state machine.
+//! - `health` (internal): `HealthActor` pings exits on a timer, runs the health state
+//!   machine.
+//!
+//! Why the actors are internal: an embedding talks to the crawler through
+//! [`CrawlerHandle`] or by sending [`Fetch`] to the [`SchedulerActor`]; the other actors'
+//! messages are the crawler's own wiring, free to change.
 //! - [`crawler`]: `Crawler::start(settings) -> CrawlerHandle`, the embedding API.
 //! - `cutoff`: ends the scheduler's direct-path attempts when a shutdown's grace period
 //!   is over, for a few instructions per fetch.
@@ -40,18 +46,19 @@ mod body;
 pub mod cli;
 pub mod crawler;
 mod cutoff;
-pub mod exit;
+mod exit;
 pub mod follow;
-pub mod health;
-pub mod limiter;
+mod health;
+mod limiter;
 pub mod messages;
 pub mod metrics;
 pub mod net;
 pub mod redis;
-pub mod scheduler;
+mod scheduler;
 
 pub use awc::http::header::HeaderMap;
 pub use crawler::{Crawler, CrawlerHandle, StartError};
+pub use scheduler::SchedulerActor;
 pub use follow::{
     crawl_site, resume_site, resume_site_answers, FollowOptions, FollowRecord, FollowTotals,
     PendingLink, Resume, SkipReason,
