@@ -737,3 +737,37 @@ fn messages_give_the_real_line_length_and_the_allowed_range() {
         assert_refused(&o, 2, &["--grace", value, "out of range", range]);
     }
 }
+
+#[test]
+fn resume_names_the_first_line_that_is_not_a_record() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("resume-bad");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let (a, b) = (site.url("/a"), site.url("/b"));
+    let urls = dir.file("urls.txt", &format!("{a}\n{b}\n"));
+    let earlier =
+        format!("{{\"url\":\"{a}\",\"status\":200,\"error\":null}}\nnot a record\n{{\"url\":5}}\n");
+    let out = dir.file("out.jsonl", &earlier);
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--resume",
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let err = stderr(&o);
+    assert!(
+        err.contains("2 lines of") && err.contains("are not records (the first, line 2 column"),
+        "{err}"
+    );
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/b"], "/a was done");
+    // The lines that are not records stay; /b's record is appended.
+    let text = String::from_utf8(bytes(&out)).expect("utf-8");
+    assert!(text.starts_with(&earlier), "{text}");
+    assert_eq!(text.lines().count(), 4);
+}

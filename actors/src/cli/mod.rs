@@ -50,6 +50,14 @@ mod source;
 mod summary;
 mod warc;
 
+/// The readers of untrusted files, reachable from the fuzz targets
+/// (`actors/tests/fuzz_readers.rs`): not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::resume::{read_records, ResumeState};
+    pub use super::source::{read_url_list, Line, MAX_LINE};
+}
+
 use std::process::ExitCode;
 use std::sync::OnceLock;
 

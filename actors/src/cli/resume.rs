@@ -36,6 +36,8 @@ pub struct ResumeState {
     pub interrupted: u64,
     /// Lines that were not a record (left in place, ignored).
     pub unreadable: u64,
+    /// The first of them: where (`line N column M`, from 1) and why it is not a record.
+    pub first_unreadable: Option<(String, String)>,
     /// Bytes of an unfinished last line (a hard kill mid-write) cut off the file.
     pub truncated: u64,
     /// `--follow`: records of fetched pages (they count against `max_pages`).
@@ -116,6 +118,7 @@ pub fn read_records(mut input: impl BufRead) -> io::Result<(ResumeState, u64)> {
     let mut interrupted = HashSet::new();
     let mut complete_len = 0u64;
     let mut buf = Vec::new();
+    let mut line = 0u64;
     loop {
         buf.clear();
         let n = input.read_until(b'\n', &mut buf)?;
@@ -127,12 +130,31 @@ pub fn read_records(mut input: impl BufRead) -> io::Result<(ResumeState, u64)> {
             break;
         }
         complete_len += n as u64;
+        line += 1;
         match serde_json::from_slice::<SeenRecord>(&buf) {
             Ok(r) => state.add(r, &mut interrupted),
             Err(_) if buf.iter().all(u8::is_ascii_whitespace) => {}
-            Err(_) => state.unreadable += 1,
+            Err(e) => {
+                state.unreadable += 1;
+                if state.first_unreadable.is_none() {
+                    state.first_unreadable = Some(not_a_record(line, &e));
+                }
+            }
         }
     }
     state.interrupted = interrupted.len() as u64;
     Ok((state, complete_len))
+}
+
+/// Where line `line` stops being a record, and why: serde_json's reason without its
+/// position (which counts from the line's start, not the file's).
+fn not_a_record(line: u64, e: &serde_json::Error) -> (String, String) {
+    let msg = e.to_string();
+    let why = msg
+        .rsplit_once(" at line ")
+        .map_or(msg.as_str(), |(why, _)| why);
+    (
+        format!("line {line} column {}", e.column()),
+        why.to_string(),
+    )
 }

@@ -112,9 +112,9 @@ fn prepare_resume(args: &RunArgs, follow: bool) -> Result<(HashSet<String>, Resu
             path.display()
         ));
     }
-    if state.unreadable > 0 {
+    if let Some((at, why)) = &state.first_unreadable {
         say(&format!(
-            "--resume: {} lines of {} are not records; ignored",
+            "--resume: {} lines of {} are not records (the first, {at}: {why}); ignored",
             state.unreadable,
             path.display()
         ));

@@ -39,7 +39,7 @@ const PRECOUNT_MAX_BYTES: u64 = 16 << 20;
 /// Longest input line kept, bytes. A longer line keeps its first `MAX_LINE` bytes (the
 /// scheduler then refuses it as too long, so it still gets its record) and the rest is
 /// skipped without being buffered: a 10 GB line must not take 10 GB.
-const MAX_LINE: usize = 16 * 1024;
+pub const MAX_LINE: usize = 16 * 1024;
 
 /// Where URLs come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -372,12 +372,13 @@ fn count_url_lines(path: &Path) -> Option<u64> {
     }
 }
 
-/// The URL of an input line: trimmed, a leading UTF-8 byte order mark taken off; `None`
-/// for blank lines and `#` comments. A line that is not UTF-8 is taken lossily: it then
-/// fails as an invalid URL, with a record.
+/// The URL of an input line: trimmed of whitespace and UTF-8 byte order marks (a BOM is
+/// invisible, and never part of a URL: one after a space or at the end of a line is taken
+/// off too); `None` for blank lines and `#` comments. A line that is not UTF-8 is taken
+/// lossily: it then fails as an invalid URL, with a record.
 pub fn url_line(raw: &[u8]) -> Option<String> {
     let line = String::from_utf8_lossy(raw);
-    let line = line.trim_start_matches('\u{feff}').trim();
+    let line = line.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
     (!line.is_empty() && !line.starts_with('#')).then(|| line.to_string())
 }
 
@@ -455,6 +456,35 @@ fn feed_lines(
     }
 }
 
+/// The URL-list reader over `input`, whole: every line as the crawl loop would get it
+/// (`dedupe`: repeats as [`Line::Duplicate`]), and the read error that ended it, if one
+/// did. The reader's thread and channel are the crawl's own. For the fuzz target
+/// (`actors/tests/fuzz_readers.rs`); not an API.
+#[doc(hidden)]
+pub fn read_url_list(input: impl Read + Send, dedupe: bool) -> (Vec<Line>, Option<io::Error>) {
+    let (tx, mut rx) = mpsc::channel(READ_AHEAD_BATCHES);
+    let out = Batcher {
+        tx,
+        batch: Vec::with_capacity(BATCH),
+    };
+    let opts = ReadOptions {
+        skip: HashSet::new(),
+        dedupe,
+    };
+    let stats = ReadStats::default();
+    std::thread::scope(|s| {
+        s.spawn(|| feed_lines(LineReader::new(input), out, &stats, &opts));
+        let mut lines = Vec::new();
+        while let Some(batch) = rx.blocking_recv() {
+            match batch {
+                Ok(b) => lines.extend(b),
+                Err(e) => return (lines, Some(e)),
+            }
+        }
+        (lines, None)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,6 +522,11 @@ mod tests {
             url_line(b"\xef\xbb\xbfhttp://a/\r\n").as_deref(),
             Some("http://a/")
         );
+        assert_eq!(
+            url_line(" \u{feff}http://a/ \u{feff}\n".as_bytes()).as_deref(),
+            Some("http://a/")
+        );
+        assert_eq!(url_line("\u{feff}\r\n".as_bytes()), None);
         assert_eq!(url_line(b"  # comment\n"), None);
         assert_eq!(url_line(b"   \n"), None);
     }
