@@ -28,6 +28,8 @@
 //!   address.rs        which addresses count as private (loopback, RFC 1918, ULA, …)
 //!   cookies.rs        the cookie jar an exit keeps per host (`[crawler] cookies`)
 //!   retry.rs          backoff with full jitter, retry budget
+//!   outcome.rs        what becomes of an ended attempt: final, retried, refused by the
+//!                     retry budget, or moved to another exit
 //!   select.rs         which exit takes the next request
 //!   health.rs         per-exit health state machine (healthy → ejected → probing)
 //!   config/           settings schema (serde), loading (file + env), validate()
@@ -58,6 +60,7 @@ pub mod discover;
 pub mod headers;
 pub mod health;
 pub mod limiter;
+pub mod outcome;
 pub mod pacer;
 pub mod redact;
 pub mod retry;

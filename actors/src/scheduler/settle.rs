@@ -1,5 +1,6 @@
 use super::*;
 use crate::messages::AttemptFailure;
+use exitcrawl::outcome::{self, Attempts, Ended, NoAnswer, Verdict};
 
 impl Scheduler {
     /// [`Self::settle`] inside the fetch's span when the attempt may log something.
@@ -94,16 +95,15 @@ impl Scheduler {
             p.throttled += 1;
             tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
         }
-        let retryable = throttle || answer.status >= 500;
-        let verdict = if retryable {
-            self.may_retry(&p, now)
-        } else {
-            Retry::No
+        let ended = Ended::Answer {
+            status: answer.status,
+            throttle,
         };
-        if verdict == Retry::Yes {
+        let verdict = self.decide(&p, ended, now);
+        if verdict == Verdict::Retry {
             return Some((p, hints.retry_after));
         }
-        if retryable {
+        if ended.wants_retry() {
             tracing::warn!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "retries exhausted");
         }
         let resp = FetchResponse {
@@ -120,7 +120,7 @@ impl Scheduler {
             attempts: p.attempts,
             throttled: p.throttled,
             elapsed: now.saturating_duration_since(p.arrived),
-            retry_refused: verdict == Retry::BudgetRefused,
+            retry_refused: verdict == Verdict::BudgetRefused,
         };
         p.answer(Ok(resp));
         None
@@ -150,20 +150,18 @@ impl Scheduler {
         // Refused, reset or timed out may be the site's doing, so they feed the limiter,
         // not the exit's health (else one dead site would eject every exit); the health
         // URL judges the exit's own path.
-        let connection_level = matches!(
-            f.kind,
-            FailureKind::ConnectRefused | FailureKind::Timeout | FailureKind::Reset
-        );
-        let verdict = if connection_level {
-            self.may_retry(&p, now)
-        } else {
-            Retry::No
+        let no_answer = match f.kind {
+            FailureKind::ConnectRefused => NoAnswer::Refused,
+            FailureKind::Timeout => NoAnswer::Timeout,
+            FailureKind::Reset => NoAnswer::Reset,
+            _ => NoAnswer::Other,
         };
-        if verdict == Retry::Yes {
+        let verdict = self.decide(&p, Ended::NoAnswer(no_answer), now);
+        if verdict == Verdict::Retry {
             return Some((p, None));
         }
         tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %f.message, "fetch failed");
-        let message = if verdict == Retry::BudgetRefused {
+        let message = if verdict == Verdict::BudgetRefused {
             format!("{}; {RETRY_BUDGET_EXHAUSTED}", f.message)
         } else {
             f.message
@@ -256,17 +254,25 @@ impl Scheduler {
         }
     }
 
-    pub(super) fn may_retry(&mut self, p: &Pending, now: Instant) -> Retry {
-        if self.shutting_down || p.attempts > self.settings.crawler.max_retries {
-            return Retry::No;
+    /// The core's verdict on an ended attempt; counts and logs what the retry budget did.
+    fn decide(&mut self, p: &Pending, ended: Ended, now: Instant) -> Verdict {
+        let attempts = Attempts {
+            made: p.attempts,
+            max_retries: self.settings.crawler.max_retries,
+            shutting_down: self.shutting_down,
+        };
+        let verdict = outcome::decide(ended, attempts, &mut self.budget, now.into_std());
+        match verdict {
+            Verdict::Retry => {
+                self.metrics.retries.inc();
+            }
+            Verdict::BudgetRefused => {
+                self.metrics.retry_budget_refusals.inc();
+                tracing::warn!(host = %p.host, attempt = p.attempts, "retry refused by the retry budget");
+            }
+            Verdict::Final | Verdict::Move => {}
         }
-        if self.budget.try_withdraw(now.into_std()) {
-            self.metrics.retries.inc();
-            return Retry::Yes;
-        }
-        self.metrics.retry_budget_refusals.inc();
-        tracing::warn!(host = %p.host, attempt = p.attempts, "retry refused by the retry budget");
-        Retry::BudgetRefused
+        verdict
     }
 
     pub(super) fn retry_later(
@@ -307,16 +313,6 @@ impl Scheduler {
             }
         }
     }
-}
-
-/// What a failed attempt may do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Retry {
-    Yes,
-    /// Out of attempts (`max_retries`), or shutting down.
-    No,
-    /// Attempts were left, but the retry budget refused one.
-    BudgetRefused,
 }
 
 /// Said in a failed fetch's message when the retry budget refused its retry.
