@@ -58,7 +58,6 @@ mod scheduler;
 
 pub use awc::http::header::HeaderMap;
 pub use crawler::{Crawler, CrawlerHandle, StartError};
-pub use scheduler::SchedulerActor;
 pub use follow::{
     crawl_site, resume_site, resume_site_answers, FollowOptions, FollowRecord, FollowTotals,
     PendingLink, Resume, SkipReason,
@@ -66,3 +65,4 @@ pub use follow::{
 pub use messages::{
     ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse, HostLimits, LaneLimits,
 };
+pub use scheduler::SchedulerActor;
