@@ -4,7 +4,8 @@
 
 mod support;
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,18 @@ where
             (side.await.expect("side task"), ok)
         })
     })
+}
+
+/// Wait (polling every 10 ms) until `done` holds; panics after `deadline`.
+fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < deadline,
+            "not reached within {deadline:?}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Most arrivals in any window of length `w` (arrivals sorted).
@@ -137,15 +150,18 @@ fn a_throttle_seen_by_one_crawler_slows_the_others() {
         ..SiteConfig::default()
     });
     let (tx, rx) = mpsc::channel::<Vec<(Instant, f64)>>();
-    // B watches its own pacing rate for the host while both crawl.
+    // B watches its own pacing rate for the host while both crawl, until the test has
+    // seen A throttled (or 30 s pass).
+    let watching = Arc::new(AtomicBool::new(true));
     let b_urls: Vec<_> = (0..400).map(|i| site.url(&format!("/b/{i}"))).collect();
+    let watch = Arc::clone(&watching);
     let b = spawn_crawler(
         settings(&redis.url(), &["127.0.0.4"], Algorithm::Aimd, 40.0),
         b_urls,
         move |h| async move {
             let mut samples = Vec::new();
             let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(4) {
+            while watch.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(30) {
                 let rate = h
                     .stats()
                     .await
@@ -165,11 +181,23 @@ fn a_throttle_seen_by_one_crawler_slows_the_others() {
         a_urls,
         |_| async {},
     );
-    // After 1.5 s, the site starts answering A (only A) with 503 for 300 ms.
-    thread::sleep(Duration::from_millis(1500));
+    // Once both crawl (events at the site, not a fixed sleep: a busy machine may start
+    // either late), the site answers A (only A) with 503 until it has sent a few, then
+    // B is watched for another 300 ms.
+    let from = |peer: &str, status: u16| {
+        site.requests()
+            .iter()
+            .filter(|r| r.peer == ip(peer) && r.status == status)
+            .count()
+    };
+    wait_until(Duration::from_secs(30), || {
+        from("127.0.0.2", 200) >= 20 && from("127.0.0.4", 200) >= 20
+    });
     site.set_fail_peer(ip("127.0.0.2"), true);
-    thread::sleep(Duration::from_millis(300));
+    wait_until(Duration::from_secs(30), || from("127.0.0.2", 503) >= 3);
     site.set_fail_peer(ip("127.0.0.2"), false);
+    thread::sleep(Duration::from_millis(300));
+    watching.store(false, Ordering::Relaxed);
     let samples = rx
         .recv_timeout(Duration::from_secs(30))
         .expect("B's samples");
