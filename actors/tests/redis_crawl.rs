@@ -246,11 +246,20 @@ fn a_redis_outage_mid_crawl_is_survived_and_reported() {
         200.0,
     );
     let worker = spawn_crawler(s, urls, move |h| async move {
-        // Past the outage (which starts at 0.7 s and lasts 0.8 s): read the counters.
-        actix_rt::time::sleep(Duration::from_secs(3)).await;
+        // Read the counters once the outage has been seen (or after 30 s).
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            let seen = h.redis_stats().is_some_and(|s| s.outages >= 1);
+            if seen && h.metrics().redis_errors.get() > 0 {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
         (h.redis_stats(), h.metrics().redis_errors.get())
     });
-    thread::sleep(Duration::from_millis(700));
+    // Redis goes away for 0.8 s once the crawl is under way (an event at the site, not a
+    // fixed sleep: a busy machine may start the crawler late).
+    wait_until(Duration::from_secs(30), || site.requests().len() >= 50);
     redis.kill();
     thread::sleep(Duration::from_millis(800));
     redis.restart();
