@@ -61,7 +61,7 @@ impl Scheduler {
     /// A `Fetch` from the mailbox. One that may be sent now takes the direct path, on a
     /// task of its own (`me` is this scheduler's cell): that saves the queue, the exit
     /// worker's hand-offs and the attempt report (README, "Cost of the actor system").
-    /// Others are admitted to the queue, with backpressure, as before.
+    /// Others join the queue, with backpressure.
     pub(super) fn on_fetch(
         &mut self,
         fetch: Fetch,

@@ -51,7 +51,7 @@ impl KeyState {
 }
 
 /// One host as the scheduler sees it. One map lookup per host visit finds its queue and
-/// its in-flight counts together (the per-fetch path used to make several).
+/// its in-flight counts together: the per-fetch path makes one lookup, not several.
 #[derive(Default)]
 pub(super) struct HostState {
     pub(super) queue: VecDeque<Pending>,
