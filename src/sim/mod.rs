@@ -207,210 +207,301 @@ impl Pacers {
 
 /// Run one simulation.
 pub fn simulate(cfg: &SimConfig) -> SimReport {
-    let base = Instant::now();
-    let at = |ns: u64| base + Duration::from_nanos(ns);
-    let end = ns(cfg.duration);
-    let warmup = ns(cfg.warmup);
-    let exits = cfg.exits.max(1);
-
-    let mut net = SplitMix64::new(cfg.seed);
-    let mut site = Site::new(cfg.site.clone(), cfg.seed);
-    site.sample_from = warmup;
-    let mut policy = HostPolicy::new(cfg.controller.clone(), exits, cfg.coupling, base);
-    let mut pacers = Pacers::new(cfg, base);
-    // The host's send count when each exit last sent to it: the longest ago goes next.
-    let mut last_sent = vec![0u64; exits];
-    let mut in_flight = 0usize;
-    let mut answers: BinaryHeap<Reverse<Answer>> = BinaryHeap::new();
-    let mut demand_next = 0u64;
-
-    let (mut sent, mut ok, mut throttled, mut errors, mut warm_thr) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut sent_after = 0u64;
-    let mut latency_sum = 0u128;
+    let mut run = Run::new(cfg);
     let mut now = 0u64;
-    let mut capacity_changed = false;
-    let mut service_changed = false;
-    // Whether the next send had to wait for a pacer (the crawler wanted to go faster).
-    let mut waited = false;
-    let mut trace = Trace::default();
-
-    while now < end {
-        if let Some((when, f)) = cfg.capacity_change {
-            if !capacity_changed && now >= ns(when) {
-                site.capacity_scale = f;
-                capacity_changed = true;
-            }
-        }
-        if let Some((when, f)) = cfg.service_change {
-            if !service_changed && now >= ns(when) {
-                site.service_scale = f;
-                service_changed = true;
-            }
-        }
-        // Send everything the pacers, the concurrency limit and the URL supply allow now.
-        let next_send = loop {
-            if now < demand_next {
-                break demand_next;
-            }
-            if in_flight >= cfg.concurrency {
-                break u64::MAX;
-            }
-            let mut pick: Option<usize> = None;
-            let mut soonest = Duration::MAX;
-            for i in 0..exits {
-                let w = pacers.wait(i, at(now));
-                if w.is_zero() {
-                    if pick.is_none_or(|p| last_sent[i] < last_sent[p]) {
-                        pick = Some(i);
-                    }
-                } else {
-                    soonest = soonest.min(w);
-                }
-            }
-            let Some(exit) = pick else {
-                waited = true;
-                break now + ns(soonest).max(1);
-            };
-            pacers.take(exit, at(now));
-            let limited = std::mem::take(&mut waited);
-            sent += 1;
-            last_sent[exit] = sent;
-            if now >= warmup {
-                sent_after += 1;
-            }
-            if let Some(d) = cfg.demand_rps {
-                demand_next = now + (1.0e9 / d) as u64;
-            }
-            in_flight += 1;
-            let rtt = (ns(cfg.rtt) as f64 * (1.0 + cfg.rtt_noise * net.next_signed())) as u64;
-            let arrive = now + rtt / 2;
-            let (answer_at, kind) = match site.arrive(exit, arrive) {
-                Outcome::Served(left) => (left + rtt / 2, Kind::Ok),
-                Outcome::Failed(left) => (left + rtt / 2, Kind::Error),
-                Outcome::Reset => (now + rtt, Kind::Error),
-                Outcome::Hang => (now + ns(cfg.timeout), Kind::Error),
-                Outcome::Refused {
-                    forbidden: true, ..
-                } => (now + rtt, Kind::Forbidden),
-                Outcome::Refused { retry_after, .. } => {
-                    (now + rtt, Kind::Throttle(retry_after.map(ns)))
-                }
-            };
-            // No answer within the timeout: the crawler gives up.
-            let (answer_at, kind) = if answer_at - now > ns(cfg.timeout) {
-                (now + ns(cfg.timeout), Kind::Error)
-            } else {
-                (answer_at, kind)
-            };
-            answers.push(Reverse(Answer {
-                at_ns: answer_at,
-                sent_ns: now,
-                exit,
-                kind,
-                limited,
-            }));
-        };
+    while now < run.end {
+        run.apply_changes(now);
+        let next_send = run.send_ready(now);
         // Advance to whichever comes first: the next send or the next answer.
-        let next_answer = answers.peek().map_or(u64::MAX, |Reverse(a)| a.at_ns);
+        let next_answer = run.answers.peek().map_or(u64::MAX, |Reverse(a)| a.at_ns);
         if next_answer > next_send {
             now = next_send;
             continue;
         }
-        let Some(Reverse(a)) = answers.pop() else {
+        let Some(Reverse(a)) = run.answers.pop() else {
             break;
         };
         now = a.at_ns;
-        in_flight -= 1;
-        if cfg.trace {
-            trace.tick(now, in_flight, &policy, a.kind);
-        }
-        let counted = a.sent_ns >= warmup;
-        let signal = match a.kind {
+        run.receive(&a, now);
+    }
+    run.report()
+}
+
+/// What a run counts, over requests sent after the warm-up unless named otherwise.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Requests sent (whole run).
+    sent: u64,
+    /// Requests sent after the warm-up.
+    sent_after: u64,
+    ok: u64,
+    throttled: u64,
+    errors: u64,
+    /// Refusals of requests sent during the warm-up.
+    warmup_throttled: u64,
+    /// Sum of the successful answers' latencies, in nanoseconds.
+    latency_sum: u128,
+}
+
+impl Tally {
+    /// Count the answer to a request sent after the warm-up.
+    fn count(&mut self, a: &Answer) {
+        match a.kind {
             Kind::Ok => {
-                if counted {
-                    ok += 1;
-                    latency_sum += u128::from(a.at_ns - a.sent_ns);
-                }
-                Signal::Success
+                self.ok += 1;
+                self.latency_sum += u128::from(a.at_ns - a.sent_ns);
             }
-            Kind::Error => {
-                errors += u64::from(counted);
-                Signal::Error
+            Kind::Error => self.errors += 1,
+            Kind::Throttle(_) | Kind::Forbidden => self.throttled += 1,
+        }
+    }
+}
+
+/// The state of one simulated run: the site, the limiter under test, and the requests on
+/// their way.
+struct Run<'a> {
+    cfg: &'a SimConfig,
+    base: Instant,
+    end: u64,
+    warmup: u64,
+    exits: usize,
+    net: SplitMix64,
+    site: Site,
+    policy: HostPolicy,
+    pacers: Pacers,
+    /// The host's send count when each exit last sent to it: the longest ago goes next.
+    last_sent: Vec<u64>,
+    in_flight: usize,
+    answers: BinaryHeap<Reverse<Answer>>,
+    /// The crawler has no URL to send before this time (`SimConfig::demand_rps`).
+    demand_next: u64,
+    tally: Tally,
+    capacity_changed: bool,
+    service_changed: bool,
+    /// Whether the next send had to wait for a pacer (the crawler wanted to go faster).
+    waited: bool,
+    trace: Trace,
+}
+
+impl<'a> Run<'a> {
+    fn new(cfg: &'a SimConfig) -> Self {
+        let base = Instant::now();
+        let warmup = ns(cfg.warmup);
+        let exits = cfg.exits.max(1);
+        let mut site = Site::new(cfg.site.clone(), cfg.seed);
+        site.sample_from = warmup;
+        Self {
+            cfg,
+            base,
+            end: ns(cfg.duration),
+            warmup,
+            exits,
+            net: SplitMix64::new(cfg.seed),
+            site,
+            policy: HostPolicy::new(cfg.controller.clone(), exits, cfg.coupling, base),
+            pacers: Pacers::new(cfg, base),
+            last_sent: vec![0u64; exits],
+            in_flight: 0,
+            answers: BinaryHeap::new(),
+            demand_next: 0,
+            tally: Tally::default(),
+            capacity_changed: false,
+            service_changed: false,
+            waited: false,
+            trace: Trace::default(),
+        }
+    }
+
+    /// The instant `ns` nanoseconds into the run.
+    fn at(&self, ns: u64) -> Instant {
+        self.base + Duration::from_nanos(ns)
+    }
+
+    /// Scale the site's capacity or page time once their change is due.
+    fn apply_changes(&mut self, now: u64) {
+        if let Some((when, f)) = self.cfg.capacity_change {
+            if !self.capacity_changed && now >= ns(when) {
+                self.site.capacity_scale = f;
+                self.capacity_changed = true;
             }
-            Kind::Throttle(_) | Kind::Forbidden => {
-                if counted {
-                    throttled += 1;
-                } else {
-                    warm_thr += 1;
+        }
+        if let Some((when, f)) = self.cfg.service_change {
+            if !self.service_changed && now >= ns(when) {
+                self.site.service_scale = f;
+                self.service_changed = true;
+            }
+        }
+    }
+
+    /// Send everything the pacers, the concurrency limit and the URL supply allow now;
+    /// returns when the next send may be (`u64::MAX`: when an answer frees a slot).
+    fn send_ready(&mut self, now: u64) -> u64 {
+        loop {
+            if now < self.demand_next {
+                return self.demand_next;
+            }
+            if self.in_flight >= self.cfg.concurrency {
+                return u64::MAX;
+            }
+            match self.pick_exit(now) {
+                Ok(exit) => self.send(exit, now),
+                Err(soonest) => {
+                    self.waited = true;
+                    return now + ns(soonest).max(1);
                 }
-                match a.kind {
-                    Kind::Throttle(ra) => Signal::Throttle {
-                        retry_after: ra.map(Duration::from_nanos),
-                    },
-                    _ => Signal::Refused,
+            }
+        }
+    }
+
+    /// The exit the pacers allow now that sent to the host longest ago, or how long until
+    /// one is allowed.
+    fn pick_exit(&self, now: u64) -> Result<usize, Duration> {
+        let mut pick: Option<usize> = None;
+        let mut soonest = Duration::MAX;
+        for i in 0..self.exits {
+            let w = self.pacers.wait(i, self.at(now));
+            if w.is_zero() {
+                if pick.is_none_or(|p| self.last_sent[i] < self.last_sent[p]) {
+                    pick = Some(i);
                 }
+            } else {
+                soonest = soonest.min(w);
+            }
+        }
+        pick.ok_or(soonest)
+    }
+
+    /// Send one request through `exit`: the site's answer is queued for when it comes back.
+    fn send(&mut self, exit: usize, now: u64) {
+        let t = self.at(now);
+        self.pacers.take(exit, t);
+        let limited = std::mem::take(&mut self.waited);
+        self.tally.sent += 1;
+        self.last_sent[exit] = self.tally.sent;
+        if now >= self.warmup {
+            self.tally.sent_after += 1;
+        }
+        if let Some(d) = self.cfg.demand_rps {
+            self.demand_next = now + (1.0e9 / d) as u64;
+        }
+        self.in_flight += 1;
+        let cfg = self.cfg;
+        let rtt = (ns(cfg.rtt) as f64 * (1.0 + cfg.rtt_noise * self.net.next_signed())) as u64;
+        let arrive = now + rtt / 2;
+        let (answer_at, kind) = match self.site.arrive(exit, arrive) {
+            Outcome::Served(left) => (left + rtt / 2, Kind::Ok),
+            Outcome::Failed(left) => (left + rtt / 2, Kind::Error),
+            Outcome::Reset => (now + rtt, Kind::Error),
+            Outcome::Hang => (now + ns(cfg.timeout), Kind::Error),
+            Outcome::Refused {
+                forbidden: true, ..
+            } => (now + rtt, Kind::Forbidden),
+            Outcome::Refused { retry_after, .. } => {
+                (now + rtt, Kind::Throttle(retry_after.map(ns)))
             }
         };
+        // No answer within the timeout: the crawler gives up.
+        let (answer_at, kind) = if answer_at - now > ns(cfg.timeout) {
+            (now + ns(cfg.timeout), Kind::Error)
+        } else {
+            (answer_at, kind)
+        };
+        self.answers.push(Reverse(Answer {
+            at_ns: answer_at,
+            sent_ns: now,
+            exit,
+            kind,
+            limited,
+        }));
+    }
+
+    /// An answer comes back at `now`: count it and feed it to the host policy.
+    fn receive(&mut self, a: &Answer, now: u64) {
+        self.in_flight -= 1;
+        if self.cfg.trace {
+            self.trace.tick(now, self.in_flight, &self.policy, a.kind);
+        }
+        if a.sent_ns >= self.warmup {
+            self.tally.count(a);
+        } else if matches!(a.kind, Kind::Throttle(_) | Kind::Forbidden) {
+            self.tally.warmup_throttled += 1;
+        }
+        let signal = match a.kind {
+            Kind::Ok => Signal::Success,
+            Kind::Error => Signal::Error,
+            Kind::Throttle(ra) => Signal::Throttle {
+                retry_after: ra.map(Duration::from_nanos),
+            },
+            Kind::Forbidden => Signal::Refused,
+        };
         let response = Response {
-            sent_at: at(a.sent_ns),
+            sent_at: self.at(a.sent_ns),
             latency: Duration::from_nanos(a.at_ns - a.sent_ns),
             signal,
             limited: a.limited,
         };
-        for (lane, adj) in policy.on_response(a.exit, &response, at(now)) {
-            pacers.apply(lane, adj.interval, adj.pause_until, at(now));
+        let t = self.at(now);
+        for (lane, adj) in self.policy.on_response(a.exit, &response, t) {
+            self.pacers.apply(lane, adj.interval, adj.pause_until, t);
         }
     }
 
-    // Requests sent before the end whose answers are still on their way count too.
-    for Reverse(a) in answers {
-        if a.sent_ns >= warmup {
-            match a.kind {
-                Kind::Ok => {
-                    ok += 1;
-                    latency_sum += u128::from(a.at_ns - a.sent_ns);
-                }
-                Kind::Error => errors += 1,
-                _ => throttled += 1,
+    /// The figures at the end of the run.
+    fn report(mut self) -> SimReport {
+        let (cfg, warmup, end) = (self.cfg, self.warmup, self.end);
+        // Requests sent before the end whose answers are still on their way count too.
+        for Reverse(a) in std::mem::take(&mut self.answers) {
+            if a.sent_ns >= warmup {
+                self.tally.count(&a);
             }
         }
-    }
-    let window = end.saturating_sub(warmup) as f64 / 1.0e9;
-    let capacity_integral = capacity_integral(cfg, exits, warmup, end);
-    let answered = ok + throttled + errors;
-    let final_rps = policy
-        .controller(Lane::Host)
-        .map(|c| c.rate())
-        .unwrap_or_else(|| policy.lanes().map(|(_, c)| c.rate()).sum());
-    let decreases = policy.lanes().map(|(_, c)| c.decreases()).sum();
-    let knee = match cfg.site.shape {
-        Shape::Queue { workers, .. } => Some(f64::from(workers)),
-        _ => None,
-    };
-    let p99 = {
-        let mut v = std::mem::take(&mut site.in_flight);
-        v.sort_unstable();
-        v.get(v.len().saturating_sub(1) * 99 / 100).copied()
-    };
-    SimReport {
-        sent,
-        ok,
-        throttled,
-        errors,
-        goodput: ok as f64 / capacity_integral.max(1e-9),
-        throttled_fraction: throttled as f64 / answered.max(1) as f64,
-        warmup_throttled: warm_thr,
-        sent_fraction: cfg
-            .demand_rps
-            .map(|d| sent_after as f64 / (d * window).max(1e-9)),
-        mean_latency: Duration::from_nanos((latency_sum / u128::from(ok.max(1))) as u64),
-        final_rps,
-        decreases,
-        bans_after_warmup: site.ban_starts.iter().filter(|t| **t >= warmup).count(),
-        bans: site.ban_starts.len(),
-        in_flight_p99_over_knee: knee.zip(p99).map(|(k, p)| f64::from(p) / k),
-        detected: policy.detected(),
+        let Tally {
+            sent,
+            sent_after,
+            ok,
+            throttled,
+            errors,
+            warmup_throttled,
+            latency_sum,
+        } = self.tally;
+        let policy = &self.policy;
+        let site = &mut self.site;
+        let window = end.saturating_sub(warmup) as f64 / 1.0e9;
+        let capacity_integral = capacity_integral(cfg, self.exits, warmup, end);
+        let answered = ok + throttled + errors;
+        let final_rps = policy
+            .controller(Lane::Host)
+            .map(|c| c.rate())
+            .unwrap_or_else(|| policy.lanes().map(|(_, c)| c.rate()).sum());
+        let decreases = policy.lanes().map(|(_, c)| c.decreases()).sum();
+        let knee = match cfg.site.shape {
+            Shape::Queue { workers, .. } => Some(f64::from(workers)),
+            _ => None,
+        };
+        let p99 = {
+            let mut v = std::mem::take(&mut site.in_flight);
+            v.sort_unstable();
+            v.get(v.len().saturating_sub(1) * 99 / 100).copied()
+        };
+        SimReport {
+            sent,
+            ok,
+            throttled,
+            errors,
+            goodput: ok as f64 / capacity_integral.max(1e-9),
+            throttled_fraction: throttled as f64 / answered.max(1) as f64,
+            warmup_throttled,
+            sent_fraction: cfg
+                .demand_rps
+                .map(|d| sent_after as f64 / (d * window).max(1e-9)),
+            mean_latency: Duration::from_nanos((latency_sum / u128::from(ok.max(1))) as u64),
+            final_rps,
+            decreases,
+            bans_after_warmup: site.ban_starts.iter().filter(|t| **t >= warmup).count(),
+            bans: site.ban_starts.len(),
+            in_flight_p99_over_knee: knee.zip(p99).map(|(k, p)| f64::from(p) / k),
+            detected: policy.detected(),
+        }
     }
 }
 

@@ -128,6 +128,115 @@ impl Default for ScenarioRun {
     }
 }
 
+impl ScenarioSite {
+    /// The site's limit: `kind` and the fields that kind requires.
+    fn shape(&self) -> Result<Shape, String> {
+        let s = self;
+        let ms = Duration::from_millis;
+        let need = |v: Option<u64>, field: &str| {
+            v.ok_or_else(|| format!("site.{field}: required for kind = {:?}", s.kind))
+        };
+        Ok(match s.kind.as_str() {
+            "none" => Shape::None,
+            "token_bucket" => {
+                let capacity = s
+                    .capacity
+                    .ok_or("site.capacity: required for kind = \"token_bucket\"")?;
+                Shape::TokenBucket {
+                    capacity,
+                    burst: s.burst.unwrap_or(capacity / 10.0).max(1.0),
+                }
+            }
+            "window" => Shape::Window {
+                limit: need(s.limit.map(u64::from), "limit")? as u32,
+                window: ms(need(s.window_ms, "window_ms")?),
+            },
+            "ban" => Shape::Ban {
+                max: need(s.limit.map(u64::from), "limit")? as u32,
+                period: ms(need(s.window_ms, "window_ms")?),
+                ban: ms(need(s.ban_ms, "ban_ms")?),
+            },
+            "queue" => {
+                need(s.service_ms, "service_ms")?;
+                Shape::Queue {
+                    workers: s.workers.unwrap_or(8),
+                    max_wait: ms(s.max_wait_ms.unwrap_or(5000)),
+                }
+            }
+            other => {
+                return Err(format!(
+                    "site.kind: {other:?} is not a site model (expected \"token_bucket\", \
+                     \"window\", \"ban\", \"queue\" or \"none\")"
+                ))
+            }
+        })
+    }
+
+    /// How the site refuses: `refusal`, or the default for its kind.
+    fn refusal(&self) -> Result<Refusal, String> {
+        match self.refusal.as_deref() {
+            None if self.kind == "ban" => Ok(Refusal::Forbidden),
+            None | Some("throttle") => Ok(Refusal::Throttle),
+            Some("forbidden") => Ok(Refusal::Forbidden),
+            Some(other) => Err(format!(
+                "site.refusal: {other:?} is not a refusal (expected \"throttle\" or \"forbidden\")"
+            )),
+        }
+    }
+
+    /// Every fraction field is within 0.0..=1.0.
+    fn check_fractions(&self) -> Result<(), String> {
+        for (field, v) in [
+            ("rtt_noise", self.rtt_noise),
+            ("service_noise", self.service_noise),
+            ("tail_fraction", self.tail_fraction),
+            ("error_rate", self.error_rate),
+            ("reset_rate", self.reset_rate),
+            ("hang_rate", self.hang_rate),
+        ] {
+            if let Some(x) = v.filter(|x| !(0.0..=1.0).contains(x)) {
+                return Err(format!("site.{field}: {x} is outside 0.0..=1.0"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The site model, with the defaults of the fields left out.
+    fn model(&self, shape: Shape, refusal: Refusal) -> SiteModel {
+        let s = self;
+        let ms = Duration::from_millis;
+        SiteModel {
+            shape,
+            per_ip: s.per_ip.unwrap_or(false),
+            budgets: s.budgets.clone().unwrap_or_default(),
+            retry_after: s.retry_after_ms.map(ms),
+            window_retry_after: s.window_retry_after.unwrap_or(true),
+            refusal,
+            service: ms(s.service_ms.unwrap_or(0)),
+            service_noise: s.service_noise.unwrap_or(0.0),
+            tail_fraction: s.tail_fraction.unwrap_or(0.0),
+            tail_factor: s.tail_factor.unwrap_or(5.0),
+            error_rate: s.error_rate.unwrap_or(0.0),
+            reset_rate: s.reset_rate.unwrap_or(0.0),
+            hang_rate: s.hang_rate.unwrap_or(0.0),
+        }
+    }
+}
+
+impl ScenarioRun {
+    /// How exits share the host's budget: `scope`, as `limiter.scope`.
+    fn coupling(&self) -> Result<Coupling, String> {
+        match self.scope.as_str() {
+            "auto" => Ok(Coupling::Auto),
+            "exit_host" => Ok(Coupling::PerExit),
+            "host" => Ok(Coupling::Shared),
+            other => Err(format!(
+                "run.scope: {other:?} is not a scope (expected \"auto\", \"exit_host\" or \"host\")"
+            )),
+        }
+    }
+}
+
 /// Expected ranges `[low, high]` of a [`Scenario`].
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -164,92 +273,12 @@ impl Scenario {
     pub fn sim_config(&self, seed: u64) -> Result<SimConfig, String> {
         let s = &self.site;
         let ms = Duration::from_millis;
-        let need = |v: Option<u64>, field: &str| {
-            v.ok_or_else(|| format!("site.{field}: required for kind = {:?}", s.kind))
-        };
-        let shape = match s.kind.as_str() {
-            "none" => Shape::None,
-            "token_bucket" => {
-                let capacity = s
-                    .capacity
-                    .ok_or("site.capacity: required for kind = \"token_bucket\"")?;
-                Shape::TokenBucket {
-                    capacity,
-                    burst: s.burst.unwrap_or(capacity / 10.0).max(1.0),
-                }
-            }
-            "window" => Shape::Window {
-                limit: need(s.limit.map(u64::from), "limit")? as u32,
-                window: ms(need(s.window_ms, "window_ms")?),
-            },
-            "ban" => Shape::Ban {
-                max: need(s.limit.map(u64::from), "limit")? as u32,
-                period: ms(need(s.window_ms, "window_ms")?),
-                ban: ms(need(s.ban_ms, "ban_ms")?),
-            },
-            "queue" => {
-                need(s.service_ms, "service_ms")?;
-                Shape::Queue {
-                    workers: s.workers.unwrap_or(8),
-                    max_wait: ms(s.max_wait_ms.unwrap_or(5000)),
-                }
-            }
-            other => {
-                return Err(format!(
-                    "site.kind: {other:?} is not a site model (expected \"token_bucket\", \
-                     \"window\", \"ban\", \"queue\" or \"none\")"
-                ))
-            }
-        };
-        let refusal = match s.refusal.as_deref() {
-            None if s.kind == "ban" => Refusal::Forbidden,
-            None | Some("throttle") => Refusal::Throttle,
-            Some("forbidden") => Refusal::Forbidden,
-            Some(other) => {
-                return Err(format!(
-                "site.refusal: {other:?} is not a refusal (expected \"throttle\" or \"forbidden\")"
-            ))
-            }
-        };
-        let coupling = match self.run.scope.as_str() {
-            "auto" => Coupling::Auto,
-            "exit_host" => Coupling::PerExit,
-            "host" => Coupling::Shared,
-            other => {
-                return Err(format!(
-                    "run.scope: {other:?} is not a scope (expected \"auto\", \"exit_host\" or \"host\")"
-                ))
-            }
-        };
-        for (field, v) in [
-            ("rtt_noise", s.rtt_noise),
-            ("service_noise", s.service_noise),
-            ("tail_fraction", s.tail_fraction),
-            ("error_rate", s.error_rate),
-            ("reset_rate", s.reset_rate),
-            ("hang_rate", s.hang_rate),
-        ] {
-            if let Some(x) = v.filter(|x| !(0.0..=1.0).contains(x)) {
-                return Err(format!("site.{field}: {x} is outside 0.0..=1.0"));
-            }
-        }
-        let site = SiteModel {
-            shape,
-            per_ip: s.per_ip.unwrap_or(false),
-            budgets: s.budgets.clone().unwrap_or_default(),
-            retry_after: s.retry_after_ms.map(ms),
-            window_retry_after: s.window_retry_after.unwrap_or(true),
-            refusal,
-            service: ms(s.service_ms.unwrap_or(0)),
-            service_noise: s.service_noise.unwrap_or(0.0),
-            tail_fraction: s.tail_fraction.unwrap_or(0.0),
-            tail_factor: s.tail_factor.unwrap_or(5.0),
-            error_rate: s.error_rate.unwrap_or(0.0),
-            reset_rate: s.reset_rate.unwrap_or(0.0),
-            hang_rate: s.hang_rate.unwrap_or(0.0),
-        };
+        let shape = s.shape()?;
+        let refusal = s.refusal()?;
+        let coupling = self.run.coupling()?;
+        s.check_fractions()?;
         Ok(SimConfig {
-            site,
+            site: s.model(shape, refusal),
             capacity_change: s
                 .change_at_s
                 .zip(s.change_by)
