@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use exitcrawl::config::{Arbiters, Backend, ConfigError, Settings};
+use exitcrawl::config::{Arbiters, Backend, ConfigError, ExitSettings, Settings};
 use exitcrawl::health::HealthPolicy;
 use exitcrawl::limiter::TokenBucket;
 
@@ -87,38 +87,7 @@ impl Crawler {
         if System::try_current().is_none() {
             return Err(StartError::NoSystem);
         }
-        // Before anything starts: an exit whose source address is not on this host would
-        // otherwise fail through every URL's retries.
-        let unbindable: Vec<(usize, std::io::Error)> = settings
-            .exits
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.enabled)
-            .filter_map(|(i, e)| crate::net::test_bind(e.source_ip).err().map(|err| (i, err)))
-            .collect();
-        let enabled = settings.exits.iter().filter(|e| e.enabled).count();
-        if enabled > 0 && unbindable.len() == enabled {
-            return Err(StartError::NoExitCanBind(
-                unbindable
-                    .into_iter()
-                    .map(|(i, e)| {
-                        let x = &settings.exits[i];
-                        (x.name.clone(), x.source_ip, e)
-                    })
-                    .collect(),
-            ));
-        }
-        for (i, e) in &unbindable {
-            let x = &settings.exits[*i];
-            tracing::warn!(exit = %x.name, source_ip = %x.source_ip, error = %e, "exit cannot bind its source address; it starts ejected");
-        }
-        let start_failures: Vec<(usize, String)> = unbindable
-            .iter()
-            .map(|(i, e)| {
-                let x = &settings.exits[*i];
-                (*i, format!("bind {}:0 at start: {e}", x.source_ip))
-            })
-            .collect();
+        let start_failures = check_exits_bind(&settings)?;
         let settings = Arc::new(settings);
         let metrics = Metrics::new(settings.metrics.host_labels as usize);
         let metrics_addr = match settings.metrics.listen {
@@ -128,166 +97,28 @@ impl Crawler {
             ),
             None => None,
         };
-        let redis = match (&settings.limiter.backend, &settings.redis.url) {
-            (Backend::Redis, Some(url)) => {
-                let opts = RedisOptions {
-                    op_timeout: Duration::from_millis(settings.redis.op_timeout_ms),
-                    ..RedisOptions::default()
-                };
-                Some(Redis::connect(url, opts).map_err(StartError::Redis)?)
-            }
-            _ => None,
-        };
-        let c = &settings.crawler;
-        let dns = DnsCache::new(c.dns_ttl());
-        let mut arbiters = Vec::new();
-        let mut slots = Vec::new();
-        for e in &settings.exits {
-            let client = ClientOptions {
-                source_ip: e.source_ip,
-                max_concurrent: e.max_concurrent as usize,
-                per_host_connections: c.per_host_connections as usize,
-                connect_timeout: c.connect_timeout(),
-                timeout: c.timeout(),
-                keep_alive: c.keep_alive(),
-                max_redirects: c.max_redirects as usize,
-                user_agent: c.user_agent.clone(),
-                dns_ttl: c.dns_ttl(),
-            };
-            let opts = ExitOptions {
-                client,
-                max_body_bytes: usize::try_from(c.max_body_bytes).unwrap_or(usize::MAX),
-                throttle_statuses: settings.limiter.throttle_statuses.clone(),
-                headers: c
-                    .headers
-                    .iter()
-                    .map(|(n, v)| (n.clone(), v.clone()))
-                    .collect(),
-                cookies: c.cookies,
-                addresses: settings.crawl.address_rule(),
-            };
-            let dns = dns.clone();
-            let (addr, local) = match c.arbiters {
-                Arbiters::Single => {
-                    // Same Arbiter as the scheduler: it starts requests on the core itself.
-                    let core = ExitCore::new(opts, dns.clone());
-                    let addr = ExitActor::with_core(Rc::clone(&core), dns).start();
-                    (addr, Some(core))
-                }
-                Arbiters::PerExit => {
-                    // The awc client is !Send: it is built on the exit's own thread.
-                    let arbiter = Arbiter::new();
-                    let addr = ExitActor::start_in_arbiter(&arbiter.handle(), move |_| {
-                        ExitActor::new(opts, dns)
-                    });
-                    arbiters.push(arbiter);
-                    (addr, None)
-                }
-            };
-            let now = std::time::Instant::now();
-            metrics.register_exit(&e.name, e.source_ip, e.max_concurrent, e.enabled);
-            slots.push(ExitSlot {
-                name: Arc::from(e.name.as_str()),
-                source_ip: e.source_ip,
-                region: e.region.clone(),
-                enabled: e.enabled,
-                healthy: true,
-                addr,
-                local,
-                max_concurrent: e.max_concurrent,
-                active: 0,
-                bucket: e.quota().map(|q| TokenBucket::new(q, now)),
-                failing: false,
-            });
-        }
+        let redis = connect_redis(&settings)?;
+        let (slots, arbiters) = start_exits(&settings, &metrics);
         let exit_addrs: Vec<_> = slots.iter().map(|s| s.addr.clone()).collect();
-        let names: Vec<_> = slots.iter().map(|s| s.name.to_string()).collect();
-        let ips: Vec<_> = slots.iter().map(|s| s.source_ip).collect();
-        let h = &settings.health;
-        let health_opts = HealthOptions {
-            url: h.url.clone(),
-            interval: h.interval(),
-            timeout: h.timeout(),
-            policy: HealthPolicy {
-                consecutive_failures: h.consecutive_failures,
-                base_ejection: h.base_ejection(),
-                max_ejection: h.max_ejection(),
-                ..HealthPolicy::default()
-            },
-        };
-        let limiter_settings = settings.limiter.clone();
-        let exit_names: Vec<Arc<str>> = settings
-            .exits
-            .iter()
-            .map(|e| Arc::from(e.name.as_str()))
-            .collect();
-        let limiter_metrics = Arc::clone(&metrics);
-        let sched_settings = settings.clone();
-        let redis_for_limiter = redis.clone();
-        let sched_metrics = Arc::clone(&metrics);
-        let health_metrics = Arc::clone(&metrics);
         metrics.exits_available_ratio.set(
             settings.exits.iter().filter(|e| e.enabled).count() as f64
                 / settings.exits.len().max(1) as f64,
         );
         let lag = LagActor::new(Arc::clone(&metrics), Duration::from_millis(250)).start();
-        let mut limiter_addr = None;
-        let mut health_addr = None;
-        let mut queue_slots = None;
-        // Names this crawler's scheduler for `CrawlerHandle::fetch`'s direct path.
-        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (intake, intake_rx) = tokio::sync::mpsc::unbounded_channel();
-        let scheduler = SchedulerActor::create(|ctx| {
-            ctx.add_stream(Channel(intake_rx));
-            let me = ctx.address();
-            let mut limiter =
-                LimiterActor::new(limiter_settings, exit_names, vec![me.clone().recipient()])
-                    .with_metrics(limiter_metrics);
-            if let Some(r) = &redis_for_limiter {
-                limiter = limiter.with_shared_rates(SharedRates::new(r.clone()));
-            }
-            let limiter = limiter.start();
-            let health = HealthActor::new(
-                health_opts,
-                exit_addrs.clone(),
-                names,
-                ips,
-                me.clone().recipient(),
-                me.recipient(),
-                health_metrics,
-            )
-            .with_start_failures(start_failures)
-            .start();
-            let mut s = Scheduler::new(sched_settings, slots, sched_metrics);
-            if let Some(r) = &redis_for_limiter {
-                s.share_limits(SharedLimits {
-                    gcra: RedisGcra::new(r.clone()),
-                });
-            }
-            s.connect(limiter.clone(), health.clone());
-            s.attach(ctx);
-            queue_slots = Some(s.queue_slots());
-            limiter_addr = Some(limiter);
-            health_addr = Some(health);
-            let actor = SchedulerActor::new(s);
-            scheduler::register_local(id, Rc::downgrade(actor.state()));
-            actor
-        });
-        let Some(queue_slots) = queue_slots else {
-            unreachable!("SchedulerActor::create runs its closure before it returns")
-        };
+        let started = start_scheduler(
+            &settings,
+            slots,
+            &metrics,
+            redis.as_ref(),
+            start_failures,
+            &exit_addrs,
+        );
         Ok(CrawlerHandle {
-            scheduler,
-            ingress: Ingress {
-                id,
-                intake,
-                queue_slots,
-                metrics: Arc::clone(&metrics),
-            },
+            scheduler: started.scheduler,
+            ingress: started.ingress,
             exits: exit_addrs,
-            limiter: limiter_addr,
-            _health: health_addr,
+            limiter: started.limiter,
+            _health: started.health,
             _arbiters: Arc::new(arbiters),
             _lag: lag,
             redis,
@@ -295,6 +126,239 @@ impl Crawler {
             metrics,
             metrics_addr,
         })
+    }
+}
+
+/// Before anything starts: an exit whose source address is not on this host would
+/// otherwise fail through every URL's retries. Such exits are warned about and start
+/// ejected (returned: each one's index and why); when no enabled exit can bind, the
+/// crawler does not start.
+fn check_exits_bind(settings: &Settings) -> Result<Vec<(usize, String)>, StartError> {
+    let unbindable: Vec<(usize, std::io::Error)> = settings
+        .exits
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.enabled)
+        .filter_map(|(i, e)| crate::net::test_bind(e.source_ip).err().map(|err| (i, err)))
+        .collect();
+    let enabled = settings.exits.iter().filter(|e| e.enabled).count();
+    if enabled > 0 && unbindable.len() == enabled {
+        return Err(StartError::NoExitCanBind(
+            unbindable
+                .into_iter()
+                .map(|(i, e)| {
+                    let x = &settings.exits[i];
+                    (x.name.clone(), x.source_ip, e)
+                })
+                .collect(),
+        ));
+    }
+    for (i, e) in &unbindable {
+        let x = &settings.exits[*i];
+        tracing::warn!(exit = %x.name, source_ip = %x.source_ip, error = %e, "exit cannot bind its source address; it starts ejected");
+    }
+    Ok(unbindable
+        .iter()
+        .map(|(i, e)| {
+            let x = &settings.exits[*i];
+            (*i, format!("bind {}:0 at start: {e}", x.source_ip))
+        })
+        .collect())
+}
+
+/// Distributed mode (`[limiter] backend = "redis"` with `[redis] url`): the Redis
+/// connection; `None` otherwise.
+fn connect_redis(settings: &Settings) -> Result<Option<Redis>, StartError> {
+    Ok(match (&settings.limiter.backend, &settings.redis.url) {
+        (Backend::Redis, Some(url)) => {
+            let opts = RedisOptions {
+                op_timeout: Duration::from_millis(settings.redis.op_timeout_ms),
+                ..RedisOptions::default()
+            };
+            Some(Redis::connect(url, opts).map_err(StartError::Redis)?)
+        }
+        _ => None,
+    })
+}
+
+/// Start every exit's actor (on the current Arbiter or one of its own, per
+/// `crawler.arbiters`) and register its metrics: the scheduler's slots, in configuration
+/// order, and the Arbiters started.
+fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Arbiter>) {
+    let dns = DnsCache::new(settings.crawler.dns_ttl());
+    let mut arbiters = Vec::new();
+    let mut slots = Vec::new();
+    for e in &settings.exits {
+        let opts = exit_options(settings, e);
+        let dns = dns.clone();
+        let (addr, local) = match settings.crawler.arbiters {
+            Arbiters::Single => {
+                // Same Arbiter as the scheduler: it starts requests on the core itself.
+                let core = ExitCore::new(opts, dns.clone());
+                let addr = ExitActor::with_core(Rc::clone(&core), dns).start();
+                (addr, Some(core))
+            }
+            Arbiters::PerExit => {
+                // The awc client is !Send: it is built on the exit's own thread.
+                let arbiter = Arbiter::new();
+                let addr = ExitActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                    ExitActor::new(opts, dns)
+                });
+                arbiters.push(arbiter);
+                (addr, None)
+            }
+        };
+        let now = std::time::Instant::now();
+        metrics.register_exit(&e.name, e.source_ip, e.max_concurrent, e.enabled);
+        slots.push(ExitSlot {
+            name: Arc::from(e.name.as_str()),
+            source_ip: e.source_ip,
+            region: e.region.clone(),
+            enabled: e.enabled,
+            healthy: true,
+            addr,
+            local,
+            max_concurrent: e.max_concurrent,
+            active: 0,
+            bucket: e.quota().map(|q| TokenBucket::new(q, now)),
+            failing: false,
+        });
+    }
+    (slots, arbiters)
+}
+
+/// One exit's client and request settings, from `[crawler]`, `[limiter]` and `[crawl]`.
+fn exit_options(settings: &Settings, e: &ExitSettings) -> ExitOptions {
+    let c = &settings.crawler;
+    let client = ClientOptions {
+        source_ip: e.source_ip,
+        max_concurrent: e.max_concurrent as usize,
+        per_host_connections: c.per_host_connections as usize,
+        connect_timeout: c.connect_timeout(),
+        timeout: c.timeout(),
+        keep_alive: c.keep_alive(),
+        max_redirects: c.max_redirects as usize,
+        user_agent: c.user_agent.clone(),
+        dns_ttl: c.dns_ttl(),
+    };
+    ExitOptions {
+        client,
+        max_body_bytes: usize::try_from(c.max_body_bytes).unwrap_or(usize::MAX),
+        throttle_statuses: settings.limiter.throttle_statuses.clone(),
+        headers: c
+            .headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect(),
+        cookies: c.cookies,
+        addresses: settings.crawl.address_rule(),
+    }
+}
+
+/// The health checker's settings, from `[health]`.
+fn health_options(settings: &Settings) -> HealthOptions {
+    let h = &settings.health;
+    HealthOptions {
+        url: h.url.clone(),
+        interval: h.interval(),
+        timeout: h.timeout(),
+        policy: HealthPolicy {
+            consecutive_failures: h.consecutive_failures,
+            base_ejection: h.base_ejection(),
+            max_ejection: h.max_ejection(),
+            ..HealthPolicy::default()
+        },
+    }
+}
+
+/// What [`start_scheduler`] started.
+struct SchedulerParts {
+    scheduler: Addr<SchedulerActor>,
+    /// `CrawlerHandle::fetch`'s way in.
+    ingress: Ingress,
+    limiter: Option<Addr<LimiterActor>>,
+    health: Option<Addr<HealthActor>>,
+}
+
+/// Start the scheduler on the current Arbiter, with the limiter and the health checker
+/// it is connected to (sharing Redis's rates and limits in distributed mode).
+fn start_scheduler(
+    settings: &Arc<Settings>,
+    slots: Vec<ExitSlot>,
+    metrics: &Arc<Metrics>,
+    redis: Option<&Redis>,
+    start_failures: Vec<(usize, String)>,
+    exit_addrs: &[Addr<ExitActor>],
+) -> SchedulerParts {
+    let names: Vec<_> = slots.iter().map(|s| s.name.to_string()).collect();
+    let ips: Vec<_> = slots.iter().map(|s| s.source_ip).collect();
+    let health_opts = health_options(settings);
+    let limiter_settings = settings.limiter.clone();
+    let exit_names: Vec<Arc<str>> = settings
+        .exits
+        .iter()
+        .map(|e| Arc::from(e.name.as_str()))
+        .collect();
+    let limiter_metrics = Arc::clone(metrics);
+    let sched_settings = settings.clone();
+    let sched_metrics = Arc::clone(metrics);
+    let health_metrics = Arc::clone(metrics);
+    let mut limiter_addr = None;
+    let mut health_addr = None;
+    let mut queue_slots = None;
+    // Names this crawler's scheduler for `CrawlerHandle::fetch`'s direct path.
+    static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (intake, intake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let scheduler = SchedulerActor::create(|ctx| {
+        ctx.add_stream(Channel(intake_rx));
+        let me = ctx.address();
+        let mut limiter =
+            LimiterActor::new(limiter_settings, exit_names, vec![me.clone().recipient()])
+                .with_metrics(limiter_metrics);
+        if let Some(r) = redis {
+            limiter = limiter.with_shared_rates(SharedRates::new(r.clone()));
+        }
+        let limiter = limiter.start();
+        let health = HealthActor::new(
+            health_opts,
+            exit_addrs.to_vec(),
+            names,
+            ips,
+            me.clone().recipient(),
+            me.recipient(),
+            health_metrics,
+        )
+        .with_start_failures(start_failures)
+        .start();
+        let mut s = Scheduler::new(sched_settings, slots, sched_metrics);
+        if let Some(r) = redis {
+            s.share_limits(SharedLimits {
+                gcra: RedisGcra::new(r.clone()),
+            });
+        }
+        s.connect(limiter.clone(), health.clone());
+        s.attach(ctx);
+        queue_slots = Some(s.queue_slots());
+        limiter_addr = Some(limiter);
+        health_addr = Some(health);
+        let actor = SchedulerActor::new(s);
+        scheduler::register_local(id, Rc::downgrade(actor.state()));
+        actor
+    });
+    let Some(queue_slots) = queue_slots else {
+        unreachable!("SchedulerActor::create runs its closure before it returns")
+    };
+    SchedulerParts {
+        scheduler,
+        ingress: Ingress {
+            id,
+            intake,
+            queue_slots,
+            metrics: Arc::clone(metrics),
+        },
+        limiter: limiter_addr,
+        health: health_addr,
     }
 }
 

@@ -147,107 +147,128 @@ impl Metrics {
             redis_errors: Counter::default(),
             registry: Registry::with_prefix("exitcrawl"),
         };
-        m.registry.register(
+        m.register_exit_series();
+        m.register_limiter_series();
+        m.register_crawl_series();
+        m.register_redis_series();
+        Arc::new(m)
+    }
+
+    /// Per-exit series: health, load, requests and their durations, ejections.
+    fn register_exit_series(&mut self) {
+        self.registry.register(
             "exit_healthy",
             "1 when the exit takes work, 0 when ejected or disabled",
-            m.exit_healthy.clone(),
+            self.exit_healthy.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "exit_active_requests",
             "Requests in flight per exit",
-            m.exit_active.clone(),
+            self.exit_active.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "exit_max_concurrent",
             "Configured max_concurrent per exit",
-            m.exit_max_concurrent.clone(),
+            self.exit_max_concurrent.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "requests",
             "HTTP requests by outcome (ok, throttled, error) and status class",
-            m.requests.clone(),
+            self.requests.clone(),
         );
-        m.registry.register_with_unit(
+        self.registry.register_with_unit(
             "request_duration",
             "Time from send to the response head",
             prometheus_client::registry::Unit::Seconds,
-            m.request_duration.clone(),
+            self.request_duration.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "exit_ejections",
             "Times an exit was ejected by health checking",
-            m.ejections.clone(),
+            self.ejections.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "exit_consecutive_failures",
             "Failures in a row per exit",
-            m.consecutive_failures.clone(),
+            self.consecutive_failures.clone(),
         );
-        m.registry.register(
+    }
+
+    /// The limiter's series, per key.
+    fn register_limiter_series(&mut self) {
+        self.registry.register(
             "limiter_rate",
             "Current limiter rate per key, requests per second",
-            m.limiter_rate.clone(),
+            self.limiter_rate.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "limiter_scope",
             "Scope auto: 1 for what a host's throttles say about its limit (host: one budget \
              shared by the exits; per_ip: some exits have their own), 0 for the others",
-            m.limiter_scope.clone(),
+            self.limiter_scope.clone(),
         );
-        m.registry.register(
+    }
+
+    /// Crawl-wide series: answer bytes, available exits, the queue, URLs, retries and the
+    /// event loop's lag.
+    fn register_crawl_series(&mut self) {
+        self.registry.register(
             "response_body_wire_bytes",
             "Answer body bytes as they came over the wire (compressed, if they were)",
-            m.body_wire_bytes.clone(),
+            self.body_wire_bytes.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "response_body_bytes",
             "Answer body bytes once decoded",
-            m.body_bytes.clone(),
+            self.body_bytes.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "exits_available_ratio",
             "Available exits divided by configured exits",
-            m.exits_available_ratio.clone(),
+            self.exits_available_ratio.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "scheduler_queue_depth",
             "Fetches waiting in the scheduler queue",
-            m.queue_depth.clone(),
+            self.queue_depth.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "urls_done",
             "Fetches that got their reply",
-            m.urls_done.clone(),
+            self.urls_done.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "urls",
             "Fetches handed to the scheduler",
-            m.urls_total.clone(),
+            self.urls_total.clone(),
         );
-        m.registry
-            .register("retries", "Retries scheduled", m.retries.clone());
-        m.registry.register(
+        self.registry
+            .register("retries", "Retries scheduled", self.retries.clone());
+        self.registry.register(
             "retry_budget_refusals",
             "Retries refused by the retry budget",
-            m.retry_budget_refusals.clone(),
+            self.retry_budget_refusals.clone(),
         );
-        m.registry.register_with_unit(
+        self.registry.register_with_unit(
             "event_loop_lag",
             "Delay between when a timer tick was due and when it ran",
             prometheus_client::registry::Unit::Seconds,
-            m.event_loop_lag.clone(),
+            self.event_loop_lag.clone(),
         );
-        m.registry.register(
+    }
+
+    /// Distributed mode's series: the Redis connection.
+    fn register_redis_series(&mut self) {
+        self.registry.register(
             "redis_up",
             "Distributed mode: 1 while Redis answers, 0 during an outage",
-            m.redis_up.clone(),
+            self.redis_up.clone(),
         );
-        m.registry.register(
+        self.registry.register(
             "redis_errors",
             "Distributed mode: Redis checks that failed (paced locally instead)",
-            m.redis_errors.clone(),
+            self.redis_errors.clone(),
         );
-        Arc::new(m)
     }
 
     /// Create every per-exit series at its initial value, so dashboards and alerts see

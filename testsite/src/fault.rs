@@ -401,167 +401,207 @@ async fn connection(
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(2048);
     loop {
-        // Read one request head (bounded).
-        let end = loop {
-            if let Some(end) = find_head_end(&buf) {
-                break end;
-            }
-            if buf.len() > MAX_HEAD {
-                return Ok(());
-            }
-            let mut chunk = [0u8; 4096];
-            let n = match tokio::time::timeout(HANG_MAX, stream.read(&mut chunk)).await {
-                Ok(r) => r?,
-                Err(_) => return Ok(()),
-            };
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        };
-        let arrived = Instant::now();
-        let Some(head) = parse_head(&buf[..end]) else {
+        let Some((head, arrived)) = read_request(&mut stream, &mut buf).await? else {
             return Ok(());
         };
-        if head.body_len > MAX_REQUEST_BODY {
-            return Ok(());
-        }
-        // Skip the request body (the crawler's GETs have none).
-        while buf.len() < end + head.body_len {
-            let mut chunk = [0u8; 4096];
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        buf.drain(..end + head.body_len);
-
         let fault = fault_for(shared.cfg.faults.as_ref(), &head.path);
         let status = fault.map_or(200, |f| f.status());
         shared.record_fault_request(peer.ip(), &head.path, arrived, fault, status);
         let close = head.close;
-        match fault {
-            None => {
-                let mut out = response_head(
-                    200,
-                    "OK",
-                    shared.body.len() as u64,
-                    close,
-                    &[("content-type", "application/octet-stream")],
-                );
-                out.extend_from_slice(&shared.body);
-                write_all(&mut stream, &out).await?;
-            }
-            Some(Fault::Close) => return Ok(()),
-            Some(Fault::Hang) => {
-                // Read (and drop) whatever comes until the client closes or hang_max.
-                let deadline = tokio::time::Instant::now() + shared.cfg.hang_max;
-                let mut scratch = [0u8; 1024];
-                while let Ok(Ok(n)) =
-                    tokio::time::timeout_at(deadline, stream.read(&mut scratch)).await
-                {
-                    if n == 0 {
-                        break;
-                    }
-                }
-                return Ok(());
-            }
-            Some(Fault::Status(s)) => {
-                let body = format!("fault: status {s}\n");
-                let mut out = response_head(s, "Fault", body.len() as u64, close, &[]);
-                out.extend_from_slice(body.as_bytes());
-                write_all(&mut stream, &out).await?;
-            }
-            Some(Fault::TooMany(hint)) => {
-                let value = match hint {
-                    RetryHint::None => None,
-                    RetryHint::Seconds(n) => Some(n.to_string()),
-                    RetryHint::Date(n) => {
-                        // HTTP-dates have whole seconds: round up so the wait is ≥ n s.
-                        let now = SystemTime::now();
-                        let since = now
-                            .duration_since(SystemTime::UNIX_EPOCH)
-                            .unwrap_or_default();
-                        let up = Duration::from_secs(since.as_secs() + 1 + u64::from(n));
-                        Some(httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + up))
-                    }
-                };
-                let body = b"too many requests\n";
-                let extra: Vec<(&str, &str)> = value
-                    .as_deref()
-                    .map(|v| vec![("retry-after", v)])
-                    .unwrap_or_default();
-                let mut out =
-                    response_head(429, "Too Many Requests", body.len() as u64, close, &extra);
-                out.extend_from_slice(body);
-                write_all(&mut stream, &out).await?;
-            }
-            Some(Fault::BigBody(n)) => {
-                write_all(&mut stream, &response_head(200, "OK", n, close, &[])).await?;
-                let chunk = [b'b'; 16 * 1024];
-                let mut left = n;
-                while left > 0 {
-                    let k = left.min(chunk.len() as u64) as usize;
-                    write_all(&mut stream, &chunk[..k]).await?;
-                    shared.fault_bytes.fetch_add(k as u64, Ordering::Relaxed);
-                    left -= k as u64;
-                }
-            }
-            Some(Fault::Encoded(e)) => {
-                let body = e.page();
-                let extra = [
-                    ("content-encoding", e.name()),
-                    ("content-type", "text/html"),
-                ];
-                let mut out = response_head(200, "OK", body.len() as u64, close, &extra);
-                out.extend_from_slice(body);
-                write_all(&mut stream, &out).await?;
-                shared
-                    .fault_bytes
-                    .fetch_add(body.len() as u64, Ordering::Relaxed);
-            }
-            Some(Fault::ZstdBomb(n)) => {
-                let body = zstd_zeros(n);
-                let extra = [("content-encoding", "zstd")];
-                let mut out = response_head(200, "OK", body.len() as u64, close, &extra);
-                out.extend_from_slice(&body);
-                write_all(&mut stream, &out).await?;
-                shared
-                    .fault_bytes
-                    .fetch_add(body.len() as u64, Ordering::Relaxed);
-            }
-            Some(Fault::Trickle { bytes, every_ms }) => {
-                let h = response_head(200, "OK", u64::from(bytes), close, &[]);
-                write_all(&mut stream, &h).await?;
-                for _ in 0..bytes {
-                    actix_rt::time::sleep(Duration::from_millis(u64::from(every_ms))).await;
-                    write_all(&mut stream, b"t").await?;
-                    shared.fault_bytes.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            Some(Fault::Malformed) => {
-                write_all(
-                    &mut stream,
-                    b"HTTP/1.1 ??? garbage\r\nthis is not a header\r\n\r\n",
-                )
-                .await?;
-                return Ok(());
-            }
-            Some(Fault::RedirectLoop) => {
-                let out = response_head(302, "Found", 0, close, &[("location", &head.target)]);
-                write_all(&mut stream, &out).await?;
-            }
-            Some(Fault::RedirectScheme) => {
-                let location = format!("ftp://127.0.0.1:{port}/landed{}", head.path);
-                let out = response_head(302, "Found", 0, close, &[("location", &location)]);
-                write_all(&mut stream, &out).await?;
-            }
+        if !answer(&mut stream, &head, fault, port, shared).await? {
+            return Ok(());
         }
         if close {
             return Ok(());
         }
     }
+}
+
+/// Read the next request from `buf` and the stream: its head (bounded) and when it
+/// arrived; its body is skipped (the crawler's GETs have none). `None`: the connection
+/// ends (closed, silent for `HANG_MAX`, or a head too long or malformed).
+async fn read_request(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<(Head, Instant)>> {
+    // Read one request head (bounded).
+    let end = loop {
+        if let Some(end) = find_head_end(buf) {
+            break end;
+        }
+        if buf.len() > MAX_HEAD {
+            return Ok(None);
+        }
+        let mut chunk = [0u8; 4096];
+        let n = match tokio::time::timeout(HANG_MAX, stream.read(&mut chunk)).await {
+            Ok(r) => r?,
+            Err(_) => return Ok(None),
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let arrived = Instant::now();
+    let Some(head) = parse_head(&buf[..end]) else {
+        return Ok(None);
+    };
+    if head.body_len > MAX_REQUEST_BODY {
+        return Ok(None);
+    }
+    // Skip the request body (the crawler's GETs have none).
+    while buf.len() < end + head.body_len {
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    buf.drain(..end + head.body_len);
+    Ok(Some((head, arrived)))
+}
+
+/// Answer one request: 200 with the site's body, or what `fault` says. `Ok(false)`: the
+/// fault ends the connection.
+async fn answer(
+    stream: &mut TcpStream,
+    head: &Head,
+    fault: Option<Fault>,
+    port: u16,
+    shared: &Shared,
+) -> std::io::Result<bool> {
+    let close = head.close;
+    match fault {
+        None => {
+            let mut out = response_head(
+                200,
+                "OK",
+                shared.body.len() as u64,
+                close,
+                &[("content-type", "application/octet-stream")],
+            );
+            out.extend_from_slice(&shared.body);
+            write_all(stream, &out).await?;
+        }
+        Some(Fault::Close) => return Ok(false),
+        Some(Fault::Hang) => {
+            hang(stream, shared.cfg.hang_max).await;
+            return Ok(false);
+        }
+        Some(Fault::Status(s)) => {
+            let body = format!("fault: status {s}\n");
+            let mut out = response_head(s, "Fault", body.len() as u64, close, &[]);
+            out.extend_from_slice(body.as_bytes());
+            write_all(stream, &out).await?;
+        }
+        Some(Fault::TooMany(hint)) => {
+            let value = retry_after(hint);
+            let body = b"too many requests\n";
+            let extra: Vec<(&str, &str)> = value
+                .as_deref()
+                .map(|v| vec![("retry-after", v)])
+                .unwrap_or_default();
+            let mut out = response_head(429, "Too Many Requests", body.len() as u64, close, &extra);
+            out.extend_from_slice(body);
+            write_all(stream, &out).await?;
+        }
+        Some(Fault::BigBody(n)) => {
+            write_all(stream, &response_head(200, "OK", n, close, &[])).await?;
+            let chunk = [b'b'; 16 * 1024];
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(chunk.len() as u64) as usize;
+                write_all(stream, &chunk[..k]).await?;
+                shared.fault_bytes.fetch_add(k as u64, Ordering::Relaxed);
+                left -= k as u64;
+            }
+        }
+        Some(Fault::Encoded(e)) => {
+            let extra = [
+                ("content-encoding", e.name()),
+                ("content-type", "text/html"),
+            ];
+            write_counted_body(stream, e.page(), close, &extra, shared).await?;
+        }
+        Some(Fault::ZstdBomb(n)) => {
+            let body = zstd_zeros(n);
+            let extra = [("content-encoding", "zstd")];
+            write_counted_body(stream, &body, close, &extra, shared).await?;
+        }
+        Some(Fault::Trickle { bytes, every_ms }) => {
+            let h = response_head(200, "OK", u64::from(bytes), close, &[]);
+            write_all(stream, &h).await?;
+            for _ in 0..bytes {
+                actix_rt::time::sleep(Duration::from_millis(u64::from(every_ms))).await;
+                write_all(stream, b"t").await?;
+                shared.fault_bytes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Some(Fault::Malformed) => {
+            write_all(
+                stream,
+                b"HTTP/1.1 ??? garbage\r\nthis is not a header\r\n\r\n",
+            )
+            .await?;
+            return Ok(false);
+        }
+        Some(Fault::RedirectLoop) => {
+            let out = response_head(302, "Found", 0, close, &[("location", &head.target)]);
+            write_all(stream, &out).await?;
+        }
+        Some(Fault::RedirectScheme) => {
+            let location = format!("ftp://127.0.0.1:{port}/landed{}", head.path);
+            let out = response_head(302, "Found", 0, close, &[("location", &location)]);
+            write_all(stream, &out).await?;
+        }
+    }
+    Ok(true)
+}
+
+/// Read (and drop) whatever comes until the client closes or `hang_max`.
+async fn hang(stream: &mut TcpStream, hang_max: Duration) {
+    let deadline = tokio::time::Instant::now() + hang_max;
+    let mut scratch = [0u8; 1024];
+    while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, stream.read(&mut scratch)).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+/// The Retry-After value of a 429 fault, if it has one.
+fn retry_after(hint: RetryHint) -> Option<String> {
+    match hint {
+        RetryHint::None => None,
+        RetryHint::Seconds(n) => Some(n.to_string()),
+        RetryHint::Date(n) => {
+            // HTTP-dates have whole seconds: round up so the wait is ≥ n s.
+            let now = SystemTime::now();
+            let since = now
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            let up = Duration::from_secs(since.as_secs() + 1 + u64::from(n));
+            Some(httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + up))
+        }
+    }
+}
+
+/// A 200 with `body` (and the `extra` headers), its bytes counted in `fault_bytes`.
+async fn write_counted_body(
+    stream: &mut TcpStream,
+    body: &[u8],
+    close: bool,
+    extra: &[(&str, &str)],
+    shared: &Shared,
+) -> std::io::Result<()> {
+    let mut out = response_head(200, "OK", body.len() as u64, close, extra);
+    out.extend_from_slice(body);
+    write_all(stream, &out).await?;
+    shared
+        .fault_bytes
+        .fetch_add(body.len() as u64, Ordering::Relaxed);
+    Ok(())
 }
 
 /// A request the fault listener saw, for [`Shared::record_fault_request`].
