@@ -5,7 +5,7 @@
 //! expected ranges written in each file; `--markdown` prints the README's table (one row
 //! per scenario: the worst of its seeds).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use exitcrawl::sim::{simulate, Scenario, SimReport};
 
@@ -14,6 +14,39 @@ fn main() {
     let markdown = args.iter().any(|a| a == "--markdown");
     let trace = args.iter().any(|a| a == "--trace");
     let filter = args.iter().find(|a| !a.starts_with("--")).cloned();
+    let files = scenario_files();
+    print_header(markdown);
+    let mut all_met = true;
+    for path in files {
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("?")
+            .to_owned();
+        if filter.as_ref().is_some_and(|f| !stem.contains(f.as_str())) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable scenario");
+        let scenario = match Scenario::parse(&text) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{}: {e}", path.display());
+                continue;
+            }
+        };
+        let runs = run_seeds(&path, &stem, &scenario, trace, markdown);
+        all_met &= runs.iter().all(|r| r.1.is_empty());
+        if markdown && !runs.is_empty() {
+            print_markdown_row(&stem, &scenario, &runs);
+        }
+    }
+    if !all_met {
+        std::process::exit(1);
+    }
+}
+
+/// The scenario files of `tests/scenarios/`, sorted.
+fn scenario_files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("tests/scenarios exists")
@@ -21,6 +54,11 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
+    files
+}
+
+/// The table's header: the README's markdown table, or one column per figure of a run.
+fn print_header(markdown: bool) {
     if markdown {
         println!("| scenario | what it models | goodput | throttled | expected goodput | expected throttled | also | met |");
         println!("|---|---|---|---|---|---|---|---|");
@@ -40,105 +78,105 @@ fn main() {
             "scope"
         );
     }
-    let mut all_met = true;
-    for path in files {
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("?")
-            .to_owned();
-        if filter.as_ref().is_some_and(|f| !stem.contains(f.as_str())) {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("readable scenario");
-        let scenario = match Scenario::parse(&text) {
-            Ok(s) => s,
+}
+
+/// Simulate every seed of `scenario` (a row each unless `markdown`): each run's report
+/// and the expectations it missed. A seed whose configuration is invalid ends the list.
+fn run_seeds(
+    path: &Path,
+    stem: &str,
+    scenario: &Scenario,
+    trace: bool,
+    markdown: bool,
+) -> Vec<(SimReport, Vec<String>)> {
+    let mut runs: Vec<(SimReport, Vec<String>)> = vec![];
+    for &seed in &scenario.run.seeds {
+        let cfg = match scenario.sim_config(seed) {
+            Ok(c) => c,
             Err(e) => {
                 eprintln!("{}: {e}", path.display());
-                continue;
+                break;
             }
         };
-        let mut runs: Vec<(SimReport, Vec<String>)> = vec![];
-        for &seed in &scenario.run.seeds {
-            let cfg = match scenario.sim_config(seed) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("{}: {e}", path.display());
-                    break;
-                }
-            };
-            let r = simulate(&exitcrawl::sim::SimConfig { trace, ..cfg });
-            let misses = scenario.misses(&r);
-            all_met &= misses.is_empty();
-            if !markdown {
-                println!(
-                    "{:<28} {:>4} {:>8.3} {:>8.3}% {:>8} {:>8.1} {:>8.1} {:>7} {:>5} {:>7} {:<7} {}",
-                    stem,
-                    seed,
-                    r.goodput,
-                    100.0 * r.throttled_fraction,
-                    r.warmup_throttled,
-                    r.final_rps,
-                    r.mean_latency.as_secs_f64() * 1000.0,
-                    r.errors,
-                    r.bans_after_warmup,
-                    r.in_flight_p99_over_knee
-                        .map_or_else(|| "-".into(), |x| format!("{x:.2}")),
-                    r.detected.as_str(),
-                    if misses.is_empty() { "yes".into() } else { misses.join("; ") }
-                );
-            }
-            runs.push((r, misses));
+        let r = simulate(&exitcrawl::sim::SimConfig { trace, ..cfg });
+        let misses = scenario.misses(&r);
+        if !markdown {
+            print_run_row(stem, seed, &r, &misses);
         }
-        if markdown && !runs.is_empty() {
-            let g_lo = runs.iter().map(|r| r.0.goodput).fold(f64::MAX, f64::min);
-            let g_hi = runs.iter().map(|r| r.0.goodput).fold(f64::MIN, f64::max);
-            let t_hi = runs
-                .iter()
-                .map(|r| r.0.throttled_fraction)
-                .fold(0.0, f64::max);
-            let met = runs.iter().all(|r| r.1.is_empty());
-            let e = &scenario.expect;
-            let mut also = vec![];
-            if e.max_bans_after_warmup.is_some() {
-                let bans: usize = runs
-                    .iter()
-                    .map(|r| r.0.bans_after_warmup)
-                    .max()
-                    .unwrap_or(0);
-                also.push(format!("{bans} bans after warm-up"));
-            }
-            if let Some(k) = runs
-                .iter()
-                .filter_map(|r| r.0.in_flight_p99_over_knee)
-                .reduce(f64::max)
-            {
-                also.push(format!("in-flight p99 ≤ {k:.2} × knee"));
-            }
-            if let Some(f) = runs
-                .iter()
-                .filter_map(|r| r.0.sent_fraction)
-                .reduce(f64::min)
-            {
-                also.push(format!("sent ≥ {f:.3} of demand"));
-            }
-            if let Some(d) = &e.detected {
-                also.push(format!("scope {d}"));
-            }
-            println!(
-                "| `{stem}` | {} | {g_lo:.3}–{g_hi:.3} | ≤ {:.2} % | {:.2}–{:.2} | {:.1}–{:.1} % | {} | {} |",
-                scenario.name,
-                100.0 * t_hi,
-                e.goodput[0],
-                e.goodput[1],
-                100.0 * e.throttled[0],
-                100.0 * e.throttled[1],
-                also.join(", "),
-                if met { "yes" } else { "**no**" }
-            );
+        runs.push((r, misses));
+    }
+    runs
+}
+
+/// One seed's figures, and the expectations it missed (`yes`: none).
+fn print_run_row(stem: &str, seed: u64, r: &SimReport, misses: &[String]) {
+    println!(
+        "{:<28} {:>4} {:>8.3} {:>8.3}% {:>8} {:>8.1} {:>8.1} {:>7} {:>5} {:>7} {:<7} {}",
+        stem,
+        seed,
+        r.goodput,
+        100.0 * r.throttled_fraction,
+        r.warmup_throttled,
+        r.final_rps,
+        r.mean_latency.as_secs_f64() * 1000.0,
+        r.errors,
+        r.bans_after_warmup,
+        r.in_flight_p99_over_knee
+            .map_or_else(|| "-".into(), |x| format!("{x:.2}")),
+        r.detected.as_str(),
+        if misses.is_empty() {
+            "yes".into()
+        } else {
+            misses.join("; ")
         }
+    );
+}
+
+/// The README's row for one scenario: the worst of its seeds against the expected ranges.
+fn print_markdown_row(stem: &str, scenario: &Scenario, runs: &[(SimReport, Vec<String>)]) {
+    let g_lo = runs.iter().map(|r| r.0.goodput).fold(f64::MAX, f64::min);
+    let g_hi = runs.iter().map(|r| r.0.goodput).fold(f64::MIN, f64::max);
+    let t_hi = runs
+        .iter()
+        .map(|r| r.0.throttled_fraction)
+        .fold(0.0, f64::max);
+    let met = runs.iter().all(|r| r.1.is_empty());
+    let e = &scenario.expect;
+    let mut also = vec![];
+    if e.max_bans_after_warmup.is_some() {
+        let bans: usize = runs
+            .iter()
+            .map(|r| r.0.bans_after_warmup)
+            .max()
+            .unwrap_or(0);
+        also.push(format!("{bans} bans after warm-up"));
     }
-    if !all_met {
-        std::process::exit(1);
+    if let Some(k) = runs
+        .iter()
+        .filter_map(|r| r.0.in_flight_p99_over_knee)
+        .reduce(f64::max)
+    {
+        also.push(format!("in-flight p99 ≤ {k:.2} × knee"));
     }
+    if let Some(f) = runs
+        .iter()
+        .filter_map(|r| r.0.sent_fraction)
+        .reduce(f64::min)
+    {
+        also.push(format!("sent ≥ {f:.3} of demand"));
+    }
+    if let Some(d) = &e.detected {
+        also.push(format!("scope {d}"));
+    }
+    println!(
+        "| `{stem}` | {} | {g_lo:.3}–{g_hi:.3} | ≤ {:.2} % | {:.2}–{:.2} | {:.1}–{:.1} % | {} | {} |",
+        scenario.name,
+        100.0 * t_hi,
+        e.goodput[0],
+        e.goodput[1],
+        100.0 * e.throttled[0],
+        100.0 * e.throttled[1],
+        also.join(", "),
+        if met { "yes" } else { "**no**" }
+    );
 }

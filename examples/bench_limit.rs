@@ -89,6 +89,7 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// Every shape, in the order they run.
 fn shapes() -> Vec<Shape> {
     let site = SiteConfig {
         log_requests: true,
@@ -96,6 +97,16 @@ fn shapes() -> Vec<Shape> {
         fast_rejections: true,
         ..SiteConfig::default()
     };
+    let mut all = bucket_shapes(&site);
+    all.extend(burst1_and_slow_shapes(&site));
+    all.extend(window_and_ban_shapes(&site));
+    all.extend(queue_and_fault_shapes(&site));
+    all
+}
+
+/// Token buckets with a burst (target: goodput ≥ 0.95, ≤ 1 % refused): one for the
+/// host, or one per source IP.
+fn bucket_shapes(site: &SiteConfig) -> Vec<Shape> {
     vec![
         Shape {
             name: "host-300-noisy",
@@ -157,6 +168,12 @@ fn shapes() -> Vec<Shape> {
             warmup: Duration::from_secs(10),
             faults: false,
         },
+    ]
+}
+
+/// Buckets without a burst and slow sites (target: goodput ≥ 0.85, ≤ 1 % refused).
+fn burst1_and_slow_shapes(site: &SiteConfig) -> Vec<Shape> {
+    vec![
         Shape {
             name: "burst1-host-100",
             what: "nginx limit_req 100 r/s without burst= for the host, 503 without Retry-After; pages 20 ms ± 30 %",
@@ -200,6 +217,13 @@ fn shapes() -> Vec<Shape> {
             warmup: Duration::from_secs(20),
             faults: false,
         },
+    ]
+}
+
+/// A quota window (target: goodput ≥ 0.90) and a WAF ban rule (target: no ban after the
+/// warm-up).
+fn window_and_ban_shapes(site: &SiteConfig) -> Vec<Shape> {
+    vec![
         Shape {
             name: "window-600-per-10s",
             what: "a quota of 600 per 10 s for the host (60/s), 429 with Retry-After and X-RateLimit-* headers",
@@ -232,6 +256,12 @@ fn shapes() -> Vec<Shape> {
             warmup: Duration::from_secs(60),
             faults: false,
         },
+    ]
+}
+
+/// A site that queues instead of refusing, and one without a limit but with faults.
+fn queue_and_fault_shapes(site: &SiteConfig) -> Vec<Shape> {
+    vec![
         Shape {
             name: "queue-8x40ms",
             what: "an app server that queues instead of refusing: 8 workers × 40 ms (200/s)",

@@ -22,10 +22,12 @@
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
-use exitcrawl_actors::{Crawler, Fetch};
+use exitcrawl_actors::metrics::Metrics;
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 
 struct Args {
@@ -91,24 +93,8 @@ async fn run(a: Args) -> bool {
         log_requests: false,
         ..SiteConfig::default()
     });
-    let per_exit = a.concurrency.div_ceil(u32::from(a.exits));
-    let exits = (2..2 + a.exits)
-        .map(|i| {
-            let ip: IpAddr = format!("127.0.0.{i}").parse().expect("ip");
-            let mut e = ExitSettings::new(format!("e{i}"), ip);
-            e.max_concurrent = per_exit;
-            e
-        })
-        .collect();
     let queue = a.queue.unwrap_or(2 * a.concurrency);
-    let mut s = Settings::with_exits(exits);
-    s.limiter.algorithm = Algorithm::None;
-    s.crawler.concurrency = a.concurrency;
-    s.crawler.per_host_connections = per_exit;
-    s.crawler.queue_capacity = queue;
-    s.crawler.timeout_ms = 30_000;
-    s.crawler.connect_timeout_ms = 5_000;
-    let h = match Crawler::start(s) {
+    let h = match Crawler::start(settings(&a, queue)) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("bench_load: {e}");
@@ -118,52 +104,22 @@ async fn run(a: Args) -> bool {
 
     let base = site.base_url();
     let next = Rc::new(Cell::new(0usize));
-    // replies[i]: how many replies URL i got; errors counted apart.
-    let replies = Rc::new(RefCell::new(vec![0u8; a.count]));
-    let errors = Rc::new(Cell::new(0usize));
-    let mismatched = Rc::new(Cell::new(0usize));
+    let tally = Tally::new(a.count);
     let done = Rc::new(Cell::new(false));
     let peak = Rc::new(Cell::new(0i64));
-    let sampler = {
-        let (done, peak, m) = (done.clone(), peak.clone(), h.metrics().clone());
-        actix_rt::spawn(async move {
-            while !done.get() {
-                peak.set(peak.get().max(m.queue_depth.get()));
-                actix_rt::time::sleep(Duration::from_millis(1)).await;
-            }
-        })
-    };
+    let sampler = sample_queue_depth(done.clone(), peak.clone(), h.metrics().clone());
     let outstanding = (a.concurrency + 2 * queue) as usize;
     let t0 = Instant::now();
     let workers: Vec<_> = (0..outstanding.min(a.count))
         .map(|_| {
-            let (h, base, next) = (h.clone(), base.clone(), next.clone());
-            let (replies, errors, mismatched) =
-                (replies.clone(), errors.clone(), mismatched.clone());
-            let count = a.count;
-            actix_rt::spawn(async move {
-                loop {
-                    let i = next.get();
-                    if i >= count {
-                        break;
-                    }
-                    next.set(i + 1);
-                    let url = format!("{base}/b/{i}");
-                    let r = h.fetch(Fetch::get(url.clone())).await;
-                    let got = match &r {
-                        Ok(resp) => &resp.url,
-                        Err(e) => &e.url,
-                    };
-                    if *got != url {
-                        mismatched.set(mismatched.get() + 1);
-                    }
-                    if !r.is_ok_and(|r| r.status == 200) {
-                        errors.set(errors.get() + 1);
-                    }
-                    let mut rs = replies.borrow_mut();
-                    rs[i] = rs[i].saturating_add(1);
-                }
-            })
+            let worker = fetch_urls(
+                h.clone(),
+                base.clone(),
+                next.clone(),
+                a.count,
+                tally.clone(),
+            );
+            actix_rt::spawn(worker)
         })
         .collect();
     for w in workers {
@@ -172,8 +128,108 @@ async fn run(a: Args) -> bool {
     let elapsed = t0.elapsed();
     done.set(true);
     let _ = sampler.await;
-    let peak = peak.get();
-    let rs = replies.borrow();
+    report(&a, queue, elapsed, peak.get(), &tally, &site)
+}
+
+/// The crawler's settings: `a.exits` exits from 127.0.0.2 sharing `a.concurrency`, no
+/// rate limit, a queue of `queue` fetches.
+fn settings(a: &Args, queue: u32) -> Settings {
+    let per_exit = a.concurrency.div_ceil(u32::from(a.exits));
+    let exits = (2..2 + a.exits)
+        .map(|i| {
+            let ip: IpAddr = format!("127.0.0.{i}").parse().expect("ip");
+            let mut e = ExitSettings::new(format!("e{i}"), ip);
+            e.max_concurrent = per_exit;
+            e
+        })
+        .collect();
+    let mut s = Settings::with_exits(exits);
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.concurrency = a.concurrency;
+    s.crawler.per_host_connections = per_exit;
+    s.crawler.queue_capacity = queue;
+    s.crawler.timeout_ms = 30_000;
+    s.crawler.connect_timeout_ms = 5_000;
+    s
+}
+
+/// Every millisecond until `done`: the scheduler's queue depth, its peak kept in `peak`.
+fn sample_queue_depth(
+    done: Rc<Cell<bool>>,
+    peak: Rc<Cell<i64>>,
+    m: Arc<Metrics>,
+) -> actix_rt::task::JoinHandle<()> {
+    actix_rt::spawn(async move {
+        while !done.get() {
+            peak.set(peak.get().max(m.queue_depth.get()));
+            actix_rt::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+}
+
+/// What the workers saw, shared between them.
+#[derive(Clone)]
+struct Tally {
+    /// `replies[i]`: how many replies URL i got.
+    replies: Rc<RefCell<Vec<u8>>>,
+    /// Replies that were not a 200.
+    errors: Rc<Cell<usize>>,
+    /// Replies naming another URL than the fetch's.
+    mismatched: Rc<Cell<usize>>,
+}
+
+impl Tally {
+    fn new(count: usize) -> Self {
+        Self {
+            replies: Rc::new(RefCell::new(vec![0u8; count])),
+            errors: Rc::new(Cell::new(0usize)),
+            mismatched: Rc::new(Cell::new(0usize)),
+        }
+    }
+}
+
+/// One worker: fetch the next URL number (from `next`) until `count`, one at a time.
+async fn fetch_urls(
+    h: CrawlerHandle,
+    base: String,
+    next: Rc<Cell<usize>>,
+    count: usize,
+    tally: Tally,
+) {
+    loop {
+        let i = next.get();
+        if i >= count {
+            break;
+        }
+        next.set(i + 1);
+        let url = format!("{base}/b/{i}");
+        let r = h.fetch(Fetch::get(url.clone())).await;
+        let got = match &r {
+            Ok(resp) => &resp.url,
+            Err(e) => &e.url,
+        };
+        if *got != url {
+            tally.mismatched.set(tally.mismatched.get() + 1);
+        }
+        if !r.is_ok_and(|r| r.status == 200) {
+            tally.errors.set(tally.errors.get() + 1);
+        }
+        let mut rs = tally.replies.borrow_mut();
+        rs[i] = rs[i].saturating_add(1);
+    }
+}
+
+/// Print the figures; true when no result was lost, duplicated or wrong and the queue
+/// stayed within its capacity.
+fn report(
+    a: &Args,
+    queue: u32,
+    elapsed: Duration,
+    peak: i64,
+    tally: &Tally,
+    site: &TestSite,
+) -> bool {
+    let rs = tally.replies.borrow();
     let lost = rs.iter().filter(|n| **n == 0).count();
     let duplicated = rs.iter().filter(|n| **n > 1).count();
     let stats = site.stats();
@@ -189,8 +245,8 @@ async fn run(a: Args) -> bool {
     );
     println!(
         "  replies: lost {lost}, duplicated {duplicated}, for another URL {}, errors {}",
-        mismatched.get(),
-        errors.get()
+        tally.mismatched.get(),
+        tally.errors.get()
     );
     println!(
         "  site: {} requests, peak in flight {}",
@@ -203,8 +259,8 @@ async fn run(a: Args) -> bool {
     }
     let ok = lost == 0
         && duplicated == 0
-        && mismatched.get() == 0
-        && errors.get() == 0
+        && tally.mismatched.get() == 0
+        && tally.errors.get() == 0
         && stats.requests == a.count as u64
         && peak <= i64::from(queue);
     println!("  {}", if ok { "OK" } else { "FAILED" });

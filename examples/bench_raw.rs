@@ -351,6 +351,104 @@ fn report(label: &str, r: &Run) {
     );
 }
 
+/// The paths measured against the bare loop, as (label, how): the actor hop (`--floor`),
+/// then the crawler for each `--arbiters` layout and `--via`. `None` (said on stderr) when
+/// a crawler cannot start.
+fn start_paths(
+    args: &Args,
+    c: usize,
+    run_bare: bool,
+    run_actor: bool,
+) -> Option<Vec<(String, Path)>> {
+    let mut handles: Vec<(String, Path)> = Vec::new();
+    if run_bare && args.floor {
+        use actix::Actor as _;
+        handles.push(("bare + 1 actor hop".into(), Path::Hop(Echo.start())));
+    }
+    if run_actor {
+        for &arbiters in &args.arbiters {
+            match Crawler::start(crawler_settings(c, arbiters)) {
+                Ok(h) => {
+                    for &via in &args.via {
+                        let label = match (args.via.len(), via) {
+                            (1, _) => format!("actor ({})", arbiters.as_str()),
+                            (_, Via::Handle) => format!("actor ({}, handle)", arbiters.as_str()),
+                            (_, Via::Addr) => format!("actor ({}, addr)", arbiters.as_str()),
+                        };
+                        handles.push((label, Path::Actor(via, Box::new(h.clone()))));
+                    }
+                }
+                Err(e) => {
+                    eprintln!("cannot start the crawler: {e}");
+                    return None;
+                }
+            }
+        }
+    }
+    Some(handles)
+}
+
+/// The timed rounds, each printed as it ends: the bare loop's runs and each path's.
+async fn run_rounds(
+    client: &awc::Client,
+    url: &str,
+    count: usize,
+    c: usize,
+    rounds: usize,
+    run_bare: bool,
+    handles: &[(String, Path)],
+) -> (Vec<Run>, Vec<Vec<Run>>) {
+    // Rounds alternate the paths, so a burst of other load on the machine hits all of
+    // them alike; the summary takes medians.
+    let mut bare_runs = Vec::new();
+    let mut actor_runs: Vec<Vec<Run>> = handles.iter().map(|_| Vec::new()).collect();
+    for round in 1..=rounds {
+        if rounds > 1 {
+            println!("round {round}/{rounds}");
+        }
+        if run_bare {
+            let r = bare_run(client, None, url, count, c).await;
+            report("bare awc", &r);
+            bare_runs.push(r);
+        }
+        for (k, (label, path)) in handles.iter().enumerate() {
+            let r = path.run(client, url, count, c).await;
+            report(label, &r);
+            actor_runs[k].push(r);
+        }
+    }
+    (bare_runs, actor_runs)
+}
+
+/// The summary: each path's median rate and CPU cost, and its ratio to the bare loop.
+fn print_medians(
+    rounds: usize,
+    bare_runs: &[Run],
+    handles: &[(String, Path)],
+    actor_runs: &[Vec<Run>],
+) {
+    println!("median of {rounds} round(s):");
+    let bare_rate = median(bare_runs.iter().map(Run::rate));
+    let bare_cpu = median(bare_runs.iter().filter_map(Run::cpu_us));
+    println!(
+        "{:<26} {bare_rate:>9.0} req/s, client CPU {bare_cpu:.1} µs/req",
+        "bare awc"
+    );
+    for ((label, _), runs) in handles.iter().zip(actor_runs) {
+        let rate = median(runs.iter().map(Run::rate));
+        let cpu = median(runs.iter().filter_map(Run::cpu_us));
+        // Per round, actor against the bare run just before it.
+        let ratio = median(runs.iter().zip(bare_runs).map(|(a, b)| a.rate() / b.rate()));
+        println!(
+            "{:<26} {rate:>9.0} req/s, client CPU {cpu:.1} µs/req; ratio to bare = {ratio:.3} \
+             ({:+.1}% per-request time), client CPU +{:.1} µs/req",
+            label,
+            (1.0 / ratio - 1.0) * 100.0,
+            cpu - bare_cpu
+        );
+    }
+}
+
 fn main() {
     // Large bodies and glibc's heap trimming: see exitcrawl_actors::alloc.
     exitcrawl_actors::alloc::keep_freed_memory(64 << 20);
@@ -383,32 +481,9 @@ fn main() {
         let client = build_client(&opts, DnsCache::new(opts.dns_ttl));
         let run_bare = args.only != Some("actor");
         let run_actor = args.only != Some("bare");
-        // Paths measured against the bare loop: (label, how).
-        let mut handles: Vec<(String, Path)> = Vec::new();
-        if run_bare && args.floor {
-            use actix::Actor as _;
-            handles.push(("bare + 1 actor hop".into(), Path::Hop(Echo.start())));
-        }
-        if run_actor {
-            for &arbiters in &args.arbiters {
-                match Crawler::start(crawler_settings(c, arbiters)) {
-                    Ok(h) => {
-                        for &via in &args.via {
-                            let label = match (args.via.len(), via) {
-                                (1, _) => format!("actor ({})", arbiters.as_str()),
-                                (_, Via::Handle) => format!("actor ({}, handle)", arbiters.as_str()),
-                                (_, Via::Addr) => format!("actor ({}, addr)", arbiters.as_str()),
-                            };
-                            handles.push((label, Path::Actor(via, Box::new(h.clone()))));
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("cannot start the crawler: {e}");
-                        return;
-                    }
-                }
-            }
-        }
+        let Some(handles) = start_paths(&args, c, run_bare, run_actor) else {
+            return;
+        };
         // Warm-up: connections opened on every path, not timed.
         if run_bare {
             let _ = bare_run(&client, None, &url, warmup, c).await;
@@ -416,43 +491,10 @@ fn main() {
         for (_, path) in &handles {
             let _ = path.run(&client, &url, warmup, c).await;
         }
-        // Rounds alternate the paths, so a burst of other load on the machine hits all of
-        // them alike; the summary takes medians.
-        let mut bare_runs = Vec::new();
-        let mut actor_runs: Vec<Vec<Run>> = handles.iter().map(|_| Vec::new()).collect();
-        for round in 1..=rounds {
-            if rounds > 1 {
-                println!("round {round}/{rounds}");
-            }
-            if run_bare {
-                let r = bare_run(&client, None, &url, count, c).await;
-                report("bare awc", &r);
-                bare_runs.push(r);
-            }
-            for (k, (label, path)) in handles.iter().enumerate() {
-                let r = path.run(&client, &url, count, c).await;
-                report(label, &r);
-                actor_runs[k].push(r);
-            }
-        }
+        let (bare_runs, actor_runs) =
+            run_rounds(&client, &url, count, c, rounds, run_bare, &handles).await;
         if run_bare && !handles.is_empty() {
-            println!("median of {rounds} round(s):");
-            let bare_rate = median(bare_runs.iter().map(Run::rate));
-            let bare_cpu = median(bare_runs.iter().filter_map(Run::cpu_us));
-            println!("{:<26} {bare_rate:>9.0} req/s, client CPU {bare_cpu:.1} µs/req", "bare awc");
-            for ((label, _), runs) in handles.iter().zip(&actor_runs) {
-                let rate = median(runs.iter().map(Run::rate));
-                let cpu = median(runs.iter().filter_map(Run::cpu_us));
-                // Per round, actor against the bare run just before it.
-                let ratio = median(runs.iter().zip(&bare_runs).map(|(a, b)| a.rate() / b.rate()));
-                println!(
-                    "{:<26} {rate:>9.0} req/s, client CPU {cpu:.1} µs/req; ratio to bare = {ratio:.3} \
-                     ({:+.1}% per-request time), client CPU +{:.1} µs/req",
-                    label,
-                    (1.0 / ratio - 1.0) * 100.0,
-                    cpu - bare_cpu
-                );
-            }
+            print_medians(rounds, &bare_runs, &handles, &actor_runs);
         }
         for (_, path) in handles {
             if let Path::Actor(_, h) = path {
