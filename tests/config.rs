@@ -372,162 +372,178 @@ fn exits_are_checked_entry_by_entry() {
     assert_eq!(s.exits[0].quota().map(|q| (q.rps, q.burst)), Some((2.5, 1)));
 }
 
+/// Out-of-range `[crawler]` values: (TOML, key named, part of the message).
+const CRAWLER_OUT_OF_RANGE: &[(&str, &str, &str)] = &[
+    (
+        "[crawler]\nconcurrency = 0",
+        "crawler.concurrency",
+        "1..=100000",
+    ),
+    (
+        "[crawler]\ntimeout_ms = 0",
+        "crawler.timeout_ms",
+        "1..=3600000",
+    ),
+    (
+        "[crawler]\ntimeout_ms = 1000\nconnect_timeout_ms = 2000",
+        "crawler.connect_timeout_ms",
+        "crawler.timeout_ms (1000)",
+    ),
+    (
+        "[crawler]\nmax_retries = 101",
+        "crawler.max_retries",
+        "0..=100",
+    ),
+    (
+        "[crawler]\nuser_agent = \"\"",
+        "crawler.user_agent",
+        "1..=512",
+    ),
+    (
+        "[crawler]\nuser_agent = \"a\\nb\"",
+        "crawler.user_agent",
+        "visible ASCII",
+    ),
+    (
+        "[crawler]\nmax_body_bytes = 0",
+        "crawler.max_body_bytes",
+        "1..=",
+    ),
+    (
+        "[crawler]\nmax_redirects = 1000",
+        "crawler.max_redirects",
+        "0..=100",
+    ),
+    (
+        "[crawler]\nqueue_capacity = 0",
+        "crawler.queue_capacity",
+        "1..=",
+    ),
+    (
+        "[crawler]\nretry_backoff_base_ms = 5000\nretry_backoff_max_ms = 1000",
+        "crawler.retry_backoff_base_ms",
+        "retry_backoff_max_ms (1000)",
+    ),
+    (
+        "[crawler]\nretry_budget = 1.5",
+        "crawler.retry_budget",
+        "0.0..=1.0",
+    ),
+    (
+        "[crawler]\nretry_budget = nan",
+        "crawler.retry_budget",
+        "NaN",
+    ),
+    (
+        "[crawler]\nper_host_connections = 0",
+        "crawler.per_host_connections",
+        "1..=",
+    ),
+    (
+        "[crawler]\nkeep_alive_ms = 3600001",
+        "crawler.keep_alive_ms",
+        "0..=3600000",
+    ),
+    (
+        "[crawler]\ndns_ttl_ms = 86400001",
+        "crawler.dns_ttl_ms",
+        "0..=86400000",
+    ),
+];
+
+/// Out-of-range `[limiter]` values: (TOML, key named, part of the message).
+const LIMITER_OUT_OF_RANGE: &[(&str, &str, &str)] = &[
+    ("[limiter]\nmax_rps = 0", "limiter.max_rps", "> 0"),
+    ("[limiter]\nmax_rps = inf", "limiter.max_rps", "inf"),
+    ("[limiter]\nmin_rps = 0", "limiter.min_rps", "> 0"),
+    (
+        "[limiter]\nmin_rps = 20.0\nmax_rps = 10.0",
+        "limiter.min_rps",
+        "limiter.max_rps (10)",
+    ),
+    (
+        "[limiter]\ninitial_rps = 0.05\nmin_rps = 0.1",
+        "limiter.initial_rps",
+        "limiter.min_rps (0.1)",
+    ),
+    (
+        "[limiter]\ninitial_rps = 2000\nmax_rps = 1000",
+        "limiter.initial_rps",
+        "limiter.max_rps (1000)",
+    ),
+    ("[limiter]\nincrease_rps = 0", "limiter.increase_rps", "> 0"),
+    (
+        "[limiter]\ndecrease = 1.0",
+        "limiter.decrease",
+        "between 0 and 1",
+    ),
+    (
+        "[limiter]\ndecrease = 0",
+        "limiter.decrease",
+        "between 0 and 1",
+    ),
+    (
+        "[limiter]\nlatency_tolerance = 1.0",
+        "limiter.latency_tolerance",
+        "> 1",
+    ),
+    ("[limiter]\nburst = 0", "limiter.burst", "1..=100000"),
+    ("[limiter]\nhold_ms = 60001", "limiter.hold_ms", "0..=60000"),
+    ("[limiter]\njitter = 0.6", "limiter.jitter", "0.0..=0.5"),
+    ("[limiter]\njitter = -0.1", "limiter.jitter", "0.0..=0.5"),
+    (
+        "[limiter]\nthrottle_statuses = [429, 99]",
+        "limiter.throttle_statuses[1]",
+        "100..=599",
+    ),
+    (
+        "[limiter]\nthrottle_statuses = [70000]",
+        "limiter.throttle_statuses[0]",
+        "65535",
+    ),
+];
+
+/// Out-of-range `[health]` and `[metrics]` values: (TOML, key named, part of the message).
+const HEALTH_AND_METRICS_OUT_OF_RANGE: &[(&str, &str, &str)] = &[
+    ("[health]\nurl = \"ftp://x\"", "health.url", "http://"),
+    ("[health]\nurl = \"http://\"", "health.url", "with a host"),
+    (
+        "[health]\ninterval_ms = 99",
+        "health.interval_ms",
+        "100..=3600000",
+    ),
+    (
+        "[health]\ninterval_ms = 1000\ntimeout_ms = 2000",
+        "health.timeout_ms",
+        "health.interval_ms (1000)",
+    ),
+    (
+        "[health]\nconsecutive_failures = 0",
+        "health.consecutive_failures",
+        "1..=1000",
+    ),
+    (
+        "[health]\nbase_ejection_ms = 10\nmax_ejection_ms = 5",
+        "health.base_ejection_ms",
+        "health.max_ejection_ms (5)",
+    ),
+    (
+        "[metrics]\nlisten = \"localhost\"",
+        "metrics.listen",
+        "127.0.0.1:9090",
+    ),
+];
+
 #[test]
 fn out_of_range_values_name_key_value_and_range() {
-    let cases: &[(&str, &str, &str)] = &[
-        (
-            "[crawler]\nconcurrency = 0",
-            "crawler.concurrency",
-            "1..=100000",
-        ),
-        (
-            "[crawler]\ntimeout_ms = 0",
-            "crawler.timeout_ms",
-            "1..=3600000",
-        ),
-        (
-            "[crawler]\ntimeout_ms = 1000\nconnect_timeout_ms = 2000",
-            "crawler.connect_timeout_ms",
-            "crawler.timeout_ms (1000)",
-        ),
-        (
-            "[crawler]\nmax_retries = 101",
-            "crawler.max_retries",
-            "0..=100",
-        ),
-        (
-            "[crawler]\nuser_agent = \"\"",
-            "crawler.user_agent",
-            "1..=512",
-        ),
-        (
-            "[crawler]\nuser_agent = \"a\\nb\"",
-            "crawler.user_agent",
-            "visible ASCII",
-        ),
-        (
-            "[crawler]\nmax_body_bytes = 0",
-            "crawler.max_body_bytes",
-            "1..=",
-        ),
-        (
-            "[crawler]\nmax_redirects = 1000",
-            "crawler.max_redirects",
-            "0..=100",
-        ),
-        (
-            "[crawler]\nqueue_capacity = 0",
-            "crawler.queue_capacity",
-            "1..=",
-        ),
-        (
-            "[crawler]\nretry_backoff_base_ms = 5000\nretry_backoff_max_ms = 1000",
-            "crawler.retry_backoff_base_ms",
-            "retry_backoff_max_ms (1000)",
-        ),
-        (
-            "[crawler]\nretry_budget = 1.5",
-            "crawler.retry_budget",
-            "0.0..=1.0",
-        ),
-        (
-            "[crawler]\nretry_budget = nan",
-            "crawler.retry_budget",
-            "NaN",
-        ),
-        (
-            "[crawler]\nper_host_connections = 0",
-            "crawler.per_host_connections",
-            "1..=",
-        ),
-        (
-            "[crawler]\nkeep_alive_ms = 3600001",
-            "crawler.keep_alive_ms",
-            "0..=3600000",
-        ),
-        (
-            "[crawler]\ndns_ttl_ms = 86400001",
-            "crawler.dns_ttl_ms",
-            "0..=86400000",
-        ),
-        ("[limiter]\nmax_rps = 0", "limiter.max_rps", "> 0"),
-        ("[limiter]\nmax_rps = inf", "limiter.max_rps", "inf"),
-        ("[limiter]\nmin_rps = 0", "limiter.min_rps", "> 0"),
-        (
-            "[limiter]\nmin_rps = 20.0\nmax_rps = 10.0",
-            "limiter.min_rps",
-            "limiter.max_rps (10)",
-        ),
-        (
-            "[limiter]\ninitial_rps = 0.05\nmin_rps = 0.1",
-            "limiter.initial_rps",
-            "limiter.min_rps (0.1)",
-        ),
-        (
-            "[limiter]\ninitial_rps = 2000\nmax_rps = 1000",
-            "limiter.initial_rps",
-            "limiter.max_rps (1000)",
-        ),
-        ("[limiter]\nincrease_rps = 0", "limiter.increase_rps", "> 0"),
-        (
-            "[limiter]\ndecrease = 1.0",
-            "limiter.decrease",
-            "between 0 and 1",
-        ),
-        (
-            "[limiter]\ndecrease = 0",
-            "limiter.decrease",
-            "between 0 and 1",
-        ),
-        (
-            "[limiter]\nlatency_tolerance = 1.0",
-            "limiter.latency_tolerance",
-            "> 1",
-        ),
-        ("[limiter]\nburst = 0", "limiter.burst", "1..=100000"),
-        ("[limiter]\nhold_ms = 60001", "limiter.hold_ms", "0..=60000"),
-        ("[limiter]\njitter = 0.6", "limiter.jitter", "0.0..=0.5"),
-        ("[limiter]\njitter = -0.1", "limiter.jitter", "0.0..=0.5"),
-        (
-            "[limiter]\nthrottle_statuses = [429, 99]",
-            "limiter.throttle_statuses[1]",
-            "100..=599",
-        ),
-        (
-            "[limiter]\nthrottle_statuses = [70000]",
-            "limiter.throttle_statuses[0]",
-            "65535",
-        ),
-        ("[health]\nurl = \"ftp://x\"", "health.url", "http://"),
-        ("[health]\nurl = \"http://\"", "health.url", "with a host"),
-        (
-            "[health]\ninterval_ms = 99",
-            "health.interval_ms",
-            "100..=3600000",
-        ),
-        (
-            "[health]\ninterval_ms = 1000\ntimeout_ms = 2000",
-            "health.timeout_ms",
-            "health.interval_ms (1000)",
-        ),
-        (
-            "[health]\nconsecutive_failures = 0",
-            "health.consecutive_failures",
-            "1..=1000",
-        ),
-        (
-            "[health]\nbase_ejection_ms = 10\nmax_ejection_ms = 5",
-            "health.base_ejection_ms",
-            "health.max_ejection_ms (5)",
-        ),
-        (
-            "[metrics]\nlisten = \"localhost\"",
-            "metrics.listen",
-            "127.0.0.1:9090",
-        ),
-    ];
-    for (toml, key, part) in cases {
-        assert_invalid(&with_exit(toml), key, &[part]);
+    for cases in [
+        CRAWLER_OUT_OF_RANGE,
+        LIMITER_OUT_OF_RANGE,
+        HEALTH_AND_METRICS_OUT_OF_RANGE,
+    ] {
+        for (toml, key, part) in cases {
+            assert_invalid(&with_exit(toml), key, &[part]);
+        }
     }
 }
 

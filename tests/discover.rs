@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use exitcrawl::discover::robots::{origin_key, robots_url};
 use exitcrawl::discover::{
-    extract_links, host_key, normalize, Frontier, Pop, RobotsCache, RobotsPolicy, RobotsState,
-    Scope, ScopeMode, Seen, Verdict,
+    extract_links, host_key, normalize, Entry, Frontier, Pop, RobotsCache, RobotsPolicy,
+    RobotsState, Scope, ScopeMode, Seen, Verdict,
 };
 use exitcrawl::{Clock, FakeClock};
 use url::Url;
@@ -93,84 +93,120 @@ struct Stats {
     robots_skipped: u64,
 }
 
-#[test]
-fn simulated_crawl_visits_allowed_in_scope_pages_once_and_politely() {
-    let site = site();
-    let clock = FakeClock::new();
-    let t0 = clock.now();
-    let seed = normalize("http://www.site.test/p/0.html").unwrap();
+/// A crawl of [`site`] on fake time through the pure core's parts, as the actor layer
+/// drives them.
+struct Crawl<'a> {
+    site: &'a HashMap<String, (u16, String)>,
+    clock: &'a FakeClock,
+    scope: Scope,
+    seen: Seen,
+    frontier: Frontier,
+    robots: RobotsCache,
+    stats: Stats,
+    /// Every request the "server" sees, with its fake time.
+    requests: Vec<(Url, Instant)>,
+}
 
-    let mut scope = Scope::new(ScopeMode::SameDomain).seed(&seed);
-    let mut seen = Seen::new();
-    let mut frontier = Frontier::new();
-    frontier.set_max_in_flight(1);
-    let mut robots = RobotsCache::new(
-        "exitcrawl/0.1 (+https://example.org/bot)",
-        RobotsPolicy::default(),
-    );
-    let mut stats = Stats::default();
+impl<'a> Crawl<'a> {
+    /// Seeded with `seed`, one fetch in flight at a time.
+    fn new(site: &'a HashMap<String, (u16, String)>, clock: &'a FakeClock, seed: Url) -> Self {
+        let scope = Scope::new(ScopeMode::SameDomain).seed(&seed);
+        let mut seen = Seen::new();
+        let mut frontier = Frontier::new();
+        frontier.set_max_in_flight(1);
+        let robots = RobotsCache::new(
+            "exitcrawl/0.1 (+https://example.org/bot)",
+            RobotsPolicy::default(),
+        );
+        seen.insert(&seed);
+        frontier.push(seed, 0, None);
+        Self {
+            site,
+            clock,
+            scope,
+            seen,
+            frontier,
+            robots,
+            stats: Stats::default(),
+            requests: Vec::new(),
+        }
+    }
 
-    // Every request the "server" sees, with its fake time.
-    let mut requests: Vec<(Url, Instant)> = Vec::new();
-    let mut fetch = |url: &Url, now: Instant| -> (u16, String) {
-        requests.push((url.clone(), now));
-        site.get(url.as_str())
+    /// The "server": records the request and answers from the site (404 if not there).
+    fn fetch(&mut self, url: &Url, now: Instant) -> (u16, String) {
+        self.requests.push((url.clone(), now));
+        self.site
+            .get(url.as_str())
             .cloned()
             .unwrap_or((404, String::new()))
-    };
+    }
 
-    seen.insert(&seed);
-    frontier.push(seed, 0, None);
-    let mut steps = 0;
-    loop {
-        steps += 1;
-        assert!(steps < 10_000, "crawl does not terminate");
-        let now = clock.now();
-        let entry = match frontier.pop(now) {
-            Pop::Ready(e) => e,
-            Pop::Wait(d) => {
-                clock.advance(d);
+    /// Crawl until the frontier is empty.
+    fn run(&mut self) {
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            assert!(steps < 10_000, "crawl does not terminate");
+            let now = self.clock.now();
+            let entry = match self.frontier.pop(now) {
+                Pop::Ready(e) => e,
+                Pop::Wait(d) => {
+                    self.clock.advance(d);
+                    continue;
+                }
+                Pop::Busy => unreachable!("fetches complete synchronously here"),
+                Pop::Empty => break,
+            };
+            let host = host_key(&entry.url).to_owned();
+            let Some((entry, allowed)) = self.check_robots(entry, &host, now) else {
+                continue;
+            };
+            if !allowed {
+                self.stats.robots_skipped += 1;
+                self.frontier.release(&host); // never requested: no spacing charged
                 continue;
             }
-            Pop::Busy => unreachable!("fetches complete synchronously here"),
-            Pop::Empty => break,
-        };
-        let host = host_key(&entry.url).to_owned();
-        let origin = origin_key(&entry.url);
+            self.fetch_page(entry, &host);
+        }
+    }
 
-        // robots.txt first. Unknown: fetch it (here inline; the actor layer fetches it
-        // through the same exits and limits), put the entry back, and let the frontier
-        // space the next request to this host from this one.
-        let allowed = match robots.lookup(&origin, now) {
+    /// robots.txt first. Unknown: fetch it (here inline; the actor layer fetches it
+    /// through the same exits and limits), put the entry back, and let the frontier
+    /// space the next request to this host from this one. Returns the entry and whether
+    /// robots.txt allows it, or `None` when the entry was put back.
+    fn check_robots(&mut self, entry: Entry, host: &str, now: Instant) -> Option<(Entry, bool)> {
+        let origin = origin_key(&entry.url);
+        let allowed = match self.robots.lookup(&origin, now) {
             RobotsState::Known(r) => r.allowed(&entry.url),
             RobotsState::Wait(until) => {
-                frontier.set_next(&host, until);
-                frontier.requeue(entry);
-                continue;
+                self.frontier.set_next(host, until);
+                self.frontier.requeue(entry);
+                return None;
             }
             RobotsState::Fetch => {
-                let (status, body) = fetch(&robots_url(&entry.url), now);
-                robots.on_fetched(&origin, status, body.as_bytes(), now);
-                if let RobotsState::Known(r) = robots.lookup(&origin, now) {
+                let (status, body) = self.fetch(&robots_url(&entry.url), now);
+                self.robots
+                    .on_fetched(&origin, status, body.as_bytes(), now);
+                if let RobotsState::Known(r) = self.robots.lookup(&origin, now) {
                     if let Some(d) = r.crawl_delay() {
-                        frontier.set_interval(&host, d);
+                        self.frontier.set_interval(host, d);
                     }
                 }
-                frontier.requeue(entry);
-                clock.advance(Duration::from_millis(20));
-                continue;
+                self.frontier.requeue(entry);
+                self.clock.advance(Duration::from_millis(20));
+                return None;
             }
         };
-        if !allowed {
-            stats.robots_skipped += 1;
-            frontier.release(&host); // never requested: no spacing charged
-            continue;
-        }
-        assert!(scope.take_page());
-        let now = clock.now();
-        let (status, body) = fetch(&entry.url, now);
-        clock.advance(Duration::from_millis(50)); // response time
-        frontier.done(&host);
+        Some((entry, allowed))
+    }
+
+    /// Fetch an allowed page (it must exist) and queue its in-scope links not seen yet.
+    fn fetch_page(&mut self, entry: Entry, host: &str) {
+        assert!(self.scope.take_page());
+        let now = self.clock.now();
+        let (status, body) = self.fetch(&entry.url, now);
+        self.clock.advance(Duration::from_millis(50)); // response time
+        self.frontier.done(host);
         assert_eq!(
             status,
             200,
@@ -180,20 +216,45 @@ fn simulated_crawl_visits_allowed_in_scope_pages_once_and_politely() {
         );
 
         for link in extract_links(body.as_bytes(), &entry.url) {
-            match scope.check(&link, entry.depth + 1) {
+            match self.scope.check(&link, entry.depth + 1) {
                 Verdict::In => {
-                    if seen.insert(&link) {
-                        frontier.push(link, entry.depth + 1, Some(entry.url.clone()));
+                    if self.seen.insert(&link) {
+                        self.frontier
+                            .push(link, entry.depth + 1, Some(entry.url.clone()));
                     } else {
-                        stats.deduped += 1;
+                        self.stats.deduped += 1;
                     }
                 }
-                _ => stats.out_of_scope += 1,
+                _ => self.stats.out_of_scope += 1,
             }
         }
     }
+}
 
-    // Exactly the allowed, in-scope pages, once each.
+#[test]
+fn simulated_crawl_visits_allowed_in_scope_pages_once_and_politely() {
+    let site = site();
+    let clock = FakeClock::new();
+    let t0 = clock.now();
+    let seed = normalize("http://www.site.test/p/0.html").unwrap();
+    let mut crawl = Crawl::new(&site, &clock, seed);
+    crawl.run();
+    let requests = &crawl.requests;
+
+    assert_each_page_fetched_once(requests);
+    assert_robots_fetched_once_per_host(requests);
+    assert_polite_and_interleaved(requests, clock.now() - t0, t0);
+
+    // Counters: /private/ links were queued (robots is checked at fetch) and skipped.
+    // 30 pages link /private/{i}.html and /private/%7E{i}.html (→ /private/~{i}.html).
+    assert_eq!(crawl.stats.robots_skipped, 60);
+    assert!(crawl.stats.out_of_scope >= (WWW_PAGES / 15) as u64);
+    assert!(crawl.stats.deduped > 0);
+    assert_eq!(crawl.scope.pages(), (WWW_PAGES + 1 + BLOG_PAGES) as u64);
+}
+
+/// Exactly the allowed, in-scope pages, once each.
+fn assert_each_page_fetched_once(requests: &[(Url, Instant)]) {
     let page_requests: Vec<&Url> = requests
         .iter()
         .map(|(u, _)| u)
@@ -213,8 +274,10 @@ fn simulated_crawl_visits_allowed_in_scope_pages_once_and_politely() {
     assert_eq!(visited, expected);
     assert!(!visited.iter().any(|u| u.contains("/private/")));
     assert!(!visited.iter().any(|u| u.contains("other.example")));
+}
 
-    // robots.txt once per host (www: 200, blog: 404 → allow all).
+/// robots.txt once per host (www: 200, blog: 404 → allow all).
+fn assert_robots_fetched_once_per_host(requests: &[(Url, Instant)]) {
     let robots_fetches: Vec<String> = requests
         .iter()
         .filter(|(u, _)| u.path() == "/robots.txt")
@@ -227,7 +290,11 @@ fn simulated_crawl_visits_allowed_in_scope_pages_once_and_politely() {
             "http://blog.site.test/robots.txt"
         ]
     );
+}
 
+/// Politeness: www spaced by its Crawl-delay; the blog crawled during www's waits, so the
+/// crawl (`elapsed` from `t0`) takes about as long as www alone.
+fn assert_polite_and_interleaved(requests: &[(Url, Instant)], elapsed: Duration, t0: Instant) {
     // Politeness: all requests to www (robots.txt included) spaced by >= Crawl-delay on the fake clock.
     let www_times: Vec<Instant> = requests
         .iter()
@@ -244,7 +311,6 @@ fn simulated_crawl_visits_allowed_in_scope_pages_once_and_politely() {
     }
     // Interleaving: the blog (no Crawl-delay) is crawled during www's waits, so the whole
     // crawl takes about as long as www alone (301 gaps of 2 s), not longer.
-    let elapsed = clock.now() - t0;
     assert!(
         elapsed < Duration::from_secs(2 * (WWW_PAGES as u64 + 1) + 5),
         "{elapsed:?}"
@@ -263,11 +329,4 @@ fn simulated_crawl_visits_allowed_in_scope_pages_once_and_politely() {
         last_blog - t0 < Duration::from_secs(2 * WWW_PAGES as u64 / 2),
         "blog starved"
     );
-
-    // Counters: /private/ links were queued (robots is checked at fetch) and skipped.
-    // 30 pages link /private/{i}.html and /private/%7E{i}.html (→ /private/~{i}.html).
-    assert_eq!(stats.robots_skipped, 60);
-    assert!(stats.out_of_scope >= (WWW_PAGES / 15) as u64);
-    assert!(stats.deduped > 0);
-    assert_eq!(scope.pages(), (WWW_PAGES + 1 + BLOG_PAGES) as u64);
 }

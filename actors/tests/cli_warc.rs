@@ -161,121 +161,129 @@ fn crawl(site: &TestSite, n: usize) -> Run {
     }
 }
 
-#[test]
-fn warc_has_a_response_and_a_request_per_answer_with_the_bodies_the_site_sent() {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let site = site(Arc::clone(&log));
-    let n = 30;
-    let r = crawl(&site, n);
-    assert!(r.warcs.len() >= 3, "rotated at 16 KiB: {:?}", r.warcs);
+/// The WARC records read back: responses by record id (target URI, payload), requests by
+/// the id of the response they go with (target URI, HTTP head lines).
+#[derive(Default)]
+struct Pairs {
+    responses: HashMap<String, (String, Vec<u8>)>,
+    requests: HashMap<String, (String, Vec<String>)>,
+}
 
-    let mut responses: HashMap<String, (String, Vec<u8>)> = HashMap::new();
-    let mut requests: HashMap<String, (String, Vec<String>)> = HashMap::new();
-    for path in &r.warcs {
-        let members = gzip_members(path);
-        let recs = read_warc(path);
-        assert_eq!(members.len(), recs.len(), "one gzip member per record");
-        for m in &members {
-            assert!(m.starts_with(b"WARC/1.1\r\n") && m.ends_with(b"\r\n\r\n"));
-        }
-        assert_eq!(
-            *recs[0].warc_type(),
-            RecordType::WarcInfo,
-            "{}",
-            path.display()
-        );
-        assert_eq!(
-            header(&recs[0], "WARC-Filename").as_deref(),
-            path.file_name().and_then(|f| f.to_str())
-        );
-        let mut ids_here = Vec::new();
-        for rec in &recs[1..] {
-            let uri = header(rec, "WARC-Target-URI").expect("target");
-            assert_eq!(header(rec, "WARC-IP-Address").as_deref(), Some("127.0.0.1"));
+impl Pairs {
+    /// Read every file, checking its framing: one gzip member per record, and a warcinfo
+    /// record first that names the file.
+    fn read(warcs: &[PathBuf]) -> Self {
+        let mut pairs = Self::default();
+        for path in warcs {
+            let members = gzip_members(path);
+            let recs = read_warc(path);
+            assert_eq!(members.len(), recs.len(), "one gzip member per record");
+            for m in &members {
+                assert!(m.starts_with(b"WARC/1.1\r\n") && m.ends_with(b"\r\n\r\n"));
+            }
             assert_eq!(
-                header(rec, "WARC-Warcinfo-ID"),
-                Some(recs[0].warc_id().to_owned())
+                *recs[0].warc_type(),
+                RecordType::WarcInfo,
+                "{}",
+                path.display()
             );
-            let exit = header(rec, "Exitcrawl-Exit").expect("exit field");
-            assert!(
-                exit == "name=e2; source-ip=127.0.0.2" || exit == "name=e3; source-ip=127.0.0.3",
-                "{exit}"
+            assert_eq!(
+                header(&recs[0], "WARC-Filename").as_deref(),
+                path.file_name().and_then(|f| f.to_str())
             );
-            let block_digest = header(rec, "WARC-Block-Digest").expect("block digest");
-            assert_eq!(block_digest, format!("sha1:{}", sha1_base32(rec.body())));
-            match rec.warc_type() {
-                RecordType::Response => {
-                    let (head, body) = http_parts(rec.body());
-                    let digest = header(rec, "WARC-Payload-Digest").expect("payload digest");
-                    assert_eq!(digest, format!("sha1:{}", sha1_base32(&body)), "{uri}");
-                    ids_here.push(rec.warc_id().to_owned());
-                    responses.insert(rec.warc_id().to_owned(), (uri, body));
-                    assert!(head[0].starts_with("HTTP/1.1 "), "{head:?}");
-                }
-                RecordType::Request => {
-                    let to = header(rec, "WARC-Concurrent-To").expect("concurrent-to");
-                    assert!(
-                        ids_here.contains(&to),
-                        "the request is in its response's file"
-                    );
-                    let (head, body) = http_parts(rec.body());
-                    assert!(body.is_empty());
-                    requests.insert(to, (uri, head));
-                }
-                t => panic!("unexpected record type {t:?}"),
+            let mut ids_here = Vec::new();
+            for rec in &recs[1..] {
+                pairs.add(rec, &recs[0], &mut ids_here);
             }
         }
+        pairs
     }
 
-    // Every answer (pages, redirects' targets, the 404) has a response; robots.txt and
-    // the disallowed URL have none.
-    let answered: Vec<&Value> = r.recs.iter().filter(|v| v["status"].is_u64()).collect();
-    assert_eq!(answered.len(), n + 3 + 1);
-    assert_eq!(responses.len(), answered.len());
-    assert_eq!(
-        requests.len(),
-        responses.len(),
-        "every response has its request"
-    );
-    let server_saw = site.requests();
-    for (id, (uri, body)) in &responses {
-        let path = uri.split_once("127.0.0.1").unwrap().1;
-        let path = &path[path.find('/').unwrap()..];
-        assert_eq!(body, &expected_body(path), "{uri}: the body the site sent");
-        let (req_uri, head) = &requests[id];
-        assert_eq!(req_uri, uri);
-        assert_eq!(head[0], format!("GET {path} HTTP/1.1"));
-        // The request record's headers are what the site received.
-        let seen = server_saw
-            .iter()
-            .find(|q| q.path == path && q.status != 302)
-            .unwrap_or_else(|| panic!("the site saw {path}"));
-        let mut recorded: Vec<(String, String)> = head[1..]
-            .iter()
-            .map(|l| l.split_once(": ").expect("header line"))
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
-        let mut received: Vec<(String, String)> = seen
-            .headers
-            .iter()
-            .filter(|(k, _)| k != "date")
-            .cloned()
-            .collect();
-        recorded.sort();
-        received.sort();
+    /// One record after the warcinfo: its fields (address, warcinfo, exit, digests)
+    /// checked; a request must be in its response's file (`ids_here`: the responses
+    /// read from that file so far).
+    fn add(
+        &mut self,
+        rec: &warc::Record<warc::BufferedBody>,
+        warcinfo: &warc::Record<warc::BufferedBody>,
+        ids_here: &mut Vec<String>,
+    ) {
+        let uri = header(rec, "WARC-Target-URI").expect("target");
+        assert_eq!(header(rec, "WARC-IP-Address").as_deref(), Some("127.0.0.1"));
         assert_eq!(
-            recorded, received,
-            "all the headers the site received but the date"
+            header(rec, "WARC-Warcinfo-ID"),
+            Some(warcinfo.warc_id().to_owned())
         );
+        let exit = header(rec, "Exitcrawl-Exit").expect("exit field");
+        assert!(
+            exit == "name=e2; source-ip=127.0.0.2" || exit == "name=e3; source-ip=127.0.0.3",
+            "{exit}"
+        );
+        let block_digest = header(rec, "WARC-Block-Digest").expect("block digest");
+        assert_eq!(block_digest, format!("sha1:{}", sha1_base32(rec.body())));
+        match rec.warc_type() {
+            RecordType::Response => {
+                let (head, body) = http_parts(rec.body());
+                let digest = header(rec, "WARC-Payload-Digest").expect("payload digest");
+                assert_eq!(digest, format!("sha1:{}", sha1_base32(&body)), "{uri}");
+                ids_here.push(rec.warc_id().to_owned());
+                self.responses.insert(rec.warc_id().to_owned(), (uri, body));
+                assert!(head[0].starts_with("HTTP/1.1 "), "{head:?}");
+            }
+            RecordType::Request => {
+                let to = header(rec, "WARC-Concurrent-To").expect("concurrent-to");
+                assert!(
+                    ids_here.contains(&to),
+                    "the request is in its response's file"
+                );
+                let (head, body) = http_parts(rec.body());
+                assert!(body.is_empty());
+                self.requests.insert(to, (uri, head));
+            }
+            t => panic!("unexpected record type {t:?}"),
+        }
     }
-    assert!(!log
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|p| p.starts_with("/private/")));
 
-    // Records: final_url, content_type, sha256 — and the body store under that name.
-    for rec in &answered {
+    /// Each response holds the body the site sent, and its request record the request
+    /// line and the headers the site received.
+    fn assert_match(&self, site: &TestSite) {
+        let server_saw = site.requests();
+        for (id, (uri, body)) in &self.responses {
+            let path = uri.split_once("127.0.0.1").unwrap().1;
+            let path = &path[path.find('/').unwrap()..];
+            assert_eq!(body, &expected_body(path), "{uri}: the body the site sent");
+            let (req_uri, head) = &self.requests[id];
+            assert_eq!(req_uri, uri);
+            assert_eq!(head[0], format!("GET {path} HTTP/1.1"));
+            // The request record's headers are what the site received.
+            let seen = server_saw
+                .iter()
+                .find(|q| q.path == path && q.status != 302)
+                .unwrap_or_else(|| panic!("the site saw {path}"));
+            let mut recorded: Vec<(String, String)> = head[1..]
+                .iter()
+                .map(|l| l.split_once(": ").expect("header line"))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            let mut received: Vec<(String, String)> = seen
+                .headers
+                .iter()
+                .filter(|(k, _)| k != "date")
+                .cloned()
+                .collect();
+            recorded.sort();
+            received.sort();
+            assert_eq!(
+                recorded, received,
+                "all the headers the site received but the date"
+            );
+        }
+    }
+}
+
+/// Records: final_url, content_type, sha256 — and the body store under that name.
+fn assert_records_name_their_bodies(answered: &[&Value], bodies: &Path) {
+    for rec in answered {
         let url = rec["url"].as_str().unwrap();
         let final_url = rec["final_url"].as_str().expect("final_url");
         let want_final = url.replace("/r/", "/p/");
@@ -288,7 +296,7 @@ fn warc_has_a_response_and_a_request_per_answer_with_the_bodies_the_site_sent() 
         let sha = rec["sha256"].as_str().expect("sha256");
         assert_eq!(sha, sha256_hex(&body), "{url}");
         assert_eq!(
-            std::fs::read(r.bodies.join(&sha[..2]).join(sha)).unwrap(),
+            std::fs::read(bodies.join(&sha[..2]).join(sha)).unwrap(),
             body
         );
         assert_eq!(rec["bytes"], body.len() as u64);
@@ -296,6 +304,36 @@ fn warc_has_a_response_and_a_request_per_answer_with_the_bodies_the_site_sent() 
             assert_eq!(rec["content_type"], "text/html; charset=utf-8");
         }
     }
+}
+
+#[test]
+fn warc_has_a_response_and_a_request_per_answer_with_the_bodies_the_site_sent() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = site(Arc::clone(&log));
+    let n = 30;
+    let r = crawl(&site, n);
+    assert!(r.warcs.len() >= 3, "rotated at 16 KiB: {:?}", r.warcs);
+
+    let pairs = Pairs::read(&r.warcs);
+
+    // Every answer (pages, redirects' targets, the 404) has a response; robots.txt and
+    // the disallowed URL have none.
+    let answered: Vec<&Value> = r.recs.iter().filter(|v| v["status"].is_u64()).collect();
+    assert_eq!(answered.len(), n + 3 + 1);
+    assert_eq!(pairs.responses.len(), answered.len());
+    assert_eq!(
+        pairs.requests.len(),
+        pairs.responses.len(),
+        "every response has its request"
+    );
+    pairs.assert_match(&site);
+    assert!(!log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| p.starts_with("/private/")));
+
+    assert_records_name_their_bodies(&answered, &r.bodies);
     let private: Vec<&Value> = r.recs.iter().filter(|v| v["skipped"] == "robots").collect();
     assert_eq!(private.len(), 1);
     for k in ["final_url", "content_type", "sha256", "status"] {
