@@ -409,18 +409,23 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         demo::report(site);
     }
     if ended == Ended::Interrupted {
-        say(&format!(
-            "interrupted: {} URLs recorded, {} of them interrupted; {}",
-            totals.total.get(),
-            totals.interrupted.get(),
-            if matches!(args.urls, UrlSource::Frontier(_)) {
-                "the rest stay in the frontier: run the same command again to go on"
-            } else {
-                "run again with --resume to finish"
-            }
-        ));
+        say_interrupted(&args, &totals);
     }
     Ok(ended)
+}
+
+/// What an interrupted run recorded, and how to go on.
+fn say_interrupted(args: &RunArgs, totals: &Totals) {
+    say(&format!(
+        "interrupted: {} URLs recorded, {} of them interrupted; {}",
+        totals.total.get(),
+        totals.interrupted.get(),
+        if matches!(args.urls, UrlSource::Frontier(_)) {
+            "the rest stay in the frontier: run the same command again to go on"
+        } else {
+            "run again with --resume to finish"
+        }
+    ));
 }
 
 /// A second Ctrl-C writes the summary of what is recorded by then.
