@@ -35,6 +35,8 @@
 //!   config/           settings schema (serde), loading (file + env), validate()
 //!   discover/         crawling: URL normalise, link extraction, scope, dedupe,
 //!                     robots.txt + cache, sitemaps, per-host round-robin frontier
+//!   frontier.rs       a shared Redis frontier's consumer: reconnect deadline, local
+//!                     failures and the delivery limit, heartbeat and claim timing
 //! actors/             crate exitcrawl-actors: actix actors that own I/O, timers, messages
 //! config/             default.toml (every key, commented) and example files
 //! examples/           the `crawl` binary and bench examples
@@ -57,6 +59,7 @@ pub mod config;
 pub mod cookies;
 pub mod decision;
 pub mod discover;
+pub mod frontier;
 pub mod headers;
 pub mod health;
 pub mod limiter;

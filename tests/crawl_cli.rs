@@ -950,7 +950,7 @@ fn frontier_consumers_survive_a_kill_and_dedupe_leaves_one_record_per_url() {
     assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
-        format!("enqueued {URLS}")
+        format!("enqueued {URLS} skipped 0")
     );
 
     let consumer = |out: &Path, sum: &Path| {

@@ -282,12 +282,97 @@ async fn frontier_dead_consumer_entries_claimed_each_url_done_once() {
     let again = exitcrawl_actors::redis::FrontierEntry {
         id: "0-1".into(),
         url: urls[0].clone(),
+        tries: 0,
     };
     assert!(!b.complete(&again).await.unwrap());
     println!(
         "frontier: a completed {a_done}, b completed {} of which {} claimed from a",
         firsts.len(),
         claimed.len()
+    );
+}
+
+#[actix_rt::test]
+async fn frontier_enqueues_once_claims_only_from_the_dead_and_trims() {
+    let server = RedisServer::start();
+    let urls: Vec<String> = (0..100)
+        .map(|i| format!("http://127.0.0.1/p/{i}"))
+        .collect();
+    let f = Frontier::open(&server.connect(), "q").await.unwrap();
+    assert!(f.created());
+    assert_eq!(f.enqueue(&urls).await.unwrap(), 100);
+    assert_eq!(
+        f.enqueue(&urls).await.unwrap(),
+        0,
+        "queued already: skipped"
+    );
+    let stream = f.stream_key().to_string();
+    let xlen = || async { server.raw(&["XLEN", &stream]).await };
+    assert_eq!(xlen().await, redis::Value::Int(100));
+
+    let ttl = Duration::from_millis(300);
+    for c in ["a", "b", "c"] {
+        f.heartbeat(c, ttl).await.unwrap();
+    }
+    let a = f.next("a", 30, Duration::ZERO).await.unwrap();
+    let b = f.next("b", 30, Duration::ZERO).await.unwrap();
+    assert_eq!((a.len(), b.len()), (30, 30));
+    // Pending for a long time means nothing while the heartbeat lives.
+    let early = f.claim_dead("c").await.unwrap();
+    assert_eq!((early.entries.len(), early.removed), (0, 0));
+
+    // a stops sending heartbeats: once its key expired, one pass takes all 30 of its
+    // entries and removes it; b, still beating, keeps its own.
+    let expired = support::eventually(Duration::from_secs(5), || async {
+        f.heartbeat("b", ttl).await.unwrap();
+        f.heartbeat("c", ttl).await.unwrap();
+        server.raw(&["EXISTS", "exitcrawl:alive:q:a"]).await == redis::Value::Int(0)
+    })
+    .await;
+    assert!(expired, "a's heartbeat did not expire");
+    let taken = f.claim_dead("c").await.unwrap();
+    let mut got: Vec<&str> = taken.entries.iter().map(|e| e.url.as_str()).collect();
+    let mut want: Vec<&str> = a.iter().map(|e| e.url.as_str()).collect();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want, "a's whole pending list in one pass");
+    assert_eq!(taken.removed, 1);
+    let consumers = server
+        .raw(&["XINFO", "CONSUMERS", f.stream_key(), "exitcrawl"])
+        .await;
+    assert!(
+        matches!(&consumers, redis::Value::Array(c) if c.len() == 2),
+        "a left the group: {consumers:?}"
+    );
+
+    // A local failure goes back to the end of the queue with its count.
+    f.requeue(&b[0], 1).await.unwrap();
+    for e in taken.entries.iter().chain(&b[1..]) {
+        assert!(f.complete(e).await.unwrap());
+    }
+    assert_eq!(f.enqueue(&urls[..10]).await.unwrap(), 0, "done: skipped");
+    // 60 delivered and acknowledged (b[0] too, requeued): they go.
+    assert_eq!(f.trim().await.unwrap(), 60);
+    assert_eq!(
+        xlen().await,
+        redis::Value::Int(41),
+        "40 never delivered + b[0] again"
+    );
+    let rest = f.next("c", 100, Duration::ZERO).await.unwrap();
+    assert_eq!(rest.len(), 41);
+    let again = rest.iter().find(|e| e.url == b[0].url).expect("requeued");
+    assert_eq!(again.tries, 1);
+    assert!(rest
+        .iter()
+        .filter(|e| e.url != b[0].url)
+        .all(|e| e.tries == 0));
+    // The stream holds what is pending.
+    assert_eq!(f.trim().await.unwrap(), 0);
+    f.leave("c").await.unwrap();
+    assert_eq!(
+        f.pending().await.unwrap(),
+        41,
+        "c's entries stay pending after it left"
     );
 }
 
@@ -360,6 +445,11 @@ async fn outage_errors_fast_then_recovers_after_restart() {
         s.script_reloads >= 2,
         "the restarted server needed the script again"
     );
+    // The server came back without persistence: the queue is gone, and said so.
+    let lost = frontier.enqueue(["http://x/"]).await.unwrap_err();
+    assert_eq!(lost.code(), Some("NOGROUP"), "{lost}");
+    let frontier = Frontier::open(&redis, "q").await.unwrap();
+    assert!(frontier.created());
     assert_eq!(frontier.enqueue(["http://x/"]).await.unwrap(), 1);
 
     // The subscription comes back by itself and says so.

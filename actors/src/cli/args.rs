@@ -23,6 +23,8 @@ pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
 pub const DEFAULT_CLAIM_IDLE: Duration = Duration::from_secs(30);
 /// Default `--idle-exit`.
 pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(5);
+/// Default `--redis-wait`.
+pub const DEFAULT_REDIS_WAIT: Duration = exitcrawl::frontier::DEFAULT_REDIS_WAIT;
 /// Longest `--grace`, `--claim-idle`, `--idle-exit`.
 const MAX_SECS: f64 = 86_400.0;
 
@@ -46,7 +48,8 @@ STOPPING:
     Ctrl-C (or SIGTERM) stops reading URLs, lets in-flight fetches finish for --grace
     seconds, records every URL read but not finished as interrupted, flushes --out, writes
     --summary and exits 130. A second Ctrl-C exits at once (records already written stay;
-    --resume completes the job).
+    --resume completes the job). A --frontier consumer gives the URLs it did not finish
+    back to the queue; the same command goes on (it appends to --out).
 
 SECURITY:
     Credentials in URLs are masked in --out, in WARC headers and on stderr: the password
@@ -66,7 +69,8 @@ PRIVATE ADDRESSES:
 
 EXIT STATUS:
     0 the crawl ran (even if some URLs failed); 1 an output could not be written (or,
-    with --frontier/--enqueue, Redis failed);
+    with --frontier/--enqueue, Redis failed or lost the queue, or a consumer stopped
+    because its fetches all failed on its own side);
     2 bad arguments or configuration; 130 interrupted
 ";
 
@@ -77,7 +81,7 @@ pub fn usage(name: &str) -> String {
         "--demo [--demo-urls N] [--out FILE] [--summary FILE] [OPTIONS]",
         "--config FILE --urls SEEDS --follow [--ignore-robots] [--out FILE] [OPTIONS]",
         "--config FILE --sitemap URL [--urls SEEDS] [--follow] [--out FILE] [OPTIONS]",
-        "--enqueue FILE --frontier redis://HOST:PORT/QUEUE",
+        "--enqueue FILE --frontier redis://HOST:PORT/QUEUE [--recrawl]",
         "--config FILE --frontier redis://HOST:PORT/QUEUE --out FILE [OPTIONS]",
         "--dedupe FILE [--dedupe FILE ...] --out FILE",
         "completions bash|zsh|fish",
@@ -187,23 +191,32 @@ pub struct Flags {
     /// prints a warning
     #[arg(long, overrides_with = "ignore_robots")]
     pub ignore_robots: bool,
-    /// A shared Redis frontier redis://HOST:PORT/QUEUE. With --enqueue: push URLs into
-    /// it. Otherwise (with --config, without --urls): pull URLs from it, fetch, write the
-    /// record to --out (flushed), then mark the URL done and acknowledge it
-    /// (at-least-once: merge the --out files with --dedupe)
+    /// A shared Redis frontier redis://HOST:PORT/QUEUE (one QUEUE is one crawl). With
+    /// --enqueue: push URLs into it. Otherwise (with --config, without --urls): pull URLs
+    /// from it, fetch, append the record to --out (flushed), then mark the URL done and
+    /// acknowledge it (at-least-once: merge the --out files with --dedupe)
     #[arg(long, value_name = "URL", value_parser = FrontierUrl::parse, allow_hyphen_values = true)]
     pub frontier: Option<FrontierUrl>,
-    /// Push the URLs of FILE ('-' = stdin) once into --frontier; prints 'enqueued N'
+    /// Push the URLs of FILE ('-' = stdin) into --frontier, each once per crawl: a URL
+    /// already queued or done in it is skipped; prints 'enqueued N skipped M'
     #[arg(long, value_name = "FILE", value_parser = text, allow_hyphen_values = true)]
     pub enqueue: Option<String>,
-    /// Frontier: take over entries another consumer left pending for this long (a dead
-    /// consumer's), checked every SECS/2 [default: 30]
+    /// With --enqueue: start the crawl over (drop its queue, done and enqueued sets)
+    /// before pushing; stop its consumers first
+    #[arg(long, overrides_with = "recrawl")]
+    pub recrawl: bool,
+    /// Frontier: a consumer silent for this long (no heartbeat; one is sent every SECS/4)
+    /// is dead, and the others take its entries over, all at once [default: 30]
     #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_hyphen_values = true)]
     pub claim_idle: Option<Duration>,
     /// Frontier: exit once nothing is in flight, nothing is pending for any consumer and
     /// nothing new came for this long [default: 5]
     #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_hyphen_values = true)]
     pub idle_exit: Option<Duration>,
+    /// Frontier: while Redis does not answer, retry with backoff for this long, then exit
+    /// 1 [default: 60]
+    #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_hyphen_values = true)]
+    pub redis_wait: Option<Duration>,
     /// Merge results files (repeatable, read in order) into --out FILE: one record per
     /// URL, the last final (not interrupted) one, else the last one
     #[arg(long, value_name = "FILE", value_parser = path, action = ArgAction::Append, allow_hyphen_values = true)]
@@ -250,6 +263,7 @@ pub enum Command {
     Enqueue {
         urls: UrlSource,
         frontier: FrontierUrl,
+        recrawl: bool,
     },
     /// `--dedupe FILE... --out FILE`: merge results files.
     Dedupe { inputs: Vec<PathBuf>, out: PathBuf },
@@ -274,6 +288,7 @@ pub struct RunArgs {
     pub ignore_robots: bool,
     pub claim_idle: Duration,
     pub idle_exit: Duration,
+    pub redis_wait: Duration,
     pub warc: Option<PathBuf>,
     pub warc_max_bytes: Option<u64>,
     pub bodies: Option<PathBuf>,
@@ -287,6 +302,12 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn is_demo(&self) -> bool {
         matches!(self.urls, UrlSource::Demo(_))
+    }
+
+    /// Whether `--out` (and `--warc`) are appended to: `--resume`, or a frontier
+    /// consumer, which never truncates what an earlier run of it recorded.
+    pub fn appends(&self) -> bool {
+        self.resume || matches!(self.urls, UrlSource::Frontier(_))
     }
 }
 
@@ -324,17 +345,29 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         let frontier = f
             .frontier
             .ok_or("--enqueue needs --frontier redis://HOST:PORT/QUEUE")?;
-        if f.demo || f.config.is_some() || f.urls.is_some() || f.out.is_some() || f.follow || keeps
+        if f.demo
+            || f.config.is_some()
+            || f.urls.is_some()
+            || f.out.is_some()
+            || f.follow
+            || keeps
+            || f.redis_wait.is_some()
         {
-            return Err("--enqueue only goes with --frontier".into());
+            return Err("--enqueue only goes with --frontier and --recrawl".into());
         }
         return Ok(Command::Enqueue {
             urls: UrlSource::from_arg(&file),
             frontier,
+            recrawl: f.recrawl,
         });
     }
-    if (f.claim_idle.is_some() || f.idle_exit.is_some()) && f.frontier.is_none() {
-        return Err("--claim-idle/--idle-exit only go with --frontier".into());
+    if f.recrawl {
+        return Err("--recrawl only goes with --enqueue FILE --frontier URL".into());
+    }
+    if (f.claim_idle.is_some() || f.idle_exit.is_some() || f.redis_wait.is_some())
+        && f.frontier.is_none()
+    {
+        return Err("--claim-idle/--idle-exit/--redis-wait only go with --frontier".into());
     }
     check_keep_flags(&f)?;
     let headers = parse_headers(&f.header)?;
@@ -359,6 +392,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         ignore_robots: f.ignore_robots,
         claim_idle: f.claim_idle.unwrap_or(DEFAULT_CLAIM_IDLE),
         idle_exit: f.idle_exit.unwrap_or(DEFAULT_IDLE_EXIT),
+        redis_wait: f.redis_wait.unwrap_or(DEFAULT_REDIS_WAIT),
         warc: f.warc,
         warc_max_bytes: f.warc_max_bytes,
         bodies: f.bodies,
@@ -431,8 +465,8 @@ fn url_source(f: &Flags) -> Result<UrlSource, String> {
         if f.config.is_none() {
             return Err("--frontier needs --config FILE".into());
         }
-        if f.resume || f.follow || !f.sitemap.is_empty() {
-            return Err("--frontier does not go with --resume, --follow or --sitemap".into());
+        if f.follow || !f.sitemap.is_empty() {
+            return Err("--frontier does not go with --follow or --sitemap".into());
         }
         if f.out.as_deref().is_none_or(|p| p == Path::new("-")) {
             return Err("--frontier needs --out FILE (records are written before the ack)".into());

@@ -1,31 +1,19 @@
-//! The shared Redis frontier: `--enqueue` pushes URLs once; `--frontier` consumes them
-//! (fetch, write the record and flush, then complete: at-least-once delivery).
+//! The shared Redis frontier: `--enqueue` pushes the URLs a crawl has not queued yet
+//! (`--recrawl` starts the crawl over); `--frontier` consumes them ([`super::consumer`]).
 
-use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Write};
-use std::time::{Duration, Instant};
+use std::io::{self, BufRead, BufReader};
+use std::time::Duration;
 
-use exitcrawl::redact::mask_url;
-use futures_util::future::{FutureExt, LocalBoxFuture};
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use exitcrawl::frontier::{Next, RedisFault, RedisWait};
 
-use super::fetch::{fetch_one, settle, Ctx, Outcome};
-use super::output::{write_line, SharedOut};
 use super::progress::say;
-use super::record::Totals;
-use super::run::Ended;
-use super::signals::Stop;
 use super::source::{url_line, UrlSource};
 use super::Failure;
-use crate::redis::{Frontier, FrontierEntry, Redis, RedisOptions};
+use crate::redis::{Frontier, Redis, RedisError, RedisOptions};
 
 /// URLs pushed per `Frontier::enqueue` call by `--enqueue`.
 const ENQUEUE_BATCH: usize = 10_000;
-/// Longest wait for new entries when nothing is in flight.
-const FRONTIER_BLOCK: Duration = Duration::from_millis(250);
-/// Longest wait for a completion before looking for more entries.
-const FRONTIER_POLL: Duration = Duration::from_millis(100);
 
 /// `--frontier redis://HOST:PORT/QUEUE`, split into the server and the queue name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,10 +43,15 @@ impl FrontierUrl {
             queue: queue.to_string(),
         })
     }
+
+    /// `redis://HOST:PORT/QUEUE`, as given.
+    pub fn shown(&self) -> String {
+        format!("{}{}", self.redis, self.queue)
+    }
 }
 
 /// The consumer name: `hostname-pid`.
-fn consumer_name() -> String {
+pub fn consumer_name() -> String {
     let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
         .find_map(|p| {
@@ -72,16 +65,87 @@ fn consumer_name() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-async fn open_frontier(f: &FrontierUrl) -> Result<Frontier, String> {
-    let redis = Redis::connect(&f.redis, RedisOptions::default())
-        .map_err(|e| format!("--frontier {}: {e}", f.redis))?;
-    Frontier::open(&redis, &f.queue)
-        .await
-        .map_err(|e| format!("--frontier {}{}: {e}", f.redis, f.queue))
+/// What kind of failure `e` is, for [`RedisWait`].
+pub fn fault(e: &RedisError) -> RedisFault {
+    if e.is_outage() {
+        return RedisFault::Unreachable;
+    }
+    match e.code() {
+        Some("NOGROUP") => RedisFault::QueueLost,
+        Some("LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN") => RedisFault::Busy,
+        _ => RedisFault::Refused,
+    }
 }
 
-/// `--enqueue FILE --frontier URL`: push every URL line once. Returns how many.
-pub async fn enqueue(urls: &UrlSource, f: &FrontierUrl) -> Result<usize, Failure> {
+/// Why a consumer cannot go on with Redis, for the user: what happened, and what is
+/// true of the URLs.
+pub fn fatal_message(f: &FrontierUrl, e: &RedisError, wait: &RedisWait) -> String {
+    let q = f.shown();
+    match fault(e) {
+        RedisFault::QueueLost => format!(
+            "frontier {q}: the queue is gone ({e}): Redis lost its data (restarted without \
+             persistence?) or the queue was deleted, and the URLs not fetched yet went with \
+             it. Run Redis with appendonly yes for a frontier that must survive restarts; \
+             to go on, enqueue the URLs again"
+        ),
+        RedisFault::Refused => format!("frontier {q}: Redis refused a command: {e}"),
+        RedisFault::Unreachable | RedisFault::Busy if wait.wait().is_zero() => {
+            format!("frontier {q}: Redis does not answer: {e}")
+        }
+        RedisFault::Unreachable | RedisFault::Busy => format!(
+            "frontier {q}: Redis did not answer for {:.0} s (--redis-wait {}): {e}",
+            wait.down_since()
+                .map_or(wait.wait(), |s| s.elapsed())
+                .as_secs_f64(),
+            wait.wait().as_secs_f64()
+        ),
+    }
+}
+
+/// Open the frontier, retrying an unreachable or loading Redis as [`RedisWait`] says.
+pub async fn open_frontier(f: &FrontierUrl, wait: &mut RedisWait) -> Result<Frontier, String> {
+    let redis = Redis::connect(&f.redis, RedisOptions::default())
+        .map_err(|e| format!("--frontier {}: {e}", f.redis))?;
+    let mut said = false;
+    loop {
+        match Frontier::open(&redis, &f.queue).await {
+            Ok(fr) => {
+                wait.succeeded(std::time::Instant::now());
+                return Ok(fr);
+            }
+            Err(e) => match wait.failed(fault(&e), std::time::Instant::now()) {
+                Next::RetryIn(d) => {
+                    if !said {
+                        say(&format!(
+                            "frontier {}: Redis does not answer ({e}); retrying for up to {:.0} s",
+                            f.shown(),
+                            wait.wait().as_secs_f64()
+                        ));
+                        said = true;
+                    }
+                    actix_rt::time::sleep(d).await;
+                }
+                Next::GiveUp { .. } | Next::Fatal => return Err(fatal_message(f, &e, wait)),
+            },
+        }
+    }
+}
+
+/// What `--enqueue` did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Enqueued {
+    pub added: usize,
+    /// URLs this crawl had already queued or done (not pushed again).
+    pub skipped: usize,
+}
+
+/// `--enqueue FILE --frontier URL [--recrawl]`: push every URL line this crawl has not
+/// queued or done yet; with `recrawl`, start the crawl over first.
+pub async fn enqueue(
+    urls: &UrlSource,
+    f: &FrontierUrl,
+    recrawl: bool,
+) -> Result<Enqueued, Failure> {
     let input: Box<dyn BufRead> = match urls {
         UrlSource::File(p) => {
             Box::new(BufReader::new(File::open(p).map_err(|e| {
@@ -90,8 +154,22 @@ pub async fn enqueue(urls: &UrlSource, f: &FrontierUrl) -> Result<usize, Failure
         }
         _ => Box::new(BufReader::new(io::stdin().lock())),
     };
-    let frontier = open_frontier(f).await.map_err(Failure::Output)?;
-    let mut added = 0;
+    // Enqueueing is a one-off: a Redis that is away is said at once, not waited for.
+    let mut no_wait = RedisWait::new(Duration::ZERO);
+    let mut frontier = open_frontier(f, &mut no_wait)
+        .await
+        .map_err(Failure::Output)?;
+    if recrawl {
+        let done = frontier
+            .recrawl()
+            .await
+            .map_err(|e| Failure::Output(format!("--recrawl {}: {e}", f.shown())))?;
+        say(&format!(
+            "--recrawl: started {} over (the earlier crawl had {done} URLs done)",
+            f.shown()
+        ));
+    }
+    let mut n = Enqueued::default();
     let mut batch = Vec::new();
     let mut lines = input.split(b'\n');
     loop {
@@ -104,224 +182,19 @@ pub async fn enqueue(urls: &UrlSource, f: &FrontierUrl) -> Result<usize, Failure
             }
         }
         if batch.len() >= ENQUEUE_BATCH || (end && !batch.is_empty()) {
-            added += frontier
-                .enqueue(batch.drain(..))
-                .await
-                .map_err(|e| Failure::Output(format!("--enqueue: {e} ({added} enqueued)")))?;
+            let len = batch.len();
+            let added = frontier.enqueue(batch.drain(..)).await.map_err(|e| {
+                Failure::Output(format!(
+                    "--enqueue {}: {e} ({} enqueued before)",
+                    f.shown(),
+                    n.added
+                ))
+            })?;
+            n.added += added;
+            n.skipped += len - added;
         }
         if end {
-            return Ok(added);
+            return Ok(n);
         }
-    }
-}
-
-/// How a consumer runs.
-pub struct FrontierOptions {
-    pub claim_idle: Duration,
-    pub idle_exit: Duration,
-    pub grace: Duration,
-    pub concurrency: usize,
-}
-
-type Done = (FrontierEntry, Outcome, Duration);
-
-/// A consumer's state.
-struct Consumer<'a> {
-    ctx: &'a Ctx<'a>,
-    frontier: Frontier,
-    name: String,
-    o: &'a FrontierOptions,
-    out: &'a SharedOut,
-    totals: &'a Totals,
-    in_flight: FuturesUnordered<LocalBoxFuture<'a, Done>>,
-    ids: HashSet<String>,
-    last_claim: Option<Instant>,
-    last_activity: Instant,
-}
-
-/// `--frontier` consumer: pull entries, fetch, write the record (flushed), then
-/// `complete` (done-set + ack). Entries other consumers left pending for `claim_idle` are
-/// claimed every `claim_idle / 2`. Ends when nothing is in flight or pending and nothing
-/// came for `idle_exit`; on a stop signal, the fetches in flight get `grace`, the rest stay
-/// pending for other consumers.
-pub async fn frontier_crawl(
-    ctx: &Ctx<'_>,
-    f: &FrontierUrl,
-    o: &FrontierOptions,
-    mut stop: Stop,
-    out: &SharedOut,
-    totals: &Totals,
-) -> Result<Ended, String> {
-    let frontier = open_frontier(f).await?;
-    let name = consumer_name();
-    say(&format!(
-        "frontier {}{} as consumer {name}",
-        f.redis, f.queue
-    ));
-    let mut c = Consumer {
-        ctx,
-        frontier,
-        name,
-        o,
-        out,
-        totals,
-        in_flight: FuturesUnordered::new(),
-        ids: HashSet::new(),
-        last_claim: None,
-        last_activity: Instant::now(),
-    };
-    let stopped = loop {
-        if stop.try_recv().is_ok() {
-            break true;
-        }
-        if !c.step().await? {
-            break false;
-        }
-    };
-    if !stopped {
-        return Ok(Ended::Complete);
-    }
-    say(&format!(
-        "interrupted: {} in flight get {:.0} s to finish; the rest stay pending for other \
-         consumers",
-        c.in_flight.len(),
-        o.grace.as_secs_f64()
-    ));
-    let drain = async {
-        while let Some(done) = c.in_flight.next().await {
-            c.finish(done).await?;
-        }
-        Ok::<_, String>(())
-    };
-    if let Ok(r) = actix_rt::time::timeout(o.grace, drain).await {
-        r?;
-    }
-    Ok(Ended::Interrupted)
-}
-
-impl<'a> Consumer<'a> {
-    /// Take new entries, start them, wait a little for a completion. `false`: done.
-    async fn step(&mut self) -> Result<bool, String> {
-        let free = self.o.concurrency.saturating_sub(self.in_flight.len());
-        let (got, redis_failed) = if free > 0 {
-            self.take(free).await
-        } else {
-            (Vec::new(), false)
-        };
-        if !got.is_empty() {
-            self.last_activity = Instant::now();
-        }
-        for entry in got {
-            self.start(entry).await;
-        }
-        if self.in_flight.is_empty() {
-            if self.last_activity.elapsed() >= self.o.idle_exit {
-                match self.frontier.pending().await {
-                    Ok(0) => return Ok(false),
-                    Ok(_) => {}
-                    Err(e) => say(&format!("frontier: pending: {e}")),
-                }
-            }
-            if redis_failed || free == 0 {
-                actix_rt::time::sleep(FRONTIER_BLOCK).await;
-            }
-            return Ok(true);
-        }
-        let next = actix_rt::time::timeout(FRONTIER_POLL, self.in_flight.next()).await;
-        if let Ok(Some(done)) = next {
-            let id = self.finish(done).await?;
-            self.ids.remove(&id);
-            self.last_activity = Instant::now();
-        }
-        Ok(true)
-    }
-
-    /// Up to `free` entries: stale ones other consumers left (every `claim_idle / 2`),
-    /// then new ones. The flag says Redis failed.
-    async fn take(&mut self, free: usize) -> (Vec<FrontierEntry>, bool) {
-        let mut got = Vec::new();
-        let mut failed = false;
-        if self
-            .last_claim
-            .is_none_or(|t| t.elapsed() >= self.o.claim_idle / 2)
-        {
-            self.last_claim = Some(Instant::now());
-            match self
-                .frontier
-                .claim_stale(&self.name, self.o.claim_idle, free)
-                .await
-            {
-                Ok(c) => {
-                    if !c.is_empty() {
-                        say(&format!("frontier: claimed {} stale entries", c.len()));
-                    }
-                    got.extend(c.into_iter().filter(|e| !self.ids.contains(&e.id)));
-                }
-                Err(e) => {
-                    failed = true;
-                    say(&format!("frontier: claim: {e}"));
-                }
-            }
-        }
-        if got.len() < free {
-            let block = if self.in_flight.is_empty() && got.is_empty() {
-                FRONTIER_BLOCK
-            } else {
-                Duration::ZERO
-            };
-            match self
-                .frontier
-                .next(&self.name, free - got.len(), block)
-                .await
-            {
-                Ok(n) => got.extend(n),
-                Err(e) => {
-                    failed = true;
-                    say(&format!("frontier: read: {e}"));
-                }
-            }
-        }
-        (got, failed)
-    }
-
-    /// Fetch an entry unless another consumer already completed its URL.
-    async fn start(&mut self, entry: FrontierEntry) {
-        match self.frontier.is_done(&entry.url).await {
-            Ok(true) => {
-                let _ = self.frontier.ack(&entry.id).await;
-                return;
-            }
-            Ok(false) => {}
-            Err(e) => say(&format!("frontier: is_done: {e}")),
-        }
-        self.totals.read_one();
-        self.ids.insert(entry.id.clone());
-        let ctx = self.ctx;
-        self.in_flight.push(
-            async move {
-                let started = Instant::now();
-                let outcome = fetch_one(ctx, entry.url.clone()).await;
-                (entry, outcome, started.elapsed())
-            }
-            .boxed_local(),
-        );
-    }
-
-    /// Write the record (flushed), then complete the entry: at-least-once.
-    async fn finish(&self, (entry, outcome, waited): Done) -> Result<String, String> {
-        let record = settle(self.ctx, &entry.url, outcome, waited, false)?;
-        self.totals.add(&record);
-        if let Some(w) = self.out.borrow_mut().as_mut() {
-            write_line(w, &record)
-                .and_then(|()| w.flush())
-                .map_err(|e| format!("writing --out: {e}"))?;
-        }
-        if let Err(e) = self.frontier.complete(&entry).await {
-            say(&format!(
-                "frontier: completing {}: {e} (it stays pending; another consumer will redo it)",
-                mask_url(&entry.url)
-            ));
-        }
-        Ok(entry.id)
     }
 }

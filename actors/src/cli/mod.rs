@@ -20,7 +20,8 @@
 //!   `final_url`, `content_type`, `sha256`;
 //! - [`fetch`]: one URL from robots.txt to its record;
 //! - [`list`]: the streaming loop over a URL list; [`follow`]: `--follow`;
-//!   [`frontier`]: `--frontier`/`--enqueue`; [`dedupe`]: `--dedupe`;
+//!   [`frontier`]: `--enqueue` and the frontier's Redis, [`consumer`]: `--frontier`;
+//!   [`dedupe`]: `--dedupe`;
 //! - [`signals`], [`progress`], [`logging`], [`demo`]; [`run`] puts a crawl together.
 //!
 //! Every URL written to `--out`, to WARC headers or to stderr goes through
@@ -29,6 +30,7 @@
 mod archive;
 mod args;
 mod bodies;
+mod consumer;
 mod dedupe;
 mod demo;
 mod fetch;
@@ -114,10 +116,15 @@ pub fn main(name: &'static str) -> ExitCode {
     };
     let result = match command {
         Command::Completions(shell) => return completions(shell, &mut cmd, name),
-        Command::Enqueue { urls, frontier } => actix_rt::System::new()
-            .block_on(frontier::enqueue(&urls, &frontier))
+        Command::Enqueue {
+            urls,
+            frontier,
+            recrawl,
+        } => actix_rt::System::new()
+            .block_on(frontier::enqueue(&urls, &frontier, recrawl))
             .and_then(|n| {
-                output::write_stdout(format!("enqueued {n}\n").as_bytes())
+                let line = format!("enqueued {} skipped {}\n", n.added, n.skipped);
+                output::write_stdout(line.as_bytes())
                     .map_err(|e| Failure::Output(format!("writing to stdout: {e}")))?;
                 Ok(run::Ended::Complete)
             }),
@@ -135,6 +142,10 @@ pub fn main(name: &'static str) -> ExitCode {
     match result {
         Ok(run::Ended::Complete) => ExitCode::SUCCESS,
         Ok(run::Ended::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        Ok(run::Ended::Stopped(msg)) => {
+            eprintln!("{name}: {msg}");
+            ExitCode::from(1)
+        }
         Err(Failure::Usage(msg)) => {
             eprintln!("{name}: {msg}");
             ExitCode::from(2)

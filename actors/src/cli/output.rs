@@ -82,6 +82,40 @@ impl PendingOut {
     }
 }
 
+/// Cut an unfinished last line (a hard kill mid-write) off the file at `path`, so that
+/// appended records start on a line of their own; reads only the file's tail. Returns the
+/// bytes cut (0 for a missing, empty or complete file, or one that is not a regular file).
+pub fn cut_unfinished_line(path: &Path) -> io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Ok(0);
+    }
+    let len = meta.len();
+    let mut end = len;
+    let mut buf = vec![0u8; 64 << 10];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(chunk)?;
+        if let Some(i) = chunk.iter().rposition(|b| *b == b'\n') {
+            end = start + i as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    if end < len {
+        f.set_len(end)?;
+    }
+    Ok(len - end)
+}
+
 /// One JSON line.
 pub fn write_line(w: &mut dyn Write, value: &impl Serialize) -> io::Result<()> {
     serde_json::to_writer(&mut *w, value)?;
@@ -259,6 +293,29 @@ mod tests {
         PendingOut::open(&fresh, false).unwrap().abandon();
         assert!(!fresh.exists(), "a file the run created is removed");
         assert!(PendingOut::open(&d, false).is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_unfinished_last_line_is_cut() {
+        let d = temp_dir("cut");
+        let p = d.join("out.jsonl");
+        assert_eq!(cut_unfinished_line(&p).unwrap(), 0, "missing");
+        std::fs::write(&p, "{\"a\":1}\n{\"b\":").unwrap();
+        assert_eq!(cut_unfinished_line(&p).unwrap(), 5);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":1}\n");
+        assert_eq!(cut_unfinished_line(&p).unwrap(), 0, "complete");
+        let long = "x".repeat(200_000);
+        std::fs::write(&p, format!("one\n{long}")).unwrap();
+        assert_eq!(
+            cut_unfinished_line(&p).unwrap(),
+            200_000,
+            "beyond one chunk"
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "one\n");
+        std::fs::write(&p, "no newline").unwrap();
+        assert_eq!(cut_unfinished_line(&p).unwrap(), 10);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "");
         let _ = std::fs::remove_dir_all(&d);
     }
 

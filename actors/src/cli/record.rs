@@ -180,6 +180,14 @@ pub struct Totals {
     pub robots_fetches: Cell<u64>,
     /// Input URLs read so far (≥ total: the difference is in flight).
     pub read: Cell<u64>,
+    /// Frontier: entries not fetched because their URL was already done in this crawl.
+    pub skipped_done: Cell<u64>,
+    /// Frontier: URLs that failed on this consumer's side and went back to the queue.
+    pub requeued: Cell<u64>,
+    /// Frontier: entries given back unfetched (a stop signal, or the consumer stopped).
+    pub released: Cell<u64>,
+    /// Frontier: entries taken over from consumers whose heartbeat expired.
+    pub claimed: Cell<u64>,
 }
 
 fn bump(c: &Cell<u64>, n: u64) {

@@ -15,10 +15,10 @@ use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};
 use super::args::RunArgs;
+use super::consumer::{frontier_crawl, FrontierOptions};
 use super::fetch::Ctx;
 use super::follow::{follow_crawl, FollowWriter};
-use super::frontier::{frontier_crawl, FrontierOptions};
-use super::output::{probe_atomic, PendingOut, SharedOut};
+use super::output::{cut_unfinished_line, probe_atomic, PendingOut, SharedOut};
 use super::paths::{check_distinct, Named};
 use super::progress::{say, spawn_progress, ProgressMode, Watched, BAR};
 use super::record::Totals;
@@ -35,12 +35,16 @@ use crate::{Crawler, CrawlerHandle, FollowTotals, Resume};
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// How the crawl loop ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {
     /// Every URL read has its final record.
     Complete,
-    /// Ctrl-C/SIGTERM: the URLs not finished are recorded as interrupted.
+    /// Ctrl-C/SIGTERM: the URLs not finished are recorded as interrupted (a frontier
+    /// consumer gives them back to the queue).
     Interrupted,
+    /// A frontier consumer could not go on (Redis lost, or its failures are all its
+    /// own): why, for stderr (exit 1). The records and the summary are written.
+    Stopped(String),
 }
 
 /// The settings: the config file's (exit 2 when it is invalid) or the demo's, with the
@@ -100,6 +104,19 @@ fn shown_headers(s: &Settings) -> String {
 
 /// `--resume`: the URLs to skip (list mode) or what the crawl goes on from (`--follow`).
 fn prepare_resume(args: &RunArgs, follow: bool) -> Result<(HashSet<String>, Resume), Failure> {
+    if let (UrlSource::Frontier(_), Some(path)) = (&args.urls, &args.out) {
+        // A consumer always appends (Redis knows what is done): only an unfinished last
+        // line, from a consumer killed mid-write, is cut.
+        let cut = cut_unfinished_line(path)
+            .map_err(|e| Failure::Usage(format!("--out {}: {e}", path.display())))?;
+        if cut > 0 {
+            say(&format!(
+                "--out {}: cut an unfinished last line ({cut} bytes) before appending",
+                path.display()
+            ));
+        }
+        return Ok((HashSet::new(), Resume::default()));
+    }
     let (true, Some(path)) = (args.resume, &args.out) else {
         return Ok((HashSet::new(), Resume::default()));
     };
@@ -200,7 +217,7 @@ fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
     args.out
         .as_deref()
         .map(|p| {
-            PendingOut::open(p, args.resume)
+            PendingOut::open(p, args.appends())
                 .map_err(|e| Failure::Usage(format!("--out {}: {e}", p.display())))
         })
         .transpose()
@@ -218,7 +235,7 @@ fn open_outputs(
             warc: args.warc.as_deref(),
             warc_max_bytes: args.warc_max_bytes,
             bodies: args.bodies.as_deref(),
-            resume: args.resume,
+            resume: args.appends(),
         },
         settings,
     );
@@ -345,6 +362,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         read: Arc::clone(&read),
         started: Instant::now(),
         handle: handle.clone(),
+        frontier: matches!(args.urls, UrlSource::Frontier(_)),
     });
     let stop = spawn_signals(Rc::clone(&outputs.out), Some(forced_exit(&summary)))
         .map_err(|e| Failure::Usage(format!("cannot watch for Ctrl-C: {e}")))?;
@@ -421,7 +439,8 @@ fn say_interrupted(args: &RunArgs, totals: &Totals) {
         totals.total.get(),
         totals.interrupted.get(),
         if matches!(args.urls, UrlSource::Frontier(_)) {
-            "the rest stay in the frontier: run the same command again to go on"
+            "the rest are in the frontier: run the same command again to go on (--out is \
+             appended to)"
         } else {
             "run again with --resume to finish"
         }
@@ -459,6 +478,7 @@ async fn crawl_mode(
             idle_exit: args.idle_exit,
             grace: args.grace,
             concurrency,
+            redis_wait: args.redis_wait,
         };
         let ended = frontier_crawl(ctx, f, &opts, stop, &outputs.out, totals).await?;
         return Ok((ended, None));

@@ -38,7 +38,8 @@ pub struct Summary {
     pub requests: u64,
     /// URLs recorded as interrupted (Ctrl-C).
     pub interrupted: u64,
-    /// URLs skipped by `--resume` (a final record was already in `--out`).
+    /// URLs skipped by `--resume` (a final record was already in `--out`), or with
+    /// `--frontier`, entries whose URL was already done in this crawl.
     pub skipped: u64,
     /// URLs not fetched because of robots.txt (each has a record).
     pub skipped_robots: u64,
@@ -52,6 +53,20 @@ pub struct Summary {
     /// `--follow` only: the crawl's discovery counters.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub follow: Option<FollowSummary>,
+    /// `--frontier` only: what this consumer did with the queue.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub frontier: Option<FrontierSummary>,
+}
+
+/// The summary's extra counters of a `--frontier` consumer.
+#[derive(Debug, Serialize)]
+pub struct FrontierSummary {
+    /// URLs that failed on this consumer's side and went back to the queue (no record).
+    pub requeued: u64,
+    /// Entries given back unfetched: after a stop signal, or when the consumer stopped.
+    pub released: u64,
+    /// Entries taken over from consumers whose heartbeat expired.
+    pub claimed: u64,
 }
 
 /// The summary's extra counters with `--follow` (see `FollowTotals`).
@@ -148,14 +163,25 @@ impl Summary {
             throttled: t.throttled.get(),
             requests: per_exit.iter().map(|e| e.requests).sum(),
             interrupted: t.interrupted.get(),
-            skipped,
+            skipped: skipped + t.skipped_done.get(),
             skipped_robots: t.skipped_robots.get(),
             skipped_duplicate: t.skipped_duplicate.get(),
             robots_fetches: t.robots_fetches.get(),
             elapsed_s: elapsed.as_secs_f64(),
             per_exit,
             follow: None,
+            frontier: None,
         }
+    }
+
+    /// A `--frontier` consumer's counters.
+    pub fn with_frontier(mut self, t: &Totals) -> Self {
+        self.frontier = Some(FrontierSummary {
+            requeued: t.requeued.get(),
+            released: t.released.get(),
+            claimed: t.claimed.get(),
+        });
+        self
     }
 
     /// A `--follow` crawl's counters.
@@ -189,6 +215,8 @@ pub struct SummaryWriter {
     pub read: Arc<ReadStats>,
     pub started: Instant,
     pub handle: CrawlerHandle,
+    /// A `--frontier` consumer: its counters are added.
+    pub frontier: bool,
 }
 
 impl SummaryWriter {
@@ -205,9 +233,14 @@ impl SummaryWriter {
             stats,
             self.handle.metrics(),
         );
-        match follow {
+        let summary = match follow {
             Some(ft) => summary.with_follow(ft),
             None => summary,
+        };
+        if self.frontier {
+            summary.with_frontier(&self.totals)
+        } else {
+            summary
         }
     }
 

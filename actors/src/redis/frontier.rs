@@ -1,34 +1,59 @@
 //! `Frontier`: one URL queue shared by any number of crawler processes.
 //!
-//! A Redis stream (`exitcrawl:frontier:{queue}`, one entry per URL, field `url`) read
-//! through the consumer group `exitcrawl`: each entry goes to one consumer and stays
-//! *pending* for it until acknowledged — at-least-once delivery. A consumer that dies
-//! leaves its pending entries behind; [`Frontier::claim_stale`] (`XAUTOCLAIM`) hands those
-//! idle for longer than a timeout to another consumer.
+//! A Redis stream (`exitcrawl:frontier:{queue}`, one entry per URL, fields `url` and
+//! `tries`) read through the consumer group `exitcrawl`: each entry goes to one consumer
+//! and stays *pending* for it until acknowledged — at-least-once delivery. The queue name
+//! is the crawl: a URL is pushed once per crawl ([`Frontier::enqueue`] skips a URL already
+//! queued or done, through the set `exitcrawl:seen:{queue}`), and [`Frontier::recrawl`]
+//! starts it over.
 //!
-//! At-least-once means a URL can be fetched twice (a slow consumer's entry claimed by
-//! another). The done-set `exitcrawl:done:{queue}` makes the *final record* exactly-once:
+//! Consumers keep a heartbeat key (`exitcrawl:alive:{queue}:{consumer}`, with a TTL); a
+//! consumer whose key expired is dead, and [`Frontier::claim_dead`] moves its whole
+//! pending list to a live consumer in one step and removes it from the group. Nothing is
+//! taken from a live consumer, however long its entries have been pending.
+//! [`Frontier::trim`] drops the entries every consumer is done with.
 //!
-//! 1. take an entry ([`next`](Frontier::next) or [`claim_stale`](Frontier::claim_stale));
+//! At-least-once means a URL can be fetched twice (a consumer that died after its fetch
+//! and before the acknowledgement). The done-set `exitcrawl:done:{queue}` makes the
+//! *final record* exactly-once:
+//!
+//! 1. take an entry ([`next`](Frontier::next) or [`claim_dead`](Frontier::claim_dead));
 //! 2. skip it if [`is_done`](Frontier::is_done) (acknowledge it with
 //!    [`ack`](Frontier::ack));
 //! 3. fetch, then [`complete`](Frontier::complete) it — `SADD` to the done-set and `XACK`
-//!    in one transaction — and write the final record only when `complete` returns `true`
-//!    (the first completion of that URL). A crash after `complete` and before the write
-//!    loses that record; the `--dedupe` merge step of the CLI covers writers that write
-//!    first and complete afterwards instead.
+//!    in one transaction — or put it back for another consumer
+//!    ([`requeue`](Frontier::requeue)). The CLI writes the record before completing, so a
+//!    crash in between leaves a record whose URL is fetched again: its `--dedupe` merge
+//!    keeps one.
 
 use std::time::Duration;
 
 use ::redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
 
-use super::{key, Redis, RedisError};
+use super::{eval_script, key, Redis, RedisError};
 
 /// The consumer group every crawler process reads through.
 pub const GROUP: &str = "exitcrawl";
 
 /// Most entries one `XADD` pipeline carries.
 const ENQUEUE_CHUNK: usize = 500;
+
+/// Enqueues a URL only if this crawl has neither queued nor done it; returns how many
+/// of ARGV were added. Refuses (`NOGROUP`) when the stream is gone, rather than creating
+/// a stream no consumer group reads.
+const ENQUEUE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.error_reply('NOGROUP the stream ' .. KEYS[1] .. ' does not exist')
+end
+local added = 0
+for _, url in ipairs(ARGV) do
+  if redis.call('SISMEMBER', KEYS[3], url) == 0 and redis.call('SADD', KEYS[2], url) == 1 then
+    redis.call('XADD', KEYS[1], '*', 'url', url, 'tries', '0')
+    added = added + 1
+  end
+end
+return added
+";
 
 /// One URL handed to a consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,27 +62,35 @@ pub struct FrontierEntry {
     pub id: String,
     /// The URL.
     pub url: String,
+    /// How many times a consumer failed it locally and put it back (0 when enqueued).
+    pub tries: u32,
 }
 
 /// A shared frontier (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Frontier {
-    redis: Redis,
+    pub(super) redis: Redis,
     /// Own connection for `XREADGROUP … BLOCK`, which would stall other commands.
     blocking: Redis,
-    stream: String,
+    pub(super) queue: String,
+    pub(super) stream: String,
     done: String,
+    seen: String,
+    created: bool,
 }
 
 impl Frontier {
     /// The frontier `queue` on `redis`; creates the stream and the group when missing
     /// (the group starts at the beginning, so URLs enqueued earlier are delivered).
     pub async fn open(redis: &Redis, queue: &str) -> Result<Self, RedisError> {
-        let f = Self {
+        let mut f = Self {
             redis: redis.clone(),
             blocking: redis.dedicated()?,
+            queue: queue.to_string(),
             stream: key("frontier", queue),
             done: key("done", queue),
+            seen: key("seen", queue),
+            created: false,
         };
         let mut c = f.redis.conn();
         let mut cmd = ::redis::cmd("XGROUP");
@@ -73,11 +106,38 @@ impl Frontier {
             })
             .await;
         match created {
-            Ok(()) => {}
+            Ok(()) => f.created = true,
             Err(RedisError::Server(e)) if e.code() == Some("BUSYGROUP") => {}
             Err(e) => return Err(e),
         }
         Ok(f)
+    }
+
+    /// Whether [`Frontier::open`] created the stream and its group (nothing was enqueued
+    /// in this crawl before, or Redis lost it).
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// The queue's name.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// Starts the crawl over: deletes the stream, the done-set and the set of enqueued
+    /// URLs, then creates the stream and its group again. Returns the URLs that were done.
+    pub async fn recrawl(&mut self) -> Result<u64, RedisError> {
+        let done = self.done_count().await?;
+        let mut cmd = ::redis::cmd("DEL");
+        cmd.arg(&self.stream).arg(&self.done).arg(&self.seen);
+        let mut c = self.redis.conn();
+        self.redis
+            .run("del", Duration::ZERO, async move {
+                cmd.query_async::<()>(&mut c).await
+            })
+            .await?;
+        *self = Self::open(&self.redis, &self.queue.clone()).await?;
+        Ok(done)
     }
 
     /// The stream key.
@@ -90,36 +150,62 @@ impl Frontier {
         &self.done
     }
 
-    /// Appends `urls` (pipelined, 500 per round trip). Returns how many were added. Not
-    /// atomic across chunks: after an error, a prefix may be in.
+    /// Appends the `urls` this crawl has neither queued nor done yet (one script per 500
+    /// URLs). Returns how many were added; the others were skipped. Not atomic across
+    /// chunks: after an error, a prefix may be in (enqueueing again adds only the rest).
+    /// `NOGROUP` when the stream is gone (see [`Frontier::open`]).
     pub async fn enqueue<I, S>(&self, urls: I) -> Result<usize, RedisError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+        let script = SCRIPT.get_or_init(|| ::redis::Script::new(ENQUEUE));
         let mut added = 0;
         let mut urls = urls.into_iter().peekable();
         while urls.peek().is_some() {
-            let mut pipe = ::redis::pipe();
-            let mut n = 0;
-            for url in urls.by_ref().take(ENQUEUE_CHUNK) {
-                pipe.cmd("XADD")
-                    .arg(&self.stream)
-                    .arg("*")
-                    .arg("url")
-                    .arg(url.as_ref())
-                    .ignore();
-                n += 1;
-            }
-            let mut c = self.redis.conn();
-            self.redis
-                .run("xadd", Duration::ZERO, async move {
-                    pipe.query_async::<()>(&mut c).await
-                })
-                .await?;
-            added += n;
+            let chunk: Vec<String> = urls
+                .by_ref()
+                .take(ENQUEUE_CHUNK)
+                .map(|u| u.as_ref().to_string())
+                .collect();
+            let keys = [self.stream.as_str(), &self.seen, &self.done];
+            let n: u64 = eval_script(&self.redis, script, &keys, &chunk).await?;
+            added += n as usize;
         }
         Ok(added)
+    }
+
+    /// Puts `e` back at the end of the queue with `tries` counted, and acknowledges the
+    /// old entry, in one transaction. `NOGROUP` when the stream is gone (`NOMKSTREAM`:
+    /// a lost queue is not recreated without its group).
+    pub async fn requeue(&self, e: &FrontierEntry, tries: u32) -> Result<(), RedisError> {
+        let mut pipe = ::redis::pipe();
+        pipe.atomic()
+            .cmd("XADD")
+            .arg(&self.stream)
+            .arg("NOMKSTREAM")
+            .arg("*")
+            .arg("url")
+            .arg(&e.url)
+            .arg("tries")
+            .arg(tries)
+            .cmd("XACK")
+            .arg(&self.stream)
+            .arg(GROUP)
+            .arg(&e.id)
+            .ignore();
+        let mut c = self.redis.conn();
+        let (id,): (Option<String>,) = self
+            .redis
+            .run("requeue", Duration::ZERO, async move {
+                pipe.query_async(&mut c).await
+            })
+            .await?;
+        match id {
+            Some(_) => Ok(()),
+            None => Err(lost(&self.stream)),
+        }
     }
 
     /// Up to `count` new entries for `consumer` (`XREADGROUP … >`), waiting up to `block`
@@ -131,6 +217,27 @@ impl Frontier {
         count: usize,
         block: Duration,
     ) -> Result<Vec<FrontierEntry>, RedisError> {
+        self.read_group(consumer, count, block, ">").await
+    }
+
+    /// Up to `count` of the entries pending for `consumer` itself (`XREADGROUP … 0`): after
+    /// Redis lost an acknowledgement (a restart from an AOF a second behind), entries the
+    /// consumer finished can be pending for it again, and nobody else would take them.
+    pub async fn own_pending(
+        &self,
+        consumer: &str,
+        count: usize,
+    ) -> Result<Vec<FrontierEntry>, RedisError> {
+        self.read_group(consumer, count, Duration::ZERO, "0").await
+    }
+
+    async fn read_group(
+        &self,
+        consumer: &str,
+        count: usize,
+        block: Duration,
+        from: &str,
+    ) -> Result<Vec<FrontierEntry>, RedisError> {
         let mut cmd = ::redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(GROUP)
@@ -141,7 +248,7 @@ impl Frontier {
             // BLOCK 0 would mean "forever": at least 1 ms.
             cmd.arg("BLOCK").arg(block.as_millis().max(1) as u64);
         }
-        cmd.arg("STREAMS").arg(&self.stream).arg(">");
+        cmd.arg("STREAMS").arg(&self.stream).arg(from);
         let mut c = self.blocking.conn();
         let reply: Option<StreamReadReply> = self
             .blocking
@@ -296,5 +403,18 @@ impl Frontier {
 
 fn entry(s: StreamId) -> Option<FrontierEntry> {
     let url: String = s.get("url")?;
-    Some(FrontierEntry { id: s.id, url })
+    let tries = s.get("tries").unwrap_or(0);
+    Some(FrontierEntry {
+        id: s.id,
+        url,
+        tries,
+    })
+}
+
+/// The error of a stream that no longer exists, as Redis names it for a lost group.
+pub(super) fn lost(stream: &str) -> RedisError {
+    RedisError::Server(::redis::make_extension_error(
+        "NOGROUP".into(),
+        Some(format!("the stream {stream} does not exist")),
+    ))
 }

@@ -17,8 +17,10 @@
 //! |---|---|---|
 //! | `exitcrawl:gcra:{key}` | string: TAT in µs, server clock | when the key is back to a full burst |
 //! | `exitcrawl:rate:{key}` | string: `"{rps} {pause_until_ms}"` | [`SharedRates::with_ttl`], default 10 min |
-//! | `exitcrawl:frontier:{queue}` | stream, field `url`, group `exitcrawl` | none |
-//! | `exitcrawl:done:{queue}` | set of URLs | none |
+//! | `exitcrawl:frontier:{queue}` | stream, fields `url` and `tries`, group `exitcrawl` | trimmed once every consumer is done with an entry |
+//! | `exitcrawl:done:{queue}` | set of URLs | none (`--enqueue --recrawl` deletes it) |
+//! | `exitcrawl:seen:{queue}` | set of URLs ever enqueued | none (`--enqueue --recrawl` deletes it) |
+//! | `exitcrawl:alive:{queue}:{consumer}` | string: the consumer's pid | `--claim-idle` |
 //!
 //! Channel: `exitcrawl:intervals`.
 //!
@@ -45,6 +47,7 @@
 mod frontier;
 mod gcra;
 mod rates;
+mod upkeep;
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -58,6 +61,7 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 pub use frontier::{Frontier, FrontierEntry};
 pub use gcra::{Checked, RedisGcra};
 pub use rates::{RateMessage, RateSubscription, RateUpdate, SharedRates};
+pub use upkeep::{Claimed, CLAIM_MAX};
 
 /// The prefix of every key and channel.
 pub const PREFIX: &str = "exitcrawl";
@@ -99,6 +103,14 @@ impl RedisError {
         )
     }
 
+    /// The error code Redis answered with (`NOGROUP`, `LOADING`, …), if it answered.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            RedisError::Server(e) => e.code(),
+            _ => None,
+        }
+    }
+
     fn from_redis(e: ::redis::RedisError) -> Self {
         use ::redis::ErrorKind;
         match e.kind() {
@@ -121,8 +133,8 @@ impl fmt::Display for RedisError {
             RedisError::Timeout { op, after } => {
                 write!(f, "redis {op}: no answer within {} ms", after.as_millis())
             }
-            RedisError::Connection(_) => write!(f, "redis connection failed"),
-            RedisError::Server(_) => write!(f, "redis answered with an error"),
+            RedisError::Connection(e) => write!(f, "redis connection failed: {e}"),
+            RedisError::Server(e) => write!(f, "redis answered with an error: {e}"),
             RedisError::Reply(m) => write!(f, "unexpected redis reply: {m}"),
             RedisError::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
         }

@@ -1,5 +1,6 @@
 //! Shared test helpers: exits on 127.0.0.x, and a real `redis-server` that each test
-//! starts on a free loopback port (no persistence) and that is killed on drop. Without
+//! starts on a free loopback port (no persistence, or an append-only file in a directory
+//! of its own) and that is killed on drop. Without
 //! `redis-server` on PATH the Redis tests fail, never skip: CI installs it in `.ci/run`;
 //! locally, `apt-get install -y redis-server`.
 //!
@@ -67,15 +68,41 @@ pub fn exits(n: u8, max_concurrent: u32) -> Vec<ExitSettings> {
 pub struct RedisServer {
     pub port: u16,
     child: Option<Child>,
+    /// With an append-only file: its directory (removed on drop).
+    aof_dir: Option<std::path::PathBuf>,
 }
 
 impl RedisServer {
+    /// No persistence: a restart comes back empty.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// `appendonly yes` (fsync every second, Redis's default) in a fresh directory: a
+    /// restart comes back with the data.
+    pub fn start_aof() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "exitcrawl-redis-aof-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).expect("create the AOF directory");
+        Self::start_with(Some(dir))
+    }
+
+    fn start_with(aof_dir: Option<std::path::PathBuf>) -> Self {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())
             .expect("bind 127.0.0.1:0")
             .port();
-        let mut s = Self { port, child: None };
+        let mut s = Self {
+            port,
+            child: None,
+            aof_dir,
+        };
         s.restart();
         s
     }
@@ -83,13 +110,18 @@ impl RedisServer {
     /// (Re)starts the server on the same port and waits (≤ 5 s) until it answers PING.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "server already running");
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
+            .args(["--save", ""]);
+        match &self.aof_dir {
+            Some(dir) => cmd
+                .args(["--appendonly", "yes", "--appendfsync", "everysec"])
+                .arg("--dir")
+                .arg(dir),
+            None => cmd.args(["--appendonly", "no"]),
+        };
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
         let child = match child {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -126,6 +158,40 @@ impl RedisServer {
         s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
     }
 
+    /// A command over a fresh connection, without a runtime (for tests that run the
+    /// binary): the reply as text — an integer's digits, a string, an error's message, or
+    /// an array's length as `*N`.
+    pub fn cmd(&self, args: &[&str]) -> String {
+        let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        s.write_all(req.as_bytes()).expect("send");
+        let mut reader = std::io::BufReader::new(s);
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut line).expect("reply");
+        let line = line.trim_end();
+        match line.split_at(1) {
+            ("$", "-1") => String::new(),
+            ("$", _) => {
+                let mut v = String::new();
+                std::io::BufRead::read_line(&mut reader, &mut v).expect("bulk");
+                v.trim_end().to_string()
+            }
+            ("*", n) => format!("*{n}"),
+            (_, rest) => rest.to_string(),
+        }
+    }
+
+    /// An integer reply (`XLEN`, `SCARD`, `EXISTS`, …).
+    pub fn int(&self, args: &[&str]) -> i64 {
+        let r = self.cmd(args);
+        r.parse()
+            .unwrap_or_else(|_| panic!("{args:?} answered {r:?}"))
+    }
+
     /// SIGKILL, like a crash.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -157,5 +223,8 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        if let Some(dir) = &self.aof_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
