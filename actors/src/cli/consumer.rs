@@ -573,12 +573,17 @@ impl<'a> Consumer<'a> {
         msg
     }
 
-    /// Leave the group: the heartbeat is deleted, and the consumer removed when nothing
-    /// is pending for it.
+    /// Leave the group: the heartbeat is deleted, the consumer removed when nothing is
+    /// pending for it, and the stream trimmed.
     async fn leave(&mut self) {
         if self.may_call() {
             if let Err(e) = self.frontier.leave(&self.name).await {
                 tracing::debug!(error = %e, "frontier: leaving the group");
+            }
+            // What this consumer acknowledged last is trimmed now, not at the next pass
+            // of a consumer that may never come.
+            if let Err(e) = self.frontier.trim().await {
+                tracing::debug!(error = %e, "frontier: trimming the stream");
             }
         }
     }
