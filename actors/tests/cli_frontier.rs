@@ -453,3 +453,62 @@ fn the_same_urls_enqueued_twice_are_pushed_and_fetched_once() {
     );
     assert_eq!(records(&out).len(), 2 * URLS, "appended");
 }
+
+#[test]
+fn frontier_flags_name_what_is_wrong() {
+    let dir = TempDir::new("frontier-flags");
+    let cfg = dir.file("c.toml", &config("", NO_LIMIT));
+    let list = dir.file("u.txt", "http://127.0.0.1:1/\n");
+    let q = "redis://127.0.0.1:1/q";
+    for (args, needle) in [
+        (
+            vec!["--config", s(&cfg), "--urls", s(&list), "--redis-wait", "5"],
+            "--redis-wait only go with --frontier",
+        ),
+        (
+            vec!["--config", s(&cfg), "--urls", s(&list), "--recrawl"],
+            "--recrawl only goes with --enqueue",
+        ),
+        (
+            vec!["--enqueue", s(&list), "--frontier", q, "--redis-wait", "5"],
+            "--enqueue only goes with --frontier and --recrawl",
+        ),
+        (
+            vec![
+                "--config",
+                s(&cfg),
+                "--frontier",
+                q,
+                "--out",
+                "o",
+                "--redis-wait",
+                "0",
+            ],
+            "0 seconds is out of range (more than 0, at most 86400)",
+        ),
+        (
+            vec![
+                "--config",
+                s(&cfg),
+                "--frontier",
+                q,
+                "--out",
+                "o",
+                "--follow",
+            ],
+            "--frontier does not go with --follow or --sitemap",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    // Redis away at enqueue time: exit 1, said at once.
+    let o = run(&["--enqueue", s(&list), "--frontier", q]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("Redis does not answer"),
+        "{}",
+        stderr(&o)
+    );
+}

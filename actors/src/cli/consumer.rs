@@ -13,7 +13,9 @@
 //! - a stop signal lets the fetches in flight finish for `grace`, then puts the rest
 //!   back in the queue.
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::frontier::{Blame, Fate, Liveness, LocalJudge, Next, RedisFault, RedisWait};
@@ -81,10 +83,16 @@ struct Consumer<'a> {
     /// What Redis is owed, oldest first: kept while Redis is away.
     owed: VecDeque<Owed>,
     live: Liveness,
+    /// When the heartbeat task last refreshed the key.
+    beat_ok: Rc<Cell<Instant>>,
+    /// The heartbeat lapsed and that was said; cleared once it is refreshed again.
+    lapse_said: bool,
     next_pass: Instant,
     wait: RedisWait,
     /// No Redis call before this: backing off after a failure.
     retry_at: Option<Instant>,
+    /// The last error of the current outage that reached the network.
+    cause: Option<String>,
     /// Look for entries pending for this consumer that it does not hold.
     reconcile: bool,
     judge: LocalJudge,
@@ -114,7 +122,7 @@ pub async fn frontier_crawl(
     frontier
         .heartbeat(&name, live.ttl)
         .await
-        .map_err(|e| fatal_message(f, &e, &wait))?;
+        .map_err(|e| fatal_message(f, &e, None, &wait))?;
     say(&format!("frontier {} as consumer {name}", f.shown()));
     if frontier.created() {
         say(&format!(
@@ -123,8 +131,9 @@ pub async fn frontier_crawl(
             f.shown()
         ));
     }
-    let beat = spawn_heartbeat(frontier.clone(), name.clone(), live);
     let now = Instant::now();
+    let beat_ok = Rc::new(Cell::new(now));
+    let beat = spawn_heartbeat(frontier.clone(), name.clone(), live, Rc::clone(&beat_ok));
     let mut c = Consumer {
         ctx,
         f,
@@ -138,9 +147,12 @@ pub async fn frontier_crawl(
         backlog: VecDeque::new(),
         owed: VecDeque::new(),
         live,
+        beat_ok,
+        lapse_said: false,
         next_pass: now,
         wait,
         retry_at: None,
+        cause: None,
         reconcile: false,
         judge: LocalJudge::new(LocalJudge::window_for(o.concurrency)),
         last_local: String::new(),
@@ -158,11 +170,14 @@ fn spawn_heartbeat(
     frontier: Frontier,
     name: String,
     live: Liveness,
+    ok: Rc<Cell<Instant>>,
 ) -> actix_rt::task::JoinHandle<()> {
     actix_rt::spawn(async move {
         loop {
             actix_rt::time::sleep(live.every).await;
-            let _ = frontier.heartbeat(&name, live.ttl).await;
+            if frontier.heartbeat(&name, live.ttl).await.is_ok() {
+                ok.set(Instant::now());
+            }
         }
     })
 }
@@ -231,7 +246,11 @@ impl<'a> Consumer<'a> {
         beat.abort();
         self.leave().await;
         Ok(match self.stopped.take() {
-            Some(why) => Ended::Stopped(format!("frontier {}: stopped: {why}", self.f.shown())),
+            Some(why) => Ended::Stopped(format!(
+                "frontier {}: this consumer stopped taking work: {why}; its URLs went back \
+                 to the queue",
+                self.f.shown()
+            )),
             None => Ended::Complete,
         })
     }
@@ -254,6 +273,7 @@ impl<'a> Consumer<'a> {
         let e = match r {
             Ok(v) => {
                 self.retry_at = None;
+                self.cause = None;
                 if let Some(down) = self.wait.succeeded(now) {
                     say(&format!(
                         "frontier: Redis answers again after {:.1} s",
@@ -266,6 +286,9 @@ impl<'a> Consumer<'a> {
             }
             Err(e) => e,
         };
+        if !matches!(e, RedisError::Unavailable { .. }) {
+            self.cause = Some(e.to_string());
+        }
         let first = self.wait.down_since().is_none();
         match self.wait.failed(fault(&e), now) {
             Next::RetryIn(d) => {
@@ -284,13 +307,16 @@ impl<'a> Consumer<'a> {
                 }
                 Ok(None)
             }
-            Next::GiveUp { .. } | Next::Fatal => Err(fatal_message(self.f, &e, &self.wait)),
+            Next::GiveUp { .. } | Next::Fatal => {
+                Err(fatal_message(self.f, &e, self.cause.as_deref(), &self.wait))
+            }
         }
     }
 
     /// Settle what Redis is owed, look after the queue when due, start entries, wait a
     /// little for a completion. `Ok(false)`: done.
     async fn step(&mut self) -> Result<bool, String> {
+        self.watch_heartbeat();
         self.settle_owed().await?;
         if self.may_call() && Instant::now() >= self.next_pass {
             self.upkeep().await?;
@@ -331,6 +357,20 @@ impl<'a> Consumer<'a> {
             self.last_activity = Instant::now();
         }
         Ok(true)
+    }
+
+    /// Say once when this consumer's heartbeat may have expired: what it holds can then
+    /// be taken over by others and fetched twice.
+    fn watch_heartbeat(&mut self) {
+        let lapsed = self.live.lapsed(self.beat_ok.get(), Instant::now());
+        if lapsed && !self.lapse_said {
+            say(&format!(
+                "frontier: no heartbeat refreshed for {:.0} s (--claim-idle): other consumers                  may take over the {} entries this one holds; a URL may then be fetched twice                  (--dedupe keeps one record)",
+                self.live.ttl.as_secs_f64(),
+                self.fetching.len() + self.backlog.len()
+            ));
+        }
+        self.lapse_said = lapsed;
     }
 
     /// Nothing in flight: done once nothing is held or owed and nothing is pending for
@@ -473,12 +513,14 @@ impl<'a> Consumer<'a> {
     /// what is waiting.
     fn stop_taking(&mut self, n: usize) {
         let why = format!(
-            "each of the last {n} URLs failed on this consumer's side (last: {}): its exits, \
-             network or settings (e.g. timeout_ms) keep it from fetching. The URLs went back \
-             to the queue for other consumers; this consumer takes no more work",
+            "each of the last {n} URLs failed on this consumer's side (last: {})",
             self.last_local
         );
-        say(&format!("frontier: {why}"));
+        say(&format!(
+            "frontier: {why}: its exits, network or settings (e.g. timeout_ms) keep it from \
+             fetching. The URLs went back to the queue for other consumers; this consumer \
+             takes no more work"
+        ));
         self.stopped = Some(why);
         for e in self.backlog.drain(..) {
             self.totals.released.set(self.totals.released.get() + 1);

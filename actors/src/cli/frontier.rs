@@ -78,9 +78,16 @@ pub fn fault(e: &RedisError) -> RedisFault {
 }
 
 /// Why a consumer cannot go on with Redis, for the user: what happened, and what is
-/// true of the URLs.
-pub fn fatal_message(f: &FrontierUrl, e: &RedisError, wait: &RedisWait) -> String {
+/// true of the URLs. `cause`: the last error of the outage that reached the network (the
+/// calls refused while waiting for the next attempt say only that).
+pub fn fatal_message(
+    f: &FrontierUrl,
+    e: &RedisError,
+    cause: Option<&str>,
+    wait: &RedisWait,
+) -> String {
     let q = f.shown();
+    let cause = cause.map_or_else(|| e.to_string(), str::to_string);
     match fault(e) {
         RedisFault::QueueLost => format!(
             "frontier {q}: the queue is gone ({e}): Redis lost its data (restarted without \
@@ -90,10 +97,10 @@ pub fn fatal_message(f: &FrontierUrl, e: &RedisError, wait: &RedisWait) -> Strin
         ),
         RedisFault::Refused => format!("frontier {q}: Redis refused a command: {e}"),
         RedisFault::Unreachable | RedisFault::Busy if wait.wait().is_zero() => {
-            format!("frontier {q}: Redis does not answer: {e}")
+            format!("frontier {q}: Redis does not answer: {cause}")
         }
         RedisFault::Unreachable | RedisFault::Busy => format!(
-            "frontier {q}: Redis did not answer for {:.0} s (--redis-wait {}): {e}",
+            "frontier {q}: Redis did not answer for {:.0} s (--redis-wait {}): {cause}",
             wait.down_since()
                 .map_or(wait.wait(), |s| s.elapsed())
                 .as_secs_f64(),
@@ -104,29 +111,40 @@ pub fn fatal_message(f: &FrontierUrl, e: &RedisError, wait: &RedisWait) -> Strin
 
 /// Open the frontier, retrying an unreachable or loading Redis as [`RedisWait`] says.
 pub async fn open_frontier(f: &FrontierUrl, wait: &mut RedisWait) -> Result<Frontier, String> {
-    let redis = Redis::connect(&f.redis, RedisOptions::default())
-        .map_err(|e| format!("--frontier {}: {e}", f.redis))?;
+    let opts = RedisOptions {
+        outage_note: "the frontier waits for it (--redis-wait)",
+        ..RedisOptions::default()
+    };
+    let redis =
+        Redis::connect(&f.redis, opts).map_err(|e| format!("--frontier {}: {e}", f.redis))?;
     let mut said = false;
+    let mut cause: Option<String> = None;
     loop {
-        match Frontier::open(&redis, &f.queue).await {
+        let e = match Frontier::open(&redis, &f.queue).await {
             Ok(fr) => {
                 wait.succeeded(std::time::Instant::now());
                 return Ok(fr);
             }
-            Err(e) => match wait.failed(fault(&e), std::time::Instant::now()) {
-                Next::RetryIn(d) => {
-                    if !said {
-                        say(&format!(
-                            "frontier {}: Redis does not answer ({e}); retrying for up to {:.0} s",
-                            f.shown(),
-                            wait.wait().as_secs_f64()
-                        ));
-                        said = true;
-                    }
-                    actix_rt::time::sleep(d).await;
+            Err(e) => e,
+        };
+        if !matches!(e, RedisError::Unavailable { .. }) {
+            cause = Some(e.to_string());
+        }
+        match wait.failed(fault(&e), std::time::Instant::now()) {
+            Next::RetryIn(d) => {
+                if !said {
+                    say(&format!(
+                        "frontier {}: Redis does not answer ({e}); retrying for up to {:.0} s",
+                        f.shown(),
+                        wait.wait().as_secs_f64()
+                    ));
+                    said = true;
                 }
-                Next::GiveUp { .. } | Next::Fatal => return Err(fatal_message(f, &e, wait)),
-            },
+                actix_rt::time::sleep(d).await;
+            }
+            Next::GiveUp { .. } | Next::Fatal => {
+                return Err(fatal_message(f, &e, cause.as_deref(), wait))
+            }
         }
     }
 }

@@ -213,6 +213,9 @@ pub struct RedisOptions {
     pub connect_timeout: Duration,
     /// Delay between reconnect probes during an outage. Default 100 ms doubling to 5 s.
     pub backoff: Backoff,
+    /// What the caller does during an outage, for the warning that opens one. Default
+    /// "falling back to local limits" (the limiters').
+    pub outage_note: &'static str,
 }
 
 impl Default for RedisOptions {
@@ -221,6 +224,7 @@ impl Default for RedisOptions {
             op_timeout: Duration::from_millis(500),
             connect_timeout: Duration::from_millis(250),
             backoff: Backoff::default(),
+            outage_note: "falling back to local limits",
         }
     }
 }
@@ -246,6 +250,7 @@ struct Outage {
 
 #[derive(Debug)]
 struct Health {
+    note: &'static str,
     outages: AtomicU64,
     errors: AtomicU64,
     script_reloads: AtomicU64,
@@ -253,8 +258,9 @@ struct Health {
 }
 
 impl Health {
-    fn new(backoff: Backoff) -> Self {
+    fn new(backoff: Backoff, note: &'static str) -> Self {
         Self {
+            note,
             outages: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             script_reloads: AtomicU64::new(0),
@@ -304,7 +310,7 @@ impl Health {
             self.outages.fetch_add(1, Ordering::Relaxed);
             outage.since = Some(now);
             outage.retry_at = Some(now + backoff.next_delay());
-            tracing::warn!(error = %err, cause = ?err.source().map(|s| s.to_string()), "redis outage: falling back to local limits");
+            tracing::warn!(error = %err, cause = ?err.source().map(|s| s.to_string()), "redis outage: {}", self.note);
         }
     }
 }
@@ -334,7 +340,7 @@ impl Redis {
     /// Must be called inside a tokio runtime (an actix System is one).
     pub fn connect(url: &str, opts: RedisOptions) -> Result<Self, RedisError> {
         let client = ::redis::Client::open(url).map_err(RedisError::Config)?;
-        let health = Arc::new(Health::new(opts.backoff.clone()));
+        let health = Arc::new(Health::new(opts.backoff.clone(), opts.outage_note));
         let conn = Self::manager(&client, &opts, Some(opts.op_timeout))?;
         Ok(Self {
             client,
@@ -510,10 +516,10 @@ mod tests {
 
     #[test]
     fn outage_counted_once_and_gated_until_probe() {
-        let h = Health::new(Backoff::new(
-            Duration::from_millis(100),
-            Duration::from_secs(1),
-        ));
+        let h = Health::new(
+            Backoff::new(Duration::from_millis(100), Duration::from_secs(1)),
+            "test",
+        );
         let t0 = Instant::now();
         assert_eq!(h.gate(t0), None, "no outage: calls go through");
         let err = RedisError::Timeout {
