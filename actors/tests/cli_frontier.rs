@@ -375,17 +375,17 @@ fn a_broken_consumer_gives_its_urls_back_and_the_good_one_finishes_them() {
 
 #[test]
 fn live_rate_limited_consumers_lose_nothing_to_a_short_claim_idle() {
-    const URLS: usize = 40;
+    const URLS: usize = 30;
     let redis = RedisServer::start();
     let site = site(Duration::ZERO);
     let dir = TempDir::new("frontier-live");
-    // 5 requests a second per host and 8 in flight: each entry waits ~1.6 s for its
-    // turn, longer than --claim-idle 1.
+    // 3 requests a second per host and 8 in flight: an entry waits up to ~2.7 s for its
+    // turn, longer than --claim-idle 2.
     let cfg = dir.file(
         "c.toml",
         &config(
             "",
-            "algorithm = \"token_bucket\"\nscope = \"host\"\ninitial_rps = 5.0",
+            "algorithm = \"token_bucket\"\nscope = \"host\"\ninitial_rps = 3.0",
         ),
     );
     let (list, urls) = url_file(&dir, &site, "v", URLS);
@@ -394,7 +394,7 @@ fn live_rate_limited_consumers_lose_nothing_to_a_short_claim_idle() {
     let outs = [dir.path("a.jsonl"), dir.path("b.jsonl")];
     let cs: Vec<Child> = outs
         .iter()
-        .map(|o| consumer(&cfg, &queue, o, &["--claim-idle", "1"]))
+        .map(|o| consumer(&cfg, &queue, o, &["--claim-idle", "2"]))
         .collect();
     let os: Vec<Output> = cs
         .into_iter()
@@ -404,6 +404,11 @@ fn live_rate_limited_consumers_lose_nothing_to_a_short_claim_idle() {
         assert_ok(o);
         assert!(!stderr(o).contains("claimed"), "{}", stderr(o));
     }
+    // 30 URLs at 2 × 3 requests a second: the crawl outlasted --claim-idle twice over,
+    // with every consumer's entries pending for up to ~2.7 s.
+    let first: Vec<Instant> = site.requests().iter().map(|r| r.arrived).collect();
+    let span = first[first.len() - 1].duration_since(first[0]);
+    assert!(span > Duration::from_secs(4), "the crawl took {span:?}");
     let asked = fetches(&site);
     assert_eq!(asked.len(), URLS);
     assert!(
