@@ -36,6 +36,10 @@ use crate::FetchErrorKind;
 const FRONTIER_BLOCK: Duration = Duration::from_millis(250);
 /// Longest wait for a completion before looking for more entries.
 const FRONTIER_POLL: Duration = Duration::from_millis(100);
+/// An outage is said on stderr from its second failed call: after a Redis restart, each
+/// connection's first call fails once on its stale socket and the next one reconnects —
+/// a blip, not an outage worth a message.
+const OUTAGE_SAID_AFTER: u32 = 2;
 /// Most of its own pending entries a consumer takes back in one look.
 const OWN_PENDING_MAX: usize = 1000;
 
@@ -93,6 +97,8 @@ struct Consumer<'a> {
     retry_at: Option<Instant>,
     /// The last error of the current outage that reached the network.
     cause: Option<String>,
+    /// Failed calls in the current outage.
+    outage_failures: u32,
     /// Look for entries pending for this consumer that it does not hold.
     reconcile: bool,
     judge: LocalJudge,
@@ -153,6 +159,7 @@ pub async fn frontier_crawl(
         wait,
         retry_at: None,
         cause: None,
+        outage_failures: 0,
         reconcile: false,
         judge: LocalJudge::new(LocalJudge::window_for(o.concurrency)),
         last_local: String::new(),
@@ -275,10 +282,13 @@ impl<'a> Consumer<'a> {
                 self.retry_at = None;
                 self.cause = None;
                 if let Some(down) = self.wait.succeeded(now) {
-                    say(&format!(
-                        "frontier: Redis answers again after {:.1} s",
-                        down.as_secs_f64()
-                    ));
+                    if self.outage_failures >= OUTAGE_SAID_AFTER {
+                        say(&format!(
+                            "frontier: Redis answers again after {:.1} s",
+                            down.as_secs_f64()
+                        ));
+                    }
+                    self.outage_failures = 0;
                     self.reconcile = true;
                     self.next_pass = self.live.first_pass_after_outage(now);
                 }
@@ -289,19 +299,20 @@ impl<'a> Consumer<'a> {
         if !matches!(e, RedisError::Unavailable { .. }) {
             self.cause = Some(e.to_string());
         }
-        let first = self.wait.down_since().is_none();
+        self.outage_failures += 1;
         match self.wait.failed(fault(&e), now) {
             Next::RetryIn(d) => {
                 self.retry_at = Some(now + d);
-                if first {
+                if self.outage_failures == OUTAGE_SAID_AFTER {
                     let what = match fault(&e) {
                         RedisFault::Busy => "is not ready",
                         _ => "does not answer",
                     };
                     say(&format!(
-                        "frontier: Redis {what} ({e}); retrying for up to {:.0} s (--redis-wait); \
+                        "frontier: Redis {what} ({}); retrying for up to {:.0} s (--redis-wait); \
                          fetches in flight go on, their records are written and Redis is told \
                          once it answers",
+                        self.cause.as_deref().unwrap_or("no answer"),
                         self.wait.wait().as_secs_f64()
                     ));
                 }
