@@ -376,7 +376,9 @@ impl<'a> Consumer<'a> {
         let lapsed = self.live.lapsed(self.beat_ok.get(), Instant::now());
         if lapsed && !self.lapse_said {
             say(&format!(
-                "frontier: no heartbeat refreshed for {:.0} s (--claim-idle): other consumers                  may take over the {} entries this one holds; a URL may then be fetched twice                  (--dedupe keeps one record)",
+                "frontier: no heartbeat refreshed for {:.0} s (--claim-idle): other consumers \
+                 may take over the {} entries this one holds; a URL may then be fetched twice \
+                 (--dedupe keeps one record)",
                 self.live.ttl.as_secs_f64(),
                 self.fetching.len() + self.backlog.len()
             ));
