@@ -54,8 +54,9 @@ impl fmt::Display for StartError {
             StartError::Redis(e) => write!(f, "redis.url: {e}"),
             StartError::NoExitCanBind(failed) => {
                 write!(f, "no exit can bind its source address on this host:")?;
-                for (name, ip, e) in failed {
-                    write!(f, " exits[{name}].source_ip {ip}: {e};")?;
+                for (i, (name, ip, e)) in failed.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ";" };
+                    write!(f, "{sep} exits[{name}].source_ip {ip}: {e}")?;
                 }
                 Ok(())
             }

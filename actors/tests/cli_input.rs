@@ -480,7 +480,16 @@ fn exits_that_cannot_bind_are_named_before_any_url_is_read() {
     assert_refused(
         &o,
         2,
-        &["d1", "192.0.2.10", "d2", "192.0.2.11", "os error 99"],
+        &[
+            "no exit can bind its source address on this host: exits[d1].source_ip \
+             192.0.2.10: ",
+            "(os error 99); exits[d2].source_ip 192.0.2.11: ",
+        ],
+    );
+    assert!(
+        stderr(&o).trim_end().ends_with("(os error 99)"),
+        "{}",
+        stderr(&o)
     );
     assert_eq!(bytes(&out), b"kept\n");
 
