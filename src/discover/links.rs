@@ -1,14 +1,12 @@
 //! Link extraction: `<a href>` (and `<base href>`) from fetched HTML.
 //!
 //! Regexes over HTML get comments, `<script>` bodies, entities (`&amp;`) and unquoted
-//! attributes wrong, so we use a real tokenizer: **html5gum 0.9** — a WHATWG-compliant
-//! HTML5 tokenizer (passes html5lib's tokenizer tests), no dependencies, no unsafe,
-//! ~1.6 s to build. It decodes character references in attribute values and, with naive
-//! state switching, treats `<script>`/`<style>`/`<textarea>` bodies as text.
-//! Alternatives measured (cold debug build, alone): `tl` 0.7.8 (2.3 s, but lenient,
-//! not spec-based, no entity decoding, quiet since 2023), `lol_html` 3.0.3 (58 s,
-//! 49 crates: cssparser + selectors), `scraper` 0.29 (html5ever + full DOM, ~50 crates).
-//! We only need start tags and two attributes, so a tokenizer is enough; no DOM is built.
+//! attributes wrong, so we use a tokenizer that follows the WHATWG spec where links are
+//! concerned: our own, [`super::html`], a loop over an explicit state. html5gum 0.9, the
+//! spec tokenizer on crates.io, recurses once per `name="value"` and aborts the process on
+//! a tag with tens of thousands of them (see [`super::html`] for the figures, what ours
+//! covers and what it does not). We only need start tags and one attribute, so a tokenizer
+//! is enough; no DOM is built.
 //!
 //! Links resolve against the first `<base href>` (itself resolved against the page URL),
 //! else the page URL, as browsers do — the base applies to links before it as well.
@@ -16,22 +14,14 @@
 
 use std::collections::HashSet;
 
-use html5gum::emitters::callback::{CallbackEmitter, CallbackEvent};
-use html5gum::{Span, Tokenizer};
 use url::Url;
 
+use super::html::{tokenize, Attribute, Visitor};
 use super::normalize::resolve;
 
 /// Default cap on the links taken from one page (hostile or generated pages can hold
 /// millions). Raw `href`s past the cap are not even collected.
 pub const MAX_LINKS_PER_PAGE: usize = 10_000;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Tag {
-    A,
-    Base,
-    Other,
-}
 
 /// Links of `<a href>` in `html`, resolved and normalised, at most [`MAX_LINKS_PER_PAGE`].
 pub fn extract_links(html: &[u8], page_url: &Url) -> Vec<Url> {
@@ -40,7 +30,7 @@ pub fn extract_links(html: &[u8], page_url: &Url) -> Vec<Url> {
 
 /// [`extract_links`] with an explicit cap.
 pub fn extract_links_capped(html: &[u8], page_url: &Url, cap: usize) -> Vec<Url> {
-    let (hrefs, base_href) = raw_hrefs(html, cap);
+    let (hrefs, base_href) = raw_links(html, cap);
     let base = base_href
         .and_then(|b| page_url.join(b.trim()).ok())
         .unwrap_or_else(|| page_url.clone());
@@ -52,49 +42,47 @@ pub fn extract_links_capped(html: &[u8], page_url: &Url, cap: usize) -> Vec<Url>
         .collect()
 }
 
-/// The raw `href` values of `<a>` (at most `cap`) and of the first `<base>`.
-fn raw_hrefs(html: &[u8], cap: usize) -> (Vec<String>, Option<String>) {
-    let mut hrefs: Vec<String> = Vec::new();
-    let mut base: Option<String> = None;
-    let mut tag = Tag::Other;
-    let mut in_href = false;
-    let mut got_href = false; // first attribute wins, as in the HTML spec
-    let mut emitter = CallbackEmitter::new(|ev: CallbackEvent<'_>, _: Span<()>| -> Option<()> {
-        match ev {
-            CallbackEvent::OpenStartTag { name } => {
-                tag = if name.eq_ignore_ascii_case(b"a") {
-                    Tag::A
-                } else if name.eq_ignore_ascii_case(b"base") {
-                    Tag::Base
-                } else {
-                    Tag::Other
-                };
-                in_href = false;
-                got_href = false;
+/// The raw `href` values, as written in the page with character references decoded and
+/// unresolved: of the `<a>` tags (the first `href` of each, at most `cap`, in document
+/// order, duplicates kept, `""` for `<a href>`), and of the first `<base>` that has one.
+/// Bytes that are not UTF-8 become U+FFFD. [`extract_links_capped`] resolves these; the
+/// tests compare them with other tokenizers.
+pub fn raw_links(html: &[u8], cap: usize) -> (Vec<String>, Option<String>) {
+    let mut links = Links {
+        cap,
+        hrefs: Vec::new(),
+        base: None,
+    };
+    tokenize(html, &mut links);
+    (links.hrefs, links.base)
+}
+
+struct Links {
+    cap: usize,
+    hrefs: Vec<String>,
+    base: Option<String>,
+}
+
+impl Visitor for Links {
+    fn wants(&mut self, tag: &[u8], attr: &[u8]) -> bool {
+        attr == b"href"
+            && match tag {
+                b"a" => self.hrefs.len() < self.cap,
+                b"base" => self.base.is_none(),
+                _ => false,
             }
-            CallbackEvent::AttributeName { name } => {
-                in_href = tag != Tag::Other && name.eq_ignore_ascii_case(b"href");
-            }
-            CallbackEvent::AttributeValue { value } if in_href && !got_href => {
-                got_href = true;
-                let v = String::from_utf8_lossy(value).into_owned();
-                match tag {
-                    Tag::A if hrefs.len() < cap => hrefs.push(v),
-                    Tag::Base if base.is_none() => base = Some(v),
-                    _ => {}
-                }
-            }
-            CallbackEvent::CloseStartTag { .. } | CallbackEvent::EndTag { .. } => {
-                tag = Tag::Other;
-                in_href = false;
-            }
-            _ => {}
+    }
+
+    fn start_tag(&mut self, tag: &[u8], attrs: &[Attribute]) {
+        // Only `href` is asked for, so it is the one attribute if any.
+        let Some(href) = attrs.first() else { return };
+        let href = String::from_utf8_lossy(&href.value).into_owned();
+        if tag == b"a" {
+            self.hrefs.push(href);
+        } else {
+            self.base = Some(href);
         }
-        None
-    });
-    emitter.naively_switch_states(true);
-    for _ in Tokenizer::new_with_emitter(html, emitter) {}
-    (hrefs, base)
+    }
 }
 
 #[cfg(test)]
@@ -156,5 +144,64 @@ mod tests {
         let got = extract_links(junk, &page);
         assert_eq!(got[0].as_str(), "http://e.com/ok");
         assert!(extract_links(b"", &page).is_empty());
+    }
+
+    fn raw(html: &[u8]) -> (Vec<String>, Option<String>) {
+        raw_links(html, MAX_LINKS_PER_PAGE)
+    }
+
+    #[test]
+    fn raw_hrefs_follow_the_tokenizer_rules() {
+        let html = concat!(
+            "<A HREF=/1 href=/dup><a href=\"\" href=/dup><a href><a title=t>",
+            "<!-- <a href=/comment> --!><a href=/2><!--><a href=/3>",
+            "</a href='/end-tag>'><a href='/4'><?pi <a href=/pi><a href=\"/5\"/>",
+            "<script><!-- <a href=/script> --></script><a href=/6>",
+            "<textarea><a href=/text></textarea><a href=?a=1&copy=2&amp;b=&#x33;&#0;>",
+            "<a href=/eof",
+        );
+        let want = [
+            "/1",
+            "",
+            "",
+            "/2",
+            "/3",
+            "/4",
+            "/5",
+            "/6",
+            "?a=1&copy=2&b=3\u{FFFD}",
+        ];
+        assert_eq!(
+            raw(html.as_bytes()),
+            (want.map(String::from).to_vec(), None)
+        );
+    }
+
+    #[test]
+    fn the_first_base_with_an_href_counts() {
+        let html = b"<base target=_top><a href=x><base HREF=/b/><base href=/c/>";
+        assert_eq!(raw(html), (vec!["x".into()], Some("/b/".into())));
+        let page = Url::parse("http://e.com/d/p.html").unwrap();
+        assert_eq!(extract_links(html, &page)[0].as_str(), "http://e.com/b/x");
+    }
+
+    #[test]
+    fn not_utf8_becomes_replacement_characters() {
+        let html = b"<a href=\"/\xe9t\xc3\xa9\xff\">";
+        assert_eq!(raw(html).0, ["/\u{FFFD}t\u{e9}\u{FFFD}"]);
+    }
+
+    #[test]
+    fn empty_href_links_to_the_page_and_the_cap_counts_raw_hrefs() {
+        let page = Url::parse("http://e.com/d/p.html?q#f").unwrap();
+        let got = extract_links(b"<a href=\"\"><a href>", &page);
+        assert_eq!(
+            got.iter().map(Url::as_str).collect::<Vec<_>>(),
+            ["http://e.com/d/p.html?q"]
+        );
+        // The cap counts raw hrefs, resolvable or not.
+        let html = b"<a href=mailto:x><a href=/1><a href=/2>";
+        assert_eq!(raw_links(html, 2).0, ["mailto:x", "/1"]);
+        assert_eq!(extract_links_capped(html, &page, 2).len(), 1);
     }
 }

@@ -35,6 +35,7 @@
 
 pub mod dedupe;
 pub mod frontier;
+pub mod html;
 pub mod links;
 pub mod normalize;
 pub mod robots;
