@@ -5,7 +5,8 @@
 //! instead: each target starts from its seed corpus in `tests/fuzz/corpus/<target>/`,
 //! mutates (flip, insert, delete, splice, dictionary tokens, repeat) and also tries random
 //! bytes, for `EXITCRAWL_FUZZ_SECS` seconds per target (default 2; CI sets more). Every
-//! input must come back without a panic and within 250 ms — a parser of untrusted input
+//! input must come back without a panic and within 250 ms (1 s in a debug build: see
+//! `harness::PER_INPUT`) — a parser of untrusted input
 //! must neither crash nor hang. A failing input is written to `target/fuzz-failures/`
 //! and named in the test's message, so it can be added to the corpus once fixed.
 //!

@@ -1,6 +1,6 @@
 //! Fuzzing the `exitcrawl` binary's readers of untrusted files, with the mutational fuzzer
 //! of `tests/fuzz/harness.rs` (see there: time budget `EXITCRAWL_FUZZ_SECS`, no panic and
-//! at most 250 ms per input, failures saved to `target/fuzz-failures/`).
+//! at most 250 ms per input (1 s in a debug build), failures saved to `target/fuzz-failures/`).
 //!
 //! The targets, each with its seeds in `tests/fuzz/corpus/<target>/`:
 //! - `url_list`: the `--urls` reader (its own thread and channel, as in a crawl), fed
