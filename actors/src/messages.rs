@@ -586,6 +586,39 @@ pub(crate) struct Answer {
     pub peer_private: Option<bool>,
 }
 
+/// How a fetch went, beside its last answer: what its [`FetchResponse`] says of it.
+pub(crate) struct Delivery {
+    /// The URL as requested.
+    pub url: String,
+    pub exit: Arc<str>,
+    pub attempts: u32,
+    pub throttled: u32,
+    pub elapsed: Duration,
+    pub retry_refused: bool,
+}
+
+impl Answer {
+    /// The reply to a fetch whose last answer this is.
+    #[inline]
+    pub(crate) fn deliver(self, d: Delivery) -> FetchResponse {
+        FetchResponse {
+            url: d.url,
+            final_url: self.final_url,
+            status: self.status,
+            headers: self.headers,
+            body: self.body,
+            wire_bytes: self.wire_bytes,
+            content_encoding: self.content_encoding,
+            peer_private: self.peer_private,
+            exit: d.exit,
+            attempts: d.attempts,
+            throttled: d.throttled,
+            elapsed: d.elapsed,
+            retry_refused: d.retry_refused,
+        }
+    }
+}
+
 /// No HTTP answer.
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptFailure {

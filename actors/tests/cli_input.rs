@@ -16,7 +16,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use cli_support::{
-    assert_ok, cmd, config, json, records, run, s, spawn, stderr, wait_bounded, TempDir,
+    assert_ok, cmd, config, json, records, run, run_list, s, spawn, stderr, wait_bounded, TempDir,
 };
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
@@ -368,19 +368,7 @@ fn repeats_of_a_url_are_fetched_once_and_each_line_gets_a_record() {
     let cfg = dir.file("c.toml", &config(NO_ROBOTS));
     let url = site.url("/same");
     let urls = dir.file("urls.txt", &format!("{url}\n").repeat(COPIES));
-    let out = dir.path("out.jsonl");
-    let summary = dir.path("summary.json");
-    let o = run(&[
-        "--config",
-        s(&cfg),
-        "--urls",
-        s(&urls),
-        "--out",
-        s(&out),
-        "--summary",
-        s(&summary),
-        "--quiet",
-    ]);
+    let (o, out, summary) = run_list(&dir, &cfg, &urls, &["--quiet"]);
     assert_ok(&o);
     assert_eq!(site.stats().requests, 1, "the site saw one request");
     let recs = records(&out);
@@ -545,19 +533,7 @@ fn a_retry_the_budget_refused_says_so_with_the_last_status() {
         })
         .collect();
     let urls = dir.file("urls.txt", &list);
-    let out = dir.path("out.jsonl");
-    let summary = dir.path("summary.json");
-    let o = run(&[
-        "--config",
-        s(&cfg),
-        "--urls",
-        s(&urls),
-        "--out",
-        s(&out),
-        "--summary",
-        s(&summary),
-        "--quiet",
-    ]);
+    let (o, out, summary) = run_list(&dir, &cfg, &urls, &["--quiet"]);
     assert_ok(&o);
     let recs = records(&out);
     assert_eq!(recs.len(), 300);
@@ -621,19 +597,7 @@ fn summary_figures_add_up_and_ok_counts_2xx_only() {
     list.push("not a url".into());
     list.push("http://127.0.0.1:70000/".into());
     let urls = dir.file("urls.txt", &(list.join("\n") + "\n"));
-    let out = dir.path("out.jsonl");
-    let summary = dir.path("summary.json");
-    let o = run(&[
-        "--config",
-        s(&cfg),
-        "--urls",
-        s(&urls),
-        "--out",
-        s(&out),
-        "--summary",
-        s(&summary),
-        "--quiet",
-    ]);
+    let (o, out, summary) = run_list(&dir, &cfg, &urls, &["--quiet"]);
     assert_ok(&o);
     let recs = records(&out);
     let sum = json(&summary);

@@ -1,4 +1,5 @@
 use super::*;
+use crate::messages::Delivery;
 
 // ---------------------------------------------------------------------------------------
 // The direct path
@@ -376,15 +377,8 @@ impl Scheduler {
                     &answer,
                 );
                 self.metrics.urls_done.inc();
-                Ok(Ok(FetchResponse {
+                Ok(Ok(answer.deliver(Delivery {
                     url: fetch.url,
-                    final_url: answer.final_url,
-                    status: answer.status,
-                    headers: answer.headers,
-                    body: answer.body,
-                    wire_bytes: answer.wire_bytes,
-                    content_encoding: answer.content_encoding,
-                    peer_private: answer.peer_private,
                     exit: exit_name,
                     attempts: 1,
                     throttled: 0,
@@ -397,7 +391,7 @@ impl Scheduler {
                             .saturating_duration_since(arrived.into_std())
                     },
                     retry_refused: false,
-                }))
+                })))
             }
             result => {
                 let (tx, rx) = oneshot::channel();

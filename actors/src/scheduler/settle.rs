@@ -1,5 +1,5 @@
 use super::*;
-use crate::messages::AttemptFailure;
+use crate::messages::{AttemptFailure, Delivery};
 use exitcrawl::outcome::{self, Attempts, Ended, NoAnswer, Verdict};
 
 impl Scheduler {
@@ -106,22 +106,15 @@ impl Scheduler {
         if ended.wants_retry() {
             tracing::warn!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "retries exhausted");
         }
-        let resp = FetchResponse {
+        let resp = answer.deliver(Delivery {
             // The pending fetch is answered here; its URL is not needed after.
             url: std::mem::take(&mut p.fetch.url),
-            final_url: answer.final_url,
-            status: answer.status,
-            headers: answer.headers,
-            body: answer.body,
-            wire_bytes: answer.wire_bytes,
-            content_encoding: answer.content_encoding,
-            peer_private: answer.peer_private,
             exit: exit_name,
             attempts: p.attempts,
             throttled: p.throttled,
             elapsed: now.saturating_duration_since(p.arrived),
             retry_refused: verdict == Verdict::BudgetRefused,
-        };
+        });
         p.answer(Ok(resp));
         None
     }

@@ -143,3 +143,28 @@ source_ip = "127.0.0.3"
 {extra}"#
     )
 }
+
+/// Run the program over the URL list `urls` with the config `cfg`, writing `out.jsonl` and
+/// `summary.json` in `dir`, plus `extra` arguments; returns the output and both paths.
+pub fn run_list(
+    dir: &TempDir,
+    cfg: &Path,
+    urls: &Path,
+    extra: &[&str],
+) -> (Output, PathBuf, PathBuf) {
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let mut args = vec![
+        "--config",
+        s(cfg),
+        "--urls",
+        s(urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    (o, out, summary)
+}
