@@ -18,8 +18,9 @@ use std::path::Path;
 
 use config::{Config, Environment, FileFormat, Format, Source, Value, ValueKind};
 
+use super::crawl::CrawlScope;
 use super::error::ConfigError;
-use super::schema::{Algorithm, Arbiters, Backend, CrawlScope, Scope};
+use super::schema::{Algorithm, Arbiters, Backend, Scope};
 use super::validate::show;
 use super::Settings;
 

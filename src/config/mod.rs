@@ -37,16 +37,18 @@
 //! ```
 
 mod agree;
+mod crawl;
 mod error;
 mod load;
 mod schema;
 mod strict;
 mod validate;
 
+pub use crawl::{CrawlScope, CrawlSettings};
 pub use error::ConfigError;
 pub use load::{ENV_PREFIX, ENV_SEPARATOR};
 pub use schema::{
-    default_user_agent, Algorithm, Arbiters, Backend, CrawlScope, CrawlSettings, CrawlerSettings,
-    ExitSettings, HealthSettings, LimiterSettings, MetricsSettings, RedisSettings, Scope, Settings,
+    default_user_agent, Algorithm, Arbiters, Backend, CrawlerSettings, ExitSettings,
+    HealthSettings, LimiterSettings, MetricsSettings, RedisSettings, Scope, Settings,
 };
 pub use validate::{check_header, MAX_HEADERS};

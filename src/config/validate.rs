@@ -7,10 +7,11 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+use super::crawl::CrawlSettings;
 use super::error::ConfigError;
 use super::schema::{
-    Algorithm, Backend, CrawlSettings, CrawlerSettings, ExitSettings, HealthSettings,
-    LimiterSettings, RedisSettings,
+    Algorithm, Backend, CrawlerSettings, ExitSettings, HealthSettings, LimiterSettings,
+    RedisSettings,
 };
 use super::Settings;
 
