@@ -16,7 +16,8 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use cli_support::{
-    assert_ok, cmd, config, json, records, run, run_list, s, spawn, stderr, wait_bounded, TempDir,
+    assert_ok, cmd, config, json, records, run, run_list, run_out, s, spawn, stderr, wait_bounded,
+    TempDir,
 };
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
@@ -272,16 +273,7 @@ fn ports_outside_1_to_65535_are_invalid_urls_and_nothing_is_sent() {
         format!("http://127.0.0.1:{}/page/4", u32::from(port) + 2 * 65536),
     ];
     let urls = dir.file("urls.txt", &format!("{}\n", bad.join("\n")));
-    let out = dir.path("out.jsonl");
-    let o = run(&[
-        "--config",
-        s(&cfg),
-        "--urls",
-        s(&urls),
-        "--out",
-        s(&out),
-        "--quiet",
-    ]);
+    let (o, out) = run_out(&dir, &cfg, &urls, &["--quiet"]);
     assert_ok(&o);
     let recs = records(&out);
     assert_eq!(recs.len(), bad.len(), "{recs:?}");
@@ -335,16 +327,7 @@ fn a_byte_order_mark_is_not_part_of_the_first_url() {
         site.url("/second")
     );
     let urls = dir.file("urls.txt", &list);
-    let out = dir.path("out.jsonl");
-    let o = run(&[
-        "--config",
-        s(&cfg),
-        "--urls",
-        s(&urls),
-        "--out",
-        s(&out),
-        "--quiet",
-    ]);
+    let (o, out) = run_out(&dir, &cfg, &urls, &["--quiet"]);
     assert_ok(&o);
     let recs = records(&out);
     assert_eq!(recs.len(), 2);
@@ -682,16 +665,7 @@ fn messages_give_the_real_line_length_and_the_allowed_range() {
     writeln!(list, "{}", site.url("/after")).expect("write");
     let urls = dir.path("urls.txt");
     std::fs::write(&urls, &list).expect("write urls");
-    let out = dir.path("out.jsonl");
-    let o = run(&[
-        "--config",
-        s(&cfg),
-        "--urls",
-        s(&urls),
-        "--out",
-        s(&out),
-        "--quiet",
-    ]);
+    let (o, out) = run_out(&dir, &cfg, &urls, &["--quiet"]);
     assert_ok(&o);
     let recs = records(&out);
     assert_eq!(recs.len(), 2);

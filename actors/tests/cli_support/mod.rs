@@ -144,6 +144,15 @@ source_ip = "127.0.0.3"
     )
 }
 
+/// Run the program over the URL list `urls` with the config `cfg`, writing `out.jsonl` in
+/// `dir`, plus `extra` arguments; returns the output and the records' path.
+pub fn run_out(dir: &TempDir, cfg: &Path, urls: &Path, extra: &[&str]) -> (Output, PathBuf) {
+    let out = dir.path("out.jsonl");
+    let mut args = vec!["--config", s(cfg), "--urls", s(urls), "--out", s(&out)];
+    args.extend_from_slice(extra);
+    (run(&args), out)
+}
+
 /// Run the program over the URL list `urls` with the config `cfg`, writing `out.jsonl` and
 /// `summary.json` in `dir`, plus `extra` arguments; returns the output and both paths.
 pub fn run_list(
@@ -152,19 +161,9 @@ pub fn run_list(
     urls: &Path,
     extra: &[&str],
 ) -> (Output, PathBuf, PathBuf) {
-    let out = dir.path("out.jsonl");
     let summary = dir.path("summary.json");
-    let mut args = vec![
-        "--config",
-        s(cfg),
-        "--urls",
-        s(urls),
-        "--out",
-        s(&out),
-        "--summary",
-        s(&summary),
-    ];
+    let mut args = vec!["--summary", s(&summary)];
     args.extend_from_slice(extra);
-    let o = run(&args);
+    let (o, out) = run_out(dir, cfg, urls, &args);
     (o, out, summary)
 }
