@@ -13,7 +13,7 @@ use support::{exits, wall_clock_guard};
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::Settings;
-use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchResponse};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchResponse, HostLimits};
 use exitcrawl_testsite::{Fault, FaultMix, Limit, Rate, RetryAfter, SiteConfig, TestSite};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
@@ -74,6 +74,46 @@ fn seen(site: &TestSite, since: Instant, warmup: Duration, refusal: u16) -> Seen
     }
 }
 
+/// A crawl of `n` pages of `site` with the default settings, as the crawler and the server
+/// saw it; `capacity` in requests per second, `refusal` the site's refusal status.
+struct Shape {
+    ok: usize,
+    limits: Vec<HostLimits>,
+    seen: Seen,
+    goodput: f64,
+}
+
+async fn crawl_shape(
+    site: &TestSite,
+    n: usize,
+    capacity: f64,
+    warmup: Duration,
+    refusal: u16,
+) -> Shape {
+    let h = Crawler::start(settings()).expect("start");
+    let since = Instant::now();
+    let urls = (0..n).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = crawl(&h, urls).await;
+    let ok = replies
+        .iter()
+        .filter(|r| matches!(r, Ok(r) if r.status == 200))
+        .count();
+    let limits = h.limits().await;
+    h.shutdown(Duration::from_secs(1)).await;
+    let s = seen(site, since, warmup, refusal);
+    let goodput = s.ok_after as f64 / s.span_after.as_secs_f64() / capacity;
+    eprintln!(
+        "server: {} requests, {} ok, {} refused ({} / {} after {warmup:?}); goodput after warm-up {goodput:.3}; {limits:?}",
+        s.requests, s.ok, s.refused, s.refused_after, s.requests_after
+    );
+    Shape {
+        ok,
+        limits,
+        seen: s,
+        goodput,
+    }
+}
+
 #[actix_rt::test]
 async fn a_limit_for_the_whole_host_is_shared_by_four_exits() {
     let _serial = wall_clock_guard();
@@ -87,24 +127,12 @@ async fn a_limit_for_the_whole_host_is_shared_by_four_exits() {
         fast_rejections: true,
         ..SiteConfig::default()
     });
-    let h = Crawler::start(settings()).expect("start");
-    let since = Instant::now();
-    let urls = (0..1000).map(|i| site.url(&format!("/p/{i}"))).collect();
-    let replies = crawl(&h, urls).await;
-    let ok = replies
-        .iter()
-        .filter(|r| matches!(r, Ok(r) if r.status == 200))
-        .count();
-    let limits = h.limits().await;
-    h.shutdown(Duration::from_secs(1)).await;
-
-    let warmup = Duration::from_secs(3);
-    let s = seen(&site, since, warmup, 429);
-    let goodput = s.ok_after as f64 / s.span_after.as_secs_f64() / 80.0;
-    eprintln!(
-        "server: {} requests, {} ok, {} refused ({} / {} after {warmup:?}); goodput after warm-up {goodput:.3}; {limits:?}",
-        s.requests, s.ok, s.refused, s.refused_after, s.requests_after
-    );
+    let Shape {
+        ok,
+        limits,
+        seen: s,
+        goodput,
+    } = crawl_shape(&site, 1000, 80.0, Duration::from_secs(3), 429).await;
     assert_eq!(ok, 1000, "every URL ends 200");
     // Slow start overshoots once; after it, the probe costs about one refusal a cycle.
     assert!(
@@ -143,23 +171,12 @@ async fn a_strict_limit_per_source_ip_gets_evenly_spaced_requests() {
         fast_rejections: true,
         ..SiteConfig::default()
     });
-    let h = Crawler::start(settings()).expect("start");
-    let since = Instant::now();
-    let urls = (0..700).map(|i| site.url(&format!("/p/{i}"))).collect();
-    let replies = crawl(&h, urls).await;
-    let ok = replies
-        .iter()
-        .filter(|r| matches!(r, Ok(r) if r.status == 200))
-        .count();
-    h.shutdown(Duration::from_secs(1)).await;
-
-    let warmup = Duration::from_secs(3);
-    let s = seen(&site, since, warmup, 503);
-    let goodput = s.ok_after as f64 / s.span_after.as_secs_f64() / 60.0;
-    eprintln!(
-        "server: {} requests, {} ok, {} refused ({} / {} after {warmup:?}); goodput after warm-up {goodput:.3}",
-        s.requests, s.ok, s.refused, s.refused_after, s.requests_after
-    );
+    let Shape {
+        ok,
+        seen: s,
+        goodput,
+        ..
+    } = crawl_shape(&site, 700, 60.0, Duration::from_secs(3), 503).await;
     assert_eq!(ok, 700, "every URL ends 200");
     assert!(
         s.refused_after as f64 <= 0.03 * s.requests_after as f64,
@@ -235,24 +252,12 @@ async fn an_exit_limited_harder_than_the_others_gets_a_budget_of_its_own() {
         fast_rejections: true,
         ..SiteConfig::default()
     });
-    let h = Crawler::start(settings()).expect("start");
-    let since = Instant::now();
-    let urls = (0..4000).map(|i| site.url(&format!("/p/{i}"))).collect();
-    let replies = crawl(&h, urls).await;
-    let ok = replies
-        .iter()
-        .filter(|r| matches!(r, Ok(r) if r.status == 200))
-        .count();
-    let limits = h.limits().await;
-    h.shutdown(Duration::from_secs(1)).await;
-
-    let warmup = Duration::from_secs(8);
-    let s = seen(&site, since, warmup, 429);
-    let goodput = s.ok_after as f64 / s.span_after.as_secs_f64() / 195.0;
-    eprintln!(
-        "server: {} requests, {} ok, {} refused ({} / {} after {warmup:?}); goodput after warm-up {goodput:.3}; {limits:?}",
-        s.requests, s.ok, s.refused, s.refused_after, s.requests_after
-    );
+    let Shape {
+        ok,
+        limits,
+        seen: s,
+        goodput,
+    } = crawl_shape(&site, 4000, 195.0, Duration::from_secs(8), 429).await;
     assert_eq!(ok, 4000, "every URL ends 200");
     assert_eq!(limits[0].scope, "per_ip", "{limits:?}");
     assert!(
