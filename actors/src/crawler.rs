@@ -306,7 +306,7 @@ fn start_scheduler(
     let health_metrics = Arc::clone(metrics);
     let mut limiter_addr = None;
     let mut health_addr = None;
-    let mut queue_slots = None;
+    let mut ingress = None;
     // Names this crawler's scheduler for `CrawlerHandle::fetch`'s direct path.
     static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -340,24 +340,25 @@ fn start_scheduler(
         }
         s.connect(limiter.clone(), health.clone());
         s.attach(ctx);
-        queue_slots = Some(s.queue_slots());
+        let way_in = Ingress {
+            id,
+            intake,
+            queue_slots: s.queue_slots(),
+            metrics: Arc::clone(metrics),
+        };
+        ingress = Some(way_in.clone());
         limiter_addr = Some(limiter);
         health_addr = Some(health);
-        let actor = SchedulerActor::new(s);
+        let actor = SchedulerActor::new(s, way_in);
         scheduler::register_local(id, Rc::downgrade(actor.state()));
         actor
     });
-    let Some(queue_slots) = queue_slots else {
+    let Some(ingress) = ingress else {
         unreachable!("SchedulerActor::create runs its closure before it returns")
     };
     SchedulerParts {
         scheduler,
-        ingress: Ingress {
-            id,
-            intake,
-            queue_slots,
-            metrics: Arc::clone(metrics),
-        },
+        ingress,
         limiter: limiter_addr,
         health: health_addr,
     }

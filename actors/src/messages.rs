@@ -537,13 +537,15 @@ pub(crate) struct AttemptDone {
     pub attempted: Option<Attempted>,
 }
 
-/// `CrawlerHandle::fetch` → scheduler: a fetch that already holds its queue slot.
+/// The way in → scheduler: a fetch that holds its queue slot and is to join the queue
+/// (any fetch that does not take the direct path, from `CrawlerHandle::fetch` or a
+/// `Fetch` message alike).
 ///
-/// Why not a `Fetch` message: the handle's fetches are the hot path, and an actix
-/// request/reply boxes the message, queues it, and needs a spawned future in the
-/// scheduler's context to join the queue once the reply channel is known. An intake item
-/// carries its own reply channel and joins the queue directly. If the scheduler is gone
-/// before reading it, dropping the item replies `Shutdown`, so there is still one reply.
+/// Why a channel item and not an actix message: an actix request/reply boxes the message,
+/// queues it, and needs a spawned future in the scheduler's context to join the queue once
+/// the reply channel is known. An intake item carries its own reply channel and joins the
+/// queue directly. If the scheduler is gone before reading it, dropping the item replies
+/// `Shutdown`, so there is still one reply.
 pub(crate) struct Intake {
     pub fetch: Fetch,
     /// The URL as sent and its host, when the direct path parsed it already.

@@ -125,139 +125,32 @@ impl Scheduler {
 impl Handler<Fetch> for SchedulerActor {
     type Result = Admission;
 
-    fn handle(&mut self, fetch: Fetch, ctx: &mut Self::Context) -> Self::Result {
-        let state = Rc::clone(&self.state);
-        self.state.borrow_mut().on_fetch(fetch, state, ctx)
+    fn handle(&mut self, fetch: Fetch, _ctx: &mut Self::Context) -> Self::Result {
+        Admission {
+            ingress: Rc::clone(&self.ingress),
+            fetch,
+        }
     }
 }
 
-/// How a `Fetch` is answered. A fetch that may be sent now runs on a task of its own, as
-/// on the direct path; others join the queue with actix's own reply channel as their
-/// reply: no extra channel, task or boxed future per queued fetch.
-pub struct Admission(pub(super) AdmissionKind);
-
-pub(super) enum AdmissionKind {
-    /// Answered at once (invalid URL, shutting down).
-    Ready(Reply),
-    /// Admitted on the direct path: run it on a task (see [`run_direct`]).
-    Direct(Box<(Held, DirectAttempt, Fetch)>),
-    /// A queue slot is free: join the queue as soon as the reply channel is known.
-    Queue(Enqueue),
-    /// The queue is full: wait for a slot (backpressure), then join.
-    Wait(ResponseFuture<Reply>),
+/// How a `Fetch` is answered: on a task of its own, by the same way in as
+/// `CrawlerHandle::fetch` ([`Ingress::fetch`]): the direct path when the fetch may go now,
+/// else the queue through the intake channel, with backpressure. One way in means one
+/// admission, one queue and one settle for every fetch, whoever sends it.
+pub struct Admission {
+    ingress: Rc<Ingress>,
+    fetch: Fetch,
 }
 
 impl MessageResponse<SchedulerActor, Fetch> for Admission {
-    fn handle(self, ctx: &mut Context<SchedulerActor>, tx: Option<oneshot::Sender<Reply>>) {
-        match self.0 {
-            AdmissionKind::Ready(r) => {
-                if let Some(tx) = tx {
-                    let _ = tx.send(r);
-                }
+    fn handle(self, _ctx: &mut Context<SchedulerActor>, tx: Option<oneshot::Sender<Reply>>) {
+        let Self { ingress, fetch } = self;
+        actix_rt::spawn(async move {
+            let r = ingress.fetch(fetch).await;
+            if let Some(tx) = tx {
+                let _ = tx.send(r);
             }
-            AdmissionKind::Queue(mut m) => {
-                m.reply = tx;
-                ctx.spawn(
-                    actix::fut::ready(()).map(move |_, act: &mut SchedulerActor, ctx| {
-                        act.state.borrow_mut().enqueue(m, ctx);
-                    }),
-                );
-            }
-            AdmissionKind::Wait(fut) => {
-                actix_rt::spawn(async move {
-                    let r = fut.await;
-                    if let Some(tx) = tx {
-                        let _ = tx.send(r);
-                    }
-                });
-            }
-            AdmissionKind::Direct(direct) => {
-                let (held, go, fetch) = *direct;
-                actix_rt::spawn(async move {
-                    let r = run_direct(Entry::Admitted(held, go), fetch).await;
-                    if let Some(tx) = tx {
-                        let _ = tx.send(r);
-                    }
-                });
-            }
-        }
-    }
-}
-
-impl Scheduler {
-    /// Validate a fetch and say how it will be answered.
-    pub(super) fn admit(
-        &mut self,
-        fetch: Fetch,
-        parsed: Option<Parsed>,
-        arrived: Instant,
-        ctx: &mut Context<SchedulerActor>,
-    ) -> Admission {
-        let parsed = match parsed {
-            Some(_) if self.shutting_down => {
-                Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()))
-            }
-            Some(parsed) => Ok(parsed),
-            None => self.validate(&fetch),
-        };
-        let (uri, host) = match parsed {
-            Ok(parsed) => parsed,
-            Err((kind, message)) => {
-                self.metrics.urls_done.inc();
-                return Admission(AdmissionKind::Ready(Err(FetchError::unsent(
-                    kind, message, fetch.url,
-                ))));
-            }
-        };
-        // The common case: a queue slot is free, so the fetch joins the queue right away.
-        if let Ok(slot) = self.queue_slots.clone().try_acquire_owned() {
-            return Admission(AdmissionKind::Queue(Enqueue {
-                fetch,
-                uri,
-                host,
-                slot: Some(slot),
-                reply: None,
-                arrived,
-            }));
-        }
-        // Backpressure: the queue is full; wait for a slot, then enter through the mailbox.
-        let url = fetch.url.clone();
-        let shutdown = move || {
-            Err(FetchError::shutdown(
-                url.clone(),
-                "crawler is shutting down",
-            ))
-        };
-        let slots = self.queue_slots.clone();
-        let me = ctx.address();
-        let done = self.metrics.urls_done.clone();
-        Admission(AdmissionKind::Wait(Box::pin(async move {
-            let Ok(slot) = slots.acquire_owned().await else {
-                done.inc();
-                return shutdown();
-            };
-            let (tx, rx) = oneshot::channel();
-            let msg = Enqueue {
-                fetch,
-                uri,
-                host,
-                slot: Some(slot),
-                reply: Some(tx),
-                arrived,
-            };
-            if me.send(msg).await.is_err() {
-                return shutdown();
-            }
-            rx.await.unwrap_or_else(|_| shutdown())
-        })))
-    }
-}
-
-impl Handler<Enqueue> for SchedulerActor {
-    type Result = ();
-
-    fn handle(&mut self, m: Enqueue, ctx: &mut Self::Context) {
-        self.state.borrow_mut().enqueue(m, ctx)
+        });
     }
 }
 

@@ -141,46 +141,24 @@ impl Drop for Held {
     }
 }
 
-/// Where [`run_direct`] starts.
-pub(super) enum Entry<'a> {
-    /// Admitted on the direct path already (a `Fetch` from the mailbox).
-    Admitted(Held, DirectAttempt),
-    /// Not admitted yet (`CrawlerHandle::fetch`): admit it, and queue it if it may not go
-    /// now.
-    Fresh(&'a Ingress),
-}
-
 /// Run a fetch on the direct path ([`Scheduler::admit_direct`]) on this task: the HTTP
 /// exchange on the exit's core, raced against the shutdown cut-off, then the outcome
-/// settled in place ([`Scheduler::finish_direct`]). A fresh fetch that may not go now
-/// queues instead.
-///
-/// Why both entries share one `async fn`: the direct path's future is then not awaited
-/// inside another, and each level of nested request future costs moves and a dispatch
-/// per poll (a future returned by value is also copied whole).
-pub(super) async fn run_direct(entry: Entry<'_>, fetch: Fetch) -> Reply {
-    // When it is sent: as it arrived for a fresh fetch (admission does not wait, and a
-    // clock read is saved); now for one admitted in the mailbox, whose task may have
-    // waited its turn (latency feeds the limiter).
-    let (mut held, go, sent_at) = match entry {
-        Entry::Admitted(held, go) => (held, go, Instant::now()),
-        Entry::Fresh(ingress) => {
-            let Some(state) = local(ingress.id) else {
-                return ingress.queue(fetch, None).await;
-            };
-            let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
-            match admitted {
-                Direct::Go { exit, host, go } => {
-                    let sent_at = go.arrived;
-                    (Held::new(state, exit, host), go, sent_at)
-                }
-                Direct::Answered(kind, message) => {
-                    return Err(FetchError::unsent(kind, message, fetch.url))
-                }
-                Direct::Queue(parsed) => return ingress.queue(fetch, parsed).await,
-            }
-        }
+/// settled in place ([`Scheduler::finish_direct`]). A fetch that may not go now queues
+/// instead.
+pub(super) async fn run_direct(ingress: &Ingress, fetch: Fetch) -> Reply {
+    let Some(state) = local(ingress.id) else {
+        return ingress.queue(fetch, None).await;
     };
+    let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
+    let (mut held, go) = match admitted {
+        Direct::Go { exit, host, go } => (Held::new(state, exit, host), go),
+        Direct::Answered(kind, message) => {
+            return Err(FetchError::unsent(kind, message, fetch.url))
+        }
+        Direct::Queue(parsed) => return ingress.queue(fetch, parsed).await,
+    };
+    // Admission does not wait: the fetch is sent as it arrived (one clock read saved).
+    let sent_at = go.arrived;
     let DirectAttempt {
         core,
         arrived,
@@ -242,7 +220,7 @@ impl Ingress {
     /// an exit worker, back to the scheduler, back to the caller), about a fifth of the
     /// cost of a fetch against a fast local site (README, "Cost of the actor system").
     pub(crate) fn fetch(&self, fetch: Fetch) -> impl std::future::Future<Output = Reply> + '_ {
-        run_direct(Entry::Fresh(self), fetch)
+        run_direct(self, fetch)
     }
 
     /// Hand `fetch` in through the intake channel, after taking a queue slot

@@ -11,9 +11,10 @@ impl StreamHandler<AttemptDone> for SchedulerActor {
 
 impl StreamHandler<Intake> for SchedulerActor {
     fn handle(&mut self, m: Intake, ctx: &mut Self::Context) {
-        self.state.borrow_mut().on_intake(m, ctx)
+        self.state.borrow_mut().take_in(m, ctx)
     }
-    /// `CrawlerHandle`s hold senders; when the last is gone, the `Addr` path remains.
+    /// The actor's own [`Ingress`] holds a sender (the `Fetch` message's way in): the
+    /// stream ends only with the actor.
     fn finished(&mut self, _ctx: &mut Self::Context) {}
 }
 
@@ -58,33 +59,6 @@ impl Handler<Shutdown> for SchedulerActor {
 }
 
 impl Scheduler {
-    /// A `Fetch` from the mailbox. One that may be sent now takes the direct path, on a
-    /// task of its own (`me` is this scheduler's cell): that saves the queue, the exit
-    /// worker's hand-offs and the attempt report (README, "Cost of the actor system").
-    /// Others join the queue, with backpressure.
-    pub(super) fn on_fetch(
-        &mut self,
-        fetch: Fetch,
-        me: Rc<RefCell<Scheduler>>,
-        ctx: &mut Context<SchedulerActor>,
-    ) -> Admission {
-        let arrived = Instant::now();
-        let parsed = match self.admit_direct(&fetch, arrived) {
-            Direct::Go { exit, host, go } => {
-                let held = Held::new(me, exit, host);
-                return Admission(AdmissionKind::Direct(Box::new((held, go, fetch))));
-            }
-            Direct::Answered(kind, message) => {
-                return Admission(AdmissionKind::Ready(Err(FetchError::unsent(
-                    kind, message, fetch.url,
-                ))))
-            }
-            Direct::Queue(parsed) => parsed,
-        };
-        self.metrics.urls_total.inc();
-        self.admit(fetch, parsed, arrived, ctx)
-    }
-
     pub(super) fn on_attempt_done(&mut self, m: AttemptDone, ctx: &mut Context<SchedulerActor>) {
         // Missing after a shutdown's grace period cancelled it (already answered).
         let Some((i, p)) = self.sent.remove(&m.id) else {
@@ -97,7 +71,10 @@ impl Scheduler {
         self.dispatch(ctx);
     }
 
-    pub(super) fn on_intake(&mut self, mut m: Intake, ctx: &mut Context<SchedulerActor>) {
+    /// A fetch joins the queue (every fetch that does not take the direct path comes
+    /// this way, holding its queue slot): checked, unless the direct path parsed it
+    /// already, then queued or answered at once.
+    pub(super) fn take_in(&mut self, mut m: Intake, ctx: &mut Context<SchedulerActor>) {
         self.metrics.urls_total.inc();
         let reply = m.reply.take();
         let fetch = std::mem::replace(&mut m.fetch, Fetch::get(String::new()));

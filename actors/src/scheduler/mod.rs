@@ -5,20 +5,21 @@
 //! makes the choice exact without a round trip to the exits; the exits stay thin I/O.
 //!
 //! The state is a `Scheduler` behind a shared cell; [`SchedulerActor`] is its mailbox.
-//! Fetches come in three ways: `Fetch` messages (other actors), `CrawlerHandle::fetch`'s
-//! channel (read by the actor as a stream), and — when the caller runs on the scheduler's
-//! Arbiter and every exit does too — the direct path (`Ingress::fetch`): a fetch that may
-//! be sent now, with nothing queued for its host, is admitted, sent and settled on the
-//! caller's own task, with the same selection, pacing, counting and reply as any other.
-//! Why: each hand-off between tasks and mailboxes costs about as much as the scheduling
-//! itself; against a fast site the direct path is what keeps the actor system close to a
-//! bare client (README, "Cost of the actor system").
+//! A fetch has one way in, [`Ingress::fetch`], which `CrawlerHandle::fetch` calls on the
+//! caller's task and a `Fetch` message calls on a task of its own: when the caller runs on
+//! the scheduler's Arbiter and every exit does too, a fetch that may be sent now, with
+//! nothing queued for its host, takes the direct path: it is admitted, sent and settled on
+//! that task, with the same selection, pacing, counting and reply as any other. Any other
+//! fetch takes a queue slot (backpressure) and joins the queue through the intake channel
+//! the actor reads. Why the direct path: each hand-off between tasks and mailboxes costs
+//! about as much as the scheduling itself; against a fast site it is what keeps the actor
+//! system close to a bare client (README, "Cost of the actor system").
 //!
 //! # Layout
 //! - `mod.rs`: the state ([`Scheduler`]), the exits as the scheduler sees them
 //!   ([`ExitSlot`]) and the mailbox ([`SchedulerActor`]);
-//! - `admission.rs`: a URL checked and parsed, a `Fetch` admitted (answered at once,
-//!   sent on the direct path, queued, or made to wait for a queue slot);
+//! - `admission.rs`: a URL checked and parsed; a `Fetch` message handed to the one way
+//!   in; a fetch with its queue slot put in its host's queue;
 //! - `pacing.rs`: the limiter keys' pacers, the hosts' queues and in-flight counts, and
 //!   [`choose`], the exit choice over the core's `select`;
 //! - `dispatch.rs`: the round-robin over hosts with queued fetches, the sends, and the
@@ -27,7 +28,7 @@
 //!   the limiter and the health actor hear of it;
 //! - `handlers.rs`: the actor's messages and streams (interval changes, health, stats,
 //!   shutdown);
-//! - `direct.rs`: the direct path;
+//! - `direct.rs`: the way in ([`Ingress`]) and the direct path;
 //! - `pending.rs`: a fetch in the scheduler's hands, which always replies once.
 //!
 //! Guarantees:
@@ -119,7 +120,7 @@ pub(crate) struct SharedLimits {
     pub gcra: crate::redis::RedisGcra,
 }
 
-/// Internal: a fetch that got its queue slot.
+/// A fetch that got its queue slot, checked, on its way into its host's queue.
 struct Enqueue {
     fetch: Fetch,
     uri: Uri,
@@ -127,10 +128,6 @@ struct Enqueue {
     slot: Option<OwnedSemaphorePermit>,
     reply: Option<oneshot::Sender<Reply>>,
     arrived: Instant,
-}
-
-impl Message for Enqueue {
-    type Result = ();
 }
 
 /// What one look at a host's queue found.
@@ -280,12 +277,15 @@ impl Scheduler {
 /// through it (see `Ingress::fetch`); everything else comes in as messages.
 pub struct SchedulerActor {
     state: Rc<RefCell<Scheduler>>,
+    /// The one way in for a fetch, which a `Fetch` message takes too.
+    ingress: Rc<Ingress>,
 }
 
 impl SchedulerActor {
-    pub(crate) fn new(state: Scheduler) -> Self {
+    pub(crate) fn new(state: Scheduler, ingress: Ingress) -> Self {
         Self {
             state: Rc::new(RefCell::new(state)),
+            ingress: Rc::new(ingress),
         }
     }
 
