@@ -8,9 +8,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use exitcrawl::config::{Arbiters, Backend, ConfigError, ExitSettings, Settings};
 use exitcrawl::health::HealthPolicy;
-use exitcrawl::limiter::TokenBucket;
 
-use crate::exit::{ExitActor, ExitCore, ExitOptions};
+use crate::exit::{ExitActor, ExitCore, ExitOptions, ExitShare};
 use crate::health::{HealthActor, HealthOptions};
 use crate::limiter::LimiterActor;
 use crate::messages::{
@@ -192,25 +191,32 @@ fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Ar
     for e in &settings.exits {
         let opts = exit_options(settings, e);
         let dns = dns.clone();
+        metrics.register_exit(&e.name, e.source_ip, e.max_concurrent, e.enabled);
+        // The runtime's clock, as the scheduler reads it (paused time in tests).
+        let now = actix::clock::Instant::now().into_std();
+        let active = metrics
+            .exit_active
+            .get_or_create(&Metrics::exit(&e.name, e.source_ip))
+            .clone();
+        let share = ExitShare::new(active, e.quota(), now);
         let (addr, local) = match settings.crawler.arbiters {
             Arbiters::Single => {
                 // Same Arbiter as the scheduler: it starts requests on the core itself.
-                let core = ExitCore::new(opts, dns.clone());
+                let core = ExitCore::new(opts, dns.clone(), share.clone());
                 let addr = ExitActor::with_core(Rc::clone(&core), dns).start();
                 (addr, Some(core))
             }
             Arbiters::PerExit => {
                 // The awc client is !Send: it is built on the exit's own thread.
                 let arbiter = Arbiter::new();
+                let share = share.clone();
                 let addr = ExitActor::start_in_arbiter(&arbiter.handle(), move |_| {
-                    ExitActor::new(opts, dns)
+                    ExitActor::new(opts, dns, share)
                 });
                 arbiters.push(arbiter);
                 (addr, None)
             }
         };
-        let now = std::time::Instant::now();
-        metrics.register_exit(&e.name, e.source_ip, e.max_concurrent, e.enabled);
         slots.push(ExitSlot {
             name: Arc::from(e.name.as_str()),
             source_ip: e.source_ip,
@@ -220,8 +226,7 @@ fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Ar
             addr,
             local,
             max_concurrent: e.max_concurrent,
-            active: 0,
-            bucket: e.quota().map(|q| TokenBucket::new(q, now)),
+            share,
             failing: false,
         });
     }

@@ -1,5 +1,7 @@
 //! `ExitActor`: one per source IP. Owns the HTTP client whose connections leave from that
-//! address, and the exit's counters.
+//! address, the exit's counters, and (in `share.rs`) its count of active requests and its
+//! own token bucket (`[[exits]] rate, burst`), which the scheduler reads and updates in
+//! place when it chooses an exit.
 //!
 //! Why an actor per exit: the awc client is `!Send`, so it must live on one Arbiter; an
 //! actor gives it a home there and a mailbox the scheduler can reach from anywhere. The
@@ -21,10 +23,12 @@ use tokio::sync::Notify;
 
 mod hop;
 mod request;
+mod share;
 
 pub(crate) use hop::Hop;
 use hop::{is_credential, location_header, redirect_location};
 use request::{Clients, Identity};
+pub(crate) use share::ExitShare;
 
 use crate::body::{Body, Finished};
 use crate::messages::{
@@ -36,7 +40,6 @@ impl Counters {
     /// Count one ended attempt.
     fn record(&mut self, attempted: &Attempted, throttle_statuses: &[u16]) {
         let c = self; // short for the many fields below
-        c.active = c.active.saturating_sub(1);
         match &attempted.result {
             Ok(answer) => {
                 if throttle_statuses.contains(&answer.status) {
@@ -101,6 +104,8 @@ pub struct ExitCore {
     clients: Clients,
     identity: Identity,
     counters: RefCell<Counters>,
+    /// Its active count and token bucket, shared with the scheduler that chooses it.
+    share: ExitShare,
     /// Requests waiting for a worker.
     queue: RefCell<VecDeque<SendRequest>>,
     /// Wakes one idle worker per request queued.
@@ -121,8 +126,9 @@ impl Drop for ExitCore {
 
 impl ExitCore {
     /// Build the exit's client; call it on the Arbiter that will use it.
-    pub fn new(opts: ExitOptions, dns: DnsCache) -> Rc<Self> {
+    pub(crate) fn new(opts: ExitOptions, dns: DnsCache, share: ExitShare) -> Rc<Self> {
         Rc::new_cyclic(|me| Self {
+            share,
             clients: Clients::new(opts.client.clone(), dns, opts.addresses.clone()),
             identity: Identity::new(&opts.headers, opts.cookies),
             opts,
@@ -137,7 +143,10 @@ impl ExitCore {
 
     /// The exit's counters now.
     pub fn counters(&self) -> Counters {
-        self.counters.borrow().clone()
+        Counters {
+            active: self.share.active(),
+            ..self.counters.borrow().clone()
+        }
     }
 
     /// Send one request on a worker and report the attempt through `msg.done`.
@@ -156,11 +165,10 @@ impl ExitCore {
         // Otherwise every worker is busy; the first one free takes it.
     }
 
-    /// Count a request that starts (it is active until [`Self::count_end`]).
+    /// Count a request that starts. It is active from the scheduler's reservation to
+    /// its settle, which the scheduler counts in the exit's [`ExitShare`].
     fn count_start(&self) {
-        let mut c = self.counters.borrow_mut();
-        c.active += 1;
-        c.total += 1;
+        self.counters.borrow_mut().total += 1;
     }
 
     fn count_end(&self, attempted: &Attempted) {
@@ -466,23 +474,14 @@ async fn worker(core: Weak<ExitCore>, work: Rc<Notify>) {
 }
 
 /// A request running on the caller's task (see [`ExitCore::start`]): dropped
-/// unfinished (a shutdown's grace period ran out), it is no longer active, and the
-/// counters are as if it had never started, apart from `total`.
+/// unfinished (a shutdown's grace period ran out), the counters are as if it had never
+/// started, apart from `total` (the scheduler releases its active count).
 pub(crate) struct Running<'a>(&'a ExitCore);
 
 impl Running<'_> {
     /// Count the request's end.
     pub(crate) fn end(self, attempted: &Attempted) {
-        let core = self.0;
-        std::mem::forget(self);
-        core.count_end(attempted);
-    }
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        let mut c = self.0.counters.borrow_mut();
-        c.active = c.active.saturating_sub(1);
+        self.0.count_end(attempted);
     }
 }
 
@@ -504,25 +503,28 @@ impl Drop for WorkerCount {
 pub struct ExitActor {
     opts: ExitOptions,
     dns: DnsCache,
+    share: ExitShare,
     /// Built when the actor starts, on its own Arbiter, unless given.
     core: Option<Rc<ExitCore>>,
 }
 
 impl ExitActor {
     /// An exit; its client is built when the actor starts, on the actor's own Arbiter.
-    pub fn new(opts: ExitOptions, dns: DnsCache) -> Self {
+    pub(crate) fn new(opts: ExitOptions, dns: DnsCache, share: ExitShare) -> Self {
         Self {
             opts,
             dns,
+            share,
             core: None,
         }
     }
 
     /// An exit around a core built on the current Arbiter (shared with the scheduler).
-    pub fn with_core(core: Rc<ExitCore>, dns: DnsCache) -> Self {
+    pub(crate) fn with_core(core: Rc<ExitCore>, dns: DnsCache) -> Self {
         Self {
             opts: core.opts.clone(),
             dns,
+            share: core.share.clone(),
             core: Some(core),
         }
     }
@@ -533,9 +535,9 @@ impl ExitActor {
     }
 
     fn core(&mut self) -> &Rc<ExitCore> {
-        let (opts, dns) = (&self.opts, &self.dns);
+        let (opts, dns, share) = (&self.opts, &self.dns, &self.share);
         self.core
-            .get_or_insert_with(|| ExitCore::new(opts.clone(), dns.clone()))
+            .get_or_insert_with(|| ExitCore::new(opts.clone(), dns.clone(), share.clone()))
     }
 }
 

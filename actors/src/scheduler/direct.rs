@@ -175,9 +175,8 @@ pub(super) async fn run_direct(ingress: &Ingress, fetch: Fetch) -> Reply {
     };
     let Some(attempted) = attempted else {
         // The shutdown's grace period is over (the scheduler has let go of the fetch).
-        // The exit's counters and the scheduler's capacity are let go of as for any
-        // fetch that ends unsettled, and it counts as done.
-        drop(running);
+        // The scheduler's capacity is let go of as for any fetch that ends unsettled
+        // (the hold), and it counts as done.
         drop(held);
         return Err(FetchError {
             kind: FetchErrorKind::Shutdown,

@@ -195,8 +195,7 @@ impl Scheduler {
     /// Count a fetch against the exit before anything is sent (the counterpart of
     /// [`Self::release`]).
     pub(super) fn reserve(&mut self, i: usize) {
-        self.exits[i].active += 1;
-        self.handles[i].active.inc();
+        self.exits[i].share.reserve();
         self.in_flight += 1;
     }
 
@@ -332,8 +331,7 @@ impl Scheduler {
     }
 
     pub(super) fn release(&mut self, i: usize, host: &Arc<str>) {
-        self.handles[i].active.dec();
-        self.exits[i].active = self.exits[i].active.saturating_sub(1);
+        self.exits[i].share.release();
         self.in_flight = self.in_flight.saturating_sub(1);
         self.release_host(i, host);
     }

@@ -304,8 +304,8 @@ impl Scheduler {
             // Their reports, if they still come, find nothing and are ignored.
             act.sent.clear();
             act.in_flight = 0;
-            for e in act.exits.iter_mut() {
-                e.active = 0;
+            for e in &act.exits {
+                e.share.clear();
             }
             act.hosts.clear();
             act.check_drained();

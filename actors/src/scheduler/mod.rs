@@ -1,8 +1,11 @@
 //! `SchedulerActor`: takes `Fetch`es, picks an exit for each, paces, retries, replies.
 //!
-//! Why the pacing state lives here and not in each exit: "which exit may send to this host
-//! *now*" is the selection itself. Keeping every limiter key's pacer next to the selection
-//! makes the choice exact without a round trip to the exits; the exits stay thin I/O.
+//! Why the limiter keys' pacers live here and not in each exit: "which exit may send to
+//! this host *now*" is the selection itself, and a key (a host, or a host through one
+//! exit) spans exits. Keeping every key's pacer next to the selection makes the choice
+//! exact without a round trip to the exits. What is the exit's alone, its active count
+//! and its own token bucket, the exit owns ([`ExitShare`]); the scheduler reads it in
+//! place.
 //!
 //! The state is a `Scheduler` behind a shared cell; [`SchedulerActor`] is its mailbox.
 //! A fetch has one way in, [`Ingress::fetch`], which `CrawlerHandle::fetch` calls on the
@@ -56,7 +59,7 @@ use actix::prelude::*;
 use awc::http::Uri;
 use exitcrawl::config::{Algorithm, Scope, Settings};
 use exitcrawl::headers::ServerHints;
-use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter, TokenBucket};
+use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter};
 use exitcrawl::pacer::Pacer;
 use exitcrawl::retry::{Backoff, RetryBudget};
 use exitcrawl::rng::SplitMix64;
@@ -67,7 +70,7 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing_actix::ActorInstrument;
 
 use crate::cutoff::CutOff;
-use crate::exit::{ExitActor, ExitCore, Hop};
+use crate::exit::{ExitActor, ExitCore, ExitShare, Hop};
 use crate::health::HealthActor;
 use crate::limiter::{LimitKey, LimiterActor};
 use crate::messages::{
@@ -107,8 +110,8 @@ pub(crate) struct ExitSlot {
     /// The exit's core when it shares this Arbiter: requests start on it directly.
     pub local: Option<Rc<ExitCore>>,
     pub max_concurrent: u32,
-    pub active: u32,
-    pub bucket: Option<TokenBucket>,
+    /// The exit's active count and token bucket, which it owns.
+    pub share: ExitShare,
     /// A failure was reported to the health actor and no success since: the next
     /// success must be reported too (it resets the count, or recovers a probing exit).
     pub failing: bool,

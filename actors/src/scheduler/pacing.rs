@@ -173,10 +173,7 @@ pub(super) fn choose(
     };
     c.ready.clear();
     for (i, exit) in c.exits.iter_mut().enumerate() {
-        let bucket = exit
-            .bucket
-            .as_mut()
-            .map_or(Duration::ZERO, |b| b.peek(now_std));
+        let bucket = exit.share.ready_in(now_std);
         let key = pacing.keys[i]
             .get_or_insert_with(|| {
                 let (key, paced) = exit_key(c.settings, &exit.name, host);
@@ -196,7 +193,7 @@ pub(super) fn choose(
             active: if active[i] >= per_host_cap {
                 e.max_concurrent
             } else {
-                e.active
+                e.share.active()
             },
             max_concurrent: e.max_concurrent,
             ready_in: c.ready[i],
@@ -209,9 +206,7 @@ pub(super) fn choose(
     drop(cands);
     if let Selection::Exit(i) = selection {
         // Take the permits the selection saw as free.
-        if let Some(b) = c.exits[i].bucket.as_mut() {
-            b.check(now_std);
-        }
+        c.exits[i].share.take_token(now_std);
         for key in pacing.keys[i].iter().chain(pacing.host_key.iter()) {
             if let Some(l) = key.borrow_mut().limiter.as_mut() {
                 l.check(now_std);
