@@ -56,12 +56,15 @@ pub mod net;
 pub mod redis;
 mod scheduler;
 
-pub use awc::http::header::HeaderMap;
 pub use crawler::{Crawler, CrawlerHandle, StartError};
 pub use follow::{
     crawl_site, resume_site, resume_site_answers, FollowOptions, FollowRecord, FollowTotals,
     PendingLink, Resume, SkipReason,
 };
+/// The `http` crate this API's HTTP types come from (`Fetch::method`,
+/// `FetchResponse::headers`), re-exported so callers name the same version.
+pub use http;
+pub use http::{HeaderMap, Method};
 pub use messages::{
     ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse, HostLimits, LaneLimits,
 };

@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use awc::http::header::HeaderMap;
-use awc::http::Method;
 use bytes::Bytes;
 use exitcrawl::headers::ServerHints;
+use http::{HeaderMap, Method};
 
 use crate::net::FailureKind;
 
@@ -465,7 +464,7 @@ impl Message for Shutdown {
 /// fetches in flight each completion cost C polls. A report is one message per fetch.
 #[derive(Debug)]
 pub(crate) struct SendRequest {
-    pub url: awc::http::Uri,
+    pub url: http::Uri,
     pub method: Method,
     pub headers: Vec<(String, String)>,
     pub body: Option<Bytes>,
@@ -681,4 +680,4 @@ pub struct Counters {
 }
 
 /// A URL as sent, and its host (see the scheduler's `parse_url`).
-pub(crate) type Parsed = (awc::http::Uri, Arc<str>);
+pub(crate) type Parsed = (http::Uri, Arc<str>);

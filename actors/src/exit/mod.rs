@@ -448,7 +448,7 @@ fn answer(
     }
     Ok(Answer {
         status,
-        headers,
+        headers: headers.into(),
         body: body.body,
         wire_bytes: body.wire_bytes,
         content_encoding: body.decoded,

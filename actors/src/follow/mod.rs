@@ -519,7 +519,7 @@ impl<'h> Crawl<'h> {
 mod tests {
     use super::state::build_scope;
     use super::*;
-    use awc::http::header::HeaderMap;
+    use http::HeaderMap;
 
     #[test]
     fn html_content_types() {

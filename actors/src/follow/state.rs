@@ -4,13 +4,13 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use awc::http::header::HeaderMap;
 use exitcrawl::address::AddressRule;
 use exitcrawl::config::CrawlSettings;
 use exitcrawl::discover::{
     extract_links, normalize, Entry, Frontier, RobotsCache, RobotsState, Scope, Seen, Sitemaps,
     Verdict,
 };
+use http::HeaderMap;
 use url::Url;
 
 use super::record::{FollowError, FollowTotals};
