@@ -7,7 +7,7 @@
 //! `now`, tested on a fake clock; the scheduler only carries the verdict out (the reply,
 //! the timer, the metrics).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::retry::RetryBudget;
 
@@ -94,6 +94,57 @@ pub fn decide(ended: Ended, a: Attempts, budget: &mut RetryBudget, now: Instant)
         Verdict::Retry
     } else {
         Verdict::BudgetRefused
+    }
+}
+
+/// What the limiter hears of an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// A throttle (a status in `throttle_statuses`).
+    Throttled,
+    /// Any other answer: a success to the controller.
+    Succeeded,
+    /// Nothing: a fixed algorithm learns only from throttles and rate-limit headers.
+    Nothing,
+}
+
+/// What the limiter hears of an answer that is a `throttle` or not, under an `adaptive`
+/// algorithm or a fixed one, with the site's rate-limit headers (`hinted`) or without.
+/// Why fixed algorithms hear hints: a `Retry-After` or `RateLimit-Reset` pauses any pacer.
+pub fn heard(throttle: bool, adaptive: bool, hinted: bool) -> Heard {
+    match (throttle, adaptive || hinted) {
+        (true, _) => Heard::Throttled,
+        (false, true) => Heard::Succeeded,
+        (false, false) => Heard::Nothing,
+    }
+}
+
+/// The longest a fetch waits for an exit to come back when every exit is ejected or
+/// disabled: exits return after their ejection time, so that long, but never more than
+/// this, or a crawl whose exits are all gone for good would hang.
+pub const ALL_DOWN_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// What a fetch does when every exit is ejected or disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllDown {
+    /// Look again after this long (at most a second, so an exit back early is seen).
+    Wait(Duration),
+    /// Waited long enough: fail it as `no_healthy_exit`.
+    GiveUp {
+        /// How long it waited.
+        waited: Duration,
+    },
+}
+
+/// A fetch found every exit ejected or disabled at `since` and still does at `now`;
+/// exits are ejected for at most `max_ejection`.
+pub fn all_down(since: Instant, now: Instant, max_ejection: Duration) -> AllDown {
+    let limit = max_ejection.min(ALL_DOWN_WAIT_MAX);
+    let waited = now.saturating_duration_since(since);
+    if waited < limit {
+        AllDown::Wait((limit - waited).min(Duration::from_secs(1)))
+    } else {
+        AllDown::GiveUp { waited }
     }
 }
 
@@ -224,6 +275,48 @@ mod tests {
         assert_eq!(
             decide(throttle, attempts(1), &mut budget, clock.now()),
             Verdict::Retry
+        );
+    }
+
+    #[test]
+    fn the_limiter_hears_throttles_always_and_successes_when_it_can_use_them() {
+        assert_eq!(heard(true, false, false), Heard::Throttled);
+        assert_eq!(heard(true, true, true), Heard::Throttled);
+        assert_eq!(heard(false, true, false), Heard::Succeeded);
+        assert_eq!(heard(false, false, true), Heard::Succeeded);
+        assert_eq!(heard(false, false, false), Heard::Nothing);
+    }
+
+    #[test]
+    fn with_every_exit_down_a_fetch_waits_for_the_shorter_of_ejection_and_30_s() {
+        let clock = crate::FakeClock::new();
+        let since = crate::Clock::now(&clock);
+        let at = |s: u64| since + Duration::from_secs(s);
+        let long = Duration::from_secs(300);
+        assert_eq!(
+            all_down(since, since, long),
+            AllDown::Wait(Duration::from_secs(1))
+        );
+        assert_eq!(
+            all_down(since, at(29) + Duration::from_millis(600), long),
+            AllDown::Wait(Duration::from_millis(400))
+        );
+        assert_eq!(
+            all_down(since, at(30), long),
+            AllDown::GiveUp {
+                waited: Duration::from_secs(30)
+            }
+        );
+        let short = Duration::from_secs(5);
+        assert_eq!(
+            all_down(since, at(4), short),
+            AllDown::Wait(Duration::from_secs(1))
+        );
+        assert_eq!(
+            all_down(since, at(5), short),
+            AllDown::GiveUp {
+                waited: Duration::from_secs(5)
+            }
         );
     }
 }

@@ -20,6 +20,7 @@ use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::interval_of;
+pub use exitcrawl::limiter::LimitKey;
 
 use crate::messages::{
     Failed, GetLimits, HostLimits, LaneLimits, SetInterval, Succeeded, Throttled,
@@ -27,73 +28,6 @@ use crate::messages::{
 use crate::metrics::{Metrics, ScopeLabels};
 use crate::net::FailureKind;
 use crate::redis::{RateMessage, SharedRates};
-
-/// A limiter key: exit and/or host, as the scope says.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct LimitKey {
-    /// Exit name, when the scope keys on exits.
-    pub exit: Option<Arc<str>>,
-    /// Host, when the scope keys on hosts.
-    pub host: Option<Arc<str>>,
-}
-
-impl LimitKey {
-    /// The key's name in Redis: `exit|host`, `*` where the scope does not key on it.
-    pub fn redis_name(&self) -> String {
-        format!(
-            "{}|{}",
-            self.exit.as_deref().unwrap_or("*"),
-            self.host.as_deref().unwrap_or("*")
-        )
-    }
-
-    /// The inverse of [`LimitKey::redis_name`].
-    pub fn from_redis_name(name: &str) -> Option<Self> {
-        let (exit, host) = name.split_once('|')?;
-        let part = |s: &str| (s != "*").then(|| Arc::from(s));
-        Some(Self {
-            exit: part(exit),
-            host: part(host),
-        })
-    }
-
-    /// The key of a request through `exit` to `host` under `scope`. Under `auto` this is
-    /// the host's budget (its lane); an exit's own lane is [`LimitKey::exit_lane`].
-    pub fn new(scope: Scope, exit: &Arc<str>, host: &Arc<str>) -> Self {
-        let (e, h) = match scope {
-            Scope::ExitHost => (true, true),
-            Scope::Auto | Scope::Host => (false, true),
-            Scope::Exit => (true, false),
-            Scope::Global => (false, false),
-        };
-        Self {
-            exit: e.then(|| exit.clone()),
-            host: h.then(|| host.clone()),
-        }
-    }
-
-    /// Scope `auto`: the key of `exit`'s own budget at `host`.
-    pub fn exit_lane(exit: &Arc<str>, host: &Arc<str>) -> Self {
-        Self {
-            exit: Some(exit.clone()),
-            host: Some(host.clone()),
-        }
-    }
-}
-
-/// The controller settings of `[limiter]`.
-pub fn aimd_config(s: &LimiterSettings) -> AimdConfig {
-    AimdConfig {
-        initial_rps: s.initial_rps,
-        min_rps: s.min_rps,
-        max_rps: s.max_rps,
-        increase_rps: s.increase_rps,
-        decrease: s.decrease,
-        latency_tolerance: s.latency_tolerance,
-        hold: s.hold(),
-        ..AimdConfig::default()
-    }
-}
 
 /// The controllers, as the scope arranges them.
 enum Controllers {
@@ -203,7 +137,7 @@ impl LimiterActor {
             return;
         }
         let now = Instant::now().into_std();
-        let cfg = || aimd_config(&self.settings);
+        let cfg = || AimdConfig::from_settings(&self.settings);
         let mut changes: Vec<(LimitKey, Adjustment)> = Vec::with_capacity(2);
         match &mut self.controllers {
             Controllers::Hosts { policies, exits } => {
@@ -354,7 +288,7 @@ impl Handler<SharedRateChanged> for LimiterActor {
             return;
         };
         let now = Instant::now().into_std();
-        let cfg = aimd_config(&self.settings);
+        let cfg = AimdConfig::from_settings(&self.settings);
         let ctl_state = match &mut self.controllers {
             Controllers::Hosts { policies, exits } => {
                 let Some(host) = key.host.clone() else {

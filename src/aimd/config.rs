@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::config::LimiterSettings;
+
 /// Tuning of the controller. [`AimdConfig::default`] gives the documented defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AimdConfig {
@@ -46,6 +48,23 @@ impl Default for AimdConfig {
             doubling: Duration::from_millis(100),
             probe_time: Duration::from_secs(2),
             probe_requests: 300.0,
+        }
+    }
+}
+
+impl AimdConfig {
+    /// The controller's tuning from `[limiter]`: what the settings name, the documented
+    /// defaults for the rest.
+    pub fn from_settings(s: &LimiterSettings) -> Self {
+        Self {
+            initial_rps: s.initial_rps,
+            min_rps: s.min_rps,
+            max_rps: s.max_rps,
+            increase_rps: s.increase_rps,
+            decrease: s.decrease,
+            latency_tolerance: s.latency_tolerance,
+            hold: s.hold(),
+            ..Self::default()
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::decision::Decision;
 
 pub mod fixed_window;
 pub mod gcra;
+mod key;
 pub mod leaky_bucket;
 pub mod sliding_log;
 pub mod sliding_window;
@@ -34,6 +35,7 @@ pub mod token_bucket;
 
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+pub use key::{fallback_rps, LimitKey};
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_log::SlidingLog;
 pub use sliding_window::SlidingWindow;

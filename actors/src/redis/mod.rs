@@ -35,9 +35,10 @@
 //! probes Redis again (the connection manager reconnects); success closes the outage and
 //! resets the backoff, failure doubles the delay (capped).
 //!
-//! Callers (the LimiterActor and scheduler, integration still to come) must then:
+//! Callers (the LimiterActor and the scheduler) then:
 //! - pace each key with a **local, conservative** limiter while a check returns an error —
-//!   the shared rate divided by the number of crawler processes ([`fallback_rps`]), so
+//!   the shared rate divided by the number of crawler processes
+//!   ([`exitcrawl::limiter::fallback_rps`]), so
 //!   that N processes falling back together still stay within the shared budget;
 //! - keep crawling (never stall on Redis), keep their own rate changes locally, and
 //!   re-read [`SharedRates::get`] for their keys once Redis is back
@@ -194,14 +195,6 @@ impl Default for Backoff {
     fn default() -> Self {
         Self::new(Duration::from_millis(100), Duration::from_secs(5))
     }
-}
-
-/// The local rate a process falls back to during an outage: its share of the shared
-/// `rps` when `processes` crawler processes share it (at least 1 is assumed), never below
-/// `min_rps`. Conservative on purpose: N processes falling back at once stay within the
-/// budget.
-pub fn fallback_rps(rps: f64, processes: u32, min_rps: f64) -> f64 {
-    (rps / f64::from(processes.max(1))).max(min_rps)
 }
 
 /// Timeouts and reconnect backoff.
@@ -551,8 +544,5 @@ mod tests {
         assert!(e.is_outage(), "{e:?}");
         assert!(e.source().is_some());
         assert!(!RedisError::InvalidArgument("x".into()).is_outage());
-        assert_eq!(fallback_rps(300.0, 3, 0.1), 100.0);
-        assert_eq!(fallback_rps(1.0, 0, 0.1), 1.0);
-        assert_eq!(fallback_rps(1.0, 100, 0.1), 0.1);
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use exitcrawl::outcome::{self, AllDown};
 
 impl Scheduler {
     /// Send what may be sent; set one timer for the earliest moment more may go.
@@ -153,20 +154,16 @@ impl Scheduler {
                 ),
             },
             NoExitReason::AllUnavailable => {
-                // Exits come back after their ejection time: wait a bounded time for one.
-                let limit = self
-                    .settings
-                    .health
-                    .max_ejection()
-                    .min(Duration::from_secs(30));
                 let Some(head) = q.front_mut() else {
                     return Step::Empty;
                 };
                 let since = *head.no_exit_since.get_or_insert(now);
-                let waited = now.saturating_duration_since(since);
-                if waited < limit {
-                    return Step::Wait((limit - waited).min(Duration::from_secs(1)));
-                }
+                let max_ejection = self.settings.health.max_ejection();
+                let waited = match outcome::all_down(since.into_std(), now.into_std(), max_ejection)
+                {
+                    AllDown::Wait(d) => return Step::Wait(d),
+                    AllDown::GiveUp { waited } => waited,
+                };
                 (
                     FetchErrorKind::NoHealthyExit,
                     format!(

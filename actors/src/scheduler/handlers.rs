@@ -150,7 +150,7 @@ impl Scheduler {
                         // Still on a local share: remember the new whole, pace the share.
                         Some(whole) => {
                             *whole = rps;
-                            let share = crate::redis::fallback_rps(
+                            let share = exitcrawl::limiter::fallback_rps(
                                 rps,
                                 self.settings.redis.processes,
                                 self.settings.limiter.min_rps,

@@ -28,7 +28,10 @@ impl KeyState {
         }
         let rps = l.quota().rps;
         self.fallback_from = Some(rps);
-        l.set_rate(crate::redis::fallback_rps(rps, processes, min_rps), now);
+        l.set_rate(
+            exitcrawl::limiter::fallback_rps(rps, processes, min_rps),
+            now,
+        );
         true
     }
 

@@ -1,6 +1,6 @@
 use super::*;
 use crate::messages::{AttemptFailure, Delivery};
-use exitcrawl::outcome::{self, Attempts, Ended, NoAnswer, Verdict};
+use exitcrawl::outcome::{self, Attempts, Ended, Heard, NoAnswer, Verdict};
 
 impl Scheduler {
     /// [`Self::settle`] inside the fetch's span when the attempt may log something.
@@ -196,12 +196,10 @@ impl Scheduler {
             ServerHints::default()
         };
         let throttle = self.settings.limiter.is_throttle_status(answer.status);
-        // Fixed algorithms only need what can pause them: throttles and the site's
-        // rate-limit headers.
         let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
-        let tell_limiter = throttle || adaptive || !hints.is_empty();
-        if let Some(l) = self.limiter.as_ref().filter(|_| tell_limiter) {
-            if throttle {
+        let heard = outcome::heard(throttle, adaptive, !hints.is_empty());
+        if let Some(l) = self.limiter.as_ref().filter(|_| heard != Heard::Nothing) {
+            if heard == Heard::Throttled {
                 l.do_send(Throttled {
                     exit: Arc::clone(exit_name),
                     host: Arc::clone(host),
