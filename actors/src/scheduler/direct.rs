@@ -260,12 +260,12 @@ impl Ingress {
 
 impl Scheduler {
     /// Admit a fetch on the direct path when it may be sent now without overtaking
-    /// anything: every exit local, not distributed, not shutting down, concurrency left,
-    /// nothing queued for its host, and an exit the selection allows now.
+    /// anything: every exit local, not distributed, concurrency left, nothing queued for
+    /// its host, and an exit the selection allows now. During a shutdown `validate`
+    /// answers it.
     pub(crate) fn admit_direct(&mut self, fetch: &Fetch, arrived: Instant) -> Direct {
         if !self.all_local
             || self.shared.is_some()
-            || self.shutting_down
             || self.in_flight >= self.settings.crawler.concurrency
         {
             return Direct::Queue(None);

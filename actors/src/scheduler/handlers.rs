@@ -78,14 +78,9 @@ impl Scheduler {
         self.metrics.urls_total.inc();
         let reply = m.reply.take();
         let fetch = std::mem::replace(&mut m.fetch, Fetch::get(String::new()));
-        let parsed = match m.parsed.take() {
-            // Parsed already, by the direct path that could not take it.
-            Some(_) if self.shutting_down => {
-                Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()))
-            }
-            Some(parsed) => Ok(parsed),
-            None => self.validate(&fetch),
-        };
+        // Parsed already when the direct path could not take it; a shutdown since is
+        // answered by `enqueue`.
+        let parsed = m.parsed.take().map_or_else(|| self.validate(&fetch), Ok);
         match parsed {
             Ok((uri, host)) => {
                 let slot = m.slot.take();
