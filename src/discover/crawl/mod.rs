@@ -159,7 +159,9 @@ pub enum Next {
     Wait(Duration),
     /// Nothing to hand out until a fetch in flight completes.
     Idle,
-    /// Nothing in flight and nothing more to hand out.
+    /// Nothing in flight and nothing more to hand out. URLs may still be queued (see
+    /// [`Crawl::queued`]) only when the budget is spent, or when the frontier's per-host
+    /// slots were never given back, which a driver reporting every completion never sees.
     Done,
 }
 

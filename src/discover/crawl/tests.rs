@@ -566,3 +566,68 @@ fn rules_that_do_not_compile_name_their_key() {
     let robots = RobotsCache::new("testbot", RobotsPolicy::default());
     assert_eq!(Crawl::new(&c, robots).unwrap_err().key, "crawl.allow[1]");
 }
+
+#[test]
+fn robots_txt_sitemap_lines_are_fetched_only_when_asked() {
+    let clock = FakeClock::new();
+    let body = "User-agent: *\nAllow: /\nSitemap: http://a.test/s.xml\n";
+    let public = Answer {
+        from_public: true,
+        ..status(200, body)
+    };
+    for (sitemaps, want) in [(false, 0), (true, 1)] {
+        let mut c = crawl(&CrawlSettings {
+            sitemaps,
+            ..settings()
+        });
+        c.start(seeds(&["http://a.test/"]), &[], Resume::default());
+        let (origin, host, _) = robots_fetch(c.next(clock.now()));
+        let acts = c.on_robots(&origin, &host, Ok(public), clock.now());
+        let fetches: Vec<_> = acts
+            .iter()
+            .filter_map(|a| match a {
+                Action::Fetch(Request::Sitemap { url, from_public }) => {
+                    Some((url.as_str(), *from_public))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(fetches.len(), want, "sitemaps = {sitemaps}");
+        if want == 1 {
+            assert_eq!(fetches[0], ("http://a.test/s.xml", true));
+            assert_eq!(c.totals().sitemap_fetches, 1);
+        }
+    }
+}
+
+#[test]
+fn a_refused_robots_fetch_puts_trusted_urls_back_to_ask_again() {
+    let clock = FakeClock::new();
+    let mut c = crawl(&settings());
+    c.start(seeds(&["http://10.0.0.1/"]), &[], Resume::default());
+    let (origin, host, _) = robots_fetch(c.next(clock.now()));
+    let refused = Failure {
+        attempts: 0,
+        private: true,
+        why: "private address refused".into(),
+    };
+    assert!(c
+        .on_robots(&origin, &host, Err(refused), clock.now())
+        .is_empty());
+    // A seed is trusted: it is not refused, its robots.txt is asked for again.
+    let (again, _, _) = robots_fetch(c.next(clock.now()));
+    assert_eq!(again, origin);
+    assert_eq!(c.totals().robots_fetches, 2);
+}
+
+#[test]
+fn without_robots_a_disallowing_site_is_fetched_all_the_same() {
+    let clock = FakeClock::new();
+    let mut c = crawl(&no_robots());
+    c.start(seeds(&["http://a.test/secret"]), &[], Resume::default());
+    assert_eq!(
+        page(c.next(clock.now())).url.as_str(),
+        "http://a.test/secret"
+    );
+    assert_eq!(c.totals().robots_fetches, 0);
+}
