@@ -1,5 +1,6 @@
-//! A simulated crawl on fake time over a generated site, using only the pure core:
-//! frontier + scope + dedupe + robots cache + link extraction.
+//! A simulated crawl on fake time over a generated site, using only the pure core: once
+//! with its parts by hand (frontier + scope + dedupe + robots cache + link extraction),
+//! once through the state machine that combines them (`discover::Crawl`).
 //!
 //! Site: `www.site.test` (300 pages under /p/, a /private/ subtree disallowed by robots.txt
 //! with `Crawl-delay: 2`), `blog.site.test` (15 pages, robots.txt 404), and links out to
@@ -10,6 +11,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use exitcrawl::config::{CrawlScope, CrawlSettings};
+use exitcrawl::discover::crawl::{Action, Answer, CrawlTotals, Next, Request, Resume};
 use exitcrawl::discover::robots::{origin_key, robots_url};
 use exitcrawl::discover::{
     extract_links, host_key, normalize, Entry, Frontier, Pop, RobotsCache, RobotsPolicy,
@@ -329,4 +332,125 @@ fn assert_polite_and_interleaved(requests: &[(Url, Instant)], elapsed: Duration,
         last_blog - t0 < Duration::from_secs(2 * WWW_PAGES as u64 / 2),
         "blog starved"
     );
+}
+
+/// The same site through [`exitcrawl::discover::Crawl`], the state machine the actor layer
+/// carries out: its decisions alone give each allowed page once, robots.txt once per host,
+/// and Crawl-delay spacing (timed from each answer, so a little longer than from sends).
+#[test]
+fn the_crawl_state_machine_crawls_the_site_once_and_politely() {
+    let site = site();
+    let clock = FakeClock::new();
+    let t0 = clock.now();
+    let (totals, requests, robots_skipped) = crawl_by_state_machine(&site, &clock);
+
+    assert_each_page_fetched_once(&requests);
+    assert_robots_fetched_once_per_host(&requests);
+    let www: Vec<Instant> = requests
+        .iter()
+        .filter(|(u, _)| u.host_str() == Some("www.site.test"))
+        .map(|(_, t)| *t)
+        .collect();
+    assert_eq!(www.len(), WWW_PAGES + 2);
+    for w in www.windows(2) {
+        // From the previous answer (50 ms after its send) plus the Crawl-delay.
+        assert!(
+            w[1] - w[0] >= Duration::from_millis(2050),
+            "spacing {:?}",
+            w[1] - w[0]
+        );
+    }
+    let elapsed = clock.now() - t0;
+    let gaps = WWW_PAGES as u32 + 1;
+    assert!(
+        elapsed < Duration::from_millis(2050) * gaps + Duration::from_secs(5),
+        "{elapsed:?}"
+    );
+    // The blog (no Crawl-delay) goes out during www's waits instead of after it.
+    let last_blog = requests
+        .iter()
+        .filter(|(u, _)| u.host_str() == Some("blog.site.test"))
+        .map(|(_, t)| *t)
+        .max()
+        .unwrap();
+    assert!(
+        last_blog - t0 < Duration::from_secs(WWW_PAGES as u64 / 2),
+        "blog starved"
+    );
+    assert_eq!(robots_skipped, 60);
+    assert_eq!(totals.skipped_robots, 60);
+    assert_eq!(totals.fetched, (WWW_PAGES + 1 + BLOG_PAGES) as u64);
+    assert_eq!(totals.robots_fetches, 2);
+    assert!(totals.skipped_scope >= (WWW_PAGES / 15) as u64);
+    assert!(totals.deduped > 0);
+}
+
+/// Run [`exitcrawl::discover::Crawl`] over `site`, one fetch at a time answered at once
+/// after 50 ms: its totals, every request with its time, and the robots.txt skips.
+fn crawl_by_state_machine(
+    site: &HashMap<String, (u16, String)>,
+    clock: &FakeClock,
+) -> (CrawlTotals, Vec<(Url, Instant)>, u64) {
+    let settings = CrawlSettings {
+        follow: true,
+        scope: CrawlScope::SameDomain,
+        per_host_concurrency: 1,
+        ..CrawlSettings::default()
+    };
+    let robots = RobotsCache::new(
+        "exitcrawl/0.1 (+https://example.org/bot)",
+        RobotsPolicy::default(),
+    );
+    let mut crawl = exitcrawl::discover::Crawl::new(&settings, robots).unwrap();
+    let seed = vec!["http://www.site.test/p/0.html".to_string()];
+    assert!(crawl.start(seed, &[], Resume::default()).is_empty());
+    let mut requests = Vec::new();
+    let mut robots_skipped = 0;
+    for _ in 0..10_000 {
+        let request = match crawl.next(clock.now()) {
+            Next::Act(Action::Fetch(r)) => r,
+            Next::Act(Action::Skipped { error: None, .. }) => {
+                robots_skipped += 1;
+                continue;
+            }
+            Next::Wait(d) => {
+                clock.advance(d);
+                continue;
+            }
+            Next::Done => return (crawl.into_totals(), requests, robots_skipped),
+            other => panic!("not expected with one fetch at a time: {other:?}"),
+        };
+        let url = match &request {
+            Request::Page(e) => e.url.clone(),
+            Request::Robots { url, .. } => url.clone(),
+            Request::Sitemap { .. } => panic!("no sitemaps in this crawl"),
+        };
+        requests.push((url.clone(), clock.now()));
+        let (status, body) = site
+            .get(url.as_str())
+            .cloned()
+            .unwrap_or((404, String::new()));
+        clock.advance(Duration::from_millis(50)); // response time
+        let answer = Answer {
+            status,
+            attempts: 1,
+            body: body.as_bytes(),
+            final_url: None,
+            html: true,
+            from_public: false,
+        };
+        match request {
+            Request::Page(e) => {
+                assert_eq!(status, 200, "{}", e.url);
+                crawl.on_page(&e, Ok(answer), clock.now());
+            }
+            Request::Robots { origin, host, .. } => {
+                assert!(crawl
+                    .on_robots(&origin, &host, Ok(answer), clock.now())
+                    .is_empty());
+            }
+            Request::Sitemap { .. } => unreachable!(),
+        }
+    }
+    panic!("the crawl does not terminate");
 }

@@ -16,10 +16,13 @@
 //! - [`robots`]: robots.txt rules + Crawl-delay, and a per-host cache state machine.
 //! - [`sitemap`]: sitemaps, sitemap indexes and text sitemaps → URLs with `<lastmod>`.
 //! - [`frontier`]: per-host queues served round-robin, honouring per-host earliest times.
+//! - [`crawl`]: the state machine that drives all of the above: told what a fetch
+//!   returned, it answers what to fetch next, when, or that the crawl is over.
 //!
 //! Like the rest of the core: no I/O, no sleeping; time comes in as `now: Instant`.
-//! The loop that drives these parts with real fetches is `exitcrawl_actors::follow`
-//! (`crawl_site`), configured by the `[crawl]` table ([`crate::config::CrawlSettings`]).
+//! [`Crawl`] makes every decision; `exitcrawl_actors::follow` (`crawl_site`) only carries
+//! them out with real fetches, configured by the `[crawl]` table
+//! ([`crate::config::CrawlSettings`]).
 //!
 //! # Crates and their cost
 //! Cold debug build, each alone on the 2-core machine (measured when chosen):
@@ -34,6 +37,7 @@
 //! - `quick-xml` 0.42 without default features (1 dependency, memchr, already in the
 //!   tree): a streaming XML reader, see [`sitemap`].
 
+pub mod crawl;
 pub mod dedupe;
 pub mod frontier;
 pub mod html;
@@ -43,6 +47,7 @@ pub mod robots;
 pub mod scope;
 pub mod sitemap;
 
+pub use crawl::{Action, Answer, Crawl, CrawlTotals, Failure, Next, Request};
 pub use dedupe::Seen;
 pub use frontier::{host_key, Entry, Frontier, Pop};
 pub use links::{extract_links, MAX_LINKS_PER_PAGE};

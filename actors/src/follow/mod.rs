@@ -1,7 +1,10 @@
 //! Crawling, not only fetching: the loop that follows links from seed URLs.
 //!
-//! [`crawl_site`] drives the pure parts in `exitcrawl::discover` with the crawler's own
-//! fetches:
+//! Every decision (what to fetch next and when, scope, dedupe, budget, robots.txt,
+//! Crawl-delay, sitemaps, resume) is made by the core's state machine,
+//! [`exitcrawl::discover::Crawl`], so it can be tested without a server; [`crawl_site`]
+//! only carries its answers out with the crawler's own fetches, feeds the results back,
+//! and turns them into records. The data flow:
 //!
 //! ```text
 //! seeds ─normalize─▶ Seen ─▶ Frontier ──pop(now)──▶ robots? ──▶ handle.fetch(page)
@@ -15,7 +18,7 @@
 //!   the same [`CrawlerHandle::fetch`] (so the same exits, limiter and retries apply); the
 //!   host's popped URLs wait aside meanwhile. 4xx → allow all; 5xx, 429 and network errors
 //!   → nothing is fetched from the origin, the fetch is retried with the
-//!   [`RobotsCache`]'s doubling backoff, and after [`FollowOptions::max_robots_failures`]
+//!   [`RobotsCache`](exitcrawl::discover::RobotsCache)'s doubling backoff, and after [`FollowOptions::max_robots_failures`]
 //!   failures in a row its URLs are recorded as skipped (`"robots"`, with an error saying
 //!   robots.txt was unreachable). Disallowed URLs become records with `skipped = "robots"`
 //!   and are never fetched.
@@ -56,15 +59,17 @@ use std::pin::pin;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{CrawlSettings, Settings};
-use exitcrawl::discover::robots::{origin_key, robots_url};
-use exitcrawl::discover::{
-    host_key, normalize, Entry, Pop, RobotsCache, RobotsPolicy, RobotsState,
-};
+use exitcrawl::discover::crawl::{Action, Crawl, Next, Notice, Request};
+use exitcrawl::discover::RobotsPolicy;
+use exitcrawl::redact::Masked;
 use futures_util::future::{select, Either, FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-pub use record::{FollowError, FollowRecord, FollowTotals, PendingLink, Resume, SkipReason};
-use state::{is_html, Done, State};
+pub use exitcrawl::discover::crawl::{
+    CrawlError as FollowError, CrawlTotals as FollowTotals, PendingLink, Resume,
+};
+pub use record::{FollowRecord, SkipReason};
+use state::{outcome, Done};
 
 use crate::crawler::CrawlerHandle;
 use crate::messages::{Fetch, FetchErrorKind, FetchResponse};
@@ -157,180 +162,110 @@ pub async fn resume_site_answers(
     opts: &FollowOptions,
     mut on_record: impl FnMut(FollowRecord, Option<FetchResponse>),
 ) -> Result<FollowTotals, FollowError> {
-    let c = &opts.crawl;
-    let robots = RobotsCache::new(&opts.robots_token, opts.robots_policy);
-    let mut crawl = Crawl {
+    let robots = exitcrawl::discover::RobotsCache::new(&opts.robots_token, opts.robots_policy);
+    let crawl = Crawl::new(&opts.crawl, robots)?
+        .with_concurrency(opts.concurrency)
+        .with_max_robots_failures(opts.max_robots_failures);
+    let mut driver = Driver {
         handle,
         opts,
-        st: State::new(c, robots)?,
+        crawl,
         in_flight: FuturesUnordered::new(),
     };
-    if !c.robots {
+    if !opts.crawl.robots {
         tracing::warn!(
             "robots.txt is IGNORED for this crawl ([crawl] robots = false / --ignore-robots): \
              disallowed paths and Crawl-delay will not be honoured"
         );
     }
-    crawl.start(seeds, resume, &mut on_record);
+    for a in driver.crawl.start(seeds, &opts.sitemaps, resume) {
+        driver.act(a, None, &mut on_record);
+    }
     loop {
-        let wait = crawl.hand_out(&mut on_record);
-        if crawl.in_flight.is_empty() {
-            match wait {
-                Some(d) => {
-                    tokio::time::sleep(d.min(opts.max_wait)).await;
-                    continue;
-                }
-                None if crawl.st.frontier.is_empty() || crawl.st.budget_spent => break,
-                None => {
-                    // Not reached: every frontier slot in use belongs to a future in flight.
-                    tracing::error!(
-                        queued = crawl.st.frontier.len(),
-                        "follow: frontier busy with nothing in flight; stopping"
-                    );
-                    break;
-                }
-            }
-        }
+        let wait = match driver.hand_out(&mut on_record) {
+            Next::Wait(d) => Some(d),
+            Next::Idle => None,
+            _ => break,
+        };
         let done = match wait {
+            Some(d) if driver.in_flight.is_empty() => {
+                tokio::time::sleep(d.min(opts.max_wait)).await;
+                continue;
+            }
             Some(d) => {
                 let sleep = pin!(tokio::time::sleep(d.min(opts.max_wait)));
-                match select(crawl.in_flight.next(), sleep).await {
+                match select(driver.in_flight.next(), sleep).await {
                     Either::Left((done, _)) => done,
                     Either::Right(((), _)) => None,
                 }
             }
-            None => crawl.in_flight.next().await,
+            None => driver.in_flight.next().await,
         };
-        let Some(done) = done else {
-            continue;
-        };
-        match done {
-            Done::Robots {
-                origin,
-                host,
-                result,
-            } => crawl.on_robots(origin, &host, result, &mut on_record),
-            Done::Page {
-                entry,
-                sent,
-                result,
-            } => crawl.on_page(entry, sent, result, &mut on_record),
-            Done::Sitemap { url, result } => crawl.on_sitemap(url, result),
+        if let Some(done) = done {
+            driver.on_done(done, &mut on_record);
         }
     }
-    Ok(crawl.st.totals)
+    Ok(driver.crawl.into_totals())
 }
 
-/// One crawl in progress: its state and the fetches in flight, which borrow the handle.
-struct Crawl<'h> {
+/// One crawl in progress: the core's decisions and the fetches in flight, which borrow
+/// the handle.
+struct Driver<'h> {
     handle: &'h CrawlerHandle,
     opts: &'h FollowOptions,
-    st: State,
+    crawl: Crawl,
     in_flight: FuturesUnordered<LocalBoxFuture<'h, Done>>,
 }
 
 type OnRecord<'r> = dyn FnMut(FollowRecord, Option<FetchResponse>) + 'r;
 
-impl<'h> Crawl<'h> {
-    /// Seeds, `--sitemap`s, then what an earlier run left pending, into the crawl.
-    fn start(&mut self, seeds: Vec<String>, resume: Resume, on_record: &mut OnRecord<'_>) {
-        let st = &mut self.st;
-        for u in &resume.done {
-            if let Ok(u) = normalize(u) {
-                st.seen.insert(&u);
-                st.totals.resumed += 1;
-            }
-        }
-        // A spent budget shows at the first hand-out, as in a run that spends it.
-        for _ in 0..resume.pages {
-            st.scope.take_page();
-        }
-        for s in seeds {
-            match normalize(&s) {
-                Ok(u) => {
-                    st.scope = std::mem::take(&mut st.scope).seed(&u);
-                    if st.seen.insert(&u) {
-                        st.totals.discovered += 1;
-                        st.frontier.push(u, 0, None);
-                    } else {
-                        st.totals.deduped += 1;
+impl<'h> Driver<'h> {
+    /// Carry out what the crawl hands out until it says to wait ([`Next::Wait`],
+    /// [`Next::Idle`]) or that it is over ([`Next::Done`]).
+    fn hand_out(&mut self, on_record: &mut OnRecord<'_>) -> Next {
+        loop {
+            match self.crawl.next(Instant::now()) {
+                Next::Act(a) => self.act(a, None, on_record),
+                wait @ (Next::Wait(_) | Next::Idle) => return wait,
+                Next::Done => {
+                    if self.crawl.queued() > 0 && !self.crawl.budget_spent() {
+                        // Not reached: every frontier slot in use belongs to a fetch in flight.
+                        tracing::error!(
+                            queued = self.crawl.queued(),
+                            "follow: frontier busy with nothing in flight; stopping"
+                        );
                     }
-                }
-                Err(e) => {
-                    st.totals.invalid_seeds += 1;
-                    on_record(FollowRecord::invalid_seed(s, e.to_string()), None);
+                    return Next::Done;
                 }
             }
-        }
-        for s in &self.opts.sitemaps {
-            match normalize(s) {
-                Ok(u) => {
-                    self.st.scope = std::mem::take(&mut self.st.scope).seed(&u);
-                    self.fetch_sitemap(u, false);
-                }
-                Err(e) => {
-                    tracing::warn!(sitemap = %exitcrawl::redact::Masked(s), error = %e, "sitemap: not an http(s) URL");
-                    self.st.totals.sitemap_errors += 1;
-                }
-            }
-        }
-        let st = &mut self.st;
-        for link in resume.pending {
-            let Ok(u) = normalize(&link.url) else {
-                continue;
-            };
-            // Seeds define the scope, so a link that was in scope then is checked again.
-            if st.scope.check(&u, link.depth) != exitcrawl::discover::Verdict::In
-                || !st.seen.insert(&u)
-            {
-                continue;
-            }
-            if st.budget_spent {
-                st.totals.skipped_budget += 1;
-                continue;
-            }
-            let parent = link.parent.as_deref().and_then(|p| normalize(p).ok());
-            let from_public = st.resumed_from_public(parent.as_ref());
-            st.frontier.push_entry(Entry {
-                url: u,
-                depth: link.depth,
-                parent,
-                from_public,
-            });
         }
     }
 
-    /// Hand out ready URLs while there is room; how long until the next is ready, if
-    /// that is what stopped it.
-    fn hand_out(&mut self, on_record: &mut OnRecord<'_>) -> Option<Duration> {
-        let concurrency = self.opts.concurrency.max(1);
-        while self.in_flight.len() < concurrency && !self.st.budget_spent {
-            let now = Instant::now();
-            let entry = match self.st.frontier.pop(now) {
-                Pop::Ready(e) => e,
-                Pop::Wait(d) => return Some(d),
-                Pop::Busy | Pop::Empty => return None,
-            };
-            let host = host_key(&entry.url).to_owned();
-            if self.opts.crawl.robots && !self.robots_gate(entry.clone(), &host, now, on_record) {
-                continue;
+    /// Carry out one action. `why`: what refused the robots.txt fetch that led to an
+    /// [`Action::Refused`], for its log line.
+    fn act(&mut self, a: Action, why: Option<&str>, on_record: &mut OnRecord<'_>) {
+        match a {
+            Action::Fetch(r) => self.send(r),
+            Action::Skipped { entry, error } => {
+                on_record(FollowRecord::skipped(&entry, error.map(String::from)), None);
             }
-            let busy = self.st.host_in_flight.get(&host).copied().unwrap_or(0);
-            if busy > 0 && self.st.delays.contains_key(&host) {
-                // Crawl-delay hosts are serial; the next send is timed from the answer.
-                self.st.frontier.requeue(entry);
-                continue;
+            Action::Refused(entry) => {
+                tracing::warn!(url = %Masked(entry.url.as_str()), why = %why.unwrap_or_default(), "private address refused");
+                on_record(FollowRecord::refused(&entry), None);
             }
-            if !self.st.scope.take_page() {
-                self.st.frontier.release(&host);
-                self.st.totals.skipped_budget += 1;
-                self.st.spend_budget();
-                return None;
+            Action::InvalidSeed { url, error } => {
+                on_record(FollowRecord::invalid_seed(url, error), None);
             }
-            *self.st.host_in_flight.entry(host).or_default() += 1;
-            let fetch = Fetch::get(entry.url.to_string()).found_on_public(entry.from_public);
-            let handle = self.handle;
-            self.in_flight.push(
+            Action::Notice(n) => log(&n),
+        }
+    }
+
+    /// Send a fetch; its completion comes back as a [`Done`].
+    fn send(&mut self, r: Request) {
+        let handle = self.handle;
+        let fut = match r {
+            Request::Page(entry) => {
+                let fetch = Fetch::get(entry.url.to_string()).found_on_public(entry.from_public);
                 async move {
                     let sent = Instant::now();
                     let result = handle.fetch(fetch).await;
@@ -340,185 +275,111 @@ impl<'h> Crawl<'h> {
                         result,
                     }
                 }
-                .boxed_local(),
-            );
-        }
-        None
-    }
-
-    /// robots.txt for a popped entry: `true` when it may be fetched now; otherwise the
-    /// entry was recorded, set aside or put back.
-    fn robots_gate(
-        &mut self,
-        entry: Entry,
-        host: &str,
-        now: Instant,
-        on_record: &mut OnRecord<'_>,
-    ) -> bool {
-        let st = &mut self.st;
-        let origin = origin_key(&entry.url);
-        if st.robots_gave_up.contains(&origin) {
-            st.frontier.release(host);
-            st.totals.skipped_robots += 1;
-            let why = "robots_unavailable: robots.txt could not be fetched";
-            on_record(FollowRecord::skipped(&entry, Some(why.into())), None);
-            return false;
-        }
-        match st.robots.lookup(&origin, now) {
-            RobotsState::Known(r) if r.allowed(&entry.url) => true,
-            RobotsState::Known(_) => {
-                st.frontier.release(host);
-                st.totals.skipped_robots += 1;
-                on_record(FollowRecord::skipped(&entry, None), None);
-                false
+                .boxed_local()
             }
-            RobotsState::Fetch => {
-                st.frontier.release(host);
-                st.robots_in_flight.insert(origin.clone());
-                st.totals.robots_fetches += 1;
-                // robots.txt of a host a public page led to is no more trusted than the page.
-                let fetch = Fetch::get(robots_url(&entry.url).to_string())
-                    .found_on_public(entry.from_public);
-                st.stash.entry(origin.clone()).or_default().push(entry);
-                let (handle, host) = (self.handle, host.to_owned());
-                self.in_flight.push(
-                    async move {
-                        Done::Robots {
-                            result: handle.fetch(fetch).await,
-                            origin,
-                            host,
-                        }
-                    }
-                    .boxed_local(),
-                );
-                false
-            }
-            RobotsState::Wait(until) => {
-                if st.robots_in_flight.contains(&origin) {
-                    st.frontier.release(host);
-                    st.stash.entry(origin).or_default().push(entry);
-                } else {
-                    // robots.txt failed: nothing from this origin until the retry.
-                    st.frontier.requeue(entry);
-                    st.frontier.set_next(host, until);
-                }
-                false
-            }
-        }
-    }
-
-    fn on_robots(
-        &mut self,
-        origin: String,
-        host: &str,
-        result: Result<FetchResponse, crate::FetchError>,
-        on_record: &mut OnRecord<'_>,
-    ) {
-        let now = Instant::now();
-        let st = &mut self.st;
-        st.robots_in_flight.remove(&origin);
-        let stashed = st.stash.remove(&origin).unwrap_or_default();
-        if let Err(e) = &result {
-            if e.kind == FetchErrorKind::PrivateAddress {
-                // Nothing was sent: the entries led there from public pages are refused,
-                // the others ask again for robots.txt themselves.
-                st.robots.forget(&origin);
-                for entry in stashed {
-                    if entry.from_public {
-                        tracing::warn!(url = %exitcrawl::redact::Masked(entry.url.as_str()), why = %e.message, "private address refused");
-                        st.totals.fetched += 1;
-                        st.totals.failed += 1;
-                        on_record(FollowRecord::refused(&entry), None);
-                    } else {
-                        st.frontier.push_entry(entry);
+            Request::Robots {
+                origin,
+                host,
+                url,
+                from_public,
+            } => {
+                let fetch = Fetch::get(url.to_string()).found_on_public(from_public);
+                async move {
+                    Done::Robots {
+                        result: handle.fetch(fetch).await,
+                        origin,
+                        host,
                     }
                 }
-                return;
+                .boxed_local()
             }
-        }
-        let failed = match &result {
-            Ok(r) => {
-                st.totals.requests += u64::from(r.attempts);
-                st.robots.on_fetched(&origin, r.status, &r.body, now);
-                r.status == 429 || r.status >= 500
-            }
-            Err(e) => {
-                st.totals.requests += u64::from(e.attempts);
-                st.robots.on_network_error(&origin, now);
-                true
+            Request::Sitemap { url, from_public } => {
+                let fetch = Fetch::get(url.as_str()).found_on_public(from_public);
+                async move {
+                    Done::Sitemap {
+                        result: handle.fetch(fetch).await,
+                        url,
+                    }
+                }
+                .boxed_local()
             }
         };
-        if failed {
-            let n = st.robots_failures.entry(origin.clone()).or_default();
-            *n += 1;
-            if *n >= self.opts.max_robots_failures {
-                tracing::warn!(%origin, failures = *n, "robots.txt unreachable; skipping the origin");
-                st.robots_gave_up.insert(origin.clone());
+        self.in_flight.push(fut);
+    }
+
+    /// A fetch completed: the crawl hears of it, its record (for pages) is handed on.
+    fn on_done(&mut self, done: Done, on_record: &mut OnRecord<'_>) {
+        match done {
+            Done::Robots {
+                origin,
+                host,
+                result,
+            } => {
+                let now = Instant::now();
+                let actions = self.crawl.on_robots(&origin, &host, outcome(&result), now);
+                let why = result.as_ref().err().map(|e| e.message.as_str());
+                for a in actions {
+                    self.act(a, why, on_record);
+                }
             }
-        } else {
-            st.robots_failures.remove(&origin);
-            st.apply_robots_delay(&origin, host, now);
-        }
-        for e in stashed {
-            self.st.frontier.push_entry(e);
-        }
-        if let (false, true, Ok(r)) = (failed, self.opts.crawl.sitemaps, &result) {
-            let from_public = r.peer_private == Some(false);
-            for url in self.robots_sitemaps(&origin, now) {
-                self.fetch_sitemap(url, from_public);
+            Done::Page {
+                entry,
+                sent,
+                result,
+            } => self.on_page(entry, sent, result, on_record),
+            Done::Sitemap { url, result } => {
+                for a in self.on_sitemap(&url, &result) {
+                    self.act(a, None, on_record);
+                }
             }
         }
     }
 
     fn on_page(
         &mut self,
-        entry: Entry,
+        entry: exitcrawl::discover::Entry,
         sent: Instant,
         result: Result<FetchResponse, crate::FetchError>,
         on_record: &mut OnRecord<'_>,
     ) {
-        let now = Instant::now();
-        let st = &mut self.st;
-        let host = host_key(&entry.url).to_owned();
-        st.frontier.done(&host);
-        if let Some(n) = st.host_in_flight.get_mut(&host) {
-            *n = n.saturating_sub(1);
-        }
-        if let Some(d) = st.delays.get(&host) {
-            st.frontier.set_next(&host, now + *d);
-        }
-        st.totals.fetched += 1;
-        let lastmod = st.lastmods.remove(entry.url.as_str());
+        let page = self.crawl.on_page(&entry, outcome(&result), Instant::now());
         let (record, answer) = match result {
-            Ok(r) => {
-                st.totals.requests += u64::from(r.attempts);
-                let ok = (200..300).contains(&r.status);
-                st.totals.ok += u64::from(ok);
-                let links = if self.opts.crawl.follow && ok && is_html(&r.headers) {
-                    let from_public = r.peer_private == Some(false);
-                    st.enqueue_links(&entry, r.final_url.as_deref(), &r.body, from_public)
-                } else {
-                    Vec::new()
-                };
-                (FollowRecord::answered(&entry, &r, links), Some(r))
-            }
+            Ok(r) => (FollowRecord::answered(&entry, &r, page.links), Some(r)),
             Err(e) => {
-                st.totals.requests += u64::from(e.attempts);
-                st.totals.failed += 1;
                 if e.kind == FetchErrorKind::PrivateAddress {
-                    tracing::warn!(url = %exitcrawl::redact::Masked(entry.url.as_str()), why = %e.message, "private address refused");
+                    tracing::warn!(url = %Masked(entry.url.as_str()), why = %e.message, "private address refused");
                 }
                 (FollowRecord::failed(&entry, &e, sent.elapsed()), None)
             }
         };
+        let lastmod = page.lastmod;
         on_record(FollowRecord { lastmod, ..record }, answer);
+    }
+}
+
+/// The log line for a notice from the crawl.
+fn log(n: &Notice) {
+    match n {
+        Notice::SitemapUrlInvalid { url, error } => {
+            tracing::warn!(sitemap = %Masked(url), error = %error, "sitemap: not an http(s) URL");
+        }
+        Notice::SitemapFailed { url, why } => {
+            tracing::warn!(sitemap = %Masked(url.as_str()), error = %why, "sitemap could not be read");
+        }
+        Notice::SitemapMalformed { url, why, kept } => {
+            tracing::warn!(sitemap = %Masked(url.as_str()), error = %why, kept = *kept, "sitemap: malformed; the entries before the fault are used");
+        }
+        Notice::RobotsUnreachable { origin, failures } => {
+            tracing::warn!(%origin, failures = *failures, "robots.txt unreachable; skipping the origin");
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::state::build_scope;
+    use super::state::is_html;
     use super::*;
+    use exitcrawl::discover::crawl::build_scope;
     use http::HeaderMap;
 
     #[test]
@@ -526,8 +387,8 @@ mod tests {
         let h = |v: &'static str| {
             let mut m = HeaderMap::new();
             m.insert(
-                awc::http::header::CONTENT_TYPE,
-                awc::http::header::HeaderValue::from_static(v),
+                http::header::CONTENT_TYPE,
+                http::header::HeaderValue::from_static(v),
             );
             m
         };

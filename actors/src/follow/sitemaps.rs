@@ -1,125 +1,47 @@
-//! Sitemaps in a crawl: fetched once each through the crawler, decompressed when they
-//! came gzip'd without `Content-Encoding`, read by `exitcrawl::discover::sitemap`, and
-//! their URLs offered to the frontier like links (depth 0, the sitemap as parent).
+//! Sitemaps in a crawl: the bodies come gzip'd without `Content-Encoding` (`.xml.gz`
+//! served as `application/gzip`, which the exit leaves as it is), so they are
+//! decompressed here, where the `flate2` dependency lives, before the core reads them.
 
 use std::io::Read;
-use std::time::Instant;
 
-use exitcrawl::discover::sitemap::{self, may_list, SitemapKind};
-use exitcrawl::discover::{normalize, Entry, RobotsState};
-use exitcrawl::redact::Masked;
-use futures_util::FutureExt;
+use exitcrawl::discover::crawl::{Action, Failure};
+use exitcrawl::discover::sitemap;
 use url::Url;
 
-use super::state::Done;
-use super::Crawl;
-use crate::messages::{Fetch, FetchError, FetchResponse};
+use super::state::{answer, failure};
+use super::Driver;
+use crate::messages::{FetchError, FetchResponse};
 
-impl Crawl<'_> {
-    /// Fetch the sitemap at `url` unless it was read already or the crawl's limit of
-    /// sitemap files is reached. `from_public`: it was named by an answer from a public
-    /// address (robots.txt, an index), so it may not lead to a private one.
-    pub(super) fn fetch_sitemap(&mut self, url: Url, from_public: bool) {
-        if !matches!(url.scheme(), "http" | "https") || !self.st.sitemaps.admit(&url) {
-            return;
-        }
-        self.st.totals.sitemap_fetches += 1;
-        let fetch = Fetch::get(url.as_str()).found_on_public(from_public);
-        let handle = self.handle;
-        self.in_flight.push(
-            async move {
-                Done::Sitemap {
-                    result: handle.fetch(fetch).await,
-                    url,
+impl Driver<'_> {
+    /// A sitemap fetch completed: the core reads it (a 2xx body decompressed first).
+    pub(super) fn on_sitemap(
+        &mut self,
+        url: &Url,
+        result: &Result<FetchResponse, FetchError>,
+    ) -> Vec<Action> {
+        let unpacked;
+        let read = match result {
+            Err(e) => Err(failure(e)),
+            Ok(r) if (200..300).contains(&r.status) => {
+                match unpack(&r.body, self.opts.max_sitemap_bytes) {
+                    Ok(b) => {
+                        unpacked = b;
+                        Ok(answer(r, &unpacked))
+                    }
+                    Err(why) => Err(Failure {
+                        attempts: r.attempts,
+                        private: false,
+                        why,
+                    }),
                 }
             }
-            .boxed_local(),
-        );
-    }
-
-    /// The `Sitemap:` lines of `origin`'s robots.txt, as URLs.
-    pub(super) fn robots_sitemaps(&mut self, origin: &str, now: Instant) -> Vec<Url> {
-        match self.st.robots.lookup(origin, now) {
-            RobotsState::Known(r) => r
-                .sitemaps()
-                .iter()
-                .filter_map(|s| Url::parse(s).ok())
-                .collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// A sitemap fetch completed: its sitemaps are fetched, its pages offered.
-    pub(super) fn on_sitemap(&mut self, url: Url, result: Result<FetchResponse, FetchError>) {
-        let r = match result {
-            Ok(r) => r,
-            Err(e) => {
-                self.st.totals.requests += u64::from(e.attempts);
-                return self.sitemap_failed(&url, &e.record_error());
-            }
+            Ok(r) => Ok(answer(r, &r.body)),
         };
-        self.st.totals.requests += u64::from(r.attempts);
-        if !(200..300).contains(&r.status) {
-            return self.sitemap_failed(&url, &format!("answered {}", r.status));
-        }
-        let body = match unpack(&r.body, self.opts.max_sitemap_bytes) {
-            Ok(b) => b,
-            Err(why) => return self.sitemap_failed(&url, &why),
-        };
-        let map = match sitemap::parse(&body) {
-            Ok(m) => m,
-            Err(e) => return self.sitemap_failed(&url, &e.to_string()),
-        };
-        if let Some(why) = &map.error {
-            tracing::warn!(sitemap = %Masked(url.as_str()), error = %why, kept = map.entries.len(), "sitemap: malformed; the entries before the fault are used");
-        }
-        // A sitemap speaks for the host it finally came from.
-        let base = r
-            .final_url
-            .as_deref()
-            .and_then(|u| Url::parse(u).ok())
-            .unwrap_or_else(|| url.clone());
-        let from_public = r.peer_private == Some(false);
-        for e in map.entries {
-            if map.kind == SitemapKind::Index {
-                match Url::parse(&e.loc) {
-                    Ok(child) if may_list(&base, &child) => self.fetch_sitemap(child, from_public),
-                    _ => self.st.totals.skipped_scope += 1,
-                }
-                continue;
-            }
-            let Ok(page) = normalize(&e.loc) else {
-                self.st.totals.skipped_scope += 1;
-                continue;
-            };
-            if !may_list(&base, &page) {
-                self.st.totals.skipped_scope += 1;
-                continue;
-            }
-            let key = page.to_string();
-            let entry = Entry {
-                url: page,
-                depth: 0,
-                parent: Some(url.clone()),
-                from_public,
-            };
-            if self.st.offer(entry) {
-                self.st.totals.sitemap_urls += 1;
-                if let Some(lastmod) = e.lastmod {
-                    self.st.lastmods.insert(key, lastmod);
-                }
-            }
-        }
-    }
-
-    fn sitemap_failed(&mut self, url: &Url, why: &str) {
-        self.st.totals.sitemap_errors += 1;
-        tracing::warn!(sitemap = %Masked(url.as_str()), error = %why, "sitemap could not be read");
+        self.crawl.on_sitemap(url, read)
     }
 }
 
-/// The sitemap's text: a gzip'd body (`.xml.gz` served as `application/gzip`, which the
-/// exit leaves as it is) decompressed, at most `limit` bytes of it.
+/// The sitemap's text: a gzip'd body decompressed, at most `limit` bytes of it.
 fn unpack(body: &[u8], limit: u64) -> Result<std::borrow::Cow<'_, [u8]>, String> {
     if !sitemap::is_gzip(body) {
         return Ok(body.into());

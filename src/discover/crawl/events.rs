@@ -1,0 +1,289 @@
+//! What a completed fetch does to the crawl: a page's links join the frontier, a
+//! robots.txt answer lets its origin's pages go (or holds them back), a sitemap adds
+//! its URLs. Each method takes back the in-flight slot its request held.
+
+use std::time::Instant;
+
+use url::Url;
+
+use super::{Action, Answer, Crawl, Failure, Notice, PageDone};
+use crate::discover::sitemap::{self, may_list, SitemapKind};
+use crate::discover::{extract_links, host_key, normalize, Entry, Frontier, RobotsState, Verdict};
+
+impl Crawl {
+    /// The page fetch of `entry` (a [`super::Request::Page`]) completed at `now`.
+    pub fn on_page(
+        &mut self,
+        entry: &Entry,
+        result: Result<Answer<'_>, Failure>,
+        now: Instant,
+    ) -> PageDone {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let host = host_key(&entry.url).to_owned();
+        self.frontier.done(&host);
+        if let Some(n) = self.host_in_flight.get_mut(&host) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(d) = self.delays.get(&host) {
+            self.frontier.set_next(&host, now + *d);
+        }
+        self.totals.fetched += 1;
+        let lastmod = self.lastmods.remove(entry.url.as_str());
+        let links = match result {
+            Ok(a) => {
+                self.totals.requests += u64::from(a.attempts);
+                let ok = (200..300).contains(&a.status);
+                self.totals.ok += u64::from(ok);
+                if self.follow && ok && a.html {
+                    self.enqueue_links(entry, a.final_url, a.body, a.from_public)
+                } else {
+                    Vec::new()
+                }
+            }
+            Err(f) => {
+                self.totals.requests += u64::from(f.attempts);
+                self.totals.failed += 1;
+                Vec::new()
+            }
+        };
+        PageDone { links, lastmod }
+    }
+
+    /// The robots.txt fetch of `origin`, wanted by `host`, completed at `now`.
+    pub fn on_robots(
+        &mut self,
+        origin: &str,
+        host: &str,
+        result: Result<Answer<'_>, Failure>,
+        now: Instant,
+    ) -> Vec<Action> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.robots_in_flight.remove(origin);
+        let stashed = self.stash.remove(origin).unwrap_or_default();
+        let mut out = Vec::new();
+        let failed = match &result {
+            Err(f) if f.private => {
+                // Nothing was sent: the entries led there from public pages are refused,
+                // the others ask again for robots.txt themselves.
+                self.robots.forget(origin);
+                for entry in stashed {
+                    if entry.from_public {
+                        self.totals.fetched += 1;
+                        self.totals.failed += 1;
+                        out.push(Action::Refused(entry));
+                    } else {
+                        self.frontier.push_entry(entry);
+                    }
+                }
+                return out;
+            }
+            Ok(a) => {
+                self.totals.requests += u64::from(a.attempts);
+                self.robots.on_fetched(origin, a.status, a.body, now);
+                a.status == 429 || a.status >= 500
+            }
+            Err(f) => {
+                self.totals.requests += u64::from(f.attempts);
+                self.robots.on_network_error(origin, now);
+                true
+            }
+        };
+        if failed {
+            let n = self.robots_failures.entry(origin.to_owned()).or_default();
+            *n += 1;
+            if *n >= self.max_robots_failures {
+                let (origin, failures) = (origin.to_owned(), *n);
+                self.robots_gave_up.insert(origin.clone());
+                out.push(Action::Notice(Notice::RobotsUnreachable {
+                    origin,
+                    failures,
+                }));
+            }
+        } else {
+            self.robots_failures.remove(origin);
+            self.apply_robots_delay(origin, host, now);
+        }
+        for e in stashed {
+            self.frontier.push_entry(e);
+        }
+        if let (false, true, Ok(a)) = (failed, self.robots_sitemaps, &result) {
+            for url in self.robots_sitemap_urls(origin, now) {
+                out.extend(self.fetch_sitemap(url, a.from_public));
+            }
+        }
+        out
+    }
+
+    /// The `Sitemap:` lines of `origin`'s robots.txt, as URLs.
+    fn robots_sitemap_urls(&mut self, origin: &str, now: Instant) -> Vec<Url> {
+        match self.robots.lookup(origin, now) {
+            RobotsState::Known(r) => r
+                .sitemaps()
+                .iter()
+                .filter_map(|s| Url::parse(s).ok())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn apply_robots_delay(&mut self, origin: &str, host: &str, now: Instant) {
+        if let RobotsState::Known(r) = self.robots.lookup(origin, now) {
+            if let Some(d) = r.crawl_delay().filter(|d| !d.is_zero()) {
+                self.delays.insert(host.to_owned(), d);
+                self.frontier.set_interval(host, d);
+                self.frontier.set_next(host, now + d);
+            }
+        }
+    }
+
+    /// The sitemap fetch of `url` completed: the sitemaps an index names are fetched,
+    /// the pages a sitemap lists offered. `result` carries the body decompressed.
+    pub fn on_sitemap(&mut self, url: &Url, result: Result<Answer<'_>, Failure>) -> Vec<Action> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let a = match result {
+            Ok(a) => a,
+            Err(f) => {
+                self.totals.requests += u64::from(f.attempts);
+                return self.sitemap_failed(url, f.why);
+            }
+        };
+        self.totals.requests += u64::from(a.attempts);
+        if !(200..300).contains(&a.status) {
+            return self.sitemap_failed(url, format!("answered {}", a.status));
+        }
+        let map = match sitemap::parse(a.body) {
+            Ok(m) => m,
+            Err(e) => return self.sitemap_failed(url, e.to_string()),
+        };
+        let mut out = Vec::new();
+        if let Some(why) = map.error {
+            let (url, kept) = (url.clone(), map.entries.len());
+            out.push(Action::Notice(Notice::SitemapMalformed { url, why, kept }));
+        }
+        // A sitemap speaks for the host it finally came from.
+        let base = a
+            .final_url
+            .and_then(|u| Url::parse(u).ok())
+            .unwrap_or_else(|| url.clone());
+        for e in map.entries {
+            if map.kind == SitemapKind::Index {
+                match Url::parse(&e.loc) {
+                    Ok(child) if may_list(&base, &child) => {
+                        out.extend(self.fetch_sitemap(child, a.from_public));
+                    }
+                    _ => self.totals.skipped_scope += 1,
+                }
+                continue;
+            }
+            let page = match normalize(&e.loc) {
+                Ok(page) if may_list(&base, &page) => page,
+                _ => {
+                    self.totals.skipped_scope += 1;
+                    continue;
+                }
+            };
+            let key = page.to_string();
+            let entry = Entry {
+                url: page,
+                depth: 0,
+                parent: Some(url.clone()),
+                from_public: a.from_public,
+            };
+            if self.offer(entry) {
+                self.totals.sitemap_urls += 1;
+                if let Some(lastmod) = e.lastmod {
+                    self.lastmods.insert(key, lastmod);
+                }
+            }
+        }
+        out
+    }
+
+    fn sitemap_failed(&mut self, url: &Url, why: String) -> Vec<Action> {
+        self.totals.sitemap_errors += 1;
+        let url = url.clone();
+        vec![Action::Notice(Notice::SitemapFailed { url, why })]
+    }
+
+    /// Drop everything queued: the page budget is spent.
+    pub(super) fn spend_budget(&mut self) {
+        self.budget_spent = true;
+        let stashed: usize = self.stash.values().map(Vec::len).sum();
+        self.totals.skipped_budget += (self.frontier.len() + stashed) as u64;
+        self.stash.clear();
+        // Nothing more is handed out; completions still report `done` harmlessly.
+        self.frontier = Frontier::new();
+    }
+
+    /// A discovered URL into the frontier, if it is in scope, new, and within the budget;
+    /// `true` when it went in.
+    fn offer(&mut self, entry: Entry) -> bool {
+        if self.scope.check(&entry.url, entry.depth) != Verdict::In {
+            self.totals.skipped_scope += 1;
+            return false;
+        }
+        let refused = self.seen.refused();
+        if !self.seen.insert(&entry.url) {
+            if self.seen.refused() > refused {
+                self.totals.seen_full += 1;
+            } else {
+                self.totals.deduped += 1;
+            }
+            return false;
+        }
+        self.totals.discovered += 1;
+        if self.budget_spent {
+            self.totals.skipped_budget += 1;
+            return false;
+        }
+        self.frontier.push_entry(entry);
+        true
+    }
+
+    /// Links of a fetched page into the frontier. `final_url` is where redirects led, if
+    /// any: relative links resolve against it, and it counts as seen (it was fetched).
+    /// `from_public`: the page came from a public address.
+    fn enqueue_links(
+        &mut self,
+        page: &Entry,
+        final_url: Option<&str>,
+        body: &[u8],
+        from_public: bool,
+    ) -> Vec<String> {
+        let depth = page.depth.saturating_add(1);
+        let landed = final_url.and_then(|u| normalize(u).ok());
+        if let Some(u) = &landed {
+            self.seen.insert(u);
+        }
+        let base = landed.as_ref().unwrap_or(&page.url);
+        let mut new = Vec::new();
+        for link in extract_links(body, base) {
+            let entry = Entry {
+                url: link,
+                depth,
+                parent: Some(page.url.clone()),
+                from_public,
+            };
+            let url = entry.url.to_string();
+            if self.offer(entry) {
+                new.push(url);
+            }
+        }
+        new
+    }
+
+    /// Whether a link an earlier run found on `parent` counts as found on a public page.
+    /// The earlier run's answers are gone: only a parent whose host is an address literal
+    /// (or `localhost`) that is private counts as private.
+    pub(super) fn resumed_from_public(&self, parent: Option<&Url>) -> bool {
+        let Some(host) = parent.and_then(Url::host) else {
+            return false;
+        };
+        let private = match host {
+            url::Host::Ipv4(ip) => self.addresses.is_private(ip.into()),
+            url::Host::Ipv6(ip) => self.addresses.is_private(ip.into()),
+            url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
+        };
+        self.addresses.enforced() && !private
+    }
+}

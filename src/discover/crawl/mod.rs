@@ -1,0 +1,495 @@
+//! The crawl as a state machine: told what happened, it answers what to do next.
+//!
+//! Following links mixes decisions (scope, dedupe, page budget, robots.txt, Crawl-delay,
+//! sitemaps, resuming) with I/O (fetching, sleeping, writing records). Keeping every
+//! decision here, with time handed in as `now`, lets them be tested step by step on
+//! plain `Instant`s, without a server or a runtime; the actor layer
+//! (`exitcrawl_actors::follow`) only carries the answers out.
+//!
+//! The driver's loop:
+//!
+//! ```text
+//! start(seeds, sitemaps, resume) ─▶ actions
+//! loop: next(now) ─▶ Act(action)  carry it out (a Fetch goes in flight), ask again
+//!                    Wait(d)      nothing ready for d: sleep, or until a fetch completes
+//!                    Idle         wait for a fetch in flight to complete
+//!                    Done         stop
+//!       a fetch completed ─▶ on_page / on_robots / on_sitemap ─▶ actions
+//! ```
+//!
+//! What it decides:
+//! - **Order**: URLs wait in the per-host [`Frontier`] (round-robin over hosts, FIFO
+//!   within one); at most `concurrency` fetches (pages, robots.txt and sitemaps together)
+//!   are in flight, at most `per_host_concurrency` pages per host.
+//! - **Scope and dedupe**: seeds define the hosts in scope; every discovered URL goes
+//!   through [`Scope::check`] (host/domain, allow/deny, depth) and then [`Seen`]; the
+//!   page budget is taken when a page is handed out, so a spent budget drops what is
+//!   queued.
+//! - **Robots**: before a host's first page its origin's robots.txt is fetched (pages of
+//!   the origin wait aside meanwhile). 4xx allows all; 5xx, 429 and network errors hold
+//!   the origin back with the [`RobotsCache`]'s backoff, and after `max_robots_failures`
+//!   in a row its URLs are skipped. A Crawl-delay makes the host serial and spaces each
+//!   send from the previous *answer*, so the server never sees two requests closer than
+//!   the delay even when the sender queues one longer than the next.
+//! - **Sitemaps**: each file read once; the URLs they list on their own host join like
+//!   links at depth 0 and keep their `<lastmod>` for their record.
+//! - **Resume**: URLs an earlier run has records for count as seen, its pages count
+//!   against the budget, its pending links join after the seeds.
+//!
+//! Records and log lines stay with the driver; this module says which to make
+//! ([`Action`], [`Notice`]).
+
+mod events;
+mod totals;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use url::Url;
+
+use crate::address::AddressRule;
+use crate::config::CrawlSettings;
+use crate::discover::robots::{origin_key, robots_url};
+use crate::discover::{
+    host_key, normalize, Entry, Frontier, Pop, RobotsCache, RobotsState, Scope, Seen, Sitemaps,
+    Verdict,
+};
+
+pub use totals::{build_scope, CrawlError, CrawlTotals, PendingLink, Resume};
+
+/// The record error of a URL skipped because its robots.txt stayed unreachable.
+pub const ROBOTS_UNAVAILABLE: &str = "robots_unavailable: robots.txt could not be fetched";
+
+/// A fetch to send; its completion is reported with the matching `on_*` method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// A page: report with [`Crawl::on_page`].
+    Page(Entry),
+    /// The robots.txt of `origin`, wanted by a page of `host`: report with
+    /// [`Crawl::on_robots`].
+    Robots {
+        /// The origin ([`origin_key`]) the answer is cached for.
+        origin: String,
+        /// The frontier host a Crawl-delay applies to.
+        host: String,
+        /// `/robots.txt` of the origin.
+        url: Url,
+        /// Named by a page from a public address: may not lead to a private one.
+        from_public: bool,
+    },
+    /// A sitemap file: report with [`Crawl::on_sitemap`].
+    Sitemap {
+        /// The sitemap file.
+        url: Url,
+        /// Named by an answer from a public address (robots.txt, an index): may not
+        /// lead to a private one.
+        from_public: bool,
+    },
+}
+
+/// Something worth a log line; no decision hangs on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// A given sitemap is not an http(s) URL.
+    SitemapUrlInvalid {
+        /// As given.
+        url: String,
+        /// Why it is not a URL.
+        error: String,
+    },
+    /// A sitemap could not be fetched or read.
+    SitemapFailed {
+        /// The sitemap file.
+        url: Url,
+        /// What went wrong.
+        why: String,
+    },
+    /// A sitemap broke off; the `kept` entries before the fault are used.
+    SitemapMalformed {
+        /// The sitemap file.
+        url: Url,
+        /// The fault.
+        why: String,
+        /// Entries read before it.
+        kept: usize,
+    },
+    /// robots.txt of `origin` failed `failures` times in a row: its URLs are skipped.
+    RobotsUnreachable {
+        /// The origin given up on.
+        origin: String,
+        /// Failures in a row.
+        failures: u32,
+    },
+}
+
+/// What the driver is to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send this fetch.
+    Fetch(Request),
+    /// Record the entry as skipped by robots.txt (`error`: why, when it was unreachable).
+    Skipped {
+        /// The URL not fetched.
+        entry: Entry,
+        /// [`ROBOTS_UNAVAILABLE`], or `None` when robots.txt disallows it.
+        error: Option<&'static str>,
+    },
+    /// Record the entry as refused: a public page led to a private address.
+    Refused(Entry),
+    /// Record a seed that is no http(s) URL.
+    InvalidSeed {
+        /// The seed as given.
+        url: String,
+        /// Why it is not a URL.
+        error: String,
+    },
+    /// Log this.
+    Notice(Notice),
+}
+
+/// The answer of [`Crawl::next`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Carry this out, then ask again.
+    Act(Action),
+    /// Nothing is ready for this long; ask again then, or when a fetch completes.
+    Wait(Duration),
+    /// Nothing to hand out until a fetch in flight completes.
+    Idle,
+    /// Nothing in flight and nothing more to hand out. URLs may still be queued (see
+    /// [`Crawl::queued`]) only when the budget is spent, or when the frontier's per-host
+    /// slots were never given back, which a driver reporting every completion never sees.
+    Done,
+}
+
+/// An HTTP answer, as far as the crawl's decisions need it.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    /// HTTP status.
+    pub status: u16,
+    /// HTTP attempts it took.
+    pub attempts: u32,
+    /// The body (a sitemap's already decompressed).
+    pub body: &'a [u8],
+    /// Where redirects led, if anywhere.
+    pub final_url: Option<&'a str>,
+    /// `text/html` or `application/xhtml+xml`: links are looked for in it.
+    pub html: bool,
+    /// It came from a public address: what it names may not lead to a private one.
+    pub from_public: bool,
+}
+
+/// A fetch that ended without an answer the crawl can use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// HTTP attempts sent.
+    pub attempts: u32,
+    /// Refused by the private-address rule before anything was sent.
+    pub private: bool,
+    /// Why, for the log.
+    pub why: String,
+}
+
+/// What a completed page fetch gave its record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageDone {
+    /// In-scope, unseen links it added to the frontier (normalised).
+    pub links: Vec<String>,
+    /// The `<lastmod>` of the sitemap that listed it.
+    pub lastmod: Option<String>,
+}
+
+/// One crawl's decisions (see the module doc).
+#[derive(Debug)]
+pub struct Crawl {
+    follow: bool,
+    obey_robots: bool,
+    robots_sitemaps: bool,
+    concurrency: usize,
+    max_robots_failures: u32,
+    scope: Scope,
+    seen: Seen,
+    frontier: Frontier,
+    robots: RobotsCache,
+    /// Fetches handed out and not yet reported, all kinds.
+    in_flight: usize,
+    /// Entries popped while their origin's robots.txt fetch is in flight.
+    stash: HashMap<String, Vec<Entry>>,
+    robots_in_flight: HashSet<String>,
+    robots_failures: HashMap<String, u32>,
+    /// Origins whose robots.txt stayed unreachable: their URLs are skipped.
+    robots_gave_up: HashSet<String>,
+    /// Frontier hosts with a Crawl-delay: serial, spaced from the previous answer.
+    delays: HashMap<String, Duration>,
+    host_in_flight: HashMap<String, u32>,
+    budget_spent: bool,
+    totals: CrawlTotals,
+    /// Sitemap files read (each once) and the `<lastmod>` of the URLs they listed that
+    /// have no record yet.
+    sitemaps: Sitemaps,
+    lastmods: HashMap<String, String>,
+    /// The private-address rule: which resumed links count as found on a public page.
+    addresses: AddressRule,
+}
+
+/// What the robots.txt gate did with a popped entry.
+enum Gate {
+    /// Fetch it.
+    Pass(Entry),
+    /// Not now; this is to be done instead.
+    Act(Action),
+    /// Set aside or put back; pop on.
+    Held,
+}
+
+impl Crawl {
+    /// A crawl by the `[crawl]` table, checking robots.txt with `robots`; one fetch in
+    /// flight at a time and 3 robots.txt failures until skipping, unless set otherwise.
+    pub fn new(c: &CrawlSettings, robots: RobotsCache) -> Result<Crawl, CrawlError> {
+        let mut frontier = Frontier::new();
+        frontier.set_max_in_flight(c.per_host_concurrency);
+        Ok(Crawl {
+            follow: c.follow,
+            obey_robots: c.robots,
+            robots_sitemaps: c.sitemaps,
+            concurrency: 1,
+            max_robots_failures: 3,
+            scope: build_scope(c)?,
+            seen: Seen::with_limit(usize::try_from(c.seen_limit).unwrap_or(usize::MAX)),
+            frontier,
+            robots,
+            in_flight: 0,
+            stash: HashMap::new(),
+            robots_in_flight: HashSet::new(),
+            robots_failures: HashMap::new(),
+            robots_gave_up: HashSet::new(),
+            delays: HashMap::new(),
+            host_in_flight: HashMap::new(),
+            budget_spent: false,
+            totals: CrawlTotals::default(),
+            sitemaps: Sitemaps::default(),
+            lastmods: HashMap::new(),
+            addresses: c.address_rule(),
+        })
+    }
+
+    /// Fetches in flight at once, all kinds together (at least 1).
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Failed robots.txt fetches in a row after which an origin's URLs are skipped.
+    pub fn with_max_robots_failures(mut self, n: u32) -> Self {
+        self.max_robots_failures = n;
+        self
+    }
+
+    /// The counters so far.
+    pub fn totals(&self) -> &CrawlTotals {
+        &self.totals
+    }
+
+    /// The counters, when the crawl is over.
+    pub fn into_totals(self) -> CrawlTotals {
+        self.totals
+    }
+
+    /// URLs waiting in the frontier.
+    pub fn queued(&self) -> usize {
+        self.frontier.len()
+    }
+
+    /// Fetches handed out and not reported yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// `max_pages` was reached: nothing more is handed out.
+    pub fn budget_spent(&self) -> bool {
+        self.budget_spent
+    }
+
+    /// Seeds, given sitemaps, then what an earlier run left pending, into the crawl.
+    pub fn start(
+        &mut self,
+        seeds: Vec<String>,
+        sitemaps: &[String],
+        resume: Resume,
+    ) -> Vec<Action> {
+        let mut out = Vec::new();
+        for u in &resume.done {
+            if let Ok(u) = normalize(u) {
+                self.seen.insert(&u);
+                self.totals.resumed += 1;
+            }
+        }
+        // A spent budget shows at the first hand-out, as in a run that spends it.
+        for _ in 0..resume.pages {
+            self.scope.take_page();
+        }
+        for s in seeds {
+            match normalize(&s) {
+                Ok(u) => {
+                    self.add_seed_host(&u);
+                    if self.seen.insert(&u) {
+                        self.totals.discovered += 1;
+                        self.frontier.push(u, 0, None);
+                    } else {
+                        self.totals.deduped += 1;
+                    }
+                }
+                Err(e) => {
+                    self.totals.invalid_seeds += 1;
+                    let error = e.to_string();
+                    out.push(Action::InvalidSeed { url: s, error });
+                }
+            }
+        }
+        for s in sitemaps {
+            match normalize(s) {
+                Ok(u) => {
+                    self.add_seed_host(&u);
+                    out.extend(self.fetch_sitemap(u, false));
+                }
+                Err(e) => {
+                    self.totals.sitemap_errors += 1;
+                    let (url, error) = (s.clone(), e.to_string());
+                    out.push(Action::Notice(Notice::SitemapUrlInvalid { url, error }));
+                }
+            }
+        }
+        for link in resume.pending {
+            self.resume_link(link);
+        }
+        out
+    }
+
+    fn add_seed_host(&mut self, u: &Url) {
+        self.scope = std::mem::take(&mut self.scope).seed(u);
+    }
+
+    /// A link an earlier run queued, back into the frontier unless done or out of scope.
+    fn resume_link(&mut self, link: PendingLink) {
+        let Ok(u) = normalize(&link.url) else {
+            return;
+        };
+        // Seeds define the scope, so a link that was in scope then is checked again.
+        if self.scope.check(&u, link.depth) != Verdict::In || !self.seen.insert(&u) {
+            return;
+        }
+        if self.budget_spent {
+            self.totals.skipped_budget += 1;
+            return;
+        }
+        let parent = link.parent.as_deref().and_then(|p| normalize(p).ok());
+        let from_public = self.resumed_from_public(parent.as_ref());
+        self.frontier.push_entry(Entry {
+            url: u,
+            depth: link.depth,
+            parent,
+            from_public,
+        });
+    }
+
+    /// What to do at `now`: the next fetch or record while there is room, else how to
+    /// wait, or that the crawl is over.
+    pub fn next(&mut self, now: Instant) -> Next {
+        while self.in_flight < self.concurrency && !self.budget_spent {
+            let mut entry = match self.frontier.pop(now) {
+                Pop::Ready(e) => e,
+                Pop::Wait(d) => return Next::Wait(d),
+                Pop::Busy | Pop::Empty => break,
+            };
+            let host = host_key(&entry.url).to_owned();
+            if self.obey_robots {
+                match self.robots_gate(entry, &host, now) {
+                    Gate::Pass(e) => entry = e,
+                    Gate::Act(a) => return Next::Act(a),
+                    Gate::Held => continue,
+                }
+            }
+            let busy = self.host_in_flight.get(&host).copied().unwrap_or(0);
+            if busy > 0 && self.delays.contains_key(&host) {
+                // Crawl-delay hosts are serial; the next send is timed from the answer.
+                self.frontier.requeue(entry);
+                continue;
+            }
+            if !self.scope.take_page() {
+                self.frontier.release(&host);
+                self.totals.skipped_budget += 1;
+                self.spend_budget();
+                break;
+            }
+            *self.host_in_flight.entry(host).or_default() += 1;
+            self.in_flight += 1;
+            return Next::Act(Action::Fetch(Request::Page(entry)));
+        }
+        if self.in_flight > 0 {
+            Next::Idle
+        } else {
+            Next::Done
+        }
+    }
+
+    /// robots.txt for a popped entry: whether it may be fetched now, and if not what
+    /// becomes of it.
+    fn robots_gate(&mut self, entry: Entry, host: &str, now: Instant) -> Gate {
+        let origin = origin_key(&entry.url);
+        if self.robots_gave_up.contains(&origin) {
+            self.frontier.release(host);
+            self.totals.skipped_robots += 1;
+            let error = Some(ROBOTS_UNAVAILABLE);
+            return Gate::Act(Action::Skipped { entry, error });
+        }
+        match self.robots.lookup(&origin, now) {
+            RobotsState::Known(r) if r.allowed(&entry.url) => Gate::Pass(entry),
+            RobotsState::Known(_) => {
+                self.frontier.release(host);
+                self.totals.skipped_robots += 1;
+                Gate::Act(Action::Skipped { entry, error: None })
+            }
+            RobotsState::Fetch => {
+                self.frontier.release(host);
+                self.robots_in_flight.insert(origin.clone());
+                self.totals.robots_fetches += 1;
+                self.in_flight += 1;
+                let request = Request::Robots {
+                    origin: origin.clone(),
+                    host: host.to_owned(),
+                    url: robots_url(&entry.url),
+                    // robots.txt of a host a public page led to is no more trusted than
+                    // the page.
+                    from_public: entry.from_public,
+                };
+                self.stash.entry(origin).or_default().push(entry);
+                Gate::Act(Action::Fetch(request))
+            }
+            RobotsState::Wait(until) => {
+                if self.robots_in_flight.contains(&origin) {
+                    self.frontier.release(host);
+                    self.stash.entry(origin).or_default().push(entry);
+                } else {
+                    // robots.txt failed: nothing from this origin until the retry.
+                    self.frontier.requeue(entry);
+                    self.frontier.set_next(host, until);
+                }
+                Gate::Held
+            }
+        }
+    }
+
+    /// Fetch the sitemap at `url` unless it was read already or the crawl's limit of
+    /// sitemap files is reached.
+    fn fetch_sitemap(&mut self, url: Url, from_public: bool) -> Option<Action> {
+        if !matches!(url.scheme(), "http" | "https") || !self.sitemaps.admit(&url) {
+            return None;
+        }
+        self.totals.sitemap_fetches += 1;
+        self.in_flight += 1;
+        Some(Action::Fetch(Request::Sitemap { url, from_public }))
+    }
+}
