@@ -322,16 +322,21 @@ fn assert_polite_and_interleaved(requests: &[(Url, Instant)], elapsed: Duration,
         elapsed >= Duration::from_secs(2 * (WWW_PAGES as u64 + 1)),
         "{elapsed:?}"
     );
-    let last_blog = requests
-        .iter()
-        .filter(|(u, _)| u.host_str() == Some("blog.site.test"))
-        .map(|(_, t)| *t)
-        .max()
-        .unwrap();
+    let last_blog = last_request_to(&requests, "blog.site.test");
     assert!(
         last_blog - t0 < Duration::from_secs(2 * WWW_PAGES as u64 / 2),
         "blog starved"
     );
+}
+
+/// When the crawl last sent a request to `host`.
+fn last_request_to(requests: &[(Url, Instant)], host: &str) -> Instant {
+    requests
+        .iter()
+        .filter(|(u, _)| u.host_str() == Some(host))
+        .map(|(_, t)| *t)
+        .max()
+        .expect("a request to the host")
 }
 
 /// The same site through [`exitcrawl::discover::Crawl`], the state machine the actor layer
@@ -367,12 +372,7 @@ fn the_crawl_state_machine_crawls_the_site_once_and_politely() {
         "{elapsed:?}"
     );
     // The blog (no Crawl-delay) goes out during www's waits instead of after it.
-    let last_blog = requests
-        .iter()
-        .filter(|(u, _)| u.host_str() == Some("blog.site.test"))
-        .map(|(_, t)| *t)
-        .max()
-        .unwrap();
+    let last_blog = last_request_to(&requests, "blog.site.test");
     assert!(
         last_blog - t0 < Duration::from_secs(WWW_PAGES as u64 / 2),
         "blog starved"
