@@ -322,7 +322,7 @@ fn assert_polite_and_interleaved(requests: &[(Url, Instant)], elapsed: Duration,
         elapsed >= Duration::from_secs(2 * (WWW_PAGES as u64 + 1)),
         "{elapsed:?}"
     );
-    let last_blog = last_request_to(&requests, "blog.site.test");
+    let last_blog = last_request_to(requests, "blog.site.test");
     assert!(
         last_blog - t0 < Duration::from_secs(2 * WWW_PAGES as u64 / 2),
         "blog starved"
