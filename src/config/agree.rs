@@ -2,7 +2,7 @@
 //!
 //! Several keys are bounded by others (`connect_timeout_ms ≤ timeout_ms`, `min_rps ≤
 //! max_rps`, …). A fixed default for a key the user left out can break such a rule against
-//! a key they did write — `timeout_ms = 2000` alone used to fail on the default
+//! a key they did write — `timeout_ms = 2000` alone would fail against the default
 //! `connect_timeout_ms = 5000`, a key the user never wrote. So, before validation, every
 //! key of such a pair that was *not given* takes its usual default moved just far enough
 //! to agree with the one that was (`connect_timeout_ms` becomes `min(5000, timeout_ms)`).
