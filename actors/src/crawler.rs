@@ -209,7 +209,8 @@ fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Ar
                 (addr, None)
             }
         };
-        let now = std::time::Instant::now();
+        // The scheduler refills these buckets on the runtime's clock: start them on it.
+        let now = crate::clock::now();
         metrics.register_exit(&e.name, e.source_ip, e.max_concurrent, e.enabled);
         slots.push(ExitSlot {
             name: Arc::from(e.name.as_str()),
