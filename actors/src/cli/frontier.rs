@@ -102,7 +102,7 @@ pub fn fatal_message(
         RedisFault::Unreachable | RedisFault::Busy => format!(
             "frontier {q}: Redis did not answer for {:.0} s (--redis-wait {}): {cause}",
             wait.down_since()
-                .map_or(wait.wait(), |s| crate::clock::since(s))
+                .map_or(wait.wait(), crate::clock::since)
                 .as_secs_f64(),
             wait.wait().as_secs_f64()
         ),

@@ -388,7 +388,7 @@ impl Redis {
             outages: self.health.outages.load(Ordering::Relaxed),
             errors: self.health.errors.load(Ordering::Relaxed),
             script_reloads: self.health.script_reloads.load(Ordering::Relaxed),
-            down_for: g.0.since.map(|s| crate::clock::since(s)),
+            down_for: g.0.since.map(crate::clock::since),
         }
     }
 
