@@ -402,9 +402,9 @@ impl TestSite {
         self.shared.healthy.store(healthy, Ordering::Release);
     }
 
-    /// Stop serving and join the server thread (or, on the caller's runtime, end the accept
-    /// loops: connections already open there end with the runtime). Counters and
-    /// the log stay readable. Idempotent.
+    /// Stop serving: join the server thread, dropping open connections; or, on the
+    /// caller's runtime, end the accept loops (connections already open there end with the
+    /// runtime). Counters and the log stay readable. Idempotent.
     pub fn stop(&mut self) {
         for task in self.tasks.drain(..) {
             task.abort();
