@@ -192,8 +192,8 @@ fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Ar
         let opts = exit_options(settings, e);
         let dns = dns.clone();
         metrics.register_exit(&e.name, e.source_ip, e.max_concurrent, e.enabled);
-        // The runtime's clock, as the scheduler reads it (paused time in tests).
-        let now = actix::clock::Instant::now().into_std();
+        // The scheduler refills the exit's bucket on the runtime's clock: start it on it.
+        let now = crate::clock::now();
         let active = metrics
             .exit_active
             .get_or_create(&Metrics::exit(&e.name, e.source_ip))

@@ -30,6 +30,8 @@
 //! - [`net`]: how one exit talks to the network — an awc client whose every TCP connection
 //!   leaves from the exit's own source IP, a shared DNS cache, and the classification of
 //!   connection failures (exit's fault or site's fault).
+//! - [`clock`]: the runtime's (tokio's) clock as the core's `Clock`; every timing
+//!   decision in the actors reads it, so a paused runtime pauses the whole crawler.
 //! - [`alloc`]: an opt-in allocator setting for binaries (why: large bodies and glibc's
 //!   heap trimming).
 //! - `cli` (feature `cli`, on by default): the `exitcrawl` program — URL lists, `--follow`,
@@ -44,6 +46,7 @@ pub mod alloc;
 mod body;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod clock;
 pub mod crawler;
 mod cutoff;
 mod exit;

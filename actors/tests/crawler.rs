@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{eventually, exits, ip, wall_clock_guard};
+use support::{eventually, exits, ip};
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -24,6 +24,26 @@ fn settings(exits: Vec<ExitSettings>) -> Settings {
     s.crawler.retry_backoff_base_ms = 20;
     s.crawler.retry_backoff_max_ms = 200;
     s
+}
+
+/// [`settings`] for a test on paused time against [`TestSite::start_on_runtime`]: pacing,
+/// Retry-After pauses and the site's buckets all run on the runtime's clock, so spacing is
+/// exact and a loaded machine cannot stretch it. Timeouts are ten minutes: when every task
+/// waits, tokio jumps paused time to the next timer, and a request timeout as short as the
+/// usual 5 s could be that timer while loopback I/O is still being handed between the
+/// crawler and the site; ten minutes is beyond any pacing timer here, so a jump can only
+/// reach those.
+fn paused_settings(exits: Vec<ExitSettings>) -> Settings {
+    let mut s = settings(exits);
+    s.crawler.timeout_ms = 600_000;
+    s.crawler.connect_timeout_ms = 600_000;
+    s
+}
+
+/// A paused runtime and a site served on it (see [`paused_settings`]).
+fn paused_site(cfg: SiteConfig) -> TestSite {
+    tokio::time::pause();
+    TestSite::start_on_runtime(cfg)
 }
 
 async fn fetch_all(
@@ -64,14 +84,13 @@ async fn four_exits_share_the_load_within_their_concurrency() {
 
 #[actix_rt::test]
 async fn a_per_ip_limit_is_found_with_few_429s() {
-    let _serial = wall_clock_guard();
     // 40 requests/s per peer IP, burst 4; two exits; the adaptive limiter starts at 5/s.
-    let site = TestSite::start(SiteConfig {
+    let site = paused_site(SiteConfig {
         limit: Limit::PerPeer(Rate::per_second(40, 4)),
         retry_after: RetryAfter::Omit,
         ..SiteConfig::default()
     });
-    let mut s = settings(exits(2, 16));
+    let mut s = paused_settings(exits(2, 16));
     s.limiter.algorithm = Algorithm::Aimd;
     s.crawler.max_retries = 5;
     let h = Crawler::start(s).expect("start");
@@ -100,14 +119,13 @@ async fn a_per_ip_limit_is_found_with_few_429s() {
 
 #[actix_rt::test]
 async fn retry_after_is_a_floor_for_that_exit_and_host() {
-    let _serial = wall_clock_guard();
     // A bucket of 3 with a slow refill: the 4th request gets 429 with Retry-After: 1.
-    let site = TestSite::start(SiteConfig {
+    let site = paused_site(SiteConfig {
         limit: Limit::PerPeer(Rate::new(1, Duration::from_secs(10), 3)),
         retry_after: RetryAfter::Fixed(1),
         ..SiteConfig::default()
     });
-    let mut s = settings(exits(1, 4));
+    let mut s = paused_settings(exits(1, 4));
     s.limiter.algorithm = Algorithm::Aimd;
     s.limiter.initial_rps = 50.0;
     s.crawler.max_retries = 0;
@@ -120,8 +138,9 @@ async fn retry_after_is_a_floor_for_that_exit_and_host() {
         .find(|r| r.status == 429)
         .expect("a 429 was sent");
     // Requests already on their way when the 429 left may still arrive; none may be
-    // *sent* after the client read it: allow 50 ms for that race, then nothing for 1 s.
-    let quiet_from = first_429.arrived + Duration::from_millis(50);
+    // *sent* after the client read it. Paused time does not move while the 429 is answered
+    // and read, so those arrive at the 429's own instant: nothing after it for 1 s.
+    let quiet_from = first_429.arrived;
     let quiet_to = first_429.arrived + Duration::from_secs(1);
     let early: Vec<_> = log
         .iter()
@@ -333,15 +352,14 @@ async fn with_every_exit_down_a_fetch_fails_after_a_bounded_wait() {
 
 #[actix_rt::test]
 async fn an_exit_token_bucket_and_a_disabled_exit_are_honoured() {
-    let _serial = wall_clock_guard();
-    let site = TestSite::start(SiteConfig::default());
+    let site = paused_site(SiteConfig::default());
     let mut ex = exits(3, 8);
     // e2: at most 20 req/s with a burst of 2, and preferred by every fetch, so its token
     // bucket is the only thing spacing the requests; e3: disabled.
     ex[0].rate = Some(20.0);
     ex[0].burst = Some(2);
     ex[1].enabled = false;
-    let h = Crawler::start(settings(ex)).expect("start");
+    let h = Crawler::start(paused_settings(ex)).expect("start");
     let urls: Vec<_> = (0..12).map(|i| site.url(&format!("/b/{i}"))).collect();
     let replies = join_all(
         urls.iter()
@@ -358,20 +376,21 @@ async fn an_exit_token_bucket_and_a_disabled_exit_are_honoured() {
         .collect();
     assert_eq!(log.len(), 12);
     // Token bucket bound: in any window W at most 20·W + 2 requests. Check W = 200 ms
-    // (≤ 6) over every start, with 20 ms slack for scheduling.
+    // (≤ 6) over every start; on paused time with no slack.
     for (i, r) in log.iter().enumerate() {
         let in_window = log[i..]
             .iter()
-            .take_while(|x| x.arrived.duration_since(r.arrived) < Duration::from_millis(180))
+            .take_while(|x| x.arrived.duration_since(r.arrived) < Duration::from_millis(200))
             .count();
         assert!(
             in_window <= 6,
-            "{in_window} requests within 180 ms from #{i}"
+            "{in_window} requests within 200 ms from #{i}"
         );
     }
+    // The burst, then one every 50 ms: the 12th is due (12 - 2) / 20 s after the first.
     let first_to_last = log[11].arrived.duration_since(log[0].arrived);
     assert!(
-        first_to_last >= Duration::from_millis(450),
+        first_to_last >= Duration::from_millis(500),
         "12 requests at 20/s burst 2 took {first_to_last:?}"
     );
     assert_eq!(
@@ -385,10 +404,9 @@ async fn an_exit_token_bucket_and_a_disabled_exit_are_honoured() {
 
 #[actix_rt::test]
 async fn scope_host_shares_one_pacer_across_exits() {
-    let _serial = wall_clock_guard();
     // With scope = host and a fixed 20 req/s, two exits together stay at 20 req/s.
-    let site = TestSite::start(SiteConfig::default());
-    let mut s = settings(exits(2, 8));
+    let site = paused_site(SiteConfig::default());
+    let mut s = paused_settings(exits(2, 8));
     s.limiter.algorithm = Algorithm::Gcra;
     s.limiter.scope = exitcrawl::config::Scope::Host;
     s.limiter.initial_rps = 20.0;
@@ -399,8 +417,16 @@ async fn scope_host_shares_one_pacer_across_exits() {
     assert!(replies.iter().all(|r| r.is_ok()));
     let log = site.requests();
     let span = log[10].arrived.duration_since(log[0].arrived);
-    // 11 requests at 20/s with burst 1: the last is due 500 ms after the first.
-    assert!(span >= Duration::from_millis(480), "{span:?}");
+    // 11 requests at 20/s with burst 1: the last is due 500 ms after the first, and no
+    // two arrive closer than 50 ms apart.
+    assert!(span >= Duration::from_millis(500), "{span:?}");
+    for w in log.windows(2) {
+        let gap = w[1].arrived.duration_since(w[0].arrived);
+        assert!(
+            gap >= Duration::from_millis(50),
+            "{gap:?} between requests: {log:?}"
+        );
+    }
     let peers: HashSet<_> = log.iter().map(|r| r.peer).collect();
     assert_eq!(peers.len(), 2, "both exits were used");
 }

@@ -1,11 +1,18 @@
 //! Distributed mode end to end: several crawlers, each in its own actix System (as
 //! separate processes would be) with its own exits on 127.0.0.x, share limits through a
 //! real `redis-server`. What the local site saw is what is asserted.
+//!
+//! These stay on the real clock: the shared GCRA in Redis runs on Redis's wall clock, common
+//! to every process, which no runtime can pause. Waits are for events (at the site, in the
+//! crawler's counters); the bounds allow for the scheduling jitter of a loaded machine.
+//! Each test holds [`wall_clock_guard`]: each runs three or four actix Systems plus
+//! `redis-server`, and two of them side by side on a 2-core machine would take each other's
+//! CPU — the rates and windows asserted here are wall-clock rates.
 
 mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -150,18 +157,22 @@ fn a_throttle_seen_by_one_crawler_slows_the_others() {
         ..SiteConfig::default()
     });
     let (tx, rx) = mpsc::channel::<Vec<(Instant, f64)>>();
-    // B watches its own pacing rate for the host while both crawl, until the test has
-    // seen A throttled (or 30 s pass).
-    let watching = Arc::new(AtomicBool::new(true));
+    // B watches its own pacing rate for the host while both crawl, until its samples
+    // reach the end of the window the test sets once A was throttled (or 30 s pass).
+    let watch_until: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let b_urls: Vec<_> = (0..400).map(|i| site.url(&format!("/b/{i}"))).collect();
-    let watch = Arc::clone(&watching);
+    let watch = Arc::clone(&watch_until);
     let b = spawn_crawler(
         settings(&redis.url(), &["127.0.0.4"], Algorithm::Aimd, 40.0),
         b_urls,
         move |h| async move {
             let mut samples = Vec::new();
             let start = Instant::now();
-            while watch.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(30) {
+            let watching = || {
+                let until = *watch.lock().unwrap_or_else(|e| e.into_inner());
+                until.is_none_or(|t| Instant::now() <= t)
+            };
+            while watching() && start.elapsed() < Duration::from_secs(30) {
                 let rate = h
                     .stats()
                     .await
@@ -182,8 +193,8 @@ fn a_throttle_seen_by_one_crawler_slows_the_others() {
         |_| async {},
     );
     // Once both crawl (events at the site, not a fixed sleep: a busy machine may start
-    // either late), the site answers A (only A) with 503 until it has sent a few, then
-    // B is watched for another 300 ms.
+    // either late), the site answers A (only A) with 503 until it has sent a few; B is
+    // watched until its samples pass 300 ms after A's first 503.
     let from = |peer: &str, status: u16| {
         site.requests()
             .iter()
@@ -196,8 +207,14 @@ fn a_throttle_seen_by_one_crawler_slows_the_others() {
     site.set_fail_peer(ip("127.0.0.2"), true);
     wait_until(Duration::from_secs(30), || from("127.0.0.2", 503) >= 3);
     site.set_fail_peer(ip("127.0.0.2"), false);
-    thread::sleep(Duration::from_millis(300));
-    watching.store(false, Ordering::Relaxed);
+    let first_503 = site
+        .requests()
+        .iter()
+        .find(|r| r.status == 503)
+        .map(|r| r.arrived)
+        .expect("A got a 503");
+    *watch_until.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(first_503 + Duration::from_millis(300));
     let samples = rx
         .recv_timeout(Duration::from_secs(30))
         .expect("B's samples");
@@ -205,11 +222,6 @@ fn a_throttle_seen_by_one_crawler_slows_the_others() {
     b.join().expect("B");
 
     let log = site.requests();
-    let first_503 = log
-        .iter()
-        .find(|r| r.status == 503)
-        .map(|r| r.arrived)
-        .expect("A got a 503");
     assert!(
         log.iter()
             .all(|r| r.status != 503 || r.peer == ip("127.0.0.2")),
@@ -226,6 +238,10 @@ fn a_throttle_seen_by_one_crawler_slows_the_others() {
         .filter(|(t, _)| *t > first_503 && t.duration_since(first_503) < Duration::from_millis(300))
         .map(|(_, r)| *r)
         .fold(f64::INFINITY, f64::min);
+    assert!(
+        after_min.is_finite(),
+        "no sample of B within 300 ms after A's 503"
+    );
     eprintln!("B's rate: {before:.1} before A's 503, {after_min:.1} within 300 ms after");
     assert!(
         after_min < before * 0.95,
@@ -245,23 +261,27 @@ fn a_redis_outage_mid_crawl_is_survived_and_reported() {
         Algorithm::Gcra,
         200.0,
     );
+    let seen = Arc::new(AtomicBool::new(false));
+    let saw = Arc::clone(&seen);
     let worker = spawn_crawler(s, urls, move |h| async move {
         // Read the counters once the outage has been seen (or after 30 s).
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(30) {
-            let seen = h.redis_stats().is_some_and(|s| s.outages >= 1);
-            if seen && h.metrics().redis_errors.get() > 0 {
+            let outage = h.redis_stats().is_some_and(|s| s.outages >= 1);
+            if outage && h.metrics().redis_errors.get() > 0 {
+                saw.store(true, Ordering::Release);
                 break;
             }
             actix_rt::time::sleep(Duration::from_millis(20)).await;
         }
         (h.redis_stats(), h.metrics().redis_errors.get())
     });
-    // Redis goes away for 0.8 s once the crawl is under way (an event at the site, not a
-    // fixed sleep: a busy machine may start the crawler late).
+    // Redis goes away once the crawl is under way and comes back once the crawler has
+    // counted the outage: events at the site and in the crawler, not fixed sleeps, since
+    // a busy machine may start the crawler late or notice the outage late.
     wait_until(Duration::from_secs(30), || site.requests().len() >= 50);
     redis.kill();
-    thread::sleep(Duration::from_millis(800));
+    wait_until(Duration::from_secs(30), || seen.load(Ordering::Acquire));
     redis.restart();
     let ((stats, errors), ok) = worker.join().expect("crawler");
     assert_eq!(ok, 600, "the crawl completed through the outage");

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::clock::SiteClock;
 use crate::server::Shared;
 use crate::RequestRecord;
 
@@ -401,7 +402,7 @@ async fn connection(
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(2048);
     loop {
-        let Some((head, arrived)) = read_request(&mut stream, &mut buf).await? else {
+        let Some((head, arrived)) = read_request(&mut stream, &mut buf, shared.clock).await? else {
             return Ok(());
         };
         let fault = fault_for(shared.cfg.faults.as_ref(), &head.path);
@@ -423,6 +424,7 @@ async fn connection(
 async fn read_request(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
+    clock: SiteClock,
 ) -> std::io::Result<Option<(Head, Instant)>> {
     // Read one request head (bounded).
     let end = loop {
@@ -442,7 +444,7 @@ async fn read_request(
         }
         buf.extend_from_slice(&chunk[..n]);
     };
-    let arrived = Instant::now();
+    let arrived = clock.now();
     let Some(head) = parse_head(&buf[..end]) else {
         return Ok(None);
     };

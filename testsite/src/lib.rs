@@ -47,12 +47,15 @@
 //! the client gives up or [`SiteConfig::hang_max`] passes.
 //!
 //! Time here is real (`std::time::Instant`): the server is real. Keep latencies and rate
-//! windows in milliseconds in tests.
+//! windows in milliseconds in tests. The exception is [`TestSite::start_on_runtime`]: the
+//! site runs on the caller's runtime and its clock is that runtime's (tokio's), so a test
+//! under `tokio::time::pause()` sees the site's log in paused time.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod bucket;
+mod clock;
 pub mod fault;
 mod latency;
 mod limit;
@@ -69,6 +72,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 pub use bucket::Rate;
+use clock::SiteClock;
 pub use fault::{zstd_zeros, Encoding, Fault, FaultMix, RetryHint, ENCODED_PAGE, HANG_MAX};
 pub use latency::MAX_NOISE;
 pub use limit::{Limit, RetryAfter};
@@ -229,6 +233,8 @@ pub struct TestSite {
     shared: Arc<Shared>,
     system: Option<actix_rt::System>,
     thread: Option<JoinHandle<()>>,
+    /// [`TestSite::start_on_runtime`]: the accept loops on the caller's runtime.
+    tasks: Vec<actix_rt::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for TestSite {
@@ -236,7 +242,10 @@ impl std::fmt::Debug for TestSite {
         f.debug_struct("TestSite")
             .field("addr", &self.addr)
             .field("config", &self.shared.cfg)
-            .field("running", &self.thread.is_some())
+            .field(
+                "running",
+                &(self.thread.is_some() || !self.tasks.is_empty()),
+            )
             .finish()
     }
 }
@@ -252,27 +261,9 @@ impl TestSite {
     /// Like [`TestSite::start`], listening on `ip` (e.g. `::1` for a site that only IPv6
     /// exits can reach); the fault listener stays on 127.0.0.1.
     pub fn start_at(cfg: SiteConfig, ip: IpAddr) -> TestSite {
-        // Panic here, on the caller's thread, not inside the server.
-        cfg.validate();
-        // Bind on the caller's thread so the address is known (and errors surface) before
-        // start() returns; the server thread only adopts the listener.
-        let listener = std::net::TcpListener::bind(SocketAddr::new(ip, 0))
-            .unwrap_or_else(|e| panic!("test site: bind {ip}:0: {e}"));
-        listener
-            .set_nonblocking(true)
-            .expect("test site: set_nonblocking");
+        let (listener, fault_listener, shared) = bind(cfg, ip, SiteClock::Real);
         let addr = listener.local_addr().expect("test site: local_addr");
-        let fault_listener =
-            std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-                .expect("test site: bind the fault listener on 127.0.0.1:0");
-        fault_listener
-            .set_nonblocking(true)
-            .expect("test site: set_nonblocking");
-        let fault_addr = fault_listener
-            .local_addr()
-            .expect("test site: fault listener local_addr");
-        let shared = Arc::new(Shared::new(cfg, fault_addr.port()));
-
+        let fault_addr = fault_addr_of(&fault_listener);
         let (tx, rx) = std::sync::mpsc::channel();
         let server_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -280,12 +271,7 @@ impl TestSite {
             .spawn(move || {
                 let system = actix_rt::System::new();
                 system.block_on(async move {
-                    let listener =
-                        TcpListener::from_std(listener).expect("test site: adopt listener");
-                    let fault_listener = TcpListener::from_std(fault_listener)
-                        .expect("test site: adopt fault listener");
-                    actix_rt::spawn(fault::serve(fault_listener, Arc::clone(&server_shared)));
-                    actix_rt::spawn(server::serve(listener, server_shared));
+                    spawn_listeners(listener, fault_listener, server_shared);
                 });
                 // The receiver only goes away if start() itself panicked.
                 let _ = tx.send(actix_rt::System::current());
@@ -301,6 +287,30 @@ impl TestSite {
             shared,
             system: Some(system),
             thread: Some(thread),
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Like [`TestSite::start`], but served by tasks on the *calling* actix runtime (e.g.
+    /// inside `#[actix_rt::test]`; panics outside one), with arrivals stamped, limits
+    /// decided and latencies slept on that runtime's tokio clock. Under
+    /// `tokio::time::pause()` the whole exchange — client timers, the site's buckets and
+    /// its log — then runs on one paused clock, so spacing can be asserted exactly and does
+    /// not depend on how loaded the machine is. The tasks end on [`TestSite::stop`], on
+    /// drop or with the runtime.
+    pub fn start_on_runtime(cfg: SiteConfig) -> TestSite {
+        let (listener, fault_listener, shared) =
+            bind(cfg, IpAddr::V4(Ipv4Addr::LOCALHOST), SiteClock::Runtime);
+        let addr = listener.local_addr().expect("test site: local_addr");
+        let fault_addr = fault_addr_of(&fault_listener);
+        let tasks = spawn_listeners(listener, fault_listener, Arc::clone(&shared));
+        TestSite {
+            addr,
+            fault_addr,
+            shared,
+            system: None,
+            thread: None,
+            tasks,
         }
     }
 
@@ -392,9 +402,13 @@ impl TestSite {
         self.shared.healthy.store(healthy, Ordering::Release);
     }
 
-    /// Stop serving and join the server thread. Open connections are dropped. Counters and
-    /// the log stay readable. Idempotent.
+    /// Stop serving: join the server thread, dropping open connections; or, on the
+    /// caller's runtime, end the accept loops (connections already open there end with the
+    /// runtime). Counters and the log stay readable. Idempotent.
     pub fn stop(&mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
         if let Some(system) = self.system.take() {
             system.stop();
         }
@@ -404,6 +418,54 @@ impl TestSite {
             }
         }
     }
+}
+
+/// Bind the site's two listeners (nonblocking, ready for tokio) and build its state. On the
+/// caller's thread so that the address is known, and errors surface, before start returns.
+fn bind(
+    cfg: SiteConfig,
+    ip: IpAddr,
+    clock: SiteClock,
+) -> (std::net::TcpListener, std::net::TcpListener, Arc<Shared>) {
+    // Panic here, on the caller's thread, not inside the server.
+    cfg.validate();
+    let listener = std::net::TcpListener::bind(SocketAddr::new(ip, 0))
+        .unwrap_or_else(|e| panic!("test site: bind {ip}:0: {e}"));
+    listener
+        .set_nonblocking(true)
+        .expect("test site: set_nonblocking");
+    let fault_listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .expect("test site: bind the fault listener on 127.0.0.1:0");
+    fault_listener
+        .set_nonblocking(true)
+        .expect("test site: set_nonblocking");
+    let shared = Arc::new(Shared::new(
+        cfg,
+        fault_addr_of(&fault_listener).port(),
+        clock,
+    ));
+    (listener, fault_listener, shared)
+}
+
+fn fault_addr_of(fault_listener: &std::net::TcpListener) -> SocketAddr {
+    fault_listener
+        .local_addr()
+        .expect("test site: fault listener local_addr")
+}
+
+/// Spawn both accept loops on the current actix runtime.
+fn spawn_listeners(
+    listener: std::net::TcpListener,
+    fault_listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+) -> Vec<actix_rt::task::JoinHandle<()>> {
+    let listener = TcpListener::from_std(listener).expect("test site: adopt listener");
+    let fault_listener =
+        TcpListener::from_std(fault_listener).expect("test site: adopt fault listener");
+    vec![
+        actix_rt::spawn(fault::serve(fault_listener, Arc::clone(&shared))),
+        actix_rt::spawn(server::serve(listener, shared)),
+    ]
 }
 
 impl Drop for TestSite {

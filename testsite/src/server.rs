@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+use crate::clock::SiteClock;
 use crate::fault::{self, Fault};
 use crate::latency::{scale, Jitter};
 use crate::limit::{whole_seconds_up, Decision, Limiter, WindowHeaders};
@@ -33,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) body: Bytes,
     /// Window edges are aligned to this; see [`TestSite::started`](crate::TestSite::started).
     pub(crate) start: Instant,
+    /// The clock of every arrival stamp and limit decision.
+    pub(crate) clock: SiteClock,
     pub(crate) healthy: AtomicBool,
     /// Fast path for the per-read check in [`PeerStream`]: true while any peer is failing.
     pub(crate) any_failing: AtomicBool,
@@ -97,9 +100,9 @@ impl Verdict {
 }
 
 impl Shared {
-    pub(crate) fn new(cfg: SiteConfig, fault_port: u16) -> Self {
+    pub(crate) fn new(cfg: SiteConfig, fault_port: u16, clock: SiteClock) -> Self {
         let body = Bytes::from(vec![b'x'; cfg.body_size]);
-        let start = Instant::now();
+        let start = clock.now();
         let workers = match cfg.limit {
             Limit::Workers {
                 workers,
@@ -123,6 +126,7 @@ impl Shared {
             cfg,
             body,
             start,
+            clock,
             healthy: AtomicBool::new(true),
             any_failing: AtomicBool::new(false),
             state: Mutex::new(state),
@@ -242,14 +246,14 @@ impl Shared {
         let Some(workers) = &self.workers else {
             return (Verdict::Ok(None), Duration::ZERO, Duration::ZERO);
         };
-        let asked = Instant::now();
+        let asked = self.clock.now();
         let permit = match workers.max_wait {
             Some(max) => actix_rt::time::timeout(max, workers.permits.acquire())
                 .await
                 .ok(),
             None => Some(workers.permits.acquire().await),
         };
-        let queued = asked.elapsed();
+        let queued = self.clock.now().saturating_duration_since(asked);
         // The semaphore is never closed, so `Some(Err(_))` cannot happen.
         let Some(Ok(permit)) = permit else {
             self.lock().stats.outcome(ip, Outcome::Failed);
@@ -409,7 +413,7 @@ impl Drop for InFlight<'_> {
 }
 
 async fn handle(shared: Arc<Shared>, req: Request) -> Result<Response<BoxBody>, Infallible> {
-    let arrived = Instant::now();
+    let arrived = shared.clock.now();
     let peer = req
         .peer_addr()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());

@@ -212,6 +212,52 @@ where
 }
 
 /// The site runs on its own thread: a caller with no async runtime can use it too.
+/// Served on the test's own runtime, the site's clock is that runtime's: under paused time
+/// its latency, its bucket's refill and its log all run in virtual time.
+#[actix_rt::test]
+async fn on_the_callers_runtime_the_site_follows_paused_time() {
+    tokio::time::pause();
+    let site = TestSite::start_on_runtime(SiteConfig {
+        limit: Limit::PerPeer(Rate::new(1, Duration::from_secs(3600), 1)),
+        latency: Duration::from_secs(30),
+        ..SiteConfig::default()
+    });
+    // A 5 s client timeout would be the next timer when tokio jumps paused time past the
+    // 30 s latency; ten minutes is not.
+    let a = awc::Client::builder()
+        .local_address(PEER_A)
+        .timeout(Duration::from_secs(600))
+        .finish();
+    let real = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now().into_std();
+    assert_eq!(get(&a, &site.url("/1")).await.0, 200);
+    assert_eq!(get(&a, &site.url("/2")).await.0, 429);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(
+        get(&a, &site.url("/3")).await.0,
+        200,
+        "refilled after the hour"
+    );
+    assert!(
+        real.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        real.elapsed()
+    );
+    let log = site.requests();
+    let at: Vec<Duration> = log.iter().map(|r| r.arrived - t0).collect();
+    // Timers fire on whole milliseconds: each arrival is its due time (the answers took
+    // 30 s each, then the hour), up to a millisecond later per timer on the way.
+    for (got, due) in at.iter().zip([0, 30, 3660]) {
+        let due = Duration::from_secs(due);
+        assert!(
+            *got >= due && *got < due + Duration::from_millis(5),
+            "{at:?}"
+        );
+    }
+    assert_eq!(log.len(), 3);
+    assert!(log.iter().all(|r| r.latency == Duration::from_secs(30)));
+}
+
 #[test]
 fn usable_without_a_runtime_and_stops() {
     let mut site = TestSite::start(SiteConfig {

@@ -137,7 +137,7 @@ pub async fn frontier_crawl(
             f.shown()
         ));
     }
-    let now = Instant::now();
+    let now = crate::clock::now();
     let beat_ok = Rc::new(Cell::new(now));
     let beat = spawn_heartbeat(frontier.clone(), name.clone(), live, Rc::clone(&beat_ok));
     let mut c = Consumer {
@@ -183,7 +183,7 @@ fn spawn_heartbeat(
         loop {
             actix_rt::time::sleep(live.every).await;
             if frontier.heartbeat(&name, live.ttl).await.is_ok() {
-                ok.set(Instant::now());
+                ok.set(crate::clock::now());
             }
         }
     })
@@ -263,7 +263,7 @@ impl<'a> Consumer<'a> {
     }
 
     fn may_call(&self) -> bool {
-        self.retry_at.is_none_or(|t| Instant::now() >= t)
+        self.retry_at.is_none_or(|t| crate::clock::now() >= t)
     }
 
     /// Whether this consumer holds entry `id` (in flight, waiting, or owed to Redis).
@@ -276,7 +276,7 @@ impl<'a> Consumer<'a> {
     /// The result of a Redis call: `Some` on success; `None` after a failure to retry
     /// later; `Err` when the consumer cannot go on (the message says why).
     fn redis<T>(&mut self, r: Result<T, RedisError>) -> Result<Option<T>, String> {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let e = match r {
             Ok(v) => {
                 self.retry_at = None;
@@ -329,7 +329,7 @@ impl<'a> Consumer<'a> {
     async fn step(&mut self) -> Result<bool, String> {
         self.watch_heartbeat();
         self.settle_owed().await?;
-        if self.may_call() && Instant::now() >= self.next_pass {
+        if self.may_call() && crate::clock::now() >= self.next_pass {
             self.upkeep().await?;
         }
         if self.reconcile && self.may_call() {
@@ -354,7 +354,7 @@ impl<'a> Consumer<'a> {
             got.extend(self.redis(r)?.unwrap_or_default());
         }
         if !got.is_empty() {
-            self.last_activity = Instant::now();
+            self.last_activity = crate::clock::now();
         }
         for entry in got {
             self.start(entry).await?;
@@ -365,7 +365,7 @@ impl<'a> Consumer<'a> {
         let next = actix_rt::time::timeout(FRONTIER_POLL, self.in_flight.next()).await;
         if let Ok(Some(done)) = next {
             self.finish(done).await?;
-            self.last_activity = Instant::now();
+            self.last_activity = crate::clock::now();
         }
         Ok(true)
     }
@@ -373,7 +373,7 @@ impl<'a> Consumer<'a> {
     /// Say once when this consumer's heartbeat may have expired: what it holds can then
     /// be taken over by others and fetched twice.
     fn watch_heartbeat(&mut self) {
-        let lapsed = self.live.lapsed(self.beat_ok.get(), Instant::now());
+        let lapsed = self.live.lapsed(self.beat_ok.get(), crate::clock::now());
         if lapsed && !self.lapse_said {
             say(&format!(
                 "frontier: no heartbeat refreshed for {:.0} s (--claim-idle): other consumers \
@@ -393,7 +393,10 @@ impl<'a> Consumer<'a> {
         if self.stopped.is_some() && !holding {
             return Ok(false);
         }
-        if !holding && self.may_call() && self.last_activity.elapsed() >= self.o.idle_exit {
+        if !holding
+            && self.may_call()
+            && crate::clock::since(self.last_activity) >= self.o.idle_exit
+        {
             let r = self.frontier.pending().await;
             match self.redis(r)? {
                 Some(0) => return Ok(false),
@@ -407,7 +410,7 @@ impl<'a> Consumer<'a> {
             let pause = self
                 .retry_at
                 .map_or(FRONTIER_BLOCK, |t| {
-                    t.saturating_duration_since(Instant::now())
+                    t.saturating_duration_since(crate::clock::now())
                 })
                 .min(FRONTIER_BLOCK);
             actix_rt::time::sleep(pause).await;
@@ -418,7 +421,7 @@ impl<'a> Consumer<'a> {
     /// The claim pass: take over the entries of consumers whose heartbeat expired, then
     /// trim the stream.
     async fn upkeep(&mut self) -> Result<(), String> {
-        self.next_pass = self.live.next_pass(Instant::now());
+        self.next_pass = self.live.next_pass(crate::clock::now());
         if self.stopped.is_none() {
             let r = self.frontier.claim_dead(&self.name).await;
             let Some(c) = self.redis(r)? else {
@@ -478,9 +481,9 @@ impl<'a> Consumer<'a> {
         let ctx = self.ctx;
         self.in_flight.push(
             async move {
-                let started = Instant::now();
+                let started = crate::clock::now();
                 let outcome = fetch_one(ctx, entry.url.clone()).await;
-                (entry, outcome, started.elapsed())
+                (entry, outcome, crate::clock::since(started))
             }
             .boxed_local(),
         );

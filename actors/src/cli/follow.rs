@@ -57,7 +57,7 @@ impl<'a> FollowWriter<'a> {
             totals,
             archive,
             resolver,
-            last_flush: Cell::new(Instant::now()),
+            last_flush: Cell::new(crate::clock::now()),
         }
     }
 
@@ -92,8 +92,8 @@ impl<'a> FollowWriter<'a> {
         };
         if let Some(w) = self.out.borrow_mut().as_mut() {
             let mut written = write_line(w, &FollowLine { record: &r, kept });
-            if written.is_ok() && self.last_flush.get().elapsed() >= FLUSH_EVERY {
-                self.last_flush.set(Instant::now());
+            if written.is_ok() && crate::clock::since(self.last_flush.get()) >= FLUSH_EVERY {
+                self.last_flush.set(crate::clock::now());
                 written = w.flush();
             }
             written.map_err(|e| format!("writing --out: {e}"))?;

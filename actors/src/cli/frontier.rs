@@ -102,7 +102,7 @@ pub fn fatal_message(
         RedisFault::Unreachable | RedisFault::Busy => format!(
             "frontier {q}: Redis did not answer for {:.0} s (--redis-wait {}): {cause}",
             wait.down_since()
-                .map_or(wait.wait(), |s| s.elapsed())
+                .map_or(wait.wait(), crate::clock::since)
                 .as_secs_f64(),
             wait.wait().as_secs_f64()
         ),
@@ -122,7 +122,7 @@ pub async fn open_frontier(f: &FrontierUrl, wait: &mut RedisWait) -> Result<Fron
     loop {
         let e = match Frontier::open(&redis, &f.queue).await {
             Ok(fr) => {
-                wait.succeeded(std::time::Instant::now());
+                wait.succeeded(crate::clock::now());
                 return Ok(fr);
             }
             Err(e) => e,
@@ -130,7 +130,7 @@ pub async fn open_frontier(f: &FrontierUrl, wait: &mut RedisWait) -> Result<Fron
         if !matches!(e, RedisError::Unavailable { .. }) {
             cause = Some(e.to_string());
         }
-        match wait.failed(fault(&e), std::time::Instant::now()) {
+        match wait.failed(fault(&e), crate::clock::now()) {
             Next::RetryIn(d) => {
                 if !said {
                     say(&format!(

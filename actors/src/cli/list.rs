@@ -140,7 +140,7 @@ impl<'a> ListLoop<'a> {
                 let mut left: Vec<_> = self.pending.drain().collect();
                 left.sort_by_key(|(id, _)| *id);
                 for (_, (url, started)) in left {
-                    self.write(&Record::interrupted(&url, started.elapsed()))?;
+                    self.write(&Record::interrupted(&url, crate::clock::since(started)))?;
                 }
                 return Ok(false);
             }
@@ -183,13 +183,13 @@ impl<'a> ListLoop<'a> {
         self.totals.read_one();
         let id = self.next_id;
         self.next_id += 1;
-        let started = Instant::now();
+        let started = crate::clock::now();
         self.pending.insert(id, (url.clone(), started));
         let ctx = self.ctx;
         self.in_flight.push(
             async move {
                 let outcome = fetch_one(ctx, url).await;
-                (id, outcome, started.elapsed())
+                (id, outcome, crate::clock::since(started))
             }
             .boxed_local(),
         );

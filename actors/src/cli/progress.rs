@@ -6,7 +6,7 @@ use std::io::Write;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -143,7 +143,7 @@ pub fn spawn_progress(mode: ProgressMode, w: Watched) -> Option<actix_rt::task::
 
 /// A status line every `period`.
 async fn status_lines(period: Duration, w: Watched) {
-    let started = Instant::now();
+    let started = crate::clock::now();
     let mut tick = actix_rt::time::interval(period);
     tick.tick().await; // the first tick is immediate
     let mut last_sent = HashMap::new();
@@ -162,7 +162,7 @@ async fn status_lines(period: Duration, w: Watched) {
         let _ = writeln!(
             std::io::stderr(),
             "[{:>6.1}s] done {}/{of} ok {} throttled {} failed {}{} {:.1} URLs/s | {}",
-            started.elapsed().as_secs_f64(),
+            crate::clock::since(started).as_secs_f64(),
             done + skipped,
             t.ok.get(),
             t.throttled.get(),
@@ -193,7 +193,7 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
     bar.set_style(unknown);
     let mut tick = actix_rt::time::interval(TICK);
     let mut last_sent = HashMap::new();
-    let mut rate_from = (Instant::now(), 0u64);
+    let mut rate_from = (crate::clock::now(), 0u64);
     let mut has_len = false;
     for n in 0u64.. {
         tick.tick().await;
@@ -213,9 +213,9 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
         bar.tick();
         if n.is_multiple_of(4) {
             let stats = w.handle.stats().await;
-            let period = rate_from.0.elapsed();
+            let period = crate::clock::since(rate_from.0);
             let rate = (done - rate_from.1) as f64 / period.as_secs_f64().max(1e-3);
-            rate_from = (Instant::now(), done);
+            rate_from = (crate::clock::now(), done);
             let mut msg = bar_message(&w, done, skipped, rate);
             // Two exits a line, so each line fits an 80-column terminal.
             for chunk in exit_parts(&stats, &mut last_sent, period).chunks(2) {

@@ -52,7 +52,7 @@ pub struct Spacing {
 impl Spacing {
     /// The answer is in: the origin's next send is `delay` from now.
     pub fn answered(mut self) {
-        *self.next = Some(Instant::now() + self.delay);
+        *self.next = Some(crate::clock::now() + self.delay);
     }
 }
 
@@ -137,7 +137,7 @@ impl RobotsGate {
             _ => std::borrow::Cow::Owned(split.origin()),
         };
         let mut cache = self.cache.borrow_mut();
-        match cache.lookup(&origin, Instant::now()) {
+        match cache.lookup(&origin, crate::clock::now()) {
             RobotsState::Known(r) if r.allowed_path(split.path()) => Step::Allowed(r.crawl_delay()),
             RobotsState::Known(_) => Step::Disallowed,
             RobotsState::Fetch => Step::Fetch,
@@ -175,7 +175,7 @@ impl RobotsGate {
             notify,
         };
         let result = handle.fetch(Fetch::get(robots.to_string())).await;
-        let now = Instant::now();
+        let now = crate::clock::now();
         self.fetches.set(self.fetches.get() + 1);
         let attempts = match &result {
             Ok(r) => r.attempts,

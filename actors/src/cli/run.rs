@@ -7,7 +7,7 @@ use std::io::{self, IsTerminal};
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use exitcrawl::config::Settings;
 use exitcrawl::redact::mask_header;
@@ -360,7 +360,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         stdout: args.is_demo() || args.summary.is_none(),
         totals: Rc::clone(&totals),
         read: Arc::clone(&read),
-        started: Instant::now(),
+        started: crate::clock::now(),
         handle: handle.clone(),
         frontier: matches!(args.urls, UrlSource::Frontier(_)),
     });
@@ -419,7 +419,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         total = totals.total.get(),
         ok = totals.ok.get(),
         interrupted = totals.interrupted.get(),
-        elapsed_s = summary.started.elapsed().as_secs_f64(),
+        elapsed_s = crate::clock::since(summary.started).as_secs_f64(),
         "crawl finished"
     );
     summary.write(&summary.summary(follow_totals.as_ref()).await)?;

@@ -229,7 +229,7 @@ impl SummaryWriter {
         let summary = Summary::new(
             &self.totals,
             self.read.skipped.load(Ordering::Relaxed),
-            self.started.elapsed(),
+            crate::clock::since(self.started),
             stats,
             self.handle.metrics(),
         );

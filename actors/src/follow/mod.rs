@@ -224,7 +224,7 @@ impl<'h> Driver<'h> {
     /// [`Next::Idle`]) or that it is over ([`Next::Done`]).
     fn hand_out(&mut self, on_record: &mut OnRecord<'_>) -> Next {
         loop {
-            match self.crawl.next(Instant::now()) {
+            match self.crawl.next(crate::clock::now()) {
                 Next::Act(a) => self.act(a, None, on_record),
                 wait @ (Next::Wait(_) | Next::Idle) => return wait,
                 Next::Done => {
@@ -267,7 +267,7 @@ impl<'h> Driver<'h> {
             Request::Page(entry) => {
                 let fetch = Fetch::get(entry.url.to_string()).found_on_public(entry.from_public);
                 async move {
-                    let sent = Instant::now();
+                    let sent = crate::clock::now();
                     let result = handle.fetch(fetch).await;
                     Done::Page {
                         entry,
@@ -315,7 +315,7 @@ impl<'h> Driver<'h> {
                 host,
                 result,
             } => {
-                let now = Instant::now();
+                let now = crate::clock::now();
                 let actions = self.crawl.on_robots(&origin, &host, outcome(&result), now);
                 let why = result.as_ref().err().map(|e| e.message.as_str());
                 for a in actions {
@@ -342,7 +342,9 @@ impl<'h> Driver<'h> {
         result: Result<FetchResponse, crate::FetchError>,
         on_record: &mut OnRecord<'_>,
     ) {
-        let page = self.crawl.on_page(&entry, outcome(&result), Instant::now());
+        let page = self
+            .crawl
+            .on_page(&entry, outcome(&result), crate::clock::now());
         let (record, answer) = match result {
             Ok(r) => (FollowRecord::answered(&entry, &r, page.links), Some(r)),
             Err(e) => {

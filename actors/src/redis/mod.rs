@@ -287,7 +287,7 @@ impl Health {
         let (outage, backoff) = &mut *g;
         if let Some(since) = outage.since.take() {
             tracing::info!(
-                down_ms = since.elapsed().as_millis() as u64,
+                down_ms = crate::clock::since(since).as_millis() as u64,
                 "redis reachable again"
             );
             outage.retry_at = None;
@@ -381,7 +381,7 @@ impl Redis {
             outages: self.health.outages.load(Ordering::Relaxed),
             errors: self.health.errors.load(Ordering::Relaxed),
             script_reloads: self.health.script_reloads.load(Ordering::Relaxed),
-            down_for: g.0.since.map(|s| s.elapsed()),
+            down_for: g.0.since.map(crate::clock::since),
         }
     }
 
@@ -430,7 +430,7 @@ impl Redis {
     where
         F: Future<Output = Result<T, RedisError>>,
     {
-        if let Some(retry_in) = self.health.gate(Instant::now()) {
+        if let Some(retry_in) = self.health.gate(crate::clock::now()) {
             self.health.errors.fetch_add(1, Ordering::Relaxed);
             return Err(RedisError::Unavailable { retry_in });
         }
@@ -441,7 +441,7 @@ impl Redis {
         };
         match &res {
             Ok(_) => self.health.up(),
-            Err(e) if e.is_outage() => self.health.down(Instant::now(), e),
+            Err(e) if e.is_outage() => self.health.down(crate::clock::now(), e),
             // The server answered: it is up, the error is the caller's to handle.
             Err(_) => {
                 self.health.errors.fetch_add(1, Ordering::Relaxed);
@@ -513,7 +513,7 @@ mod tests {
             Backoff::new(Duration::from_millis(100), Duration::from_secs(1)),
             "test",
         );
-        let t0 = Instant::now();
+        let t0 = crate::clock::now();
         assert_eq!(h.gate(t0), None, "no outage: calls go through");
         let err = RedisError::Timeout {
             op: "x",

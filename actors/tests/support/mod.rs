@@ -33,9 +33,11 @@ where
     }
 }
 
-/// Held by tests that measure wall-clock spacing at the server: run alongside each
-/// other on a 2-core machine, their crawlers steal each other's CPU and the arrival
-/// times they assert on pick up scheduling delays that are not the crawler's doing.
+/// Held by tests that measure wall-clock rates at the server (goodput, a budget shared
+/// through Redis): run alongside each other on a 2-core machine, their crawlers steal
+/// each other's CPU and the arrival times they assert on pick up scheduling delays that
+/// are not the crawler's doing. Spacing claims do not need it: they run on paused time
+/// against `TestSite::start_on_runtime`, where CPU load cannot move an arrival.
 ///
 /// Async tests hold it across awaits on purpose: each test has its own runtime on its
 /// own thread, so waiting here blocks only the tests queued behind it.
