@@ -128,6 +128,10 @@ impl HostPolicy {
     /// its own, the host's budget goes on.
     const MIN_THROTTLES: f64 = 2.0;
 
+    /// How unlikely under a shared budget the throttles on one exit must be before they
+    /// count as its own limit.
+    const CHANCE: f64 = 0.01;
+
     /// The controllers of a host reached through `exits` exits.
     pub fn new(cfg: AimdConfig, exits: usize, coupling: Coupling, now: Instant) -> Self {
         let lane = |_| ExitLane {
@@ -278,7 +282,15 @@ impl HostPolicy {
         // Throttles expected on this exit if they followed the answers, and a margin of
         // three standard deviations (a Poisson count's) plus one.
         let expected = a_i * t_o / a_o;
-        t_i > 4.0 * expected && t_i > expected + 3.0 * expected.sqrt() + 1.0
+        // And chance must not explain it: a shared budget's throttles land on each exit
+        // in proportion to its answers, so the first few can all land on one exit (two
+        // of two on the same one of four exits: one time in four). Only a run that
+        // chance gives less than one time in a hundred opens a lane.
+        let share = a_i / (a_i + a_o);
+        let total = (t_i + t_o).round().min(1000.0) as u32;
+        t_i > 4.0 * expected
+            && t_i > expected + 3.0 * expected.sqrt() + 1.0
+            && binomial_tail(total, t_i.round() as u32, share) < Self::CHANCE
     }
 
     /// Give exit `exit` a controller of its own, starting at its share of the host's rate.
@@ -301,6 +313,30 @@ impl HostPolicy {
             h.rediscover(now);
         }
     }
+}
+
+/// `P(X ≥ k)` for `X ~ Binomial(n, p)`: how often `n` throttles that fall on an exit with
+/// probability `p` each put `k` or more on it.
+fn binomial_tail(n: u32, k: u32, p: f64) -> f64 {
+    if k == 0 || p >= 1.0 {
+        return 1.0;
+    }
+    if k > n || p <= 0.0 {
+        return 0.0;
+    }
+    let (lp, lq) = (p.ln(), (1.0 - p).ln());
+    // ln C(n, k), then each next term's coefficient from the last.
+    let mut ln_c: f64 = (0..k)
+        .map(|i| f64::from(n - i).ln() - f64::from(i + 1).ln())
+        .sum();
+    let mut tail = 0.0;
+    for j in k..=n {
+        tail += (ln_c + f64::from(j) * lp + f64::from(n - j) * lq).exp();
+        if j < n {
+            ln_c += f64::from(n - j).ln() - f64::from(j + 1).ln();
+        }
+    }
+    tail.min(1.0)
 }
 
 /// A tiny fixed-capacity list, so a response's changes need no allocation.
@@ -398,6 +434,38 @@ mod tests {
         assert!(p.controller(Lane::Exit(2)).is_some());
         assert!(p.controller(Lane::Exit(0)).is_none());
         assert!(p.controller(Lane::Host).is_some());
+    }
+
+    #[test]
+    fn a_few_throttles_on_one_exit_of_four_are_chance_not_a_limit_of_its_own() {
+        let t0 = Instant::now();
+        let mut p = HostPolicy::new(AimdConfig::default(), 4, Coupling::Auto, t0);
+        // A shared budget's first throttles: three in a row on exit 3 (chance gives that
+        // one time in sixteen), then the rest follow the answers (each exit in turn).
+        for i in 0..4000u32 {
+            let now = t0 + MS * i;
+            let exit = (i % 4) as usize;
+            let sig = if [3, 7, 11].contains(&i) || (i > 100 && i % 49 == 1) {
+                THROTTLE
+            } else {
+                Signal::Success
+            };
+            p.on_response(exit, &answer(now, sig), now);
+        }
+        assert_eq!(p.detected(), Detected::Host);
+        assert_eq!(p.lanes().count(), 1);
+    }
+
+    #[test]
+    fn the_binomial_tail_is_exact_at_its_ends_and_in_between() {
+        assert_eq!(binomial_tail(5, 0, 0.3), 1.0);
+        assert_eq!(binomial_tail(3, 4, 0.3), 0.0);
+        assert!((binomial_tail(2, 2, 0.25) - 0.0625).abs() < 1e-12);
+        assert!((binomial_tail(4, 4, 0.25) - 0.25f64.powi(4)).abs() < 1e-12);
+        // P(X ≥ 2), n = 4, p = 0.5: (6 + 4 + 1) / 16.
+        assert!((binomial_tail(4, 2, 0.5) - 11.0 / 16.0).abs() < 1e-12);
+        assert_eq!(binomial_tail(4, 2, 1.0), 1.0);
+        assert_eq!(binomial_tail(4, 2, 0.0), 0.0);
     }
 
     #[test]
