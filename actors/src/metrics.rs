@@ -309,7 +309,6 @@ impl Metrics {
         }
         ExitHandles {
             labels: l.clone(),
-            active: self.exit_active.get_or_create(l).clone(),
             duration: self.request_duration.get_or_create(l).clone(),
             requests,
         }
@@ -409,8 +408,6 @@ fn outcome_slot(outcome: Outcome, status: Option<u16>) -> usize {
 #[derive(Debug, Clone)]
 pub struct ExitHandles {
     labels: ExitLabels,
-    /// `exitcrawl_exit_active_requests` of this exit.
-    pub active: Gauge,
     /// `exitcrawl_request_duration_seconds` of this exit.
     pub duration: Histogram,
     /// Request counters by [`outcome_slot`]; the pairs of [`OUTCOMES`] are filled in.
