@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use actix::clock::Instant;
 use actix::prelude::*;
 use exitcrawl::health::{fleet_state, ExitHealth, FleetState, HealthPolicy, Transition};
 use exitcrawl::rng::SplitMix64;
@@ -107,7 +106,7 @@ impl HealthActor {
             Transition::Ejected { until } => tracing::warn!(
                 exit = %self.names[exit],
                 error = error.as_deref().unwrap_or(""),
-                ejected_for_ms = until.saturating_duration_since(Instant::now().into_std()).as_millis() as u64,
+                ejected_for_ms = until.saturating_duration_since(crate::clock::now()).as_millis() as u64,
                 "exit ejected"
             ),
             Transition::Probing => tracing::info!(exit = %self.names[exit], "exit probing"),
@@ -130,7 +129,7 @@ impl HealthActor {
         if exit >= self.health.len() {
             return;
         }
-        let now = Instant::now().into_std();
+        let now = crate::clock::now();
         let t = match error {
             None => self.health[exit].on_success(now),
             Some(e) => self.health[exit].on_failure(now, &e, &mut self.rng),
@@ -139,7 +138,7 @@ impl HealthActor {
     }
 
     fn round(&mut self, ctx: &mut Context<Self>) {
-        let now = Instant::now().into_std();
+        let now = crate::clock::now();
         for i in 0..self.health.len() {
             let t = self.health[i].poll(now);
             self.apply(i, t);
@@ -171,7 +170,7 @@ impl Actor for HealthActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(16 * 1024);
-        let now = Instant::now().into_std();
+        let now = crate::clock::now();
         for (i, error) in std::mem::take(&mut self.start_failures) {
             if let Some(h) = self.health.get_mut(i) {
                 let t = h.fail_at_start(now, &error, &mut self.rng);

@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use actix::clock::Instant;
 use actix::prelude::*;
 use exitcrawl::aimd::classify::{self, Failure};
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
@@ -136,7 +135,7 @@ impl LimiterActor {
         if response.signal == Signal::Neutral && hints.is_empty() {
             return;
         }
-        let now = Instant::now().into_std();
+        let now = crate::clock::now();
         let cfg = || AimdConfig::from_settings(&self.settings);
         let mut changes: Vec<(LimitKey, Adjustment)> = Vec::with_capacity(2);
         match &mut self.controllers {
@@ -287,7 +286,7 @@ impl Handler<SharedRateChanged> for LimiterActor {
         let Some(key) = LimitKey::from_redis_name(&u.key) else {
             return;
         };
-        let now = Instant::now().into_std();
+        let now = crate::clock::now();
         let cfg = AimdConfig::from_settings(&self.settings);
         let ctl_state = match &mut self.controllers {
             Controllers::Hosts { policies, exits } => {

@@ -243,7 +243,7 @@ impl Scheduler {
         shared: SharedLimits,
         ctx: &mut Context<SchedulerActor>,
     ) {
-        let now = Instant::now().into_std();
+        let now = crate::clock::now();
         let key = LimitKey::new(self.settings.limiter.scope, &self.exits[i].name, &p.host);
         let state = self.key_state(i, &p.host, now);
         let (rps, burst) = match (&state.borrow().limiter, state.borrow().fallback_from) {
@@ -280,7 +280,7 @@ impl Scheduler {
         res: Result<exitcrawl::Decision, crate::redis::RedisError>,
         ctx: &mut Context<SchedulerActor>,
     ) {
-        let now = Instant::now().into_std();
+        let now = crate::clock::now();
         let processes = self.settings.redis.processes;
         let min_rps = self.settings.limiter.min_rps;
         match res {

@@ -106,7 +106,7 @@ impl Scheduler {
     }
 
     pub(super) fn on_set_interval(&mut self, m: SetInterval, ctx: &mut Context<SchedulerActor>) {
-        let now = Instant::now().into_std();
+        let now = crate::clock::now();
         let rate = RateLabels {
             exit: m.exit.as_deref().unwrap_or("*").to_owned(),
             host: m
