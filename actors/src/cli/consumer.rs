@@ -650,11 +650,11 @@ impl<'a> Consumer<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use exitcrawl::discover::crawl::ROBOTS_UNAVAILABLE;
 
     #[test]
     fn robots_txt_that_failed_locally_is_blamed_on_the_consumer() {
-        let why =
-            |inner: &str| format!("robots_unavailable: robots.txt could not be fetched ({inner})");
+        let why = |inner: &str| format!("{ROBOTS_UNAVAILABLE} ({inner})");
         assert_eq!(
             robots_blame(&why("timeout: request timed out")),
             Blame::Timeout

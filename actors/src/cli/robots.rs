@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::Settings;
+use exitcrawl::discover::crawl::ROBOTS_UNAVAILABLE;
 use exitcrawl::discover::robots::robots_url;
 use exitcrawl::discover::{RobotsCache, RobotsPolicy, RobotsState};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
@@ -146,7 +147,7 @@ impl RobotsGate {
                 None => {
                     let why = self.failures.borrow().get(origin.as_ref()).cloned();
                     Step::Unavailable(format!(
-                        "robots_unavailable: robots.txt could not be fetched ({})",
+                        "{ROBOTS_UNAVAILABLE} ({})",
                         why.as_deref().unwrap_or("no answer yet")
                     ))
                 }
