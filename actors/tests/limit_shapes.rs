@@ -50,6 +50,13 @@ fn paused_settings() -> Settings {
     s
 }
 
+/// Pause the test's runtime and serve `cfg` on it: the site's buckets, latencies and log
+/// then run on the same paused clock as the crawler.
+fn paused_site(cfg: SiteConfig) -> TestSite {
+    tokio::time::pause();
+    TestSite::start_on_runtime(cfg)
+}
+
 /// Fetch `urls` with at most 64 in flight; the replies in completion order.
 async fn crawl(h: &CrawlerHandle, urls: Vec<String>) -> Vec<Result<FetchResponse, String>> {
     let mut pending = urls.into_iter();
@@ -103,18 +110,18 @@ struct Shape {
     goodput: f64,
 }
 
-/// A crawl of `n` pages of `site` with settings `s`, as the crawler and the server saw
-/// it; `capacity` in requests per second, `refusal` the site's refusal status.
+/// A crawl of `n` pages of `site` (from [`paused_site`]) on paused time, as the crawler
+/// and the server saw it; `capacity` in requests per second, `refusal` the site's refusal
+/// status.
 async fn crawl_shape(
     site: &TestSite,
-    s: Settings,
     n: usize,
     capacity: f64,
     warmup: Duration,
     refusal: u16,
 ) -> Shape {
-    let h = Crawler::start(s).expect("start");
-    // The site's clock: the runtime's, which is the real one unless the test paused it.
+    let h = Crawler::start(paused_settings()).expect("start");
+    // The site's clock: the runtime's, paused.
     let since = tokio::time::Instant::now().into_std();
     let urls = (0..n).map(|i| site.url(&format!("/p/{i}"))).collect();
     let replies = crawl(&h, urls).await;
@@ -144,8 +151,7 @@ async fn a_limit_for_the_whole_host_is_shared_by_four_exits() {
     // What the limiter decides (one budget or one per exit) on paused time, with the site
     // on the same runtime: on the real clock a CPU-starved machine delays some exits'
     // requests more than others, and their refusals then look like per-exit limits.
-    tokio::time::pause();
-    let site = TestSite::start_on_runtime(SiteConfig {
+    let site = paused_site(SiteConfig {
         limit: Limit::Global(Rate::per_second(80, 8)),
         retry_after: RetryAfter::Omit,
         latency: Duration::from_millis(20),
@@ -159,15 +165,7 @@ async fn a_limit_for_the_whole_host_is_shared_by_four_exits() {
         limits,
         seen: s,
         goodput,
-    } = crawl_shape(
-        &site,
-        paused_settings(),
-        1000,
-        80.0,
-        Duration::from_secs(3),
-        429,
-    )
-    .await;
+    } = crawl_shape(&site, 1000, 80.0, Duration::from_secs(3), 429).await;
     assert_eq!(ok, 1000, "every URL ends 200");
     // Slow start overshoots once; after it, the probe costs about one refusal a cycle.
     assert!(
@@ -206,8 +204,7 @@ async fn a_strict_limit_per_source_ip_gets_evenly_spaced_requests() {
     // request sooner than 66.7 ms after that address's last accepted one is refused.
     // Spacing, so on paused time with the site on the same runtime: a loaded machine
     // cannot bunch requests that the crawler spaced.
-    tokio::time::pause();
-    let site = TestSite::start_on_runtime(SiteConfig {
+    let site = paused_site(SiteConfig {
         limit: Limit::PerPeer(Rate::per_second(15, 1)),
         reject_status: 503,
         retry_after: RetryAfter::Omit,
@@ -221,15 +218,7 @@ async fn a_strict_limit_per_source_ip_gets_evenly_spaced_requests() {
         seen: s,
         goodput,
         ..
-    } = crawl_shape(
-        &site,
-        paused_settings(),
-        700,
-        60.0,
-        Duration::from_secs(3),
-        503,
-    )
-    .await;
+    } = crawl_shape(&site, 700, 60.0, Duration::from_secs(3), 503).await;
     assert_eq!(ok, 700, "every URL ends 200");
     assert!(
         s.refused_after as f64 <= 0.03 * s.requests_after as f64,
@@ -293,9 +282,8 @@ async fn faulty_pages_do_not_slow_an_unlimited_site() {
 async fn an_exit_limited_harder_than_the_others_gets_a_budget_of_its_own() {
     // 60/s per source IP (burst 6), but 127.0.0.4 only 15/s: 195/s for the four exits.
     // On paused time, as the host-wide test, so the scope found is the site's doing.
-    tokio::time::pause();
     let slow = support::ip("127.0.0.4");
-    let site = TestSite::start_on_runtime(SiteConfig {
+    let site = paused_site(SiteConfig {
         limit: Limit::PerPeerExcept {
             rate: Rate::per_second(60, 6),
             peer: slow,
@@ -311,15 +299,7 @@ async fn an_exit_limited_harder_than_the_others_gets_a_budget_of_its_own() {
         limits,
         seen: s,
         goodput,
-    } = crawl_shape(
-        &site,
-        paused_settings(),
-        4000,
-        195.0,
-        Duration::from_secs(8),
-        429,
-    )
-    .await;
+    } = crawl_shape(&site, 4000, 195.0, Duration::from_secs(8), 429).await;
     assert_eq!(ok, 4000, "every URL ends 200");
     assert_eq!(limits[0].scope, "per_ip", "{limits:?}");
     assert!(
