@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{eventually, exits, ip};
+use support::{eventually, exits, ip, paused_site, timeouts_for_paused_time};
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -26,24 +26,12 @@ fn settings(exits: Vec<ExitSettings>) -> Settings {
     s
 }
 
-/// [`settings`] for a test on paused time against [`TestSite::start_on_runtime`]: pacing,
-/// Retry-After pauses and the site's buckets all run on the runtime's clock, so spacing is
-/// exact and a loaded machine cannot stretch it. Timeouts are ten minutes: when every task
-/// waits, tokio jumps paused time to the next timer, and a request timeout as short as the
-/// usual 5 s could be that timer while loopback I/O is still being handed between the
-/// crawler and the site; ten minutes is beyond any pacing timer here, so a jump can only
-/// reach those.
+/// [`settings`] for a test on paused time against [`paused_site`]: pacing, Retry-After
+/// pauses and the site's buckets all run on the runtime's clock.
 fn paused_settings(exits: Vec<ExitSettings>) -> Settings {
     let mut s = settings(exits);
-    s.crawler.timeout_ms = 600_000;
-    s.crawler.connect_timeout_ms = 600_000;
+    timeouts_for_paused_time(&mut s);
     s
-}
-
-/// A paused runtime and a site served on it (see [`paused_settings`]).
-fn paused_site(cfg: SiteConfig) -> TestSite {
-    tokio::time::pause();
-    TestSite::start_on_runtime(cfg)
 }
 
 async fn fetch_all(

@@ -17,7 +17,7 @@
 
 mod support;
 
-use support::{exits, wall_clock_guard};
+use support::{exits, paused_site, timeouts_for_paused_time, wall_clock_guard};
 
 use std::time::{Duration, Instant};
 
@@ -39,22 +39,11 @@ fn settings() -> Settings {
     s
 }
 
-/// [`settings`] for paused time: when every task waits, tokio jumps paused time to the
-/// next timer, and a 5 s request timeout could be that timer while loopback I/O is still
-/// being handed between the crawler and the site; with ten minutes a jump can only reach
-/// the pacing and latency timers.
+/// [`settings`] for a crawl on paused time against [`paused_site`].
 fn paused_settings() -> Settings {
     let mut s = settings();
-    s.crawler.timeout_ms = 600_000;
-    s.crawler.connect_timeout_ms = 600_000;
+    timeouts_for_paused_time(&mut s);
     s
-}
-
-/// Pause the test's runtime and serve `cfg` on it: the site's buckets, latencies and log
-/// then run on the same paused clock as the crawler.
-fn paused_site(cfg: SiteConfig) -> TestSite {
-    tokio::time::pause();
-    TestSite::start_on_runtime(cfg)
 }
 
 /// Fetch `urls` with at most 64 in flight; the replies in completion order.

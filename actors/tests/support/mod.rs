@@ -50,6 +50,25 @@ pub fn wall_clock_guard() -> WallClockGuard {
 /// See [`wall_clock_guard`]; released on drop.
 pub struct WallClockGuard(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
 
+/// Pause the test's runtime and serve `cfg` on it (`TestSite::start_on_runtime`): the
+/// site's buckets, latencies and log then run on the same paused clock as the crawler, so
+/// spacing is exact and a loaded machine cannot stretch it. Pair it with
+/// [`timeouts_for_paused_time`].
+pub fn paused_site(cfg: exitcrawl_testsite::SiteConfig) -> exitcrawl_testsite::TestSite {
+    tokio::time::pause();
+    exitcrawl_testsite::TestSite::start_on_runtime(cfg)
+}
+
+/// Request and connect timeouts of ten minutes, for a crawl on paused time: when every
+/// task waits, tokio jumps paused time to the next timer, and a usual 5 s request timeout
+/// could be that timer while loopback I/O is still being handed between the crawler and
+/// the site; ten minutes is beyond any pacing or latency timer, so a jump can only reach
+/// those.
+pub fn timeouts_for_paused_time(s: &mut exitcrawl::config::Settings) {
+    s.crawler.timeout_ms = 600_000;
+    s.crawler.connect_timeout_ms = 600_000;
+}
+
 /// An IP literal.
 pub fn ip(s: &str) -> std::net::IpAddr {
     s.parse().expect("ip literal")
