@@ -23,6 +23,10 @@
 //! [`CrawlerHandle`] or by sending [`Fetch`] to the [`SchedulerActor`]; the other actors'
 //! messages are the crawler's own wiring, free to change.
 //! - [`crawler`]: `Crawler::start(settings) -> CrawlerHandle`, the embedding API.
+//! - `headers` ([`Headers`] public): an answer's headers, read as the `http` crate's
+//!   names and values without rebuilding awc's map for every answer.
+//! - `workers`: long-lived tasks that run an owner's jobs in turn (an exit's requests
+//!   from another Arbiter, `Fetch` messages), instead of a task per job.
 //! - `cutoff`: ends the scheduler's direct-path attempts when a shutdown's grace period
 //!   is over, for a few instructions per fetch.
 //! - [`follow`]: `crawl_site` — follow links from seeds through a `CrawlerHandle`, with
@@ -51,6 +55,7 @@ pub mod crawler;
 mod cutoff;
 mod exit;
 pub mod follow;
+mod headers;
 mod health;
 mod limiter;
 pub mod messages;
@@ -58,12 +63,14 @@ pub mod metrics;
 pub mod net;
 pub mod redis;
 mod scheduler;
+mod workers;
 
 pub use crawler::{Crawler, CrawlerHandle, StartError};
 pub use follow::{
     crawl_site, resume_site, resume_site_answers, FollowOptions, FollowRecord, FollowTotals,
     PendingLink, Resume, SkipReason,
 };
+pub use headers::Headers;
 /// The `http` crate this API's HTTP types come from (`Fetch::method`,
 /// `FetchResponse::headers`), re-exported so callers name the same version.
 pub use http;

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use bytes::Bytes;
 use exitcrawl::headers::ServerHints;
-use http::{HeaderMap, Method};
+use http::Method;
+
+use crate::headers::Headers;
 
 use crate::net::FailureKind;
 
@@ -98,8 +100,9 @@ pub struct FetchResponse {
     pub final_url: Option<String>,
     /// HTTP status of the final attempt.
     pub status: u16,
-    /// Response headers of the final attempt.
-    pub headers: HeaderMap,
+    /// Response headers of the final attempt (names and values of the `http` crate; see
+    /// [`Headers`] for why not an `http::HeaderMap`).
+    pub headers: Headers,
     /// Response body, decoded (at most `crawler.max_body_bytes` once decoded). When it came
     /// encoded, `Content-Encoding` and `Content-Length` are taken off `headers` (they
     /// described the encoded body) and the encoding is in `content_encoding`.
@@ -575,7 +578,7 @@ pub(crate) struct Attempted {
 #[derive(Debug)]
 pub(crate) struct Answer {
     pub status: u16,
-    pub headers: HeaderMap,
+    pub headers: Headers,
     pub body: Bytes,
     /// Body bytes as they came over the wire (encoded, if it was).
     pub wire_bytes: u64,

@@ -8,8 +8,7 @@
 //! actor decides nothing: the scheduler chose this exit and paced the request, the exit
 //! just sends it and reports what happened.
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::cell::RefCell;
 use std::net::IpAddr;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
@@ -19,7 +18,6 @@ use actix::prelude::*;
 use awc::error::{PayloadError, SendRequestError};
 use awc::http::header::{HeaderMap, HeaderName, HeaderValue};
 use awc::http::{Method, Uri};
-use tokio::sync::Notify;
 
 mod hop;
 mod request;
@@ -31,10 +29,12 @@ use request::{Clients, Identity};
 pub(crate) use share::ExitShare;
 
 use crate::body::{Body, Finished};
+use crate::headers::Headers;
 use crate::messages::{
     Answer, AttemptFailure, Attempted, Counters, FetchErrorKind, GetCounters, Ping, SendRequest,
 };
 use crate::net::{classify, refusal, ClientOptions, DnsCache, FailureKind};
+use crate::workers::{Owner, Pool};
 
 impl Counters {
     /// Count one ended attempt.
@@ -95,10 +95,9 @@ pub struct ExitOptions {
 /// on it directly, saving a mailbox hop per fetch; an exit on an Arbiter of its own is
 /// reached through the actor's mailbox. Either way the request runs the same code.
 ///
-/// Requests run on worker tasks that live as long as the core (at most `max_concurrent`,
-/// started as load needs them), not on a task per request: an async request is a large
-/// future, and spawning one per request copied it several times and was among the
-/// largest costs of the actor path (see README, "Cost of the actor system").
+/// Requests sent through the exit's mailbox run on worker tasks that live as long as the
+/// core (at most `max_concurrent`, started as load needs them; see `crate::workers` for
+/// why not a task per request).
 pub struct ExitCore {
     opts: ExitOptions,
     clients: Clients,
@@ -106,21 +105,20 @@ pub struct ExitCore {
     counters: RefCell<Counters>,
     /// Its active count and token bucket, shared with the scheduler that chooses it.
     share: ExitShare,
-    /// Requests waiting for a worker.
-    queue: RefCell<VecDeque<SendRequest>>,
-    /// Wakes one idle worker per request queued.
-    work: Rc<Notify>,
-    /// Worker tasks started.
-    workers: Cell<usize>,
-    /// Workers waiting on `work` and not yet woken.
-    idle: Cell<usize>,
+    /// Requests waiting for a worker, at most `max_concurrent` workers.
+    workers: Pool<SendRequest>,
     me: Weak<ExitCore>,
 }
 
-impl Drop for ExitCore {
-    fn drop(&mut self) {
-        // Idle workers hold only a weak reference: wake them to see it is gone and end.
-        self.work.notify_waiters();
+impl Owner for ExitCore {
+    type Job = SendRequest;
+
+    fn pool(&self) -> &Pool<SendRequest> {
+        &self.workers
+    }
+
+    async fn run(self: Rc<Self>, msg: SendRequest) {
+        self.attempt(msg).await;
     }
 }
 
@@ -131,12 +129,9 @@ impl ExitCore {
             share,
             clients: Clients::new(opts.client.clone(), dns, opts.addresses.clone()),
             identity: Identity::new(&opts.headers, opts.cookies),
+            workers: Pool::new(opts.client.max_concurrent),
             opts,
             counters: RefCell::default(),
-            queue: RefCell::default(),
-            work: Rc::new(Notify::new()),
-            workers: Cell::new(0),
-            idle: Cell::new(0),
             me: me.clone(),
         })
     }
@@ -152,17 +147,7 @@ impl ExitCore {
     /// Send one request on a worker and report the attempt through `msg.done`.
     pub(crate) fn send(&self, msg: SendRequest) {
         self.count_start();
-        self.queue.borrow_mut().push_back(msg);
-        if self.idle.get() > 0 {
-            self.idle.set(self.idle.get() - 1);
-            self.work.notify_one();
-        } else if self.workers.get() < self.opts.client.max_concurrent.max(1) {
-            self.workers.set(self.workers.get() + 1);
-            // Tasks of their own, not futures in an actor's context: a context polls
-            // every future it holds each time any of them makes progress.
-            actix_rt::spawn(worker(self.me.clone(), Rc::clone(&self.work)));
-        }
-        // Otherwise every worker is busy; the first one free takes it.
+        self.workers.push(&self.me, msg);
     }
 
     /// Count a request that starts. It is active from the scheduler's reservation to
@@ -175,15 +160,6 @@ impl ExitCore {
         self.counters
             .borrow_mut()
             .record(attempted, &self.opts.throttle_statuses);
-    }
-
-    /// The next queued request, or `None` after counting the caller as idle.
-    fn next_or_idle(&self) -> Option<SendRequest> {
-        let next = self.queue.borrow_mut().pop_front();
-        if next.is_none() {
-            self.idle.set(self.idle.get() + 1);
-        }
-        next
     }
 
     async fn attempt(&self, msg: SendRequest) {
@@ -448,29 +424,13 @@ fn answer(
     }
     Ok(Answer {
         status,
-        headers: headers.into(),
+        headers: Headers::from_wire(headers),
         body: body.body,
         wire_bytes: body.wire_bytes,
         content_encoding: body.decoded,
         final_url,
         peer_private: None,
     })
-}
-
-/// A worker: runs queued requests one after another while the core lives.
-async fn worker(core: Weak<ExitCore>, work: Rc<Notify>) {
-    let _count = WorkerCount(core.clone());
-    loop {
-        let next = match core.upgrade() {
-            Some(core) => core.next_or_idle().map(|msg| (core, msg)),
-            None => return,
-        };
-        match next {
-            // The strong reference is held only while a request runs.
-            Some((core, msg)) => core.attempt(msg).await,
-            None => work.notified().await,
-        }
-    }
 }
 
 /// A request running on the caller's task (see [`ExitCore::start`]): dropped
@@ -482,19 +442,6 @@ impl Running<'_> {
     /// Count the request's end.
     pub(crate) fn end(self, attempted: &Attempted) {
         self.0.count_end(attempted);
-    }
-}
-
-/// Takes a worker off the core's count when its task ends (a panic inside a request, or
-/// its Arbiter stopping), so `send` starts another when one is needed. Idle workers end
-/// only with the core or their Arbiter, so the idle count needs no such care.
-struct WorkerCount(Weak<ExitCore>);
-
-impl Drop for WorkerCount {
-    fn drop(&mut self) {
-        if let Some(core) = self.0.upgrade() {
-            core.workers.set(core.workers.get().saturating_sub(1));
-        }
     }
 }
 

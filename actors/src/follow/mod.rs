@@ -392,13 +392,13 @@ mod tests {
                 http::header::CONTENT_TYPE,
                 http::header::HeaderValue::from_static(v),
             );
-            m
+            crate::Headers::from(m)
         };
         assert!(is_html(&h("text/html; charset=utf-8")));
         assert!(is_html(&h(" TEXT/HTML")));
         assert!(is_html(&h("application/xhtml+xml")));
         assert!(!is_html(&h("text/plain")));
-        assert!(!is_html(&HeaderMap::new()));
+        assert!(!is_html(&crate::Headers::new()));
     }
 
     #[test]

@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
+use crate::headers::Headers;
 use exitcrawl::discover::crawl::{Answer, Failure};
 use exitcrawl::discover::Entry;
-use http::HeaderMap;
 use url::Url;
 
 use crate::messages::{FetchError, FetchErrorKind, FetchResponse};
@@ -28,7 +28,7 @@ pub(super) enum Done {
     },
 }
 
-pub(super) fn is_html(headers: &HeaderMap) -> bool {
+pub(super) fn is_html(headers: &Headers) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
