@@ -10,10 +10,16 @@
 //! which `crawler.arbiters` layouts to measure), `--body B` response body bytes (default 64),
 //! `--only bare|actor` (run one path, no ratio: for profiling one path alone), `--rounds R`
 //! (default 3: timed rounds, each running every path once, in turn; the summary gives
-//! medians, and the ratio is the median of each round's actor/bare), `--via
+//! medians, and the ratio is the median of each round's actor/bare), `--slices S`
+//! (default 20: each round runs its paths in S turns of `N/S` fetches each, so every path
+//! meets the machine in the same state; 1 runs each path's `N` in one go), `--via
 //! handle|addr|both` (default `handle`: how the actor path's fetches get in), `--floor`
 //! (also run the bare loop with one `Addr::send` round trip to a do-nothing actor before
-//! each request: the floor for any design that routes each fetch through a mailbox).
+//! each request: the floor for any design that routes each fetch through a mailbox),
+//! `--yield` (on every path, each task yields to the runtime once before each request, so
+//! the requests of one batch of answers go out together after it: a diagnostic of how much
+//! of a difference between paths is the order of sends and receives rather than work;
+//! see the README).
 //!
 //! - **actor**: `Crawler::start` with one exit on 127.0.0.2, `limiter.algorithm = "none"`,
 //!   `crawler.concurrency = C`, the exit's `max_concurrent = C`, `per_host_connections = C`,
@@ -35,6 +41,7 @@
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, Arbiters, ExitSettings, Settings};
@@ -53,6 +60,8 @@ struct Args {
     only: Option<&'static str>,
     /// Timed rounds; each round runs every path once.
     rounds: usize,
+    /// Turns per round: every path runs `count / slices` fetches per turn.
+    slices: usize,
     /// How the actor path's fetches get in (`--via handle|addr|both`).
     via: Vec<Via>,
     /// Also run the bare loop with one do-nothing actor round trip per request (`--floor`).
@@ -76,6 +85,7 @@ fn parse_args() -> Result<Args, String> {
         body: 64,
         only: None,
         rounds: 3,
+        slices: 20,
         via: vec![Via::Handle],
         floor: false,
     };
@@ -87,6 +97,7 @@ fn parse_args() -> Result<Args, String> {
             "--concurrency" => args.concurrency = number(&flag, &value()?)?.max(1),
             "--body" => args.body = number(&flag, &value()?)?,
             "--rounds" => args.rounds = number(&flag, &value()?)?.max(1),
+            "--slices" => args.slices = number(&flag, &value()?)?.max(1),
             "--only" => {
                 args.only = match value()?.as_str() {
                     "bare" => Some("bare"),
@@ -95,6 +106,7 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--floor" => args.floor = true,
+            "--yield" => YIELD_FIRST.store(true, Ordering::Relaxed),
             "--via" => {
                 args.via = match value()?.as_str() {
                     "handle" => vec![Via::Handle],
@@ -114,7 +126,7 @@ fn parse_args() -> Result<Args, String> {
             "-h" | "--help" => {
                 return Err("usage: bench_raw [--count N] [--concurrency C] \
                             [--arbiters single|per_exit|both] [--via handle|addr|both] [--body B] \
-                            [--only bare|actor] [--rounds R] [--floor]"
+                            [--only bare|actor] [--rounds R] [--slices S] [--floor] [--yield]"
                     .into())
             }
             other => return Err(format!("unknown flag {other:?} (try --help)")),
@@ -138,6 +150,23 @@ struct Run {
 }
 
 impl Run {
+    fn empty() -> Self {
+        Run {
+            done: 0,
+            errors: 0,
+            elapsed: Duration::ZERO,
+            cpu: Some(Duration::ZERO),
+        }
+    }
+
+    /// This run and `other` as one.
+    fn add(&mut self, other: Run) {
+        self.done += other.done;
+        self.errors += other.errors;
+        self.elapsed += other.elapsed;
+        self.cpu = self.cpu.zip(other.cpu).map(|(a, b)| a + b);
+    }
+
     fn rate(&self) -> f64 {
         self.done as f64 / self.elapsed.as_secs_f64()
     }
@@ -169,6 +198,9 @@ fn client_cpu() -> Option<Duration> {
     Some(Duration::from_nanos(total))
 }
 
+/// `--yield`: every path's tasks yield to the runtime once before each request.
+static YIELD_FIRST: AtomicBool = AtomicBool::new(false);
+
 /// Run `count` calls of `one` with `concurrency` tasks on the current Arbiter.
 /// `one` returns whether the request got a 200.
 async fn drive<F, Fut>(count: usize, concurrency: usize, one: F) -> Run
@@ -180,6 +212,7 @@ where
     let errors = Rc::new(Cell::new(0usize));
     let cpu_before = client_cpu();
     let started = Instant::now();
+    let yield_first = YIELD_FIRST.load(Ordering::Relaxed);
     let tasks: Vec<_> = (0..concurrency.min(count.max(1)))
         .map(|_| {
             let next = next.clone();
@@ -192,6 +225,9 @@ where
                         break;
                     }
                     next.set(n + 1);
+                    if yield_first {
+                        tokio::task::yield_now().await;
+                    }
                     if !one().await {
                         errors.set(errors.get() + 1);
                     }
@@ -389,30 +425,48 @@ fn start_paths(
 }
 
 /// The timed rounds, each printed as it ends: the bare loop's runs and each path's.
+/// A round runs its paths in `slices` turns; each turn runs every path in order on its
+/// share of the round's fetches.
 async fn run_rounds(
     client: &awc::Client,
     url: &str,
-    count: usize,
-    c: usize,
-    rounds: usize,
+    (count, c, rounds, slices): (usize, usize, usize, usize),
     run_bare: bool,
     handles: &[(String, Path)],
 ) -> (Vec<Run>, Vec<Vec<Run>>) {
-    // Rounds alternate the paths, so a burst of other load on the machine hits all of
-    // them alike; the summary takes medians.
+    // Rounds and their turns alternate the paths so that other load on the machine hits
+    // all of them alike: on a shared VM the machine's own speed was seen to move by half
+    // between runs seconds apart, so each path's share of a round is spread over the round
+    // in turns a fraction of a second long. The summary takes medians.
     let mut bare_runs = Vec::new();
     let mut actor_runs: Vec<Vec<Run>> = handles.iter().map(|_| Vec::new()).collect();
+    let slices = slices.clamp(1, count.max(1));
     for round in 1..=rounds {
         if rounds > 1 {
             println!("round {round}/{rounds}");
         }
-        if run_bare {
-            let r = bare_run(client, None, url, count, c).await;
-            report("bare awc", &r);
-            bare_runs.push(r);
+        let mut bare = Run::empty();
+        let mut paths: Vec<Run> = handles.iter().map(|_| Run::empty()).collect();
+        for turn in 0..slices {
+            // The remainder goes to the last turn.
+            let n = count / slices
+                + if turn + 1 == slices {
+                    count % slices
+                } else {
+                    0
+                };
+            if run_bare {
+                bare.add(bare_run(client, None, url, n, c).await);
+            }
+            for ((_, path), acc) in handles.iter().zip(&mut paths) {
+                acc.add(path.run(client, url, n, c).await);
+            }
         }
-        for (k, (label, path)) in handles.iter().enumerate() {
-            let r = path.run(client, url, count, c).await;
+        if run_bare {
+            report("bare awc", &bare);
+            bare_runs.push(bare);
+        }
+        for (k, ((label, _), r)) in handles.iter().zip(paths).enumerate() {
             report(label, &r);
             actor_runs[k].push(r);
         }
@@ -491,8 +545,8 @@ fn main() {
         for (_, path) in &handles {
             let _ = path.run(&client, &url, warmup, c).await;
         }
-        let (bare_runs, actor_runs) =
-            run_rounds(&client, &url, count, c, rounds, run_bare, &handles).await;
+        let shape = (count, c, rounds, args.slices);
+        let (bare_runs, actor_runs) = run_rounds(&client, &url, shape, run_bare, &handles).await;
         if run_bare && !handles.is_empty() {
             print_medians(rounds, &bare_runs, &handles, &actor_runs);
         }
