@@ -65,11 +65,14 @@ impl Family {
     }
 
     /// The family of a URL's host when it is an address literal (`127.0.0.1`, `[::1]`);
-    /// `None` for a name, whose addresses are known only once resolved.
+    /// `None` for a name, whose addresses are known only once resolved. (An IPv4 literal
+    /// starts with a digit, so most names are told apart without a parse.)
     pub fn of_host(host: &str) -> Option<Family> {
         if host.starts_with('[') {
             Some(Family::V6)
-        } else if host.parse::<std::net::Ipv4Addr>().is_ok() {
+        } else if host.as_bytes().first().is_some_and(u8::is_ascii_digit)
+            && host.parse::<std::net::Ipv4Addr>().is_ok()
+        {
             Some(Family::V4)
         } else {
             None

@@ -9,7 +9,7 @@ use exitcrawl::address::AddressRule;
 use exitcrawl::cookies::{CookieJar, Stored};
 
 use super::hop::{is_credential, Hop};
-use crate::net::{build_client_reaching, ClientOptions, DnsCache, Reach};
+use crate::net::{build_client_reaching, host_of, ClientOptions, DnsCache, Reach};
 
 /// An exit's awc clients, built when first needed: one that reaches any address when the
 /// private-address rule is lifted; otherwise one for public and one for private targets,
@@ -58,7 +58,7 @@ impl Clients {
             hop.private = Some(false);
             return true;
         }
-        match self.dns.cached(hop.uri.host().unwrap_or("")) {
+        match self.dns.cached(host_of(&hop.uri).unwrap_or("")) {
             Some(addrs) => {
                 hop.private = Some(self.all_private(&addrs));
                 true
@@ -70,7 +70,7 @@ impl Clients {
     /// [`Self::decide`] after resolving the host. A name that does not resolve is sent
     /// as public, where the connector reports the resolver's error.
     pub(super) async fn resolve(&self, hop: &mut Hop) {
-        let private = match self.dns.lookup(hop.uri.host().unwrap_or("")).await {
+        let private = match self.dns.lookup(host_of(&hop.uri).unwrap_or("")).await {
             Ok(addrs) => self.all_private(&addrs),
             Err(_) => false,
         };
@@ -142,7 +142,7 @@ impl Identity {
             return;
         }
         let https = hop.uri.scheme_str() == Some("https");
-        let host = hop.uri.host().unwrap_or("");
+        let host = host_of(&hop.uri).unwrap_or("");
         let Some(kept) = jar.borrow_mut().header(host, https, SystemTime::now()) else {
             return;
         };
@@ -160,7 +160,7 @@ impl Identity {
         let Some(jar) = &self.jar else {
             return;
         };
-        let host = hop.uri.host().unwrap_or("");
+        let host = host_of(&hop.uri).unwrap_or("");
         let now = SystemTime::now();
         let mut jar = jar.borrow_mut();
         for v in answer.get_all(SET_COOKIE) {

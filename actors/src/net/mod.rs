@@ -23,6 +23,8 @@ mod dns;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use awc::http::Uri;
+
 pub use classify::{classify, classify_connect, refusal, FailureKind};
 pub use connector::{connect_from, test_bind, ExitConnector, Reach, SocketError, Stage};
 pub use dns::{DnsCache, ResolveFuture};
@@ -135,9 +137,44 @@ fn install_crypto_provider() {
     });
 }
 
+/// The host of a URI's authority, as `Uri::host` gives it (an IPv6 literal keeps its
+/// brackets), found with byte searches: `Uri::host` splits by `char` patterns, which
+/// showed as a measurable share of admission.
+pub(crate) fn host_of(uri: &Uri) -> Option<&str> {
+    let auth = uri.authority()?.as_str();
+    let host_port = match auth.bytes().rposition(|b| b == b'@') {
+        Some(at) => &auth[at + 1..],
+        None => auth,
+    };
+    if host_port.starts_with('[') {
+        return host_port.find(']').map(|end| &host_port[..=end]);
+    }
+    Some(match host_port.bytes().position(|b| b == b':') {
+        Some(colon) => &host_port[..colon],
+        None => host_port,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_of_agrees_with_uri_host() {
+        for url in [
+            "http://example.com/",
+            "http://Example.COM:8080/x",
+            "https://user:pw@example.com:443/a?b#c",
+            "http://user@[::1]:8080/",
+            "http://[2001:db8::1]/",
+            "http://127.0.0.1:1234",
+            "http://a@b@c:80/",
+            "http://example.com:/",
+        ] {
+            let uri: Uri = url.parse().expect(url);
+            assert_eq!(host_of(&uri), uri.host(), "{url}");
+        }
+    }
 
     /// Options and the DNS cache cross Arbiters (the client itself cannot).
     #[test]
