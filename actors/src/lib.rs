@@ -25,8 +25,8 @@
 //! - [`crawler`]: `Crawler::start(settings) -> CrawlerHandle`, the embedding API.
 //! - `headers` ([`Headers`] public): an answer's headers, read as the `http` crate's
 //!   names and values without rebuilding awc's map for every answer.
-//! - `workers`: long-lived tasks that run an owner's jobs in turn (an exit's requests
-//!   from another Arbiter, `Fetch` messages), instead of a task per job.
+//! - `workers`: long-lived tasks that run an exit's requests from a scheduler on another
+//!   Arbiter in turn, instead of a task per request.
 //! - `cutoff`: ends the scheduler's direct-path attempts when a shutdown's grace period
 //!   is over, for a few instructions per fetch.
 //! - [`follow`]: `crawl_site` — follow links from seeds through a `CrawlerHandle`, with

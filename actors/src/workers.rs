@@ -1,12 +1,11 @@
 //! Long-lived tasks that run an owner's jobs one after another: an exit's HTTP requests
-//! from another Arbiter's scheduler, and the fetches other actors send as `Fetch` messages.
+//! from a scheduler on another Arbiter.
 //!
-//! Why not a task per job: a job here is a large future (a fetch with its HTTP exchange
-//! is about 2 KB). Spawning one per job allocates it outside the allocator's small-block
-//! cache, copies it on the way in and sets up a task; for a `Fetch` message that was
-//! about 4,000 instructions of a fetch against a fast local site (README, "Cost of the
+//! Why not a task per job: a request is a large future; spawning one per request copied
+//! it several times and was among the largest costs of that path (README, "Cost of the
 //! actor system"). A worker builds each job's future in place, inside its own future,
-//! which lives as long as the worker.
+//! which lives as long as the worker. (`Fetch` messages do take a task each: measured,
+//! that order of sends was the faster one; see `scheduler/admission.rs`.)
 //!
 //! Workers start as load needs them, up to the pool's cap; beyond it jobs wait in the
 //! pool's queue, in order, and the first worker free takes the next. A worker holds its

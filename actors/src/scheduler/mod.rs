@@ -280,20 +280,15 @@ impl Scheduler {
 /// through it (see `Ingress::fetch`); everything else comes in as messages.
 pub struct SchedulerActor {
     state: Rc<RefCell<Scheduler>>,
-    /// The one way in for a fetch, which a `Fetch` message takes too, on workers.
-    admissions: Rc<Admissions>,
+    /// The one way in for a fetch, which a `Fetch` message takes too.
+    ingress: Rc<Ingress>,
 }
 
 impl SchedulerActor {
     pub(crate) fn new(state: Scheduler, ingress: Ingress) -> Self {
-        let c = &state.settings.crawler;
-        // Enough workers to fill every slot in flight and in the queue; more would only
-        // wait for a queue slot, which the pool's own queue does without a task each.
-        let cap =
-            usize::try_from(c.concurrency.saturating_add(c.queue_capacity)).unwrap_or(usize::MAX);
         Self {
             state: Rc::new(RefCell::new(state)),
-            admissions: Admissions::new(ingress, cap),
+            ingress: Rc::new(ingress),
         }
     }
 
