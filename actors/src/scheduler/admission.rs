@@ -20,28 +20,8 @@ pub(super) fn wire_uri(url: &str) -> Result<Uri, String> {
 
 /// A port in the URL must be 1–65535 (an empty one means the scheme's default): `http::Uri`
 /// keeps a port it cannot read as a `u16` (`:70000`) and reports none, so the connection
-/// would go to the default port instead.
-pub(super) fn check_port(uri: &Uri) -> Result<(), String> {
-    let Some(auth) = uri.authority().map(|a| a.as_str()) else {
-        return Ok(());
-    };
-    // Byte searches, as in `host_of`: `char` patterns showed in admission's cost.
-    let host_port = match auth.bytes().rposition(|b| b == b'@') {
-        Some(at) => &auth[at + 1..],
-        None => auth,
-    };
-    let after_host = if host_port.starts_with('[') {
-        match host_port.bytes().position(|b| b == b']') {
-            Some(end) => &host_port[end + 1..],
-            None => "",
-        }
-    } else {
-        host_port
-            .bytes()
-            .position(|b| b == b':')
-            .map_or("", |c| &host_port[c..])
-    };
-    let port = after_host.strip_prefix(':').unwrap_or(after_host);
+/// would go to the default port instead. `port` is the text after the host's `:`.
+pub(super) fn check_port(port: &str) -> Result<(), String> {
     if port.is_empty() {
         return Ok(());
     }
@@ -68,10 +48,10 @@ pub(super) fn parse_url(
         }
         None => return Err("not an absolute URL (expected http:// or https://)".into()),
     }
-    let host = crate::net::host_of(&uri)
-        .filter(|h| !h.is_empty())
+    let (host, port) = crate::net::host_and_port(&uri)
+        .filter(|(h, _)| !h.is_empty())
         .ok_or_else(|| "URL has no host".to_string())?;
-    check_port(&uri)?;
+    check_port(port)?;
     let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
         Arc::from(host.to_ascii_lowercase().as_str())
     } else {
