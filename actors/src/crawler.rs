@@ -230,6 +230,7 @@ fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Ar
             region: e.region.clone(),
             enabled: e.enabled,
             healthy: true,
+            health_error: None,
             addr,
             local,
             max_concurrent: e.max_concurrent,

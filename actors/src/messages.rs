@@ -388,7 +388,9 @@ pub struct ExitStats {
     pub consecutive_failures: u32,
     /// Smoothed latency of answers.
     pub latency_ewma: Option<Duration>,
-    /// The last error, with the OS error where there was one.
+    /// The last error of an attempt through this exit, with the OS error where there was
+    /// one; without any, why the health checks last took it out of service (an exit whose
+    /// source address would not bind is ejected at start and sent nothing).
     pub last_error: Option<String>,
     /// Current pacing interval per host (limiter keys involving this exit).
     pub intervals: Vec<(String, Duration)>,

@@ -226,3 +226,163 @@ async fn a_fetch_its_caller_gives_up_on_gives_its_capacity_back() {
     assert_eq!(site.requests().len(), 2, "the unpolled fetch sent nothing");
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A site on 127.0.0.1 that holds the answers to its first two requests until the test
+/// says go, then writes them in one go — a 429 with `Retry-After: 1` to `/throttled`
+/// first, then a 200 to the other — so that both are in the client's socket buffers
+/// before the client's thread runs again. Every later request gets a 200; the site notes
+/// when each arrived, counted from the 429's write.
+struct TwoAtOnce {
+    addr: std::net::SocketAddr,
+    /// Both first requests have arrived.
+    arrived: Option<tokio::sync::oneshot::Receiver<()>>,
+    go: std::sync::mpsc::Sender<()>,
+    /// Both answers are written.
+    written: std::sync::mpsc::Receiver<()>,
+    /// (path, time after the 429 was written) of every later request.
+    later: std::sync::Arc<std::sync::Mutex<Vec<(String, Duration)>>>,
+}
+
+/// One request's path from `conn` (its head read whole; GETs carry no body). `None` at EOF.
+fn read_request(conn: &mut std::net::TcpStream) -> Option<String> {
+    use std::io::Read as _;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match conn.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let line = String::from_utf8_lossy(&head);
+    line.split(' ').nth(1).map(str::to_string)
+}
+
+impl TwoAtOnce {
+    fn start() -> Self {
+        use std::io::Write as _;
+        use std::sync::{mpsc, Arc, Mutex};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (arrived_tx, arrived) = tokio::sync::oneshot::channel();
+        let (go, go_rx) = mpsc::channel();
+        let (written_tx, written) = mpsc::channel();
+        let later = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&later);
+        std::thread::spawn(move || {
+            let mut first = Vec::new();
+            for _ in 0..2 {
+                let (mut conn, _) = listener.accept().expect("accept");
+                let path = read_request(&mut conn).expect("a request");
+                first.push((path, conn));
+            }
+            let _ = arrived_tx.send(());
+            go_rx.recv().expect("go");
+            // The 429 first: its socket becomes readable first.
+            first.sort_by_key(|(path, _)| path != "/throttled");
+            let throttle =
+                b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 0\r\n\r\n";
+            first[0].1.write_all(throttle).expect("write 429");
+            let t0 = std::time::Instant::now();
+            first[1]
+                .1
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .expect("write 200");
+            written_tx.send(()).expect("test waits");
+            // Later requests, on these connections (keep-alive) or new ones.
+            let serve = move |mut conn: std::net::TcpStream, log: Arc<Mutex<Vec<_>>>| {
+                std::thread::spawn(move || {
+                    while let Some(path) = read_request(&mut conn) {
+                        log.lock().unwrap().push((path, t0.elapsed()));
+                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if conn.write_all(ok).is_err() {
+                            return;
+                        }
+                    }
+                });
+            };
+            for (_, conn) in first {
+                serve(conn, Arc::clone(&log));
+            }
+            for conn in listener.incoming().take(4) {
+                let Ok(conn) = conn else { return };
+                serve(conn, Arc::clone(&log));
+            }
+        });
+        Self {
+            addr,
+            arrived: Some(arrived),
+            go,
+            written,
+            later,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+#[actix_rt::test]
+async fn a_fetch_handed_in_beside_a_throttle_waits_for_its_pause() {
+    // Two fetches in flight to one host; their answers arrive together, the 429 (with
+    // `Retry-After: 1`) ahead of the 200. The 200's caller at once hands in a third fetch.
+    // The crawler takes in the answers already received (the 429, and the pause it leads
+    // to) before it admits a new fetch, so the third waits out the pause like the 429's
+    // retry; sent at once, it would have gone to a host that had just said "slow down".
+    let mut site = TwoAtOnce::start();
+    let mut s = Settings::with_exits(exits(1, 4));
+    // A fixed rate with room to spare: nothing but the pause can delay the third fetch.
+    s.limiter.algorithm = Algorithm::TokenBucket;
+    s.limiter.initial_rps = 1000.0;
+    s.limiter.burst = 10;
+    s.crawler.timeout_ms = 10_000;
+    let h = Crawler::start(s).expect("start");
+    let throttled = actix_rt::spawn({
+        let (h, url) = (h.clone(), site.url("/throttled"));
+        async move { h.fetch(Fetch::get(url)).await }
+    });
+    let then_third = actix_rt::spawn({
+        let (h, ok, third) = (h.clone(), site.url("/ok"), site.url("/third"));
+        async move {
+            let ok = h.fetch(Fetch::get(ok)).await;
+            (ok, h.fetch(Fetch::get(third)).await)
+        }
+    });
+    let arrived = site.arrived.take().expect("once");
+    tokio::time::timeout(Duration::from_secs(10), arrived)
+        .await
+        .expect("both requests reach the site")
+        .expect("site running");
+    site.go.send(()).expect("site running");
+    // This thread (the crawler's) is held until both answers are written, so it reads
+    // them in one turn.
+    site.written
+        .recv_timeout(Duration::from_secs(10))
+        .expect("site wrote both answers");
+    let throttled = tokio::time::timeout(Duration::from_secs(10), throttled)
+        .await
+        .expect("answered")
+        .expect("task");
+    let (ok, third) = tokio::time::timeout(Duration::from_secs(10), then_third)
+        .await
+        .expect("answered")
+        .expect("task");
+    assert_eq!(throttled.expect("retried").status, 200);
+    assert_eq!(ok.expect("answer").status, 200);
+    assert_eq!(third.expect("answer").status, 200);
+    let later = site.later.lock().unwrap().clone();
+    let third_at = later
+        .iter()
+        .find(|(path, _)| path == "/third")
+        .map(|(_, at)| *at)
+        .expect("the site saw the third fetch");
+    // The pause runs from when the limiter heard the 429, after it was written: the
+    // third fetch can only come later, however busy the machine.
+    assert!(
+        third_at >= Duration::from_millis(950),
+        "the third fetch reached the site {third_at:?} after the 429, inside its \
+         Retry-After; the site saw {later:?}"
+    );
+    h.shutdown(Duration::from_secs(1)).await;
+}

@@ -111,12 +111,9 @@ impl Handler<Fetch> for SchedulerActor {
 /// else the queue through the intake channel, with backpressure. One way in means one
 /// admission, one queue and one settle for every fetch, whoever sends it.
 ///
-/// Why a task per message and not long-lived workers (as the exits use): on the
-/// 2-core VM, `bench_raw` with both in one process measured 0.848–0.857 of the bare
-/// client for a task per message against 0.78–0.81 for workers, although workers ran
-/// fewer instructions. A worker that ends a fetch takes the next waiting one at once, so
-/// its request goes out in the middle of the answers being read; a new task sends only
-/// once those are read (README, "Cost of the actor system").
+/// Why a task per message and not long-lived workers (as the exits use): `bench_raw`
+/// measured a task per message faster on the wall clock on the 2-core VM, although
+/// workers ran fewer instructions (README, "Cost of the actor system").
 pub struct Admission {
     ingress: Rc<Ingress>,
     fetch: Fetch,

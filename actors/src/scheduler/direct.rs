@@ -141,14 +141,23 @@ impl Drop for Held {
     }
 }
 
-/// Run a fetch on the direct path ([`Scheduler::admit_direct`]) on this task: the HTTP
-/// exchange on the exit's core, raced against the shutdown cut-off, then the outcome
-/// settled in place ([`Scheduler::finish_direct`]). A fetch that may not go now queues
-/// instead.
+/// Run a fetch on the direct path ([`Scheduler::admit_direct`]) on this task, once the
+/// answers already received are taken in: the HTTP exchange on the exit's core, raced
+/// against the shutdown cut-off, then the outcome settled in place
+/// ([`Scheduler::finish_direct`]). A fetch that may not go now queues instead.
 pub(super) async fn run_direct(ingress: &Ingress, fetch: Fetch) -> Reply {
     let Some(state) = local(ingress.id) else {
         return ingress.queue(fetch, None).await;
     };
+    // Answers already received are taken in first. A caller that hands in its next fetch
+    // as soon as one answer is in (a crawl loop) would otherwise have it admitted, and
+    // sent, before the answers that arrived beside that one are read: a 429 among them,
+    // and the pause the limiter makes of it, would come too late for this fetch, which
+    // would go to a host that has just said "slow down". Yielding puts this task behind
+    // every task already woken, and behind the next poll for I/O; the reports they send
+    // (limiter, health) are handled before the admission. Tested in
+    // `tests/ingress.rs` (`a_fetch_handed_in_beside_a_throttle_waits_for_its_pause`).
+    tokio::task::yield_now().await;
     let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
     let (mut held, go) = match admitted {
         Direct::Go { exit, host, go } => (Held::new(state, exit, host), go),
@@ -209,7 +218,8 @@ impl Ingress {
     /// Fetch one URL.
     ///
     /// On the scheduler's own Arbiter, with every exit there too, a fetch that may go now
-    /// takes the direct path: admission, selection and pacing as for any fetch, then the
+    /// takes the direct path: once the answers already received are taken in (see
+    /// [`run_direct`]), admission, selection and pacing as for any fetch, then the
     /// HTTP exchange right here on the caller's task instead of on an exit worker, and
     /// the outcome settled in place. What the direct path cannot finish alone (a retry
     /// after backoff, waking queued fetches) goes to the actor. Anything else queues.

@@ -175,6 +175,9 @@ impl Scheduler {
     ) {
         if let Some(e) = self.exits.get_mut(m.exit) {
             e.healthy = m.available;
+            if !m.available && m.error.is_some() {
+                e.health_error = m.error;
+            }
         }
         let available = self.exits.iter().filter(|e| e.enabled && e.healthy).count();
         self.metrics
@@ -222,8 +225,7 @@ impl Scheduler {
                     e.addr.clone(),
                     e.name.to_string(),
                     e.source_ip,
-                    e.enabled,
-                    e.healthy,
+                    (e.enabled, e.healthy, e.health_error.clone()),
                     e.max_concurrent,
                     intervals,
                 )
@@ -231,7 +233,9 @@ impl Scheduler {
             .collect();
         Box::pin(async move {
             let mut out = Vec::with_capacity(views.len());
-            for (addr, name, source_ip, enabled, healthy, max, mut intervals) in views {
+            for (addr, name, source_ip, (enabled, healthy, health_error), max, mut intervals) in
+                views
+            {
                 let c = addr.send(GetCounters).await.unwrap_or_default();
                 intervals.sort();
                 out.push(ExitStats {
@@ -252,7 +256,7 @@ impl Scheduler {
                     },
                     consecutive_failures: c.consecutive_failures,
                     latency_ewma: c.latency_ewma,
-                    last_error: c.last_error,
+                    last_error: c.last_error.or(health_error),
                     intervals,
                 });
             }

@@ -106,6 +106,10 @@ pub(crate) struct ExitSlot {
     pub region: Option<String>,
     pub enabled: bool,
     pub healthy: bool,
+    /// Why the health actor last took the exit out of service. Shown in the stats when
+    /// no attempt through the exit failed: an exit ejected at start (its address would
+    /// not bind) is never sent a fetch, but its stats still say why.
+    pub health_error: Option<String>,
     pub addr: Addr<ExitActor>,
     /// The exit's core when it shares this Arbiter: requests start on it directly.
     pub local: Option<Rc<ExitCore>>,
