@@ -193,31 +193,46 @@ impl LatencySignal {
                 }
             }
         };
-        match reading {
-            Reading::Quiet if !learn && self.base.is_some() => self.elevated_since = None,
-            Reading::Quiet => {
-                self.elevated_since = None;
-                if self.quiet.len() == Self::QUIET_KEPT {
-                    self.quiet.remove(0);
-                }
-                self.quiet.push(median);
-                self.base = Some(median_of(&self.quiet));
+        // While the base rests on fewer than `SPREAD_AFTER` rounds, a round that reads
+        // rising at a rate clearly below the capacity (`learn`: no queue of ours can
+        // form there) is the site's own noise, and teaches the base too. Learning from
+        // quiet rounds alone keeps only the rounds that fell inside the band: a base set
+        // low by the first round of slow start on a noisy site stays low, every later
+        // round reads rising, growth stops and a latency cut follows (seen in
+        // `bench_limit`'s `host-300-noise90`; `tests/scenarios/host_300_noise90_loopback`).
+        // Once the base is settled, only quiet rounds teach it, so a queue of ours that
+        // forms while the rate is low (a queueing server) does not creep into it.
+        // Overloaded rounds never do: they call for a test cut, which adopts the new
+        // level if the site itself got slower.
+        let settled = self.quiet.len() >= Self::SPREAD_AFTER;
+        let learnable = match reading {
+            Reading::Quiet => learn || self.base.is_none(),
+            Reading::Rising => learn && !settled,
+            Reading::Overloaded => false,
+        };
+        if learnable {
+            self.elevated_since = None;
+            if self.quiet.len() == Self::QUIET_KEPT {
+                self.quiet.remove(0);
             }
-            Reading::Rising | Reading::Overloaded => {
-                let since = *self.elevated_since.get_or_insert(started);
-                if now.saturating_duration_since(since) >= STUCK_AFTER {
-                    // Elevated for long: either a standing queue of ours (a rate right at
-                    // the site's capacity keeps it, neither growing nor draining) or a
-                    // site that got slower. Only a cut tells which (BBR's ProbeRTT).
-                    self.elevated_since = Some(now);
-                    return Round {
-                        median,
-                        reading: Reading::Overloaded,
-                        started,
-                        first_sent,
-                        stuck: true,
-                    };
-                }
+            self.quiet.push(median);
+            self.base = Some(median_of(&self.quiet));
+        } else if reading == Reading::Quiet {
+            self.elevated_since = None;
+        } else {
+            let since = *self.elevated_since.get_or_insert(started);
+            if now.saturating_duration_since(since) >= STUCK_AFTER {
+                // Elevated for long: either a standing queue of ours (a rate right at
+                // the site's capacity keeps it, neither growing nor draining) or a
+                // site that got slower. Only a cut tells which (BBR's ProbeRTT).
+                self.elevated_since = Some(now);
+                return Round {
+                    median,
+                    reading: Reading::Overloaded,
+                    started,
+                    first_sent,
+                    stuck: true,
+                };
             }
         }
         Round {
@@ -277,6 +292,40 @@ mod tests {
         assert!(loud <= 5, "{loud} elevated rounds out of noise alone");
         let b = s.base().unwrap();
         assert!((40e-3..60e-3).contains(&b), "base {b}");
+    }
+
+    #[test]
+    fn a_base_set_low_by_the_first_round_is_corrected_while_the_rate_is_low() {
+        // The first round of a noisy site came out fast by chance (30 ms); the site's
+        // usual round is 48 ms: above the band (half the base) over a base of 30 ms.
+        let mut s = LatencySignal::new(2.0, 10 * MS);
+        let mut t = Instant::now();
+        let mut round = |s: &mut LatencySignal, ms: u32, learn: bool| {
+            let mut last = None;
+            for _ in 0..32 {
+                t += MS;
+                last = s.observe(MS * ms, t, 0.05, learn, t).or(last);
+            }
+            last.expect("32 samples close a round")
+        };
+        round(&mut s, 30, true);
+        assert_eq!(round(&mut s, 48, true).reading, Reading::Rising);
+        // At a rate clearly below the capacity such rounds teach the base: the usual
+        // round soon reads quiet.
+        let mut readings = Vec::new();
+        for _ in 0..4 {
+            readings.push(round(&mut s, 48, true).reading);
+        }
+        assert_eq!(readings.last(), Some(&Reading::Quiet), "{readings:?}");
+        let b = s.base().unwrap();
+        assert!((b - 48e-3).abs() < 1e-6, "base {b}");
+        // Near the capacity (not learning), a rising round teaches nothing.
+        let mut s = LatencySignal::new(2.0, 10 * MS);
+        round(&mut s, 30, true);
+        for _ in 0..5 {
+            assert_eq!(round(&mut s, 48, false).reading, Reading::Rising);
+        }
+        assert_eq!(s.base(), Some(30e-3));
     }
 
     #[test]
