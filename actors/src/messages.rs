@@ -436,6 +436,10 @@ pub struct LaneLimits {
     /// Share of recent answers that were errors (5xx that are not throttles, resets,
     /// timeouts).
     pub error_share: f64,
+    /// Times this process cut the rate on what it saw (throttles, errors, latency). A
+    /// lower rate taken from another crawler process (distributed mode) is not one: the
+    /// cut was that process's.
+    pub decreases: u64,
 }
 
 /// Ask the limiter what it knows per host.

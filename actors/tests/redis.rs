@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 mod support;
 
 use exitcrawl::Decision;
-use exitcrawl_actors::redis::{Frontier, RateMessage, RedisError, RedisGcra, SharedRates};
+use exitcrawl_actors::redis::{Frontier, Raised, RateMessage, RedisError, RedisGcra, SharedRates};
 use support::RedisServer;
 
 /// Largest number of admissions (server times, µs, sorted) in any window of `w_us`
@@ -214,6 +214,52 @@ async fn shared_rates_reach_other_subscribers() {
         matches!(ttl, redis::Value::Int(t) if t > 0 && t <= 600_000),
         "{ttl:?}"
     );
+}
+
+/// A process's rise decided before another's cut reached it must not undo the cut: Redis
+/// refuses a rise whose starting rate is above what is stored, and publishes nothing.
+#[actix_rt::test]
+async fn a_rise_over_a_cut_it_has_not_seen_is_refused() {
+    let server = RedisServer::start();
+    let a = SharedRates::new(server.connect());
+    let b = SharedRates::new(server.connect());
+    let watcher = SharedRates::new(server.connect());
+    let mut heard = watcher.subscribe().await.unwrap();
+    let key = "*|example.org";
+
+    b.set(key, 859.0, None).await.unwrap();
+    a.set(key, 773.0, Some(Duration::from_millis(500)))
+        .await
+        .unwrap();
+    let Raised::Refused(stored) = b.raise(key, 934.0, None, 859.0).await.unwrap() else {
+        panic!("a rise from 859 stored over the cut to 773");
+    };
+    assert_eq!(stored.rps, 773.0);
+    assert!(
+        stored.pause_remaining().is_some(),
+        "the cut's pause comes back"
+    );
+    assert_eq!(b.get(key).await.unwrap().unwrap().rps, 773.0);
+    // A rise from the stored rate, or from below it (growth elsewhere it had not seen),
+    // is stored.
+    let Raised::Stored(_) = b.raise(key, 780.0, None, 773.0).await.unwrap() else {
+        panic!("a rise from the stored rate refused");
+    };
+    let Raised::Stored(_) = a.raise(key, 800.0, None, 700.0).await.unwrap() else {
+        panic!("a rise from below the stored rate refused");
+    };
+    // What was published, in order: the refused rise is not among it.
+    let mut rates = Vec::new();
+    while rates.len() < 4 {
+        let got = tokio::time::timeout(Duration::from_secs(5), heard.recv())
+            .await
+            .expect("a message within 5 s")
+            .expect("subscription open");
+        if let RateMessage::Update(u) = got {
+            rates.push(u.rps);
+        }
+    }
+    assert_eq!(rates, [859.0, 773.0, 780.0, 800.0]);
 }
 
 #[actix_rt::test]

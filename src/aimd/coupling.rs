@@ -306,7 +306,7 @@ impl HostPolicy {
             .as_ref()
             .map_or(self.cfg.initial_rps, |h| h.rate() / active);
         let mut ctl = Controller::new(self.cfg.clone(), now);
-        ctl.adopt(share, now);
+        ctl.take_share(share, now);
         self.exits[exit].ctl = Some(ctl);
         // The host's estimate was this exit's limit times the exits: find the rest anew.
         if let Some(h) = self.host.as_mut() {

@@ -38,10 +38,12 @@
 //! [`coupling`] runs one per host and per exit and decides which one a throttle concerns;
 //! [`classify`] says what an answer or a failure means.
 
+mod adopt;
 pub mod classify;
 mod config;
 pub mod coupling;
 mod errors;
+pub mod fleet;
 mod latency;
 mod lockout;
 mod meter;
@@ -459,21 +461,6 @@ impl Controller {
         self.adjustment(now, pause_before)
     }
 
-    /// Take the rate another crawler process decided for this key (distributed mode): a
-    /// lower one is a throttle seen elsewhere, a higher one growth seen elsewhere. The
-    /// probe curve restarts flat at the adopted rate, and a lower rate counts as this
-    /// key's last decrease (answers to requests sent before it cannot cut again).
-    pub fn adopt(&mut self, rps: f64, now: Instant) -> Option<Adjustment> {
-        let pause_before = self.pause_until;
-        let r = self.clamp(rps, now);
-        if r < self.rate {
-            self.last_decrease = Some(now);
-        }
-        self.enter_probe(r, now, true);
-        self.rate = r;
-        self.adjustment(now, pause_before)
-    }
-
     /// The estimate no longer holds (an exit whose own limit it was got a budget of its
     /// own): find the capacity again from the current rate, by a gentle slow start.
     pub fn rediscover(&mut self, now: Instant) -> Option<Adjustment> {
@@ -689,7 +676,7 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    fn ok(sent_at: Instant) -> Response {
+    pub(super) fn ok(sent_at: Instant) -> Response {
         Response {
             sent_at,
             latency: 50 * MS,
@@ -698,7 +685,7 @@ mod tests {
         }
     }
 
-    fn throttled(sent_at: Instant, retry_after: Option<Duration>) -> Response {
+    pub(super) fn throttled(sent_at: Instant, retry_after: Option<Duration>) -> Response {
         Response {
             sent_at,
             latency: 50 * MS,
@@ -861,30 +848,6 @@ mod tests {
             ctl.on_response(&r, c.now());
         }
         assert!(ctl.decreases() >= 1);
-    }
-
-    #[test]
-    fn an_adopted_rate_applies_and_blocks_a_second_cut_for_older_requests() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        for _ in 0..100 {
-            c.advance(10 * MS);
-            ctl.on_response(&ok(c.now()), c.now());
-        }
-        let sent_before = c.now();
-        c.advance(MS);
-        let adj = ctl.adopt(20.0, c.now()).expect("a change");
-        assert_eq!(adj.rps, 20.0);
-        assert_eq!(ctl.phase(), Phase::Probe);
-        // A 429 for a request sent before the adopted cut is old news.
-        ctl.on_response(&throttled(sent_before, None), c.now());
-        assert_eq!(ctl.decreases(), 0);
-        assert_eq!(ctl.rate(), 20.0);
-        assert_eq!(
-            ctl.adopt(20.1, c.now()),
-            None,
-            "within 1 %: nothing to broadcast"
-        );
     }
 
     #[test]

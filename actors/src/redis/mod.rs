@@ -61,7 +61,7 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 pub use frontier::{Frontier, FrontierEntry};
 pub use gcra::{Checked, RedisGcra};
-pub use rates::{RateMessage, RateSubscription, RateUpdate, SharedRates};
+pub use rates::{Raised, RateMessage, RateSubscription, RateUpdate, SharedRates};
 pub use upkeep::{Claimed, CLAIM_MAX};
 
 /// The prefix of every key and channel.

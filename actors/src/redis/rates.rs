@@ -3,8 +3,10 @@
 //! A throttle seen by one process must lower the rate of all of them. Each rate change is
 //! stored (`exitcrawl:rate:{key}`, with expiry, for processes that start later or missed
 //! messages) and published on `exitcrawl:intervals` in the same atomic script. Last writer
-//! wins; how a process merges a received rate with its own controller is the LimiterActor's
-//! business.
+//! wins, but for a rise ([`SharedRates::raise`]): it is stored only if the stored rate is
+//! not below the rate it grew from, so a rise decided before a cut reached its writer does
+//! not undo the cut. Which received rates a process takes, and how its controller takes
+//! them, is decided in the core ([`exitcrawl::aimd::fleet`], `Controller::adopt`).
 //!
 //! Message format (one line, fields separated by single spaces, the key last so it may
 //! contain spaces): `{origin} {rps} {pause_until_ms} {server_now_ms} {key}`. Times are the
@@ -24,11 +26,24 @@ use super::{eval_script, key, Redis, RedisError};
 pub const CHANNEL: &str = "exitcrawl:intervals";
 
 /// Store and publish. KEYS[1] rate key; ARGV: rps (string, stored as given), pause in ms
-/// (0 = none), ttl ms, origin, limiter key. Returns `{pause_until_ms, now_ms}`.
+/// (0 = none), ttl ms, origin, limiter key, channel, floor (0 = none). With a floor, a
+/// stored rate below it is kept and nothing is published. Returns `{1, pause_until_ms,
+/// now_ms, rps}` when stored, `{0, pause_until_ms, now_ms, rps}` of what is stored when not.
 const SET_SCRIPT: &str = r#"
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local floor = tonumber(ARGV[7])
+if floor > 0 then
+  local cur = redis.call('GET', KEYS[1])
+  if cur then
+    local sp = string.find(cur, ' ', 1, true)
+    local stored = sp and tonumber(string.sub(cur, 1, sp - 1))
+    if stored and stored < floor then
+      return {0, tonumber(string.sub(cur, sp + 1)) or 0, now, string.sub(cur, 1, sp - 1)}
+    end
+  end
+end
 local pause = tonumber(ARGV[2])
 local until_ms = 0
 if pause > 0 then until_ms = now + pause end
@@ -36,7 +51,7 @@ local u = string.format('%.0f', until_ms)
 local n = string.format('%.0f', now)
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. u, 'PX', ARGV[3])
 redis.call('PUBLISH', ARGV[6], ARGV[4] .. ' ' .. ARGV[1] .. ' ' .. u .. ' ' .. n .. ' ' .. ARGV[5])
-return {until_ms, now}
+return {1, until_ms, now, ARGV[1]}
 "#;
 
 /// Read with the server time. Returns `{value or false, now_ms}`.
@@ -87,6 +102,16 @@ impl RateUpdate {
             origin,
         })
     }
+}
+
+/// What became of a [`SharedRates::raise`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Raised {
+    /// Stored and published.
+    Stored(RateUpdate),
+    /// Not stored: the stored rate (read back, so `origin` is empty) is below the rise's
+    /// `from`.
+    Refused(RateUpdate),
 }
 
 /// What a [`RateSubscription`] yields.
@@ -172,6 +197,32 @@ impl SharedRates {
         rps: f64,
         pause: Option<Duration>,
     ) -> Result<RateUpdate, RedisError> {
+        match self.store(key, rps, pause, 0.0).await? {
+            Raised::Stored(u) | Raised::Refused(u) => Ok(u),
+        }
+    }
+
+    /// Like [`set`](Self::set), for a rise from `from`: stored and published only if the
+    /// stored rate is not below `from`. A lower one is a cut this process has not seen
+    /// yet, and storing the rise over it would undo it for every process (see
+    /// [`exitcrawl::aimd::fleet`]).
+    pub async fn raise(
+        &self,
+        key: &str,
+        rps: f64,
+        pause: Option<Duration>,
+        from: f64,
+    ) -> Result<Raised, RedisError> {
+        self.store(key, rps, pause, from).await
+    }
+
+    async fn store(
+        &self,
+        key: &str,
+        rps: f64,
+        pause: Option<Duration>,
+        floor: f64,
+    ) -> Result<Raised, RedisError> {
         if !(rps.is_finite() && rps > 0.0) {
             return Err(RedisError::InvalidArgument(format!(
                 "rate must be a positive number, got {rps}"
@@ -179,7 +230,12 @@ impl SharedRates {
         }
         let k = key_of(key);
         let pause_ms = pause.map_or(0, |p| p.as_millis().max(1) as u64);
-        let (pause_until_ms, server_now_ms): (u64, u64) = eval_script(
+        let floor = if floor.is_finite() {
+            floor.max(0.0)
+        } else {
+            0.0
+        };
+        let (stored, pause_until_ms, server_now_ms, value): (u8, u64, u64, String) = eval_script(
             &self.redis,
             &SET,
             &[&k],
@@ -190,15 +246,30 @@ impl SharedRates {
                 self.origin.clone(),
                 key.to_string(),
                 CHANNEL.to_string(),
+                format!("{floor}"),
             ],
         )
         .await?;
-        Ok(RateUpdate {
+        let rps = value
+            .parse::<f64>()
+            .ok()
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .ok_or_else(|| RedisError::Reply(format!("bad rate value {value:?} at {k}")))?;
+        let u = RateUpdate {
             key: key.to_string(),
             rps,
             pause_until_ms,
             server_now_ms,
-            origin: self.origin.clone(),
+            origin: if stored == 1 {
+                self.origin.clone()
+            } else {
+                String::new()
+            },
+        };
+        Ok(if stored == 1 {
+            Raised::Stored(u)
+        } else {
+            Raised::Refused(u)
         })
     }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use exitcrawl::aimd::classify::{self, Failure};
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
+use exitcrawl::aimd::fleet::SharedKey;
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
 use exitcrawl::headers::ServerHints;
@@ -26,7 +27,9 @@ use crate::messages::{
 };
 use crate::metrics::{Metrics, ScopeLabels};
 use crate::net::FailureKind;
-use crate::redis::{RateMessage, SharedRates};
+use crate::redis::SharedRates;
+
+mod shared;
 
 /// The controllers, as the scope arranges them.
 enum Controllers {
@@ -44,8 +47,12 @@ pub struct LimiterActor {
     settings: LimiterSettings,
     controllers: Controllers,
     subscribers: Vec<Recipient<SetInterval>>,
-    /// Distributed mode: rates shared with the other crawler processes.
+    /// Distributed mode: rates shared with the other crawler processes, and what this
+    /// process knows of each key's (see `shared.rs`).
     shared: Option<SharedRates>,
+    fleet: HashMap<LimitKey, SharedKey>,
+    /// This actor, for the replies of Redis calls it spawns.
+    me: Option<Addr<Self>>,
     metrics: Option<Arc<Metrics>>,
 }
 
@@ -70,6 +77,8 @@ impl LimiterActor {
             controllers,
             subscribers,
             shared: None,
+            fleet: HashMap::new(),
+            me: None,
             metrics: None,
         }
     }
@@ -103,7 +112,7 @@ impl LimiterActor {
 
     /// Carry out a controller's change for `key`: a fixed algorithm keeps its rate and
     /// takes only the pause; the change is published (distributed mode) and broadcast.
-    fn apply(&self, key: LimitKey, change: Adjustment, now: std::time::Instant) {
+    fn apply(&mut self, key: LimitKey, change: Adjustment, now: std::time::Instant) {
         let adaptive = self.settings.algorithm == Algorithm::Aimd;
         let change = if adaptive {
             change
@@ -117,16 +126,8 @@ impl LimiterActor {
                 pause_until: Some(p),
             }
         };
-        if let Some(shared) = self.shared.clone().filter(|_| adaptive) {
-            // Tell the other processes; a failure only means they learn it later.
-            let name = key.redis_name();
-            let pause = change.pause_until.map(|p| p.saturating_duration_since(now));
-            let rps = change.rps;
-            actix_rt::spawn(async move {
-                if let Err(e) = shared.set(&name, rps, pause).await {
-                    tracing::debug!(key = %name, error = %e, "shared rate not published");
-                }
-            });
+        if adaptive {
+            self.publish(&key, &change, now);
         }
         self.broadcast(key, &change);
     }
@@ -203,6 +204,7 @@ impl LimiterActor {
             ceiling: c.ceiling(),
             latency_base: c.latency_base(),
             error_share: c.error_share(),
+            decreases: c.decreases(),
         };
         let mut out: Vec<HostLimits> = match &self.controllers {
             Controllers::Hosts { policies, exits } => policies
@@ -240,105 +242,8 @@ impl Actor for LimiterActor {
         ctx.set_mailbox_capacity(16 * 1024);
         if let Some(shared) = self.shared.clone() {
             let me = ctx.address();
-            actix_rt::spawn(follow_shared_rates(shared, me));
-        }
-    }
-}
-
-/// Forward other processes' rate changes to the limiter for as long as it runs; while
-/// Redis is away, try again with backoff (crawling goes on meanwhile).
-async fn follow_shared_rates(shared: SharedRates, me: Addr<LimiterActor>) {
-    let mut backoff = crate::redis::Backoff::default();
-    while me.connected() {
-        match shared.subscribe().await {
-            Ok(mut sub) => {
-                backoff.reset();
-                while let Some(msg) = sub.recv().await {
-                    if me.try_send(SharedRateChanged(msg)).is_err() && !me.connected() {
-                        return;
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "shared rates: subscribe failed, retrying");
-                actix_rt::time::sleep(backoff.next_delay()).await;
-            }
-        }
-    }
-}
-
-/// Another crawler process changed a key's rate (distributed mode).
-struct SharedRateChanged(RateMessage);
-
-impl Message for SharedRateChanged {
-    type Result = ();
-}
-
-impl Handler<SharedRateChanged> for LimiterActor {
-    type Result = ();
-
-    fn handle(&mut self, m: SharedRateChanged, _ctx: &mut Self::Context) {
-        let RateMessage::Update(u) = m.0 else {
-            // Resubscribed: updates in between are lost; the next change of each key
-            // brings the processes back in line.
-            return;
-        };
-        let Some(key) = LimitKey::from_redis_name(&u.key) else {
-            return;
-        };
-        let now = crate::clock::now();
-        let cfg = AimdConfig::from_settings(&self.settings);
-        let ctl_state = match &mut self.controllers {
-            Controllers::Hosts { policies, exits } => {
-                let Some(host) = key.host.clone() else {
-                    return;
-                };
-                let n = exits.len();
-                let lane = match &key.exit {
-                    None => Lane::Host,
-                    Some(e) => match exits.iter().position(|x| x == e) {
-                        Some(i) => Lane::Exit(i),
-                        None => return,
-                    },
-                };
-                let policy = policies
-                    .entry(host)
-                    .or_insert_with(|| HostPolicy::new(cfg, n, Coupling::Auto, now));
-                let adjusted = policy.adopt(lane, u.rps, now);
-                policy.controller(lane).map(|c| {
-                    (
-                        adjusted.is_some(),
-                        c.rate(),
-                        c.interval(),
-                        c.pause_until(now),
-                    )
-                })
-            }
-            Controllers::Keys(map) => {
-                let ctl = map
-                    .entry(key.clone())
-                    .or_insert_with(|| Controller::new(cfg, now));
-                let adjusted = ctl.adopt(u.rps, now);
-                Some((
-                    adjusted.is_some(),
-                    ctl.rate(),
-                    ctl.interval(),
-                    ctl.pause_until(now),
-                ))
-            }
-        };
-        let Some((adjusted, rps, interval, own_pause)) = ctl_state else {
-            return;
-        };
-        let pause_until = u.pause_remaining().map(|d| now + d);
-        if adjusted || pause_until.is_some() {
-            let a = Adjustment {
-                rps,
-                interval,
-                pause_until: pause_until.or(own_pause),
-            };
-            tracing::debug!(key = %u.key, rps = u.rps, "adopted a shared rate");
-            self.broadcast(key, &a);
+            self.me = Some(me.clone());
+            actix_rt::spawn(shared::follow_shared_rates(shared, me));
         }
     }
 }

@@ -1,0 +1,182 @@
+//! Distributed mode: the limiter's rates shared with other crawler processes through
+//! Redis. Which changes are stored and which received rates are taken is the core's
+//! decision ([`exitcrawl::aimd::fleet`]); here are the calls and the messages.
+
+use actix::prelude::*;
+use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
+use exitcrawl::aimd::fleet::Publish;
+use exitcrawl::aimd::{Adjustment, AimdConfig, Controller};
+
+use super::{Controllers, LimitKey, LimiterActor};
+use crate::redis::{Raised, RateMessage, RateUpdate, SharedRates};
+
+impl LimiterActor {
+    /// Tell the other processes about a change of ours; a failure only means they learn
+    /// it later.
+    pub(super) fn publish(&mut self, key: &LimitKey, change: &Adjustment, now: std::time::Instant) {
+        let (Some(shared), Some(me)) = (self.shared.clone(), self.me.clone()) else {
+            return;
+        };
+        let how = self
+            .fleet
+            .entry(key.clone())
+            .or_default()
+            .publish(change.rps);
+        let name = key.redis_name();
+        let pause = change.pause_until.map(|p| p.saturating_duration_since(now));
+        let rps = change.rps;
+        let key = key.clone();
+        actix_rt::spawn(async move {
+            let outcome = match how {
+                Publish::Cut => {
+                    let r = shared.set(&name, rps, pause).await;
+                    let server_ms = r.as_ref().ok().map(|u| u.server_now_ms);
+                    me.do_send(SharedNews::CutStored { key, server_ms });
+                    r.map(|_| ())
+                }
+                Publish::Raise { from } => match shared.raise(&name, rps, pause, from).await {
+                    Ok(Raised::Refused(stored)) => {
+                        me.do_send(SharedNews::Refused(stored));
+                        Ok(())
+                    }
+                    r => r.map(|_| ()),
+                },
+            };
+            if let Err(e) = outcome {
+                tracing::debug!(key = %name, error = %e, "shared rate not published");
+            }
+        });
+    }
+
+    /// Take `u`, a rate decided elsewhere (already judged worth taking).
+    fn adopt_shared(&mut self, u: &RateUpdate) {
+        let Some(key) = LimitKey::from_redis_name(&u.key) else {
+            return;
+        };
+        let now = crate::clock::now();
+        let cfg = AimdConfig::from_settings(&self.settings);
+        let ctl_state = match &mut self.controllers {
+            Controllers::Hosts { policies, exits } => {
+                let Some(host) = key.host.clone() else {
+                    return;
+                };
+                let n = exits.len();
+                let lane = match &key.exit {
+                    None => Lane::Host,
+                    Some(e) => match exits.iter().position(|x| x == e) {
+                        Some(i) => Lane::Exit(i),
+                        None => return,
+                    },
+                };
+                let policy = policies
+                    .entry(host)
+                    .or_insert_with(|| HostPolicy::new(cfg, n, Coupling::Auto, now));
+                let adjusted = policy.adopt(lane, u.rps, now);
+                policy.controller(lane).map(|c| {
+                    (
+                        adjusted.is_some(),
+                        c.rate(),
+                        c.interval(),
+                        c.pause_until(now),
+                    )
+                })
+            }
+            Controllers::Keys(map) => {
+                let ctl = map
+                    .entry(key.clone())
+                    .or_insert_with(|| Controller::new(cfg, now));
+                let adjusted = ctl.adopt(u.rps, now);
+                Some((
+                    adjusted.is_some(),
+                    ctl.rate(),
+                    ctl.interval(),
+                    ctl.pause_until(now),
+                ))
+            }
+        };
+        let Some((adjusted, rps, interval, own_pause)) = ctl_state else {
+            return;
+        };
+        let pause_until = u.pause_remaining().map(|d| now + d);
+        if adjusted || pause_until.is_some() {
+            let a = Adjustment {
+                rps,
+                interval,
+                pause_until: pause_until.or(own_pause),
+            };
+            tracing::debug!(key = %u.key, rps = u.rps, "adopted a shared rate");
+            self.broadcast(key, &a);
+        }
+    }
+}
+
+/// Forward other processes' rate changes to the limiter for as long as it runs; while
+/// Redis is away, try again with backoff (crawling goes on meanwhile).
+pub(super) async fn follow_shared_rates(shared: SharedRates, me: Addr<LimiterActor>) {
+    let mut backoff = crate::redis::Backoff::default();
+    while me.connected() {
+        match shared.subscribe().await {
+            Ok(mut sub) => {
+                backoff.reset();
+                while let Some(msg) = sub.recv().await {
+                    if me.try_send(SharedNews::Received(msg)).is_err() && !me.connected() {
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "shared rates: subscribe failed, retrying");
+                actix_rt::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    }
+}
+
+/// What Redis said about a key's shared rate.
+enum SharedNews {
+    /// Another crawler process changed a key's rate.
+    Received(RateMessage),
+    /// Our cut was stored at the server's time (or failed to be: `None`).
+    CutStored {
+        key: LimitKey,
+        server_ms: Option<u64>,
+    },
+    /// Our rise was refused: this is the stored rate, a cut we had not heard of yet.
+    Refused(RateUpdate),
+}
+
+impl Message for SharedNews {
+    type Result = ();
+}
+
+impl Handler<SharedNews> for LimiterActor {
+    type Result = ();
+
+    fn handle(&mut self, m: SharedNews, _ctx: &mut Self::Context) {
+        match m {
+            SharedNews::Received(RateMessage::Update(u)) => {
+                let Some(key) = LimitKey::from_redis_name(&u.key) else {
+                    return;
+                };
+                let fleet = self.fleet.entry(key).or_default();
+                if fleet.take(u.rps, u.server_now_ms) {
+                    self.adopt_shared(&u);
+                } else {
+                    tracing::debug!(key = %u.key, rps = u.rps, "a rise older than our cut: not taken");
+                }
+            }
+            // Resubscribed: updates in between are lost; the next change of each key
+            // brings the processes back in line.
+            SharedNews::Received(RateMessage::Resubscribed) => {}
+            SharedNews::CutStored { key, server_ms } => {
+                self.fleet.entry(key).or_default().cut_stored(server_ms);
+            }
+            SharedNews::Refused(u) => {
+                if let Some(key) = LimitKey::from_redis_name(&u.key) {
+                    self.fleet.entry(key).or_default().refused(u.rps);
+                }
+                self.adopt_shared(&u);
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! What one crawler process knows of a key's rate shared with the others (distributed
+//! mode), and which received rates it may take.
+//!
+//! Every process publishes its own changes; the last write is stored and broadcast. Left
+//! at that, a cut is lost whenever a peer's growth crosses it: the peer decided its rise
+//! before the cut reached it, its write lands after, and both processes end up at the
+//! rise as if no throttle had happened. Two rules keep a cut:
+//! - A rise is stored only if the stored rate is not below the rate it grew from (Redis
+//!   checks that in the same script that stores it): a rise over a cut it has not seen is
+//!   refused, and its writer takes the stored rate instead.
+//! - A received rise older than our own last cut is not taken: while our cut is on its way
+//!   to Redis (its time there unknown yet), and after that when Redis stored the rise no
+//!   later than the cut (the server's clock, the same for every process). Lower rates are
+//!   always taken: slowing down on stale news costs a little pace, never the site's.
+
+/// How a rate change of ours is published.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Publish {
+    /// Store it whatever is stored: a cut is news for every process.
+    Cut,
+    /// Store it only if the stored rate is not below `from`.
+    Raise {
+        /// The rate it grew from: the last one this process published or took.
+        from: f64,
+    },
+}
+
+/// One key's shared state in this process.
+#[derive(Debug, Clone, Default)]
+pub struct SharedKey {
+    /// The last rate this process published or took.
+    known: Option<f64>,
+    /// Cuts published whose store time is not known yet.
+    cuts_in_flight: u32,
+    /// The server's time (ms) at which our last cut was stored.
+    last_cut_ms: u64,
+}
+
+impl SharedKey {
+    /// We moved the key's rate to `rps`: how to publish it.
+    pub fn publish(&mut self, rps: f64) -> Publish {
+        let from = self.known.replace(rps);
+        match from {
+            Some(from) if rps > from => Publish::Raise { from },
+            // Nothing known yet: a floor of 0 checks nothing, it is stored as a cut would be.
+            None => Publish::Raise { from: 0.0 },
+            Some(_) => {
+                self.cuts_in_flight += 1;
+                Publish::Cut
+            }
+        }
+    }
+
+    /// Our cut was stored at the server's `server_ms`, or failed to be (`None`).
+    pub fn cut_stored(&mut self, server_ms: Option<u64>) {
+        self.cuts_in_flight = self.cuts_in_flight.saturating_sub(1);
+        if let Some(ms) = server_ms {
+            self.last_cut_ms = self.last_cut_ms.max(ms);
+        }
+    }
+
+    /// Another process's rate `rps`, stored at the server's `server_ms`: take it? A taken
+    /// rate becomes the one rises are checked against.
+    pub fn take(&mut self, rps: f64, server_ms: u64) -> bool {
+        let rise = self.known.is_some_and(|k| rps > k);
+        if rise && (self.cuts_in_flight > 0 || server_ms <= self.last_cut_ms) {
+            return false;
+        }
+        self.known = Some(rps);
+        true
+    }
+
+    /// Our raise was refused: `stored` is the rate in force. Taken unconditionally (it is
+    /// what every process converges to).
+    pub fn refused(&mut self, stored: f64) {
+        self.known = Some(stored);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rises_carry_what_they_grew_from_and_cuts_go_through() {
+        let mut k = SharedKey::default();
+        assert_eq!(k.publish(100.0), Publish::Raise { from: 0.0 });
+        assert_eq!(k.publish(110.0), Publish::Raise { from: 100.0 });
+        assert_eq!(k.publish(99.0), Publish::Cut);
+        assert!(k.take(90.0, 5), "a lower rate is always taken");
+        assert_eq!(k.publish(95.0), Publish::Raise { from: 90.0 });
+    }
+
+    #[test]
+    fn a_rise_that_crosses_our_cut_on_the_way_is_not_taken() {
+        let mut k = SharedKey::default();
+        k.publish(900.0);
+        assert_eq!(k.publish(800.0), Publish::Cut);
+        // A peer's rise stored before our cut reached Redis arrives first.
+        assert!(!k.take(950.0, 1_000));
+        k.cut_stored(Some(1_002));
+        // Its message may also arrive after our cut's reply: still older than the cut.
+        assert!(!k.take(950.0, 1_001));
+        assert!(
+            !k.take(950.0, 1_002),
+            "same millisecond: cannot tell, stay low"
+        );
+        // A rise stored after our cut was decided by a peer that saw it.
+        assert!(k.take(820.0, 1_003));
+        assert!(k.take(700.0, 900), "lower: taken, however old");
+    }
+
+    #[test]
+    fn a_failed_cut_does_not_block_rises_for_ever() {
+        let mut k = SharedKey::default();
+        k.publish(500.0);
+        k.publish(400.0);
+        assert!(!k.take(450.0, 10));
+        k.cut_stored(None);
+        assert!(k.take(450.0, 10));
+    }
+
+    #[test]
+    fn a_refused_raise_leaves_the_stored_rate_known() {
+        let mut k = SharedKey::default();
+        k.publish(500.0);
+        k.publish(550.0);
+        k.refused(420.0);
+        assert_eq!(k.publish(430.0), Publish::Raise { from: 420.0 });
+    }
+}
