@@ -60,22 +60,13 @@ mod tests {
 
     use super::*;
     use crate::aimd::tests::{ok, throttled};
-    use crate::aimd::AimdConfig;
     use crate::clock::{Clock, FakeClock};
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// A controller in slow start after 1 s of answers, 50 ms each, one per 10 ms.
+    /// A controller in slow start after 1 s of answers (see `aimd::tests::ramped`).
     fn ramped(c: &FakeClock) -> Controller {
-        let cfg = AimdConfig {
-            doubling: Duration::from_millis(250),
-            ..AimdConfig::default()
-        };
-        let mut ctl = Controller::new(cfg, c.now());
-        for _ in 0..100 {
-            c.advance(10 * MS);
-            ctl.on_response(&ok(c.now() - 50 * MS), c.now());
-        }
+        let ctl = crate::aimd::tests::ramped(c);
         assert_eq!(ctl.phase(), Phase::SlowStart);
         ctl
     }

@@ -694,9 +694,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn slow_start_doubles_per_doubling_time() {
-        let c = FakeClock::new();
+    /// A controller after 1 s of answers, 50 ms each, one per 10 ms, at a 250 ms doubling
+    /// time.
+    pub(super) fn ramped(c: &FakeClock) -> Controller {
         let cfg = AimdConfig {
             doubling: Duration::from_millis(250),
             ..AimdConfig::default()
@@ -706,6 +706,13 @@ mod tests {
             c.advance(10 * MS);
             ctl.on_response(&ok(c.now() - 50 * MS), c.now());
         }
+        ctl
+    }
+
+    #[test]
+    fn slow_start_doubles_per_doubling_time() {
+        let c = FakeClock::new();
+        let ctl = ramped(&c);
         // 1 s at a 250 ms doubling time: 5 → 80.
         assert!((ctl.rate() - 80.0).abs() < 1.0, "rate {}", ctl.rate());
         assert_eq!(ctl.phase(), Phase::SlowStart);
