@@ -4,7 +4,11 @@
 //! 1. the cost of one shared GCRA check: one at a time (a full round trip each) and 64 in
 //!    flight on the multiplexed connection (pipelined by the client);
 //! 2. the goodput of 1, 2 and 3 crawler processes (each its own actix System and exits)
-//!    sharing one 300 req/s budget for one local site.
+//!    sharing one 300 req/s budget for one local site;
+//! 3. `--adaptive`: instead, 1, 2 and 3 processes with the adaptive limiter (`aimd`,
+//!    default settings, rates shared through Redis) against a site that allows 300 req/s
+//!    in all (one token bucket, burst 30): goodput and refused share, counted by the
+//!    site, over the whole crawl and after a 5 s warm-up.
 //!
 //! Every loop is bounded; all traffic stays on 127.0.0.0/8.
 
@@ -16,7 +20,7 @@ use std::time::{Duration, Instant};
 use exitcrawl::config::{Algorithm, Backend, ExitSettings, Scope, Settings};
 use exitcrawl_actors::redis::{Redis, RedisGcra, RedisOptions};
 use exitcrawl_actors::{Crawler, Fetch};
-use exitcrawl_testsite::{SiteConfig, TestSite};
+use exitcrawl_testsite::{Limit, Rate, SiteConfig, TestSite};
 use futures_util::future::join_all;
 
 struct Server(Child, u16);
@@ -121,9 +125,85 @@ fn goodput(url: &str, processes: usize) -> (f64, usize) {
     ((times.len() - 1) as f64 / span, ok)
 }
 
+/// What the site saw of `processes` adaptive crawlers sharing their rates: goodput over
+/// the whole crawl and after `WARM_UP`, and the refused share.
+/// `url: None`: one process with its limiter in memory, for comparison.
+fn adaptive(url: Option<&str>, processes: usize) -> (f64, f64, f64) {
+    const CAPACITY: f64 = 300.0;
+    const WARM_UP: Duration = Duration::from_secs(5);
+    let site = TestSite::start(SiteConfig {
+        limit: Limit::Global(Rate::per_second(300, 30)),
+        log_requests: true,
+        ..SiteConfig::default()
+    });
+    let per = 4500 / processes;
+    let workers: Vec<_> = (0..processes)
+        .map(|p| {
+            let ip: IpAddr = format!("127.0.0.{}", 2 + p).parse().expect("ip");
+            let mut s = Settings::with_exits(vec![ExitSettings::new(format!("p{p}"), ip)]);
+            s.limiter.scope = Scope::Host;
+            if let Some(url) = url {
+                s.limiter.backend = Backend::Redis;
+                s.redis.url = Some(url.to_owned());
+                s.redis.processes = processes as u32;
+            }
+            // Every URL ends 200, so goodput measures the limiter, not the retry policy.
+            s.crawler.max_retries = 100;
+            s.crawler.retry_budget = 1.0;
+            s.crawler.retry_backoff_base_ms = 100;
+            s.crawler.retry_backoff_max_ms = 2000;
+            let urls: Vec<String> = (0..per).map(|i| site.url(&format!("/p{p}/{i}"))).collect();
+            thread::spawn(move || {
+                actix_rt::System::new().block_on(async move {
+                    let h = Crawler::start(s).expect("start");
+                    let all = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone()))));
+                    let _ = actix_rt::time::timeout(Duration::from_secs(240), all).await;
+                })
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let log = site.requests();
+    let start = log.iter().map(|r| r.arrived).min().expect("requests");
+    let end = log.iter().map(|r| r.arrived).max().expect("requests");
+    let ok_rate = |from: Instant| {
+        let n = log
+            .iter()
+            .filter(|r| r.status == 200 && r.arrived >= from)
+            .count();
+        n as f64 / end.duration_since(from).as_secs_f64() / CAPACITY
+    };
+    let refused = log.iter().filter(|r| r.status != 200).count() as f64 / log.len() as f64;
+    (ok_rate(start), ok_rate(start + WARM_UP), refused)
+}
+
 fn main() {
     let server = start_redis();
     let url = format!("redis://127.0.0.1:{}/", server.1);
+    if std::env::args().any(|a| a == "--adaptive") {
+        let runs = [
+            (None, 1),
+            (Some(url.as_str()), 1),
+            (Some(&url), 2),
+            (Some(&url), 3),
+        ];
+        for (redis, p) in runs {
+            let (whole, warm, refused) = adaptive(redis, p);
+            let how = if redis.is_some() {
+                "through Redis"
+            } else {
+                "no Redis"
+            };
+            println!(
+                "{p} adaptive process(es), {how}, site allows 300 req/s: goodput {whole:.3} \
+                 whole, {warm:.3} after 5 s, {:.2} % refused",
+                refused * 100.0
+            );
+        }
+        return;
+    }
     gcra_cost(&url);
     for p in 1..=3 {
         let (rate, ok) = goodput(&url, p);
