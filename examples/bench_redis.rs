@@ -88,36 +88,51 @@ fn gcra_cost(url: &str) {
     });
 }
 
+/// Crawl `urls` pages of `site` split over `processes` crawler processes, each in its own
+/// thread and actix System with one exit on 127.0.0.{2+p}, its settings set by `configure`
+/// (each bounded to 240 s). Returns how many fetches ended in an answer.
+fn crawl(
+    site: &TestSite,
+    processes: usize,
+    urls: usize,
+    configure: impl Fn(&mut Settings),
+) -> usize {
+    let per = urls / processes;
+    let workers: Vec<_> = (0..processes)
+        .map(|p| {
+            let ip: IpAddr = format!("127.0.0.{}", 2 + p).parse().expect("ip");
+            let mut s = Settings::with_exits(vec![ExitSettings::new(format!("p{p}"), ip)]);
+            configure(&mut s);
+            let urls: Vec<String> = (0..per).map(|i| site.url(&format!("/p{p}/{i}"))).collect();
+            thread::spawn(move || {
+                actix_rt::System::new().block_on(async move {
+                    let h = Crawler::start(s).expect("start");
+                    let all = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone()))));
+                    actix_rt::time::timeout(Duration::from_secs(240), all)
+                        .await
+                        .map_or(0, |replies| replies.iter().filter(|r| r.is_ok()).count())
+                })
+            })
+        })
+        .collect();
+    workers.into_iter().map(|w| w.join().expect("worker")).sum()
+}
+
 fn goodput(url: &str, processes: usize) -> (f64, usize) {
     let site = TestSite::start(SiteConfig {
         log_requests: true,
         ..SiteConfig::default()
     });
-    let per = 1500 / processes;
-    let workers: Vec<_> = (0..processes)
-        .map(|p| {
-            let ip: IpAddr = format!("127.0.0.{}", 2 + p).parse().expect("ip");
-            let mut s = Settings::with_exits(vec![ExitSettings::new(format!("p{p}"), ip)]);
-            s.limiter.algorithm = Algorithm::Gcra;
-            s.limiter.scope = Scope::Host;
-            s.limiter.backend = Backend::Redis;
-            s.limiter.initial_rps = 300.0;
-            s.limiter.burst = 10;
-            s.redis.url = Some(url.to_owned());
-            s.redis.processes = processes as u32;
-            s.crawler.max_retries = 0;
-            let urls: Vec<String> = (0..per).map(|i| site.url(&format!("/p{p}/{i}"))).collect();
-            thread::spawn(move || {
-                actix_rt::System::new().block_on(async move {
-                    let h = Crawler::start(s).expect("start");
-                    let replies =
-                        join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
-                    replies.iter().filter(|r| r.is_ok()).count()
-                })
-            })
-        })
-        .collect();
-    let ok: usize = workers.into_iter().map(|w| w.join().expect("worker")).sum();
+    let ok = crawl(&site, processes, 1500, |s| {
+        s.limiter.algorithm = Algorithm::Gcra;
+        s.limiter.scope = Scope::Host;
+        s.limiter.backend = Backend::Redis;
+        s.limiter.initial_rps = 300.0;
+        s.limiter.burst = 10;
+        s.redis.url = Some(url.to_owned());
+        s.redis.processes = processes as u32;
+        s.crawler.max_retries = 0;
+    });
     let times: Vec<Instant> = site.requests().iter().map(|r| r.arrived).collect();
     let span = times[times.len() - 1]
         .duration_since(times[0])
@@ -136,35 +151,19 @@ fn adaptive(url: Option<&str>, processes: usize) -> (f64, f64, f64) {
         log_requests: true,
         ..SiteConfig::default()
     });
-    let per = 4500 / processes;
-    let workers: Vec<_> = (0..processes)
-        .map(|p| {
-            let ip: IpAddr = format!("127.0.0.{}", 2 + p).parse().expect("ip");
-            let mut s = Settings::with_exits(vec![ExitSettings::new(format!("p{p}"), ip)]);
-            s.limiter.scope = Scope::Host;
-            if let Some(url) = url {
-                s.limiter.backend = Backend::Redis;
-                s.redis.url = Some(url.to_owned());
-                s.redis.processes = processes as u32;
-            }
-            // Every URL ends 200, so goodput measures the limiter, not the retry policy.
-            s.crawler.max_retries = 100;
-            s.crawler.retry_budget = 1.0;
-            s.crawler.retry_backoff_base_ms = 100;
-            s.crawler.retry_backoff_max_ms = 2000;
-            let urls: Vec<String> = (0..per).map(|i| site.url(&format!("/p{p}/{i}"))).collect();
-            thread::spawn(move || {
-                actix_rt::System::new().block_on(async move {
-                    let h = Crawler::start(s).expect("start");
-                    let all = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone()))));
-                    let _ = actix_rt::time::timeout(Duration::from_secs(240), all).await;
-                })
-            })
-        })
-        .collect();
-    for w in workers {
-        w.join().expect("worker");
-    }
+    crawl(&site, processes, 4500, |s| {
+        s.limiter.scope = Scope::Host;
+        if let Some(url) = url {
+            s.limiter.backend = Backend::Redis;
+            s.redis.url = Some(url.to_owned());
+            s.redis.processes = processes as u32;
+        }
+        // Every URL ends 200, so goodput measures the limiter, not the retry policy.
+        s.crawler.max_retries = 100;
+        s.crawler.retry_budget = 1.0;
+        s.crawler.retry_backoff_base_ms = 100;
+        s.crawler.retry_backoff_max_ms = 2000;
+    });
     let log = site.requests();
     let start = log.iter().map(|r| r.arrived).min().expect("requests");
     let end = log.iter().map(|r| r.arrived).max().expect("requests");

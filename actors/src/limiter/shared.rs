@@ -48,11 +48,8 @@ impl LimiterActor {
         });
     }
 
-    /// Take `u`, a rate decided elsewhere (already judged worth taking).
-    fn adopt_shared(&mut self, u: &RateUpdate) {
-        let Some(key) = LimitKey::from_redis_name(&u.key) else {
-            return;
-        };
+    /// Take `u`, a rate decided elsewhere for `key` (already judged worth taking).
+    fn adopt_shared(&mut self, key: LimitKey, u: &RateUpdate) {
         let now = crate::clock::now();
         let cfg = AimdConfig::from_settings(&self.settings);
         let ctl_state = match &mut self.controllers {
@@ -158,9 +155,9 @@ impl Handler<SharedNews> for LimiterActor {
                 let Some(key) = LimitKey::from_redis_name(&u.key) else {
                     return;
                 };
-                let fleet = self.fleet.entry(key).or_default();
+                let fleet = self.fleet.entry(key.clone()).or_default();
                 if fleet.take(u.rps, u.server_now_ms) {
-                    self.adopt_shared(&u);
+                    self.adopt_shared(key, &u);
                 } else {
                     tracing::debug!(key = %u.key, rps = u.rps, "a rise older than our cut: not taken");
                 }
@@ -172,10 +169,11 @@ impl Handler<SharedNews> for LimiterActor {
                 self.fleet.entry(key).or_default().cut_stored(server_ms);
             }
             SharedNews::Refused(u) => {
-                if let Some(key) = LimitKey::from_redis_name(&u.key) {
-                    self.fleet.entry(key).or_default().refused(u.rps);
-                }
-                self.adopt_shared(&u);
+                let Some(key) = LimitKey::from_redis_name(&u.key) else {
+                    return;
+                };
+                self.fleet.entry(key.clone()).or_default().refused(u.rps);
+                self.adopt_shared(key, &u);
             }
         }
     }
