@@ -185,6 +185,21 @@ impl ServerHints {
         }
     }
 
+    /// Cut every duration the site gave (`Retry-After`, the window's reset, the policy's
+    /// window) to `max`, so one header cannot park a host for longer than the crawl is
+    /// willing to wait. Returns the pause the site asked for when it was longer than `max`
+    /// (see [`Self::pacing`]'s `pause_for`), so the caller can give up and say so.
+    pub fn cap_pauses(&mut self, max: Duration) -> Option<Duration> {
+        let asked = self.pacing().and_then(|p| p.pause_for);
+        for v in [&mut self.retry_after, &mut self.reset, &mut self.window]
+            .into_iter()
+            .flatten()
+        {
+            *v = (*v).min(max);
+        }
+        asked.filter(|a| *a > max)
+    }
+
     /// `true` if no hint at all was found.
     pub fn is_empty(&self) -> bool {
         *self == ServerHints::default()
@@ -557,6 +572,33 @@ mod tests {
             parse_retry_after("99999999999999999999999999", n),
             Some(MAX_HINT)
         );
+    }
+
+    #[test]
+    fn pauses_are_cut_to_the_cap_and_the_sites_ask_is_returned() {
+        let n = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let cap = secs(300);
+        let mut h = ServerHints::from_headers([("retry-after", "99999999999")], n);
+        assert_eq!(h.cap_pauses(cap), Some(MAX_HINT));
+        assert_eq!(h.retry_after, Some(cap));
+        // A quota used up with a reset ten years away, on any answer.
+        let mut h = ServerHints::from_headers([("ratelimit", "remaining=0, reset=315360000")], n);
+        assert_eq!(h.cap_pauses(cap), Some(MAX_HINT));
+        assert_eq!(h.pacing().and_then(|p| p.pause_for), Some(cap));
+        // Within the cap nothing changes and nothing is returned.
+        let mut h = ServerHints::from_headers([("retry-after", "120")], n);
+        assert_eq!(h.cap_pauses(cap), None);
+        assert_eq!(h.retry_after, Some(secs(120)));
+        // A far reset with requests left would spread them over years: cut too.
+        let mut h = ServerHints::from_headers(
+            [
+                ("x-ratelimit-remaining", "10"),
+                ("x-ratelimit-reset", "315360000"),
+            ],
+            n,
+        );
+        assert_eq!(h.cap_pauses(cap), None);
+        assert_eq!(h.pacing().and_then(|p| p.min_interval), Some(secs(30)));
     }
 
     #[test]

@@ -1,12 +1,23 @@
-//! What becomes of an ended attempt: delivered, retried after a backoff, or moved to
-//! another exit.
+//! What becomes of an ended attempt: delivered, retried after a backoff, put back in its
+//! host's queue, or moved to another exit.
 //!
 //! Why in the core: which answers are worth another try, when the retry budget has the
 //! last word, and what counts as an attempt decide how hard a crawl leans on a sick site.
 //! Kept here, they are plain functions of the outcome, the attempt count and the budget at
 //! `now`, tested on a fake clock; the scheduler only carries the verdict out (the reply,
 //! the timer, the metrics).
+//!
+//! Two rules shape the verdicts:
+//! - **A throttle means later, not failed.** A 429/503 puts the URL back until its host
+//!   may be sent to again, however many times; it is not an error attempt and draws
+//!   nothing from the retry budget (the pacer, not the retry, is what spares the site).
+//!   A URL ends throttled out only when its host has refused *every* request for
+//!   `give_up_after`, or asks for a pause longer than `max_retry_after`.
+//! - **The retry budget delays, it does not fail.** A retry the budget cannot afford
+//!   waits until it can ([`Verdict::Defer`]); only `max_retries` error attempts, or the
+//!   crawl shutting down, end a URL that wants another try.
 
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::retry::RetryBudget;
@@ -28,18 +39,29 @@ pub enum NoAnswer {
 /// How an attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
-    /// The site answered with `status`; `throttle`: a throttle status (429/503 by default).
+    /// The site answered with `status`, not a throttle.
     Answer {
         /// The HTTP status.
         status: u16,
-        /// The status is one of `limiter.throttle_statuses`.
-        throttle: bool,
     },
+    /// The site answered with a throttle status (429/503 by default,
+    /// `limiter.throttle_statuses`).
+    Throttled(Throttle),
     /// The request reached out to the site but got no answer.
     NoAnswer(NoAnswer),
     /// Nothing was sent: the exit could not connect from its address, or the host has no
     /// address of the exit's family. Not an attempt, not the site's doing.
     NotSent,
+}
+
+/// What a throttle said, and what its host has said lately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    /// The site's `Retry-After` (or a used-up quota's reset), as the site gave it.
+    pub retry_after: Option<Duration>,
+    /// How long the host has answered nothing but throttles, this one included (see
+    /// [`Refusing`]).
+    pub refusing_for: Duration,
 }
 
 impl Ended {
@@ -48,7 +70,8 @@ impl Ended {
     /// one may not (refused, reset, timed out). A 4xx or a broken page would end the same.
     pub fn wants_retry(self) -> bool {
         match self {
-            Ended::Answer { status, throttle } => throttle || status >= 500,
+            Ended::Answer { status } => status >= 500,
+            Ended::Throttled(_) => true,
             Ended::NoAnswer(n) => n != NoAnswer::Other,
             Ended::NotSent => false,
         }
@@ -60,40 +83,146 @@ impl Ended {
 pub enum Verdict {
     /// The outcome is the fetch's result.
     Final,
-    /// The outcome is the fetch's result because the retry budget refused the retry it
-    /// called for: the record must say so.
-    BudgetRefused,
-    /// Try again after a backoff (at least the site's Retry-After, if any).
+    /// An error worth another try: retry after a backoff (the retry budget paid for it).
     Retry,
+    /// A throttle: back to its host's queue once the host may be sent to again (at least
+    /// the site's Retry-After). Not an error attempt; the retry budget is not asked.
+    Later,
+    /// An error worth another try that the retry budget cannot afford now: wait
+    /// [`RetryBudget::recheck_after`] and ask it again. The retry is delayed, not lost.
+    Defer,
+    /// The host will not take this URL: the fetch ends throttled out, and so do the
+    /// host's other waiting fetches (see [`GaveUp`]).
+    GaveUp(GaveUp),
     /// Send it through another exit; the attempt does not count.
     Move,
+}
+
+/// Why a throttled URL was given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GaveUp {
+    /// The host answered nothing but throttles for this long, at least `give_up_after`.
+    Refusing(Duration),
+    /// The site asked for a pause this long (Retry-After or a quota's reset), longer
+    /// than `max_retry_after`.
+    RetryAfter(Duration),
+}
+
+impl fmt::Display for GaveUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GaveUp::Refusing(d) => write!(
+                f,
+                "the host refused every request for {} s (crawler.give_up_after_ms)",
+                d.as_secs()
+            ),
+            // Pauses are read up to a day (`headers::MAX_HINT`): one that long may have
+            // been longer.
+            GaveUp::RetryAfter(d) => write!(
+                f,
+                "the site asked to wait {}{} s, longer than crawler.max_retry_after_ms",
+                if *d >= crate::headers::MAX_HINT {
+                    "≥ "
+                } else {
+                    ""
+                },
+                d.as_secs()
+            ),
+        }
+    }
 }
 
 /// What the retry decision reads besides the outcome.
 #[derive(Debug, Clone, Copy)]
 pub struct Attempts {
-    /// Attempts made so far, this one included.
+    /// Requests sent so far, this one included (throttled ones too).
     pub made: u32,
-    /// `crawler.max_retries`: attempts beyond the first.
-    pub max_retries: u32,
+    /// Of those, how many were answered with a throttle, this one included.
+    pub throttled: u32,
+    /// The fetch's own bound on throttles that wait (`None`: no bound but the host's
+    /// `give_up_after`); past it, a throttle is the fetch's answer.
+    pub max_throttles: Option<u32>,
     /// The crawler is shutting down: nothing is retried.
     pub shutting_down: bool,
 }
 
+impl Attempts {
+    /// Attempts that ended in an error or an answer other than a throttle: what
+    /// `max_retries` bounds.
+    pub fn errors(&self) -> u32 {
+        self.made.saturating_sub(self.throttled)
+    }
+}
+
+/// The bounds a URL's attempts live within (`[crawler]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// `max_retries`: error attempts beyond the first.
+    pub max_retries: u32,
+    /// `give_up_after_ms`: a host that refuses everything for this long is given up.
+    pub give_up_after: Duration,
+    /// `max_retry_after_ms`: the longest pause a site may ask for; over it the URL is
+    /// given up, and the pause is cut to this.
+    pub max_retry_after: Duration,
+}
+
 /// The verdict on an attempt that ended as `ended`. A retry is withdrawn from `budget`
-/// at `now` only when one is called for and attempts are left, so the budget counts
-/// exactly the retries made.
-pub fn decide(ended: Ended, a: Attempts, budget: &mut RetryBudget, now: Instant) -> Verdict {
-    if ended == Ended::NotSent {
-        return Verdict::Move;
+/// at `now` only for an error that calls for one while attempts are left, so the budget
+/// counts exactly the retries of errors made; throttles never touch it.
+pub fn decide(
+    ended: Ended,
+    a: Attempts,
+    bounds: &Bounds,
+    budget: &mut RetryBudget,
+    now: Instant,
+) -> Verdict {
+    match ended {
+        Ended::NotSent => Verdict::Move,
+        _ if !ended.wants_retry() || a.shutting_down => Verdict::Final,
+        Ended::Throttled(_) if a.max_throttles.is_some_and(|m| a.throttled > m) => Verdict::Final,
+        Ended::Throttled(t) => match t.retry_after {
+            Some(ra) if ra > bounds.max_retry_after => Verdict::GaveUp(GaveUp::RetryAfter(ra)),
+            _ if t.refusing_for >= bounds.give_up_after => {
+                Verdict::GaveUp(GaveUp::Refusing(t.refusing_for))
+            }
+            _ => Verdict::Later,
+        },
+        _ if a.errors() > bounds.max_retries => Verdict::Final,
+        _ if budget.try_withdraw(now) => Verdict::Retry,
+        _ => Verdict::Defer,
     }
-    if !ended.wants_retry() || a.shutting_down || a.made > a.max_retries {
-        return Verdict::Final;
+}
+
+/// Since when each host has answered nothing but throttles: the clock of
+/// `give_up_after`. Only hosts refusing right now have an entry, so it stays small on a
+/// crawl of many hosts.
+#[derive(Debug, Default)]
+pub struct Refusing<K> {
+    since: std::collections::HashMap<K, Instant>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Refusing<K> {
+    /// `host` throttled at `now`: how long it has refused everything.
+    pub fn throttled(&mut self, host: &K, now: Instant) -> Duration {
+        let since = *self.since.entry(host.clone()).or_insert(now);
+        now.saturating_duration_since(since)
     }
-    if budget.try_withdraw(now) {
-        Verdict::Retry
-    } else {
-        Verdict::BudgetRefused
+
+    /// `host` answered with anything but a throttle: it takes requests.
+    pub fn answered(&mut self, host: &K) {
+        if !self.since.is_empty() {
+            self.since.remove(host);
+        }
+    }
+
+    /// Hosts refusing now.
+    pub fn len(&self) -> usize {
+        self.since.len()
+    }
+
+    /// No host is refusing.
+    pub fn is_empty(&self) -> bool {
+        self.since.is_empty()
     }
 }
 
@@ -154,11 +283,22 @@ mod tests {
     use crate::clock::{Clock, FakeClock};
     use std::time::Duration;
 
+    const SECS: Duration = Duration::from_secs(1);
+
     fn attempts(made: u32) -> Attempts {
         Attempts {
             made,
-            max_retries: 3,
+            throttled: 0,
+            max_throttles: None,
             shutting_down: false,
+        }
+    }
+
+    fn bounds() -> Bounds {
+        Bounds {
+            max_retries: 3,
+            give_up_after: 600 * SECS,
+            max_retry_after: 300 * SECS,
         }
     }
 
@@ -166,15 +306,22 @@ mod tests {
         RetryBudget::new(1.0, 100.0, Duration::from_secs(10))
     }
 
+    fn throttle(retry_after: Option<Duration>, refusing_for: Duration) -> Ended {
+        Ended::Throttled(Throttle {
+            retry_after,
+            refusing_for,
+        })
+    }
+
     #[test]
     fn which_outcomes_want_a_retry() {
-        let answer = |status, throttle| Ended::Answer { status, throttle };
-        assert!(answer(429, true).wants_retry());
-        assert!(answer(503, true).wants_retry());
-        assert!(answer(500, false).wants_retry());
-        assert!(!answer(200, false).wants_retry());
-        assert!(!answer(404, false).wants_retry());
-        assert!(!answer(403, false).wants_retry());
+        let answer = |status| Ended::Answer { status };
+        assert!(throttle(None, Duration::ZERO).wants_retry());
+        assert!(answer(500).wants_retry());
+        assert!(answer(503).wants_retry());
+        assert!(!answer(200).wants_retry());
+        assert!(!answer(404).wants_retry());
+        assert!(!answer(403).wants_retry());
         for n in [NoAnswer::Refused, NoAnswer::Timeout, NoAnswer::Reset] {
             assert!(Ended::NoAnswer(n).wants_retry(), "{n:?}");
         }
@@ -186,20 +333,13 @@ mod tests {
     fn retries_while_attempts_are_left_then_final() {
         let clock = FakeClock::new();
         let mut budget = roomy_budget();
-        let e = Ended::Answer {
-            status: 500,
-            throttle: false,
-        };
+        let e = Ended::Answer { status: 500 };
         for made in 1..=3 {
-            assert_eq!(
-                decide(e, attempts(made), &mut budget, clock.now()),
-                Verdict::Retry
-            );
+            let v = decide(e, attempts(made), &bounds(), &mut budget, clock.now());
+            assert_eq!(v, Verdict::Retry);
         }
-        assert_eq!(
-            decide(e, attempts(4), &mut budget, clock.now()),
-            Verdict::Final
-        );
+        let v = decide(e, attempts(4), &bounds(), &mut budget, clock.now());
+        assert_eq!(v, Verdict::Final);
         assert_eq!(budget.retries_in_window(), 3);
     }
 
@@ -207,10 +347,14 @@ mod tests {
     fn nothing_sent_moves_without_touching_the_budget() {
         let clock = FakeClock::new();
         let mut budget = RetryBudget::new(0.0, 0.0, Duration::from_secs(10));
-        assert_eq!(
-            decide(Ended::NotSent, attempts(9), &mut budget, clock.now()),
-            Verdict::Move
+        let v = decide(
+            Ended::NotSent,
+            attempts(9),
+            &bounds(),
+            &mut budget,
+            clock.now(),
         );
+        assert_eq!(v, Verdict::Move);
         assert_eq!(budget.retries_in_window(), 0);
     }
 
@@ -218,19 +362,12 @@ mod tests {
     fn final_outcomes_take_nothing_from_the_budget() {
         let clock = FakeClock::new();
         let mut budget = roomy_budget();
-        let ok = Ended::Answer {
-            status: 200,
-            throttle: false,
-        };
-        assert_eq!(
-            decide(ok, attempts(1), &mut budget, clock.now()),
-            Verdict::Final
-        );
+        let ok = Ended::Answer { status: 200 };
+        let v = decide(ok, attempts(1), &bounds(), &mut budget, clock.now());
+        assert_eq!(v, Verdict::Final);
         let broken = Ended::NoAnswer(NoAnswer::Other);
-        assert_eq!(
-            decide(broken, attempts(1), &mut budget, clock.now()),
-            Verdict::Final
-        );
+        let v = decide(broken, attempts(1), &bounds(), &mut budget, clock.now());
+        assert_eq!(v, Verdict::Final);
         assert_eq!(budget.retries_in_window(), 0);
     }
 
@@ -243,28 +380,143 @@ mod tests {
             ..attempts(1)
         };
         let timeout = Ended::NoAnswer(NoAnswer::Timeout);
-        assert_eq!(decide(timeout, a, &mut budget, clock.now()), Verdict::Final);
+        assert_eq!(
+            decide(timeout, a, &bounds(), &mut budget, clock.now()),
+            Verdict::Final
+        );
+        let t = throttle(None, Duration::ZERO);
+        assert_eq!(
+            decide(t, a, &bounds(), &mut budget, clock.now()),
+            Verdict::Final
+        );
     }
 
     #[test]
-    fn an_empty_budget_refuses_and_says_so_until_it_refills() {
+    fn a_throttle_is_later_however_often_and_never_asks_the_budget() {
+        let clock = FakeClock::new();
+        // A budget that allows nothing at all.
+        let mut budget = RetryBudget::new(0.0, 0.0, Duration::from_secs(10));
+        for made in [1, 4, 50, 1000] {
+            let a = Attempts {
+                made,
+                throttled: made,
+                ..attempts(made)
+            };
+            let t = throttle(Some(SECS), 10 * SECS);
+            assert_eq!(
+                decide(t, a, &bounds(), &mut budget, clock.now()),
+                Verdict::Later,
+                "throttle number {made}"
+            );
+        }
+        assert_eq!(budget.retries_in_window(), 0);
+    }
+
+    #[test]
+    fn throttles_are_not_error_attempts() {
+        let clock = FakeClock::new();
+        let mut budget = roomy_budget();
+        // Seven sends: four throttled, three errors. max_retries = 3 allows four errors.
+        let a = Attempts {
+            made: 7,
+            throttled: 4,
+            ..attempts(7)
+        };
+        assert_eq!(a.errors(), 3);
+        let e = Ended::Answer { status: 502 };
+        assert_eq!(
+            decide(e, a, &bounds(), &mut budget, clock.now()),
+            Verdict::Retry
+        );
+        let a = Attempts { made: 8, ..a };
+        assert_eq!(
+            decide(e, a, &bounds(), &mut budget, clock.now()),
+            Verdict::Final
+        );
+    }
+
+    #[test]
+    fn a_fetch_with_its_own_bound_on_throttles_takes_the_next_one_as_its_answer() {
+        let clock = FakeClock::new();
+        let mut budget = roomy_budget();
+        let t = throttle(None, SECS);
+        let a = |throttled| Attempts {
+            made: throttled,
+            throttled,
+            max_throttles: Some(2),
+            shutting_down: false,
+        };
+        assert_eq!(
+            decide(t, a(2), &bounds(), &mut budget, clock.now()),
+            Verdict::Later
+        );
+        assert_eq!(
+            decide(t, a(3), &bounds(), &mut budget, clock.now()),
+            Verdict::Final
+        );
+    }
+
+    #[test]
+    fn a_host_that_refuses_everything_for_give_up_after_is_given_up() {
+        let clock = FakeClock::new();
+        let mut budget = roomy_budget();
+        let b = bounds();
+        let almost = throttle(None, b.give_up_after - SECS);
+        assert_eq!(
+            decide(almost, attempts(1), &b, &mut budget, clock.now()),
+            Verdict::Later
+        );
+        let spent = throttle(None, b.give_up_after);
+        assert_eq!(
+            decide(spent, attempts(1), &b, &mut budget, clock.now()),
+            Verdict::GaveUp(GaveUp::Refusing(b.give_up_after))
+        );
+    }
+
+    #[test]
+    fn a_pause_over_max_retry_after_gives_the_url_up_with_the_sites_value() {
+        let clock = FakeClock::new();
+        let mut budget = roomy_budget();
+        let b = bounds();
+        let at_cap = throttle(Some(b.max_retry_after), Duration::ZERO);
+        assert_eq!(
+            decide(at_cap, attempts(1), &b, &mut budget, clock.now()),
+            Verdict::Later
+        );
+        let absurd = Duration::from_secs(86_400);
+        let v = decide(
+            throttle(Some(absurd), Duration::ZERO),
+            attempts(1),
+            &b,
+            &mut budget,
+            clock.now(),
+        );
+        assert_eq!(v, Verdict::GaveUp(GaveUp::RetryAfter(absurd)));
+        let Verdict::GaveUp(g) = v else {
+            unreachable!()
+        };
+        assert_eq!(
+            g.to_string(),
+            "the site asked to wait ≥ 86400 s, longer than crawler.max_retry_after_ms"
+        );
+    }
+
+    #[test]
+    fn an_empty_budget_defers_the_retry_until_it_refills() {
         let clock = FakeClock::new();
         // One retry per 10 first attempts, no floor.
         let mut budget = RetryBudget::new(0.1, 0.0, Duration::from_secs(10));
         for _ in 0..10 {
             budget.deposit(clock.now());
         }
-        let throttle = Ended::Answer {
-            status: 429,
-            throttle: true,
-        };
+        let error = Ended::Answer { status: 500 };
         assert_eq!(
-            decide(throttle, attempts(1), &mut budget, clock.now()),
+            decide(error, attempts(1), &bounds(), &mut budget, clock.now()),
             Verdict::Retry
         );
         assert_eq!(
-            decide(throttle, attempts(1), &mut budget, clock.now()),
-            Verdict::BudgetRefused
+            decide(error, attempts(1), &bounds(), &mut budget, clock.now()),
+            Verdict::Defer
         );
         // The window moves on: the withdrawal ages out with the deposits, and new first
         // attempts earn a retry again.
@@ -273,9 +525,24 @@ mod tests {
             budget.deposit(clock.now());
         }
         assert_eq!(
-            decide(throttle, attempts(1), &mut budget, clock.now()),
+            decide(error, attempts(1), &bounds(), &mut budget, clock.now()),
             Verdict::Retry
         );
+    }
+
+    #[test]
+    fn refusing_runs_from_the_first_throttle_since_the_last_other_answer() {
+        let clock = FakeClock::new();
+        let mut r: Refusing<&str> = Refusing::default();
+        assert_eq!(r.throttled(&"a", clock.now()), Duration::ZERO);
+        clock.advance(5 * SECS);
+        assert_eq!(r.throttled(&"a", clock.now()), 5 * SECS);
+        assert_eq!(r.throttled(&"b", clock.now()), Duration::ZERO);
+        assert_eq!(r.len(), 2);
+        r.answered(&"a");
+        clock.advance(SECS);
+        assert_eq!(r.throttled(&"a", clock.now()), Duration::ZERO);
+        assert_eq!(r.throttled(&"b", clock.now()), SECS);
     }
 
     #[test]

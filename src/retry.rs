@@ -141,6 +141,12 @@ impl RetryBudget {
         }
     }
 
+    /// How long a retry the budget refused waits before asking again: one slot, the
+    /// budget's smallest step (its withdrawals and deposits age out slot by slot).
+    pub fn recheck_after(&self) -> Duration {
+        Duration::from_nanos(self.slot_nanos)
+    }
+
     /// Retries counted within the ttl, as of the last deposit or withdrawal.
     pub fn retries_in_window(&self) -> usize {
         usize::try_from(self.withdrawals).unwrap_or(usize::MAX)
@@ -231,6 +237,12 @@ mod tests {
             .filter(|_| budget.try_withdraw(c.now()))
             .count();
         assert!((190_000..=200_000).contains(&granted), "{granted}");
+    }
+
+    #[test]
+    fn a_refused_retry_asks_again_one_slot_later() {
+        let budget = RetryBudget::new(0.2, 1.0, Duration::from_secs(10));
+        assert_eq!(budget.recheck_after(), Duration::from_millis(500));
     }
 
     #[test]

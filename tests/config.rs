@@ -435,6 +435,16 @@ const CRAWLER_OUT_OF_RANGE: &[(&str, &str, &str)] = &[
         "NaN",
     ),
     (
+        "[crawler]\ngive_up_after_ms = 10",
+        "crawler.give_up_after_ms",
+        "1000..=86400000",
+    ),
+    (
+        "[crawler]\nmax_retry_after_ms = 86400001",
+        "crawler.max_retry_after_ms",
+        "1000..=86400000",
+    ),
+    (
         "[crawler]\nper_host_connections = 0",
         "crawler.per_host_connections",
         "1..=",
@@ -1114,6 +1124,8 @@ fn each_key_alone_at_its_extremes_loads() {
         ("crawler.retry_backoff_base_ms", "1", "3600000"),
         ("crawler.retry_backoff_max_ms", "1", "3600000"),
         ("crawler.retry_budget", "0.0", "1.0"),
+        ("crawler.give_up_after_ms", "1000", "86400000"),
+        ("crawler.max_retry_after_ms", "1000", "86400000"),
         ("crawler.per_host_connections", "1", "10000"),
         ("crawler.keep_alive_ms", "0", "3600000"),
         ("crawler.dns_ttl_ms", "0", "86400000"),

@@ -43,6 +43,11 @@ pub struct Fetch {
     /// [`FetchResponse::peer_private`]). `false` for URLs the user gives, which are
     /// trusted.
     pub from_public: bool,
+    /// At most this many throttled answers (429/503) before a throttle is the fetch's
+    /// answer. `None` (the default): a throttled fetch waits for its host however often it
+    /// is throttled, until the host has refused everything for `crawler.give_up_after_ms`.
+    /// A robots.txt fetch sets it: a robots.txt that keeps answering 503 is unavailable.
+    pub max_throttles: Option<u32>,
 }
 
 impl Fetch {
@@ -56,7 +61,15 @@ impl Fetch {
             preferred_exit: None,
             region: None,
             from_public: false,
+            max_throttles: None,
         }
+    }
+
+    /// Let at most `n` throttled answers wait for the host; the next one is the fetch's
+    /// answer (see [`Fetch::max_throttles`]).
+    pub fn throttle_waits(mut self, n: u32) -> Self {
+        self.max_throttles = Some(n);
+        self
     }
 
     /// Mark the URL as found on a page (or in a sitemap) that came from a public address
@@ -126,10 +139,6 @@ pub struct FetchResponse {
     pub throttled: u32,
     /// From the `Fetch` arriving to the reply.
     pub elapsed: Duration,
-    /// The answer called for a retry (a throttle or a 5xx) and attempts were left, but the
-    /// retry budget (`crawler.retry_budget`) refused it: this is the last answer, not a
-    /// final one. (A failure without an answer says so in its message instead.)
-    pub retry_refused: bool,
 }
 
 /// What kind of failure ended a fetch.
@@ -164,6 +173,10 @@ pub enum FetchErrorKind {
     PrivateAddress,
     /// The crawler is shutting down.
     Shutdown,
+    /// Its host refused every request for `crawler.give_up_after_ms`, or asked for a
+    /// pause longer than `crawler.max_retry_after_ms`: the URL was given up (its last
+    /// answer, if any, was a throttle). The message says which, with the site's value.
+    ThrottledOut,
     /// Anything else (DNS, TLS, malformed HTTP, …); the message says what.
     Other,
 }
@@ -185,6 +198,7 @@ impl FetchErrorKind {
             FetchErrorKind::TooManyRedirects => "too_many_redirects",
             FetchErrorKind::PrivateAddress => "private_address",
             FetchErrorKind::Shutdown => "shutdown",
+            FetchErrorKind::ThrottledOut => "throttled_out",
             FetchErrorKind::Other => "other",
         }
     }
@@ -604,7 +618,6 @@ pub(crate) struct Delivery {
     pub attempts: u32,
     pub throttled: u32,
     pub elapsed: Duration,
-    pub retry_refused: bool,
 }
 
 impl Answer {
@@ -624,7 +637,6 @@ impl Answer {
             attempts: d.attempts,
             throttled: d.throttled,
             elapsed: d.elapsed,
-            retry_refused: d.retry_refused,
         }
     }
 }

@@ -106,8 +106,11 @@ pub struct Metrics {
     pub urls_total: Counter,
     /// Retries scheduled.
     pub retries: Counter,
-    /// Retries the retry budget refused.
+    /// Retries the retry budget deferred (each deferral once; the retry is made later).
     pub retry_budget_refusals: Counter,
+    /// Fetches given up because their host refused everything for `give_up_after_ms`,
+    /// or asked for a pause over `max_retry_after_ms`.
+    pub throttled_out: Counter,
     /// Delay between when a timer tick was due and when it ran.
     pub event_loop_lag: Histogram,
     /// Distributed mode: 1 while the last Redis check answered, 0 during an outage.
@@ -142,6 +145,7 @@ impl Metrics {
             urls_total: Counter::default(),
             retries: Counter::default(),
             retry_budget_refusals: Counter::default(),
+            throttled_out: Counter::default(),
             event_loop_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             redis_up: Gauge::default(),
             redis_errors: Counter::default(),
@@ -246,8 +250,13 @@ impl Metrics {
             .register("retries", "Retries scheduled", self.retries.clone());
         self.registry.register(
             "retry_budget_refusals",
-            "Retries refused by the retry budget",
+            "Retries the retry budget deferred (made later, not lost)",
             self.retry_budget_refusals.clone(),
+        );
+        self.registry.register(
+            "throttled_out",
+            "Fetches given up: their host refused everything for give_up_after_ms, or asked for a pause over max_retry_after_ms",
+            self.throttled_out.clone(),
         );
         self.registry.register_with_unit(
             "event_loop_lag",

@@ -89,7 +89,9 @@ pub struct CrawlerSettings {
     /// fast instead of eating the whole timeout.
     #[serde(deserialize_with = "strict::int")]
     pub connect_timeout_ms: u64,
-    /// Further attempts per URL after the first (0 = never retry). Default 3; 0..=100.
+    /// Further attempts per URL after an error (a 5xx, a reset, a timeout, a refused
+    /// connection; 0 = never retry). Throttles do not count: a throttled URL waits for its
+    /// host (see `give_up_after_ms`). Default 3; 0..=100.
     #[serde(deserialize_with = "strict::int")]
     pub max_retries: u32,
     /// `User-Agent` header sent with every request. Default `"exitcrawl/<crate version>"`;
@@ -120,6 +122,17 @@ pub struct CrawlerSettings {
     /// Stops retry storms when a site is failing. Default 0.2; 0.0..=1.0.
     #[serde(deserialize_with = "strict::float")]
     pub retry_budget: f64,
+    /// A host that answers nothing but throttles (429/503) for this long is given up:
+    /// its waiting URLs end `throttled_out`. Until then a throttled URL waits for its host
+    /// however often it is throttled. In ms. Default 600000 (10 min); 1000..=86400000.
+    #[serde(deserialize_with = "strict::int")]
+    pub give_up_after_ms: u64,
+    /// The longest pause a site may ask for (`Retry-After`, or a used-up quota's reset
+    /// in `RateLimit`/`X-RateLimit-*` headers), in ms: a longer one is cut to this, a
+    /// throttle that asks for it ends its URL `throttled_out` with the site's value, and
+    /// a warning names the host. Default 300000 (5 min); 1000..=86400000.
+    #[serde(deserialize_with = "strict::int")]
+    pub max_retry_after_ms: u64,
     /// Open connections per (exit, host) pair. Default 32; 1..=10000.
     #[serde(deserialize_with = "strict::int")]
     pub per_host_connections: u32,
@@ -165,6 +178,8 @@ impl Default for CrawlerSettings {
             retry_backoff_base_ms: 500,
             retry_backoff_max_ms: 30_000,
             retry_budget: 0.2,
+            give_up_after_ms: 600_000,
+            max_retry_after_ms: 300_000,
             per_host_connections: 32,
             keep_alive_ms: 15_000,
             dns_ttl_ms: 60_000,
@@ -191,6 +206,14 @@ impl CrawlerSettings {
     /// `retry_backoff_max_ms` as a Duration.
     pub fn retry_backoff_max(&self) -> Duration {
         Duration::from_millis(self.retry_backoff_max_ms)
+    }
+    /// `give_up_after_ms` as a Duration.
+    pub fn give_up_after(&self) -> Duration {
+        Duration::from_millis(self.give_up_after_ms)
+    }
+    /// `max_retry_after_ms` as a Duration.
+    pub fn max_retry_after(&self) -> Duration {
+        Duration::from_millis(self.max_retry_after_ms)
     }
     /// `keep_alive_ms` as a Duration.
     pub fn keep_alive(&self) -> Duration {

@@ -166,6 +166,18 @@ fn validate_crawler(c: &CrawlerSettings) -> Result {
         "in 0.0..=1.0",
     )?;
     uint(
+        "crawler.give_up_after_ms",
+        c.give_up_after_ms,
+        1_000,
+        DAY_MS,
+    )?;
+    uint(
+        "crawler.max_retry_after_ms",
+        c.max_retry_after_ms,
+        1_000,
+        DAY_MS,
+    )?;
+    uint(
         "crawler.per_host_connections",
         c.per_host_connections.into(),
         1,

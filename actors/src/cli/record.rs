@@ -1,7 +1,8 @@
 //! One line of `--out`: the fate of one input URL (the output contract), and the counts
 //! over the records written so far.
 //!
-//! Fields, in order: `url, status, exit, attempts, elapsed_ms, bytes` (decoded body
+//! Fields, in order: `url, status, exit, attempts` (requests sent, throttled ones
+//! included), `throttled` (how many of them were answered 429/503), `elapsed_ms, bytes` (decoded body
 //! bytes), `wire_bytes` (the body as it came over the wire, compressed or not), `error`,
 //! then `skipped` (`"robots"`, `"duplicate"` or null), `final_url` (where the answer
 //! came from after redirects; null without an answer), `content_type` and `sha256` (of
@@ -14,7 +15,6 @@ use exitcrawl::redact::mask_url;
 use serde::Serialize;
 
 use super::archive::Kept;
-use crate::scheduler::RETRY_BUDGET_EXHAUSTED;
 use crate::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
 
 /// The `error` of a record whose fetch was stopped by Ctrl-C.
@@ -29,22 +29,22 @@ pub struct Record {
     /// Exit of the final attempt; `null` when none was made.
     pub exit: Option<String>,
     pub attempts: u32,
+    /// Of `attempts`, how many were answered with a throttle status (429/503).
+    pub throttled: u32,
     pub elapsed_ms: u64,
     /// Body bytes of the final answer (decoded).
     pub bytes: u64,
     /// The same body's bytes as they came over the wire (smaller when it came compressed).
     pub wire_bytes: u64,
-    /// `null`, or why the fetch ended without an answer (`"interrupted"`: Ctrl-C), or
-    /// why an answer that called for a retry is the last one (`"retry budget exhausted"`).
+    /// `null`, or why the fetch ended without an answer (`"interrupted"`: Ctrl-C;
+    /// `"throttled_out: …"`: its host refused everything for `give_up_after_ms`, or asked
+    /// for a pause over `max_retry_after_ms`, with the site's value).
     pub error: Option<String>,
     /// `"robots"`: not fetched, robots.txt disallows it (or could not be fetched, then
     /// `error` says so); `"duplicate"`: an earlier line of the list has it.
     pub skipped: Option<SkipReason>,
     #[serde(flatten)]
     pub kept: Kept,
-    /// Not part of the record: 429/503 answers over all attempts (for the summary).
-    #[serde(skip)]
-    pub throttled: u32,
 }
 
 impl Record {
@@ -58,7 +58,7 @@ impl Record {
             elapsed_ms: millis(r.elapsed),
             bytes: r.body.len() as u64,
             wire_bytes: r.wire_bytes,
-            error: r.retry_refused.then(|| RETRY_BUDGET_EXHAUSTED.to_string()),
+            error: None,
             skipped: None,
             kept,
             throttled: r.throttled,
@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(
             json,
             "{\"url\":\"http://h/p?token=***\",\"status\":null,\"exit\":null,\"attempts\":0,\
-             \"elapsed_ms\":3,\"bytes\":0,\"wire_bytes\":0,\"error\":null,\"skipped\":\"robots\",\
+             \"throttled\":0,\"elapsed_ms\":3,\"bytes\":0,\"wire_bytes\":0,\"error\":null,\"skipped\":\"robots\",\
              \"final_url\":null,\"content_type\":null,\"sha256\":null}"
         );
         let t = Totals::default();

@@ -175,7 +175,12 @@ impl RobotsGate {
             origin,
             notify,
         };
-        let result = handle.fetch(Fetch::get(robots.to_string())).await;
+        // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309 §2.3.1.3),
+        // not a page to wait for: throttles count like retries.
+        let waits = handle.settings().crawler.max_retries;
+        let result = handle
+            .fetch(Fetch::get(robots.to_string()).throttle_waits(waits))
+            .await;
         let now = crate::clock::now();
         self.fetches.set(self.fetches.get() + 1);
         let attempts = match &result {

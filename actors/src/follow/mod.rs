@@ -283,7 +283,11 @@ impl<'h> Driver<'h> {
                 url,
                 from_public,
             } => {
-                let fetch = Fetch::get(url.to_string()).found_on_public(from_public);
+                // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309
+                // §2.3.1.3), not a page to wait for: throttles count like retries.
+                let fetch = Fetch::get(url.to_string())
+                    .found_on_public(from_public)
+                    .throttle_waits(handle.settings().crawler.max_retries);
                 async move {
                     Done::Robots {
                         result: handle.fetch(fetch).await,

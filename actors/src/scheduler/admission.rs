@@ -142,6 +142,7 @@ impl Scheduler {
             slot: m.slot,
             attempts: 0,
             throttled: 0,
+            awaits_budget: false,
             excluded: Vec::new(),
             arrived: m.arrived,
             no_exit_since: None,

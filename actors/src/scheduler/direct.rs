@@ -7,8 +7,9 @@ use crate::messages::Delivery;
 
 /// What a direct attempt hands back to the actor: what needs its timers.
 pub(super) enum Handoff {
-    /// Retry after a backoff (at least the `Retry-After`, if any).
-    Retry(Box<Pending>, Option<Duration>),
+    /// Back to its host's queue after this long (a retry's backoff, a throttle's wait,
+    /// or a retry the budget deferred).
+    Retry(Box<Pending>, Duration),
     /// Capacity was freed, or a fetch requeued, while fetches wait: run the dispatch.
     Dispatch,
 }
@@ -25,7 +26,7 @@ impl StreamHandler<Handoff> for SchedulerActor {
                 );
                 st.check_drained();
             }
-            Handoff::Retry(p, retry_after) => st.retry_later(*p, retry_after, ctx),
+            Handoff::Retry(p, delay) => st.retry_later(*p, delay, ctx),
             Handoff::Dispatch => {}
         }
         st.dispatch(ctx);
@@ -355,6 +356,7 @@ impl Scheduler {
             Ok(answer) if self.is_plain(answer.status) => {
                 self.release(i, host);
                 let exit_name = Arc::clone(&self.exits[i].name);
+                self.refusing.answered(host);
                 self.note_answer(
                     i,
                     &exit_name,
@@ -377,7 +379,6 @@ impl Scheduler {
                         (attempted.sent_at + attempted.latency)
                             .saturating_duration_since(arrived.into_std())
                     },
-                    retry_refused: false,
                 })))
             }
             result => {
@@ -391,6 +392,7 @@ impl Scheduler {
                     slot: None,
                     attempts: 1,
                     throttled: 0,
+                    awaits_budget: false,
                     excluded: Vec::new(),
                     arrived,
                     no_exit_since: None,
@@ -403,8 +405,8 @@ impl Scheduler {
                     result,
                     ..attempted
                 };
-                if let Some((p, retry_after)) = self.settle_spanned(i, p, Some(attempted)) {
-                    self.hand_off(Handoff::Retry(Box::new(p), retry_after));
+                if let Some((p, delay)) = self.settle_spanned(i, p, Some(attempted)) {
+                    self.hand_off(Handoff::Retry(Box::new(p), delay));
                 }
                 Err(rx)
             }

@@ -64,8 +64,8 @@ impl Scheduler {
         let Some((i, p)) = self.sent.remove(&m.id) else {
             return;
         };
-        if let Some((p, retry_after)) = self.settle_spanned(i, p, m.attempted) {
-            self.retry_later(p, retry_after, ctx);
+        if let Some((p, delay)) = self.settle_spanned(i, p, m.attempted) {
+            self.retry_later(p, delay, ctx);
         }
         self.check_drained();
         self.dispatch(ctx);

@@ -60,6 +60,7 @@ use awc::http::Uri;
 use exitcrawl::config::{Algorithm, Scope, Settings};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter};
+use exitcrawl::outcome::{Bounds, Refusing};
 use exitcrawl::pacer::Pacer;
 use exitcrawl::retry::{Backoff, RetryBudget};
 use exitcrawl::rng::SplitMix64;
@@ -95,7 +96,6 @@ use direct::*;
 pub(crate) use direct::{register_local, Ingress};
 use pacing::*;
 use pending::*;
-pub use settle::RETRY_BUDGET_EXHAUSTED;
 
 type Reply = Result<FetchResponse, FetchError>;
 
@@ -173,6 +173,12 @@ pub(crate) struct Scheduler {
     health: Option<Addr<HealthActor>>,
     budget: RetryBudget,
     backoff: Backoff,
+    /// `max_retries`, `give_up_after`, `max_retry_after`: what a URL's attempts live within.
+    bounds: Bounds,
+    /// Hosts answering nothing but throttles, and since when.
+    refusing: Refusing<Arc<str>>,
+    /// Hosts already warned about a pause over `max_retry_after`.
+    warned_pause: foldhash::HashSet<Arc<str>>,
     rng: SplitMix64,
     tie: u64,
     wake: Option<(SpawnHandle, std::time::Instant)>,
@@ -208,6 +214,11 @@ impl Scheduler {
             base: c.retry_backoff_base(),
             max: c.retry_backoff_max(),
         };
+        let bounds = Bounds {
+            max_retries: c.max_retries,
+            give_up_after: c.give_up_after(),
+            max_retry_after: c.max_retry_after(),
+        };
         Self {
             exits,
             keys: HashMap::default(),
@@ -225,6 +236,9 @@ impl Scheduler {
             health: None,
             budget,
             backoff,
+            bounds,
+            refusing: Refusing::default(),
+            warned_pause: foldhash::HashSet::default(),
             rng: SplitMix64::new(0x5c4e_d01e),
             tie: 0,
             wake: None,

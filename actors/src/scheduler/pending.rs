@@ -10,8 +10,12 @@ pub(super) struct Pending {
     pub(super) done: prometheus_client::metrics::counter::Counter,
     /// Holds a queue slot while the fetch waits in the queue.
     pub(super) slot: Option<OwnedSemaphorePermit>,
+    /// Requests sent (throttled ones too).
     pub(super) attempts: u32,
+    /// Of those, answered with a throttle.
     pub(super) throttled: u32,
+    /// The retry budget deferred this fetch's retry: ask it again before the retry.
+    pub(super) awaits_budget: bool,
     pub(super) excluded: Vec<usize>,
     pub(super) arrived: Instant,
     /// The URL as sent, parsed at admission: it differs from the one requested for an IDN
@@ -31,6 +35,11 @@ pub(super) struct Pending {
 }
 
 impl Pending {
+    /// Attempts that were not throttles: what `max_retries` bounds.
+    pub(super) fn errors(&self) -> u32 {
+        self.attempts.saturating_sub(self.throttled)
+    }
+
     /// The fetch's span, made on first use.
     pub(super) fn span(&mut self) -> &tracing::Span {
         let (url, host) = (&self.fetch.url, &self.host);

@@ -1,6 +1,6 @@
 use super::*;
 use crate::messages::{AttemptFailure, Delivery};
-use exitcrawl::outcome::{self, Attempts, Ended, Heard, NoAnswer, Verdict};
+use exitcrawl::outcome::{self, Attempts, Ended, GaveUp, Heard, NoAnswer, Throttle, Verdict};
 
 impl Scheduler {
     /// [`Self::settle`] inside the fetch's span when the attempt may log something.
@@ -9,7 +9,7 @@ impl Scheduler {
         i: usize,
         mut p: Pending,
         attempted: Option<Attempted>,
-    ) -> Option<(Pending, Option<Duration>)> {
+    ) -> Option<(Pending, Duration)> {
         // A plain answer logs nothing: no span for it. Anything else may (throttle, retry,
         // failure), and its events carry the fetch's span.
         let plain =
@@ -31,14 +31,15 @@ impl Scheduler {
     }
 
     /// Count an ended attempt through exit `i`, tell the limiter and the health actor,
-    /// and answer the fetch, requeue it (nothing was sent), or return it with the
-    /// `Retry-After` floor when it is to be retried after a backoff.
+    /// and answer the fetch, requeue it (nothing was sent), or return it with how long
+    /// it waits before it goes back to its host's queue (a retry, a throttle, or a retry
+    /// the budget deferred).
     pub(super) fn settle(
         &mut self,
         i: usize,
         mut p: Pending,
         res: Result<Attempted, MailboxError>,
-    ) -> Option<(Pending, Option<Duration>)> {
+    ) -> Option<(Pending, Duration)> {
         self.release(i, &p.host);
         let att = match res {
             Ok(att) => att,
@@ -71,18 +72,19 @@ impl Scheduler {
         }
     }
 
-    /// An answer came back through exit `i`: deliver it, or retry (a throttle or a 5xx,
-    /// while attempts and the retry budget allow).
+    /// An answer came back through exit `i`: deliver it, retry it (a 5xx, while attempts
+    /// are left), put it back for later (a throttle), or give it up (its host refuses
+    /// everything, or asks for too long a pause).
     fn settle_answer(
         &mut self,
         i: usize,
         mut p: Pending,
         (sent_at, latency): (std::time::Instant, Duration),
         answer: Answer,
-    ) -> Option<(Pending, Option<Duration>)> {
+    ) -> Option<(Pending, Duration)> {
         let now = Instant::now();
         let exit_name = self.exits[i].name.clone();
-        let (throttle, hints) = self.note_answer(
+        let (throttle, hints, asked) = self.note_answer(
             i,
             &exit_name,
             &p.host,
@@ -91,17 +93,45 @@ impl Scheduler {
             &answer,
         );
         let latency_ms = latency.as_secs_f64() * 1e3;
-        if throttle {
+        let ended = if throttle {
             p.throttled += 1;
             tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
-        }
-        let ended = Ended::Answer {
-            status: answer.status,
-            throttle,
+            let refusing_for = self.refusing.throttled(&p.host, now.into_std());
+            Ended::Throttled(Throttle {
+                retry_after: asked.or(hints.retry_after),
+                refusing_for,
+            })
+        } else {
+            self.refusing.answered(&p.host);
+            Ended::Answer {
+                status: answer.status,
+            }
         };
-        let verdict = self.decide(&p, ended, now);
-        if verdict == Verdict::Retry {
-            return Some((p, hints.retry_after));
+        match self.decide(&p, ended, now) {
+            Verdict::Retry => {
+                let delay = self
+                    .backoff
+                    .delay(p.errors(), hints.retry_after, &mut self.rng);
+                return Some((p, delay));
+            }
+            Verdict::Defer => {
+                p.awaits_budget = true;
+                return Some((p, self.budget.recheck_after()));
+            }
+            Verdict::Later => {
+                let delay = self
+                    .backoff
+                    .delay(p.throttled, hints.retry_after, &mut self.rng);
+                return Some((p, delay));
+            }
+            Verdict::GaveUp(why) => {
+                let host = Arc::clone(&p.host);
+                p.last_exit = Some(i);
+                self.give_up(p, why);
+                self.give_up_host(&host, why);
+                return None;
+            }
+            Verdict::Final | Verdict::Move => {}
         }
         if ended.wants_retry() {
             tracing::warn!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "retries exhausted");
@@ -113,21 +143,21 @@ impl Scheduler {
             attempts: p.attempts,
             throttled: p.throttled,
             elapsed: now.saturating_duration_since(p.arrived),
-            retry_refused: verdict == Verdict::BudgetRefused,
         });
         p.answer(Ok(resp));
         None
     }
 
     /// No answer through exit `i` (refused, reset, timed out, …): the limiter hears it;
-    /// a connection-level failure is retried while attempts and the retry budget allow.
+    /// a connection-level failure is retried while attempts are left (the retry budget
+    /// may delay it, never end it).
     fn settle_failure(
         &mut self,
         i: usize,
-        p: Pending,
+        mut p: Pending,
         (sent_at, latency): (std::time::Instant, Duration),
         f: AttemptFailure,
-    ) -> Option<(Pending, Option<Duration>)> {
+    ) -> Option<(Pending, Duration)> {
         let now = Instant::now();
         let exit_name = self.exits[i].name.clone();
         self.count(i, Outcome::Error, None);
@@ -149,23 +179,56 @@ impl Scheduler {
             FailureKind::Reset => NoAnswer::Reset,
             _ => NoAnswer::Other,
         };
-        let verdict = self.decide(&p, Ended::NoAnswer(no_answer), now);
-        if verdict == Verdict::Retry {
-            return Some((p, None));
+        match self.decide(&p, Ended::NoAnswer(no_answer), now) {
+            Verdict::Retry => {
+                let delay = self.backoff.delay(p.errors(), None, &mut self.rng);
+                return Some((p, delay));
+            }
+            Verdict::Defer => {
+                p.awaits_budget = true;
+                return Some((p, self.budget.recheck_after()));
+            }
+            _ => {}
         }
         tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %f.message, "fetch failed");
-        let message = if verdict == Verdict::BudgetRefused {
-            format!("{}; {RETRY_BUDGET_EXHAUSTED}", f.message)
-        } else {
-            f.message
-        };
-        p.fail(f.error, message, &self.exits);
+        p.fail(f.error, f.message, &self.exits);
         None
+    }
+
+    /// End `p` throttled out, saying why.
+    fn give_up(&mut self, p: Pending, why: GaveUp) {
+        self.metrics.throttled_out.inc();
+        p.fail(FetchErrorKind::ThrottledOut, why.to_string(), &self.exits);
+    }
+
+    /// Its host gave a fetch up: the host's other waiting fetches (queued, or waiting
+    /// for a retry) end the same way, since the site would answer them alike. Fetches
+    /// in flight settle on their own answers.
+    fn give_up_host(&mut self, host: &Arc<str>, why: GaveUp) {
+        tracing::warn!(host = %host, reason = %why, "giving up the host's waiting URLs");
+        let queued: Vec<Pending> = match self.hosts.get_mut(host) {
+            Some(state) => state.queue.drain(..).collect(),
+            None => Vec::new(),
+        };
+        self.set_queued(-(queued.len() as i64));
+        let delayed: Vec<u64> = self
+            .delayed
+            .iter()
+            .filter(|(_, p)| p.host == *host)
+            .map(|(id, _)| *id)
+            .collect();
+        let waiting = delayed
+            .into_iter()
+            .filter_map(|id| self.delayed.remove(&id));
+        for p in queued.into_iter().chain(waiting.collect::<Vec<_>>()) {
+            self.give_up(p, why);
+        }
     }
 
     /// What an answer through exit `i` tells: time and count it, feed the limiter (a
     /// throttle; with the adaptive algorithm, any answer; the site's rate-limit headers).
-    /// Returns whether it is a throttle, and the site's hints.
+    /// Returns whether it is a throttle, the site's hints with their pauses cut to
+    /// `max_retry_after`, and the pause the site asked for when it was longer.
     pub(super) fn note_answer(
         &mut self,
         i: usize,
@@ -174,7 +237,7 @@ impl Scheduler {
         waited: bool,
         (sent_at, latency): (std::time::Instant, Duration),
         answer: &Answer,
-    ) -> (bool, ServerHints) {
+    ) -> (bool, ServerHints, Option<Duration>) {
         self.observe(i, None);
         self.handles[i].duration.observe(latency.as_secs_f64());
         // Every hint header is named retry-after or [x-]ratelimit…, and names arrive
@@ -182,7 +245,7 @@ impl Scheduler {
         let maybe_hint = |k: &awc::http::header::HeaderName| {
             matches!(k.as_str().as_bytes().first(), Some(b'r' | b'x'))
         };
-        let hints = if answer.headers.keys().any(maybe_hint) {
+        let mut hints = if answer.headers.keys().any(maybe_hint) {
             ServerHints::from_headers(
                 answer
                     .headers
@@ -195,6 +258,7 @@ impl Scheduler {
         } else {
             ServerHints::default()
         };
+        let asked = self.cap_pauses(host, &mut hints);
         let throttle = self.settings.limiter.is_throttle_status(answer.status);
         let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
         let heard = outcome::heard(throttle, adaptive, !hints.is_empty());
@@ -228,7 +292,26 @@ impl Scheduler {
         self.count(i, outcome, Some(answer.status));
         self.metrics.body_wire_bytes.inc_by(answer.wire_bytes);
         self.metrics.body_bytes.inc_by(answer.body.len() as u64);
-        (throttle, hints)
+        (throttle, hints, asked)
+    }
+
+    /// Cut the pauses `hints` ask for to `crawler.max_retry_after_ms`; a longer one is
+    /// returned, and warned about once per host (a site may send it on every answer).
+    fn cap_pauses(&mut self, host: &Arc<str>, hints: &mut ServerHints) -> Option<Duration> {
+        if hints.is_empty() {
+            return None;
+        }
+        let max = self.settings.crawler.max_retry_after();
+        let asked = hints.cap_pauses(max)?;
+        if self.warned_pause.insert(Arc::clone(host)) {
+            tracing::warn!(
+                host = %host,
+                asked_s = asked.as_secs(),
+                max_s = max.as_secs(),
+                "the site asked for a pause longer than crawler.max_retry_after_ms; pausing that long at most"
+            );
+        }
+        Some(asked)
     }
 
     /// Passive health. Successes of an exit in good standing change nothing, so only
@@ -245,44 +328,62 @@ impl Scheduler {
         }
     }
 
-    /// The core's verdict on an ended attempt; counts and logs what the retry budget did.
+    /// The core's verdict on an ended attempt; counts and logs what it decided.
     fn decide(&mut self, p: &Pending, ended: Ended, now: Instant) -> Verdict {
         let attempts = Attempts {
             made: p.attempts,
-            max_retries: self.settings.crawler.max_retries,
+            throttled: p.throttled,
+            max_throttles: p.fetch.max_throttles,
             shutting_down: self.shutting_down,
         };
-        let verdict = outcome::decide(ended, attempts, &mut self.budget, now.into_std());
+        let verdict = outcome::decide(
+            ended,
+            attempts,
+            &self.bounds,
+            &mut self.budget,
+            now.into_std(),
+        );
         match verdict {
             Verdict::Retry => {
                 self.metrics.retries.inc();
             }
-            Verdict::BudgetRefused => {
+            Verdict::Defer => {
                 self.metrics.retry_budget_refusals.inc();
-                tracing::warn!(host = %p.host, attempt = p.attempts, "retry refused by the retry budget");
+                tracing::info!(host = %p.host, attempt = p.attempts, "retry deferred by the retry budget");
             }
-            Verdict::Final | Verdict::Move => {}
+            Verdict::Later | Verdict::GaveUp(_) | Verdict::Final | Verdict::Move => {}
         }
         verdict
     }
 
+    /// `p` goes back to its host's queue after `delay`. One whose retry the budget
+    /// deferred asks the budget again then, and waits another round if it still says no.
     pub(super) fn retry_later(
         &mut self,
         p: Pending,
-        retry_after: Option<Duration>,
+        delay: Duration,
         ctx: &mut Context<SchedulerActor>,
     ) {
-        let delay = self.backoff.delay(p.attempts, retry_after, &mut self.rng);
         tracing::info!(host = %p.host, attempt = p.attempts, delay_ms = delay.as_millis() as u64, "backoff: retry scheduled");
         let id = self.next_id;
         self.next_id += 1;
         self.delayed.insert(id, p);
         ctx.run_later(delay, move |act, ctx| {
             let mut act = act.state.borrow_mut();
-            if let Some(p) = act.delayed.remove(&id) {
-                act.requeue_front(p);
-                act.dispatch(ctx);
+            let Some(mut p) = act.delayed.remove(&id) else {
+                return;
+            };
+            if p.awaits_budget {
+                if !act.budget.try_withdraw(crate::clock::now()) {
+                    let again = act.budget.recheck_after();
+                    act.retry_later(p, again, ctx);
+                    return;
+                }
+                p.awaits_budget = false;
+                act.metrics.retries.inc();
             }
+            act.requeue_front(p);
+            act.dispatch(ctx);
         });
     }
 
@@ -305,6 +406,3 @@ impl Scheduler {
         }
     }
 }
-
-/// Said in a failed fetch's message when the retry budget refused its retry.
-pub const RETRY_BUDGET_EXHAUSTED: &str = "retry budget exhausted";

@@ -1,0 +1,205 @@
+//! No URL is lost to a throttle or to the retry budget: a throttled URL waits for its host
+//! however often it is throttled, a retry the budget cannot afford waits for it, and only
+//! a host that refuses everything for `give_up_after_ms` (or asks for a pause over
+//! `max_retry_after_ms`) ends URLs throttled out. Every crawl here runs on paused time
+//! against a real local site, and the assertions are the site's counts.
+
+mod support;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use exitcrawl::config::{Algorithm, ExitSettings, Settings};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchErrorKind, FetchResponse};
+use exitcrawl_testsite::{Limit, Page, Pages, Rate, RetryAfter, SiteConfig, TestSite};
+use futures_util::future::join_all;
+use support::{exits, paused_site, timeouts_for_paused_time};
+
+type Reply = Result<FetchResponse, exitcrawl_actors::FetchError>;
+
+fn settings(exits: Vec<ExitSettings>) -> Settings {
+    let mut s = Settings::with_exits(exits);
+    timeouts_for_paused_time(&mut s);
+    s.crawler.retry_backoff_base_ms = 20;
+    s.crawler.retry_backoff_max_ms = 200;
+    s
+}
+
+async fn fetch_all(h: &CrawlerHandle, urls: &[String]) -> Vec<Reply> {
+    join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await
+}
+
+/// 200 answers the site sent, per path.
+fn served(site: &TestSite) -> BTreeMap<String, usize> {
+    let mut by_path = BTreeMap::new();
+    for r in site.requests().iter().filter(|r| r.status == 200) {
+        *by_path.entry(r.path.clone()).or_default() += 1;
+    }
+    by_path
+}
+
+#[actix_rt::test]
+async fn a_url_throttled_many_times_is_fetched_in_the_end() {
+    // A site-wide bucket of 5/s, burst 1, Retry-After: 1 on every 429, and a crawler
+    // that starts ten times too fast with no error retries at all: every throttle must
+    // put its URL back, not end it.
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(5, 1)),
+        retry_after: RetryAfter::Fixed(1),
+        ..SiteConfig::default()
+    });
+    let mut s = settings(exits(2, 8));
+    s.limiter.algorithm = Algorithm::Aimd;
+    s.limiter.initial_rps = 50.0;
+    s.crawler.max_retries = 0;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..60).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = fetch_all(&h, &urls).await;
+
+    let stats = site.stats();
+    assert!(stats.limited > 0, "the site throttled nothing: {stats:?}");
+    let by_path = served(&site);
+    for (u, r) in urls.iter().zip(&replies) {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("{u}: {e}"));
+        assert_eq!(r.status, 200, "{u}");
+        assert_eq!(
+            r.attempts,
+            r.throttled + 1,
+            "{u}: one 200, the rest throttles"
+        );
+        let path = u.trim_start_matches(&site.base_url());
+        assert_eq!(by_path.get(path), Some(&1), "{u} served once");
+    }
+    // What the crawler counted as throttles is what the site refused.
+    let throttled: u64 = replies
+        .iter()
+        .map(|r| u64::from(r.as_ref().map_or(0, |r| r.throttled)))
+        .sum();
+    assert_eq!(throttled, stats.limited);
+    assert_eq!(stats.requests, 60 + stats.limited);
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A site where each `/fail/` path answers 500 the first time and 200 after.
+fn fails_once() -> TestSite {
+    let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let pages = Pages::new(move |_host, pq| {
+        let mut page = Page::html("<p>page</p>");
+        if pq.starts_with("/fail/") && seen.lock().unwrap().insert(pq.to_string()) {
+            page.status = 500;
+        }
+        Some(page)
+    });
+    paused_site(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+#[actix_rt::test]
+async fn a_retry_the_budget_cannot_afford_waits_for_it_and_is_not_lost() {
+    // No retry budget beyond the reserve (1 a second, 10 in a 10 s window): 150 of 300
+    // URLs fail once and want one retry each, about 15 budget windows' worth.
+    let site = fails_once();
+    let mut s = settings(exits(2, 32));
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.retry_budget = 0.0;
+    s.crawler.max_retries = 1;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..300)
+        .map(|i| {
+            let kind = if i % 2 == 0 { "fail" } else { "page" };
+            site.url(&format!("/{kind}/{i}"))
+        })
+        .collect();
+    let t0 = tokio::time::Instant::now();
+    let replies = fetch_all(&h, &urls).await;
+    let took = t0.elapsed();
+
+    for (u, r) in urls.iter().zip(&replies) {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("{u}: {e}"));
+        assert_eq!(r.status, 200, "{u}: every URL ends 200");
+    }
+    let stats = site.stats();
+    assert_eq!(stats.requests, 300 + 150, "each failing URL retried once");
+    assert!(
+        h.metrics().retry_budget_refusals.get() > 0,
+        "the budget deferred nothing"
+    );
+    // The budget held: 140 of the retries had to wait for the reserve, 10 per window.
+    assert!(took >= Duration::from_secs(100), "took {took:?}");
+    let retries: Vec<_> = site
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/fail/") && r.status == 200)
+        .map(|r| r.arrived)
+        .collect();
+    for (k, at) in retries.iter().enumerate() {
+        let within = retries[k..]
+            .iter()
+            .take_while(|t| t.duration_since(*at) < Duration::from_secs(10))
+            .count();
+        // Ten a window, and the window is counted in slots of half a second.
+        assert!(within <= 20, "{within} retries within 10 s of {k}");
+    }
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix_rt::test]
+async fn a_host_that_refuses_everything_is_given_up_after_give_up_after() {
+    // Every request refused for the whole crawl (a bucket that never refills in time).
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::new(1, Duration::from_secs(100_000), 1)),
+        retry_after: RetryAfter::Omit,
+        ..SiteConfig::default()
+    });
+    let mut s = settings(exits(1, 4));
+    s.limiter.algorithm = Algorithm::Aimd;
+    s.crawler.give_up_after_ms = 60_000;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..20).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let t0 = tokio::time::Instant::now();
+    let replies = fetch_all(&h, &urls).await;
+    let took = t0.elapsed();
+    let given_up: Vec<_> = replies
+        .iter()
+        .filter_map(|r| r.as_ref().err())
+        .filter(|e| e.kind == FetchErrorKind::ThrottledOut)
+        .collect();
+    // One URL got the bucket's only token; the others waited a minute, then gave up.
+    assert_eq!(given_up.len(), 19, "{replies:?}");
+    assert!(given_up[0].message.contains("refused every request"));
+    assert!(took >= Duration::from_secs(60), "took {took:?}");
+    assert!(took < Duration::from_secs(600), "took {took:?}");
+    // A minute of lockout probes: a handful of requests, not one per URL per retry.
+    assert!(site.stats().requests < 60, "{:?}", site.stats());
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix_rt::test]
+async fn a_pause_over_max_retry_after_gives_the_url_up_and_the_crawl_goes_on() {
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::new(1, Duration::from_secs(100_000), 2)),
+        retry_after: RetryAfter::Fixed(99_999_999_999),
+        ..SiteConfig::default()
+    });
+    let mut s = settings(exits(1, 1));
+    s.limiter.algorithm = Algorithm::Aimd;
+    s.limiter.initial_rps = 1.0;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..5).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let t0 = tokio::time::Instant::now();
+    let replies = fetch_all(&h, &urls).await;
+    let took = t0.elapsed();
+    let ok = replies.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 2, "the bucket's two tokens: {replies:?}");
+    for e in replies.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.kind, FetchErrorKind::ThrottledOut, "{e}");
+        assert!(e.message.contains("86400 s"), "{e}");
+    }
+    // Given up at the first such answer, not after a day's wait (or five).
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    assert_eq!(site.stats().limited, 1, "{:?}", site.stats());
+    h.shutdown(Duration::from_secs(1)).await;
+}
