@@ -1,6 +1,6 @@
 //! `exitcrawl`: fetch URLs through several egress IPs, politely; see `exitcrawl --help`.
-//! Install with `cargo install --path actors`.
+//! Install with `cargo install --path cli`.
 
 fn main() -> std::process::ExitCode {
-    exitcrawl_actors::cli::main("exitcrawl")
+    exitcrawl_cli::main("exitcrawl")
 }

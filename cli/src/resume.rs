@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::record::INTERRUPTED;
-use crate::PendingLink;
+use exitcrawl_actors::PendingLink;
 
 /// The fields of an earlier record that `--resume` and `--dedupe` need (the last three:
 /// `--follow`).

@@ -29,8 +29,9 @@ use super::progress::say;
 use super::record::{mask_text, Totals};
 use super::run::Ended;
 use super::signals::Stop;
-use crate::redis::{Frontier, FrontierEntry, RedisError};
-use crate::FetchErrorKind;
+use exitcrawl_actors::clock;
+use exitcrawl_actors::redis::{Frontier, FrontierEntry, RedisError};
+use exitcrawl_actors::FetchErrorKind;
 
 /// Longest wait for new entries when nothing is in flight.
 const FRONTIER_BLOCK: Duration = Duration::from_millis(250);
@@ -137,7 +138,7 @@ pub async fn frontier_crawl(
             f.shown()
         ));
     }
-    let now = crate::clock::now();
+    let now = clock::now();
     let beat_ok = Rc::new(Cell::new(now));
     let beat = spawn_heartbeat(frontier.clone(), name.clone(), live, Rc::clone(&beat_ok));
     let mut c = Consumer {
@@ -183,7 +184,7 @@ fn spawn_heartbeat(
         loop {
             actix_rt::time::sleep(live.every).await;
             if frontier.heartbeat(&name, live.ttl).await.is_ok() {
-                ok.set(crate::clock::now());
+                ok.set(clock::now());
             }
         }
     })
@@ -263,7 +264,7 @@ impl<'a> Consumer<'a> {
     }
 
     fn may_call(&self) -> bool {
-        self.retry_at.is_none_or(|t| crate::clock::now() >= t)
+        self.retry_at.is_none_or(|t| clock::now() >= t)
     }
 
     /// Whether this consumer holds entry `id` (in flight, waiting, or owed to Redis).
@@ -276,7 +277,7 @@ impl<'a> Consumer<'a> {
     /// The result of a Redis call: `Some` on success; `None` after a failure to retry
     /// later; `Err` when the consumer cannot go on (the message says why).
     fn redis<T>(&mut self, r: Result<T, RedisError>) -> Result<Option<T>, String> {
-        let now = crate::clock::now();
+        let now = clock::now();
         let e = match r {
             Ok(v) => {
                 self.retry_at = None;
@@ -329,7 +330,7 @@ impl<'a> Consumer<'a> {
     async fn step(&mut self) -> Result<bool, String> {
         self.watch_heartbeat();
         self.settle_owed().await?;
-        if self.may_call() && crate::clock::now() >= self.next_pass {
+        if self.may_call() && clock::now() >= self.next_pass {
             self.upkeep().await?;
         }
         if self.reconcile && self.may_call() {
@@ -354,7 +355,7 @@ impl<'a> Consumer<'a> {
             got.extend(self.redis(r)?.unwrap_or_default());
         }
         if !got.is_empty() {
-            self.last_activity = crate::clock::now();
+            self.last_activity = clock::now();
         }
         for entry in got {
             self.start(entry).await?;
@@ -365,7 +366,7 @@ impl<'a> Consumer<'a> {
         let next = actix_rt::time::timeout(FRONTIER_POLL, self.in_flight.next()).await;
         if let Ok(Some(done)) = next {
             self.finish(done).await?;
-            self.last_activity = crate::clock::now();
+            self.last_activity = clock::now();
         }
         Ok(true)
     }
@@ -373,7 +374,7 @@ impl<'a> Consumer<'a> {
     /// Say once when this consumer's heartbeat may have expired: what it holds can then
     /// be taken over by others and fetched twice.
     fn watch_heartbeat(&mut self) {
-        let lapsed = self.live.lapsed(self.beat_ok.get(), crate::clock::now());
+        let lapsed = self.live.lapsed(self.beat_ok.get(), clock::now());
         if lapsed && !self.lapse_said {
             say(&format!(
                 "frontier: no heartbeat refreshed for {:.0} s (--claim-idle): other consumers \
@@ -393,10 +394,7 @@ impl<'a> Consumer<'a> {
         if self.stopped.is_some() && !holding {
             return Ok(false);
         }
-        if !holding
-            && self.may_call()
-            && crate::clock::since(self.last_activity) >= self.o.idle_exit
-        {
+        if !holding && self.may_call() && clock::since(self.last_activity) >= self.o.idle_exit {
             let r = self.frontier.pending().await;
             match self.redis(r)? {
                 Some(0) => return Ok(false),
@@ -410,7 +408,7 @@ impl<'a> Consumer<'a> {
             let pause = self
                 .retry_at
                 .map_or(FRONTIER_BLOCK, |t| {
-                    t.saturating_duration_since(crate::clock::now())
+                    t.saturating_duration_since(clock::now())
                 })
                 .min(FRONTIER_BLOCK);
             actix_rt::time::sleep(pause).await;
@@ -421,7 +419,7 @@ impl<'a> Consumer<'a> {
     /// The claim pass: take over the entries of consumers whose heartbeat expired, then
     /// trim the stream.
     async fn upkeep(&mut self) -> Result<(), String> {
-        self.next_pass = self.live.next_pass(crate::clock::now());
+        self.next_pass = self.live.next_pass(clock::now());
         if self.stopped.is_none() {
             let r = self.frontier.claim_dead(&self.name).await;
             let Some(c) = self.redis(r)? else {
@@ -481,9 +479,9 @@ impl<'a> Consumer<'a> {
         let ctx = self.ctx;
         self.in_flight.push(
             async move {
-                let started = crate::clock::now();
+                let started = clock::now();
                 let outcome = fetch_one(ctx, entry.url.clone()).await;
-                (entry, outcome, crate::clock::since(started))
+                (entry, outcome, clock::since(started))
             }
             .boxed_local(),
         );

@@ -21,8 +21,8 @@ use url::Url;
 use super::bodies::BodyStore;
 use super::warc::{Exchange, WarcName, WarcWriter};
 use super::Failure;
-use crate::net::DnsCache;
-use crate::FetchResponse;
+use exitcrawl_actors::net::DnsCache;
+use exitcrawl_actors::FetchResponse;
 
 /// The record fields about the answer itself (all `null` without one).
 #[derive(Debug, Default, Serialize)]
@@ -97,7 +97,7 @@ impl Archive {
         let final_url = mask_url(r.final_url.as_deref().unwrap_or(&r.url));
         let content_type = r
             .headers
-            .get(awc::http::header::CONTENT_TYPE)
+            .get(exitcrawl_actors::http::header::CONTENT_TYPE)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
         let sha256 = hex(&Sha256::digest(&r.body));
         if let Some(store) = self.bodies.as_mut() {
@@ -203,7 +203,7 @@ fn request_head(target: &str, user_agent: &str, headers: &[(String, String)]) ->
     let mut head = format!(
         "GET {path} HTTP/1.1\r\ncontent-length: 0\r\nhost: {host}\r\n\
          user-agent: {user_agent}\r\naccept-encoding: {}\r\n",
-        crate::body::ACCEPT_ENCODING
+        exitcrawl_actors::ACCEPT_ENCODING
     );
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -216,13 +216,13 @@ fn request_head(target: &str, user_agent: &str, headers: &[(String, String)]) ->
 /// An encoded answer's `Content-Encoding` and `Content-Length` are gone already: the exit
 /// decoded its body (the record names the encoding in `Exitcrawl-Content-Encoding`).
 fn response_head(r: &FetchResponse) -> Vec<u8> {
-    let reason = awc::http::StatusCode::from_u16(r.status)
+    let reason = exitcrawl_actors::http::StatusCode::from_u16(r.status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");
     let mut head = format!("HTTP/1.1 {} {reason}\r\n", r.status).into_bytes();
     for (name, value) in r.headers.iter() {
-        if name == awc::http::header::TRANSFER_ENCODING {
+        if name == exitcrawl_actors::http::header::TRANSFER_ENCODING {
             continue;
         }
         head.extend_from_slice(name.as_str().as_bytes());

@@ -29,7 +29,8 @@ use super::source::{spawn_reader, Lines, ReadOptions, UrlInput, UrlSource};
 use super::summary::SummaryWriter;
 use super::warc::WarcName;
 use super::{demo, list, Failure};
-use crate::{Crawler, CrawlerHandle, FollowTotals, Resume};
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{Crawler, CrawlerHandle, FollowTotals, Resume};
 
 /// How long in-flight fetches may take to finish at the end of a complete run.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -360,7 +361,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         stdout: args.is_demo() || args.summary.is_none(),
         totals: Rc::clone(&totals),
         read: Arc::clone(&read),
-        started: crate::clock::now(),
+        started: clock::now(),
         handle: handle.clone(),
         frontier: matches!(args.urls, UrlSource::Frontier(_)),
     });
@@ -419,7 +420,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         total = totals.total.get(),
         ok = totals.ok.get(),
         interrupted = totals.interrupted.get(),
-        elapsed_s = crate::clock::since(summary.started).as_secs_f64(),
+        elapsed_s = clock::since(summary.started).as_secs_f64(),
         "crawl finished"
     );
     summary.write(&summary.summary(follow_totals.as_ref()).await)?;

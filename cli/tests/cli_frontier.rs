@@ -6,6 +6,8 @@
 //! (records in a file, a process's exit), bounded by a deadline.
 
 mod cli_support;
+// The actors crate's test helpers, for their `RedisServer`.
+#[path = "../../actors/tests/support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;

@@ -15,7 +15,7 @@
 //! response, `WARC-Payload-Digest` (`sha1:` + base32 of the body as received, transfer
 //! coding removed), `Exitcrawl-Exit: name=…; source-ip=…` (the extension field naming
 //! the exit), `Content-Type: application/http;msgtype=…`, `Content-Length`. The exit
-//! decodes `Content-Encoding` itself (bounded, see `crate::body`), so an encoded answer is
+//! decodes `Content-Encoding` itself (bounded, in the actors crate), so an encoded answer is
 //! kept decoded, its encoding named in `Exitcrawl-Content-Encoding` and the headers that
 //! described the encoded body (`Content-Encoding`, `Content-Length`) left out.
 

@@ -4,6 +4,8 @@
 //! URL with exactly one record.
 
 mod cli_support;
+// The actors crate's test helpers, for their `RedisServer`.
+#[path = "../../actors/tests/support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::archive::{Archive, Resolver};
 use super::record::Record;
 use super::robots::{Admit, Check, RobotsGate};
-use crate::{CrawlerHandle, Fetch, FetchError, FetchResponse};
+use exitcrawl_actors::{CrawlerHandle, Fetch, FetchError, FetchResponse};
 
 /// What a crawl's fetches share.
 pub struct Ctx<'a> {

@@ -22,7 +22,8 @@ use super::record::{mask_text, Totals};
 use super::run::Ended;
 use super::signals::Stop;
 use super::source::Lines;
-use crate::{
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{
     resume_site_answers, CrawlerHandle, FetchResponse, FollowOptions, FollowRecord, FollowTotals,
     Resume,
 };
@@ -57,7 +58,7 @@ impl<'a> FollowWriter<'a> {
             totals,
             archive,
             resolver,
-            last_flush: Cell::new(crate::clock::now()),
+            last_flush: Cell::new(clock::now()),
         }
     }
 
@@ -92,8 +93,8 @@ impl<'a> FollowWriter<'a> {
         };
         if let Some(w) = self.out.borrow_mut().as_mut() {
             let mut written = write_line(w, &FollowLine { record: &r, kept });
-            if written.is_ok() && crate::clock::since(self.last_flush.get()) >= FLUSH_EVERY {
-                self.last_flush.set(crate::clock::now());
+            if written.is_ok() && clock::since(self.last_flush.get()) >= FLUSH_EVERY {
+                self.last_flush.set(clock::now());
                 written = w.flush();
             }
             written.map_err(|e| format!("writing --out: {e}"))?;

@@ -2,7 +2,7 @@
 //! shared Redis frontier) through the crawler's exits, write one JSON record per URL and
 //! a JSON summary, and keep the pages as WARC files and content-addressed bodies.
 //!
-//! The installed `exitcrawl` binary (`src/bin/exitcrawl.rs`) and the `crawl` example
+//! The installed `exitcrawl` binary (`src/main.rs`) and the workspace's `crawl` example
 //! (`cargo run --example crawl`) are both [`main`]; only the name they print differs. The
 //! flags, defaults, exit codes and file formats are a public contract (`--help`; the
 //! README's "The crawl binary").
@@ -26,6 +26,8 @@
 //!
 //! Every URL written to `--out`, to WARC headers or to stderr goes through
 //! `exitcrawl::redact::mask_url`.
+
+#![warn(missing_docs)]
 
 mod archive;
 mod args;
@@ -53,7 +55,7 @@ mod summary;
 mod warc;
 
 /// The readers of untrusted files, reachable from the fuzz targets
-/// (`actors/tests/fuzz_readers.rs`): not an API.
+/// (`tests/fuzz_readers.rs`): not an API.
 #[doc(hidden)]
 pub mod fuzzing {
     pub use super::resume::{read_records, ResumeState};
@@ -90,8 +92,8 @@ pub(crate) fn prog() -> &'static str {
 /// messages, `--help` and `--version`.
 pub fn main(name: &'static str) -> ExitCode {
     let _ = PROG.set(name);
-    // Large bodies and glibc's heap trimming: see crate::alloc.
-    crate::alloc::keep_freed_memory(64 << 20);
+    // Large bodies and glibc's heap trimming: see exitcrawl_actors::alloc.
+    exitcrawl_actors::alloc::keep_freed_memory(64 << 20);
     let mut cmd = Cli::command()
         .name(name)
         .bin_name(name)

@@ -19,6 +19,7 @@ use super::record::{Record, Totals};
 use super::run::Ended;
 use super::signals::Stop;
 use super::source::{Line, Lines};
+use exitcrawl_actors::clock;
 
 /// `--out` is flushed at least this often (so `tail -f` and a hard kill lose little).
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -140,7 +141,7 @@ impl<'a> ListLoop<'a> {
                 let mut left: Vec<_> = self.pending.drain().collect();
                 left.sort_by_key(|(id, _)| *id);
                 for (_, (url, started)) in left {
-                    self.write(&Record::interrupted(&url, crate::clock::since(started)))?;
+                    self.write(&Record::interrupted(&url, clock::since(started)))?;
                 }
                 return Ok(false);
             }
@@ -183,13 +184,13 @@ impl<'a> ListLoop<'a> {
         self.totals.read_one();
         let id = self.next_id;
         self.next_id += 1;
-        let started = crate::clock::now();
+        let started = clock::now();
         self.pending.insert(id, (url.clone(), started));
         let ctx = self.ctx;
         self.in_flight.push(
             async move {
                 let outcome = fetch_one(ctx, url).await;
-                (id, outcome, crate::clock::since(started))
+                (id, outcome, clock::since(started))
             }
             .boxed_local(),
         );

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::frontier::FrontierUrl;
 use super::seen::{Insert, Seen, MAX_TABLE_BYTES};
-use crate::scheduler::MAX_URL_BYTES;
+use exitcrawl_actors::MAX_URL_BYTES;
 
 /// Most URLs in one hand-off from the reader thread.
 pub const BATCH: usize = 256;

@@ -10,7 +10,8 @@ use exitcrawl::frontier::{Next, RedisFault, RedisWait};
 use super::progress::say;
 use super::source::{url_line, UrlSource};
 use super::Failure;
-use crate::redis::{Frontier, Redis, RedisError, RedisOptions};
+use exitcrawl_actors::clock;
+use exitcrawl_actors::redis::{Frontier, Redis, RedisError, RedisOptions};
 
 /// URLs pushed per `Frontier::enqueue` call by `--enqueue`.
 const ENQUEUE_BATCH: usize = 10_000;
@@ -102,7 +103,7 @@ pub fn fatal_message(
         RedisFault::Unreachable | RedisFault::Busy => format!(
             "frontier {q}: Redis did not answer for {:.0} s (--redis-wait {}): {cause}",
             wait.down_since()
-                .map_or(wait.wait(), crate::clock::since)
+                .map_or(wait.wait(), clock::since)
                 .as_secs_f64(),
             wait.wait().as_secs_f64()
         ),
@@ -122,7 +123,7 @@ pub async fn open_frontier(f: &FrontierUrl, wait: &mut RedisWait) -> Result<Fron
     loop {
         let e = match Frontier::open(&redis, &f.queue).await {
             Ok(fr) => {
-                wait.succeeded(crate::clock::now());
+                wait.succeeded(clock::now());
                 return Ok(fr);
             }
             Err(e) => e,
@@ -130,7 +131,7 @@ pub async fn open_frontier(f: &FrontierUrl, wait: &mut RedisWait) -> Result<Fron
         if !matches!(e, RedisError::Unavailable { .. }) {
             cause = Some(e.to_string());
         }
-        match wait.failed(fault(&e), crate::clock::now()) {
+        match wait.failed(fault(&e), clock::now()) {
             Next::RetryIn(d) => {
                 if !said {
                     say(&format!(

@@ -21,7 +21,7 @@ mod harness;
 use std::collections::HashSet;
 use std::io::{self, BufReader, Read};
 
-use exitcrawl_actors::cli::fuzzing::{read_records, read_url_list, Line, MAX_LINE};
+use exitcrawl_cli::fuzzing::{read_records, read_url_list, Line, MAX_LINE};
 use serde::Deserialize;
 
 /// How [`Pieces`] hands `input` over: a size per read, EINTR every so many reads, an

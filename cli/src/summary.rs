@@ -19,8 +19,9 @@ use super::output::{write_atomic, write_stdout};
 use super::record::Totals;
 use super::source::ReadStats;
 use super::Failure;
-use crate::metrics::{Metrics, OutcomeLabels};
-use crate::{CrawlerHandle, ExitStats, FollowTotals};
+use exitcrawl_actors::clock;
+use exitcrawl_actors::metrics::{Metrics, OutcomeLabels};
+use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals};
 
 /// The `--summary` object.
 #[derive(Debug, Serialize)]
@@ -229,7 +230,7 @@ impl SummaryWriter {
         let summary = Summary::new(
             &self.totals,
             self.read.skipped.load(Ordering::Relaxed),
-            crate::clock::since(self.started),
+            clock::since(self.started),
             stats,
             self.handle.metrics(),
         );

@@ -58,10 +58,14 @@ fn crawl_bin() -> &'static Path {
             .parent()
             .and_then(Path::parent)
             .expect("test binary in <target>/<profile>/deps");
+        // The example belongs to the workspace's root package, one directory up.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("cli/ inside the workspace");
         let mut build = Command::new(env!("CARGO"));
         build
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "-q", "--example", "crawl"]);
+            .current_dir(root)
+            .args(["build", "-q", "-p", "exitcrawl", "--example", "crawl"]);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }

@@ -12,7 +12,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::record::Totals;
 use super::source::ReadStats;
-use crate::{CrawlerHandle, ExitStats};
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{CrawlerHandle, ExitStats};
 
 /// The progress bar, while there is one: messages and logs go through it so they do not
 /// tear its lines.
@@ -143,7 +144,7 @@ pub fn spawn_progress(mode: ProgressMode, w: Watched) -> Option<actix_rt::task::
 
 /// A status line every `period`.
 async fn status_lines(period: Duration, w: Watched) {
-    let started = crate::clock::now();
+    let started = clock::now();
     let mut tick = actix_rt::time::interval(period);
     tick.tick().await; // the first tick is immediate
     let mut last_sent = HashMap::new();
@@ -162,7 +163,7 @@ async fn status_lines(period: Duration, w: Watched) {
         let _ = writeln!(
             std::io::stderr(),
             "[{:>6.1}s] done {}/{of} ok {} throttled {} failed {}{} {:.1} URLs/s | {}",
-            crate::clock::since(started).as_secs_f64(),
+            clock::since(started).as_secs_f64(),
             done + skipped,
             t.ok.get(),
             t.throttled.get(),
@@ -193,7 +194,7 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
     bar.set_style(unknown);
     let mut tick = actix_rt::time::interval(TICK);
     let mut last_sent = HashMap::new();
-    let mut rate_from = (crate::clock::now(), 0u64);
+    let mut rate_from = (clock::now(), 0u64);
     let mut has_len = false;
     for n in 0u64.. {
         tick.tick().await;
@@ -213,9 +214,9 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
         bar.tick();
         if n.is_multiple_of(4) {
             let stats = w.handle.stats().await;
-            let period = crate::clock::since(rate_from.0);
+            let period = clock::since(rate_from.0);
             let rate = (done - rate_from.1) as f64 / period.as_secs_f64().max(1e-3);
-            rate_from = (crate::clock::now(), done);
+            rate_from = (clock::now(), done);
             let mut msg = bar_message(&w, done, skipped, rate);
             // Two exits a line, so each line fits an 80-column terminal.
             for chunk in exit_parts(&stats, &mut last_sent, period).chunks(2) {

@@ -14,8 +14,8 @@ use exitcrawl::redact::mask_url;
 use serde::Serialize;
 
 use super::archive::Kept;
-use crate::scheduler::RETRY_BUDGET_EXHAUSTED;
-use crate::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
+use exitcrawl_actors::RETRY_BUDGET_EXHAUSTED;
+use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
 
 /// The `error` of a record whose fetch was stopped by Ctrl-C.
 pub const INTERRUPTED: &str = "interrupted";

@@ -32,7 +32,8 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
 use url::Url;
 
 use super::origin::Split;
-use crate::{CrawlerHandle, Fetch, FetchErrorKind};
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{CrawlerHandle, Fetch, FetchErrorKind};
 
 /// What may happen to a URL.
 pub enum Admit {
@@ -53,7 +54,7 @@ pub struct Spacing {
 impl Spacing {
     /// The answer is in: the origin's next send is `delay` from now.
     pub fn answered(mut self) {
-        *self.next = Some(crate::clock::now() + self.delay);
+        *self.next = Some(clock::now() + self.delay);
     }
 }
 
@@ -138,7 +139,7 @@ impl RobotsGate {
             _ => std::borrow::Cow::Owned(split.origin()),
         };
         let mut cache = self.cache.borrow_mut();
-        match cache.lookup(&origin, crate::clock::now()) {
+        match cache.lookup(&origin, clock::now()) {
             RobotsState::Known(r) if r.allowed_path(split.path()) => Step::Allowed(r.crawl_delay()),
             RobotsState::Known(_) => Step::Disallowed,
             RobotsState::Fetch => Step::Fetch,
@@ -176,7 +177,7 @@ impl RobotsGate {
             notify,
         };
         let result = handle.fetch(Fetch::get(robots.to_string())).await;
-        let now = crate::clock::now();
+        let now = clock::now();
         self.fetches.set(self.fetches.get() + 1);
         let attempts = match &result {
             Ok(r) => r.attempts,
