@@ -14,6 +14,8 @@ use std::time::SystemTime;
 
 use exitcrawl::config::Settings;
 use exitcrawl::redact::{mask_header, mask_url};
+use exitcrawl_actors::net::DnsCache;
+use exitcrawl_actors::FetchResponse;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use url::Url;
@@ -21,8 +23,6 @@ use url::Url;
 use super::bodies::BodyStore;
 use super::warc::{Exchange, WarcName, WarcWriter};
 use super::Failure;
-use exitcrawl_actors::net::DnsCache;
-use exitcrawl_actors::FetchResponse;
 
 /// The record fields about the answer itself (all `null` without one).
 #[derive(Debug, Default, Serialize)]

@@ -12,8 +12,7 @@ use std::time::Duration;
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
 
-use super::frontier::FrontierUrl;
-use super::source::UrlSource;
+use super::source::{FrontierUrl, UrlSource};
 
 /// URLs the demo generates unless `--demo-urls` says otherwise.
 pub const DEFAULT_DEMO_URLS: u64 = 3000;

@@ -19,19 +19,20 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::frontier::{Blame, Fate, Liveness, LocalJudge, Next, RedisFault, RedisWait};
-use futures_util::future::{FutureExt, LocalBoxFuture};
-use futures_util::stream::{FuturesUnordered, StreamExt};
-
-use super::fetch::{fetch_one, settle, Ctx, Outcome};
-use super::frontier::{consumer_name, fatal_message, fault, open_frontier, FrontierUrl};
-use super::output::{write_line, SharedOut};
-use super::progress::say;
-use super::record::{mask_text, Totals};
-use super::run::Ended;
-use super::signals::Stop;
 use exitcrawl_actors::clock;
 use exitcrawl_actors::redis::{Frontier, FrontierEntry, RedisError};
 use exitcrawl_actors::FetchErrorKind;
+use futures_util::future::{FutureExt, LocalBoxFuture};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use super::ended::Ended;
+use super::fetch::{fetch_one, settle, Ctx, Outcome};
+use super::frontier::{consumer_name, fatal_message, fault, open_frontier};
+use super::output::{write_line, SharedOut};
+use super::record::{mask_text, Totals};
+use super::signals::Stop;
+use super::source::FrontierUrl;
+use super::term::say;
 
 /// Longest wait for new entries when nothing is in flight.
 const FRONTIER_BLOCK: Duration = Duration::from_millis(250);

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use super::output::{write_stdout, Replacement};
 use super::paths::{check_distinct, Named};
-use super::progress::say;
 use super::record::INTERRUPTED;
 use super::resume::SeenRecord;
+use super::term::say;
 use super::Failure;
 
 /// One record per URL — its last final record (error not "interrupted"), else its last

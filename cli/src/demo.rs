@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
 
-use super::progress::note;
+use super::term::note;
 
 pub fn setup() -> (TestSite, Settings) {
     let site = TestSite::start(SiteConfig {

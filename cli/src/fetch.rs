@@ -5,10 +5,11 @@ use std::cell::RefCell;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use exitcrawl_actors::{CrawlerHandle, Fetch, FetchError, FetchResponse};
+
 use super::archive::{Archive, Resolver};
 use super::record::Record;
 use super::robots::{Admit, Check, RobotsGate};
-use exitcrawl_actors::{CrawlerHandle, Fetch, FetchError, FetchResponse};
 
 /// What a crawl's fetches share.
 pub struct Ctx<'a> {

@@ -1,6 +1,6 @@
 //! `--follow` (and `--sitemap`): every URL of the source is a seed, every `--sitemap` a
-//! sitemap to seed from; `crate::follow` crawls (scope, dedupe, robots.txt, Crawl-delay,
-//! sitemaps) and hands over each record with its answer, which is masked,
+//! sitemap to seed from; `exitcrawl_actors::follow` crawls (scope, dedupe, robots.txt,
+//! Crawl-delay, sitemaps) and hands over each record with its answer, which is masked,
 //! kept (WARC, bodies) and written as it arrives. A stop signal ends the crawl at once
 //! (the fetches in flight are dropped, without records): exit 130.
 
@@ -10,23 +10,23 @@ use std::pin::pin;
 use std::time::Instant;
 
 use exitcrawl::redact::mask_url;
-use futures_util::future::{join, select, Either};
-use serde::Serialize;
-use tokio::sync::mpsc;
-
-use super::archive::{Archive, Kept, Resolver};
-use super::list::FLUSH_EVERY;
-use super::output::{flush, write_line, SharedOut};
-use super::progress::say;
-use super::record::{mask_text, Totals};
-use super::run::Ended;
-use super::signals::Stop;
-use super::source::Lines;
 use exitcrawl_actors::clock;
 use exitcrawl_actors::{
     resume_site_answers, CrawlerHandle, FetchResponse, FollowOptions, FollowRecord, FollowTotals,
     Resume,
 };
+use futures_util::future::{join, select, Either};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::archive::{Archive, Kept, Resolver};
+use super::ended::Ended;
+use super::list::FLUSH_EVERY;
+use super::output::{flush, write_line, SharedOut};
+use super::record::{mask_text, Totals};
+use super::signals::Stop;
+use super::source::Lines;
+use super::term::say;
 
 /// One line of `--out` with `--follow`: the crawl's record and the answer's fields.
 #[derive(Serialize)]

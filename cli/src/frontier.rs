@@ -6,50 +6,15 @@ use std::io::{self, BufRead, BufReader};
 use std::time::Duration;
 
 use exitcrawl::frontier::{Next, RedisFault, RedisWait};
-
-use super::progress::say;
-use super::source::{url_line, UrlSource};
-use super::Failure;
 use exitcrawl_actors::clock;
 use exitcrawl_actors::redis::{Frontier, Redis, RedisError, RedisOptions};
 
+use super::source::{url_line, FrontierUrl, UrlSource};
+use super::term::say;
+use super::Failure;
+
 /// URLs pushed per `Frontier::enqueue` call by `--enqueue`.
 const ENQUEUE_BATCH: usize = 10_000;
-
-/// `--frontier redis://HOST:PORT/QUEUE`, split into the server and the queue name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FrontierUrl {
-    /// `redis://HOST:PORT/`
-    pub redis: String,
-    pub queue: String,
-}
-
-impl FrontierUrl {
-    pub fn parse(v: &str) -> Result<Self, String> {
-        let bad =
-            || format!("{v:?} is not redis://HOST:PORT/QUEUE (QUEUE: letters, digits and - _ . :)");
-        let rest = v.strip_prefix("redis://").ok_or_else(bad)?;
-        let (authority, queue) = rest.split_once('/').ok_or_else(bad)?;
-        let queue = queue.trim_end_matches('/');
-        if authority.is_empty()
-            || queue.is_empty()
-            || !queue
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
-        {
-            return Err(bad());
-        }
-        Ok(FrontierUrl {
-            redis: format!("redis://{authority}/"),
-            queue: queue.to_string(),
-        })
-    }
-
-    /// `redis://HOST:PORT/QUEUE`, as given.
-    pub fn shown(&self) -> String {
-        format!("{}{}", self.redis, self.queue)
-    }
-}
 
 /// The consumer name: `hostname-pid`.
 pub fn consumer_name() -> String {

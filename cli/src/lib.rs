@@ -9,8 +9,8 @@
 //!
 //! One concept per file:
 //! - [`args`]: clap parsing, `--help`, the rules between flags;
-//! - [`source`]: the URL source (file, stdin, demo) read on its own thread; [`seen`]: its
-//!   duplicates, in bounded memory;
+//! - [`source`]: the URL source (file, stdin, demo, a frontier's address) read on its own
+//!   thread; [`seen`]: its duplicates, in bounded memory;
 //! - [`record`]: the JSONL record and the running totals; [`summary`]: the summary;
 //! - [`output`]: `--out`/`--summary` files; [`paths`]: no output is an input or another
 //!   output; [`resume`]: what `--resume` reads back;
@@ -22,7 +22,11 @@
 //! - [`list`]: the streaming loop over a URL list; [`follow`]: `--follow`;
 //!   [`frontier`]: `--enqueue` and the frontier's Redis, [`consumer`]: `--frontier`;
 //!   [`dedupe`]: `--dedupe`;
-//! - [`signals`], [`progress`], [`logging`], [`demo`]; [`run`] puts a crawl together.
+//! - [`signals`], [`progress`], [`logging`], [`demo`]; [`term`]: stderr, above the
+//!   progress bar; [`run`] puts a crawl together, [`ended`]: how it ended.
+//!
+//! No two modules import each other, directly or through others: `tests/module_graph.rs`
+//! fails on a circle.
 //!
 //! Every URL written to `--out`, to WARC headers or to stderr goes through
 //! `exitcrawl::redact::mask_url`.
@@ -35,6 +39,7 @@ mod bodies;
 mod consumer;
 mod dedupe;
 mod demo;
+mod ended;
 mod fetch;
 mod follow;
 mod frontier;
@@ -52,6 +57,7 @@ mod seen;
 mod signals;
 mod source;
 mod summary;
+mod term;
 mod warc;
 
 /// The readers of untrusted files, reachable from the fuzz targets
@@ -70,6 +76,7 @@ use std::io::Write;
 use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Command};
+use ended::Ended;
 
 /// Exit code of an interrupted run (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -128,11 +135,9 @@ pub fn main(name: &'static str) -> ExitCode {
                 let line = format!("enqueued {} skipped {}\n", n.added, n.skipped);
                 output::write_stdout(line.as_bytes())
                     .map_err(|e| Failure::Output(format!("writing to stdout: {e}")))?;
-                Ok(run::Ended::Complete)
+                Ok(Ended::Complete)
             }),
-        Command::Dedupe { inputs, out } => {
-            dedupe::dedupe(&inputs, &out).map(|()| run::Ended::Complete)
-        }
+        Command::Dedupe { inputs, out } => dedupe::dedupe(&inputs, &out).map(|()| Ended::Complete),
         Command::Run(args) => {
             if let Err(msg) = logging::init(args.log_format) {
                 eprintln!("{name}: {msg}");
@@ -142,9 +147,9 @@ pub fn main(name: &'static str) -> ExitCode {
         }
     };
     match result {
-        Ok(run::Ended::Complete) => ExitCode::SUCCESS,
-        Ok(run::Ended::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
-        Ok(run::Ended::Stopped(msg)) => {
+        Ok(Ended::Complete) => ExitCode::SUCCESS,
+        Ok(Ended::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
+        Ok(Ended::Stopped(msg)) => {
             eprintln!("{name}: {msg}");
             ExitCode::from(1)
         }

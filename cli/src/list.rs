@@ -9,17 +9,17 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use exitcrawl_actors::clock;
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
+use super::ended::Ended;
 use super::fetch::{fetch_one, settle, Ctx, Outcome};
 use super::output::{flush, write_line, SharedOut};
-use super::progress::say;
 use super::record::{Record, Totals};
-use super::run::Ended;
 use super::signals::Stop;
 use super::source::{Line, Lines};
-use exitcrawl_actors::clock;
+use super::term::say;
 
 /// `--out` is flushed at least this often (so `tail -f` and a hard kill lose little).
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);

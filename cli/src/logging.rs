@@ -4,7 +4,7 @@
 use std::io::{self, IsTerminal, Write};
 
 use super::args::LogFormat;
-use super::progress::BAR;
+use super::term::BAR;
 
 /// A log line, written to stderr in one piece (above the progress bar) when dropped.
 struct LogLine(Vec<u8>);

@@ -1,40 +1,21 @@
-//! Progress on stderr: an indicatif bar when stderr is a terminal, otherwise a status
-//! line every few seconds; and [`note`]/[`say`], which print above the bar.
+//! Progress on stderr: an indicatif bar when stderr is a terminal (kept in
+//! [`BAR`](super::term::BAR) for the messages printed above it), otherwise a status line
+//! every few seconds.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{CrawlerHandle, ExitStats};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::record::Totals;
 use super::source::ReadStats;
-use exitcrawl_actors::clock;
-use exitcrawl_actors::{CrawlerHandle, ExitStats};
-
-/// The progress bar, while there is one: messages and logs go through it so they do not
-/// tear its lines.
-pub static BAR: OnceLock<ProgressBar> = OnceLock::new();
-
-/// A line on stderr (above the progress bar, if any).
-pub fn note(msg: &str) {
-    // A closed or full stderr loses the message; it must not end the crawl.
-    let print = || {
-        let _ = writeln!(std::io::stderr(), "{msg}");
-    };
-    match BAR.get() {
-        Some(bar) => bar.suspend(print),
-        None => print(),
-    }
-}
-
-/// [`note`] with the program's name in front (`crawl: …`).
-pub fn say(msg: &str) {
-    note(&format!("{}: {msg}", super::prog()));
-}
+use super::term::BAR;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,11 +11,11 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use exitcrawl::redact::mask_url;
+use exitcrawl_actors::RETRY_BUDGET_EXHAUSTED;
+use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
 use serde::Serialize;
 
 use super::archive::Kept;
-use exitcrawl_actors::RETRY_BUDGET_EXHAUSTED;
-use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
 
 /// The `error` of a record whose fetch was stopped by Ctrl-C.
 pub const INTERRUPTED: &str = "interrupted";

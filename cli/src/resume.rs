@@ -6,10 +6,10 @@ use std::fs::OpenOptions;
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 
+use exitcrawl_actors::PendingLink;
 use serde::Deserialize;
 
 use super::record::INTERRUPTED;
-use exitcrawl_actors::PendingLink;
 
 /// The fields of an earlier record that `--resume` and `--dedupe` need (the last three:
 /// `--follow`).

@@ -1,5 +1,5 @@
 //! robots.txt for the URL-list and frontier modes (`--follow` has its own in
-//! `crate::follow`): the same cache (`exitcrawl::discover::RobotsCache`), the same
+//! `exitcrawl_actors::follow`): the same cache (`exitcrawl::discover::RobotsCache`), the same
 //! fetch through the crawler's exits, the same `skipped: "robots"` records, and
 //! Crawl-delay — but for a stream of URLs in input order instead of a frontier.
 //!
@@ -28,12 +28,12 @@ use exitcrawl::config::Settings;
 use exitcrawl::discover::crawl::ROBOTS_UNAVAILABLE;
 use exitcrawl::discover::robots::robots_url;
 use exitcrawl::discover::{RobotsCache, RobotsPolicy, RobotsState};
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{CrawlerHandle, Fetch, FetchErrorKind};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
 use url::Url;
 
 use super::origin::Split;
-use exitcrawl_actors::clock;
-use exitcrawl_actors::{CrawlerHandle, Fetch, FetchErrorKind};
 
 /// What may happen to a URL.
 pub enum Admit {

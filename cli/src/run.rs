@@ -11,42 +11,31 @@ use std::time::Duration;
 
 use exitcrawl::config::Settings;
 use exitcrawl::redact::mask_header;
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{Crawler, CrawlerHandle, FollowTotals, Resume};
 use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};
 use super::args::RunArgs;
 use super::consumer::{frontier_crawl, FrontierOptions};
+use super::ended::Ended;
 use super::fetch::Ctx;
 use super::follow::{follow_crawl, FollowWriter};
 use super::output::{cut_unfinished_line, probe_atomic, PendingOut, SharedOut};
 use super::paths::{check_distinct, Named};
-use super::progress::{say, spawn_progress, ProgressMode, Watched, BAR};
+use super::progress::{spawn_progress, ProgressMode, Watched};
 use super::record::Totals;
 use super::resume::read_resume;
 use super::robots::RobotsGate;
 use super::signals::{spawn_signals, OnForcedExit, Stop};
 use super::source::{spawn_reader, Lines, ReadOptions, UrlInput, UrlSource};
 use super::summary::SummaryWriter;
+use super::term::{say, BAR};
 use super::warc::WarcName;
 use super::{demo, list, Failure};
-use exitcrawl_actors::clock;
-use exitcrawl_actors::{Crawler, CrawlerHandle, FollowTotals, Resume};
 
 /// How long in-flight fetches may take to finish at the end of a complete run.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-
-/// How the crawl loop ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ended {
-    /// Every URL read has its final record.
-    Complete,
-    /// Ctrl-C/SIGTERM: the URLs not finished are recorded as interrupted (a frontier
-    /// consumer gives them back to the queue).
-    Interrupted,
-    /// A frontier consumer could not go on (Redis lost, or its failures are all its
-    /// own): why, for stderr (exit 1). The records and the summary are written.
-    Stopped(String),
-}
 
 /// The settings: the config file's (exit 2 when it is invalid) or the demo's, with the
 /// flags that override them.

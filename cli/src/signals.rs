@@ -10,7 +10,7 @@ use futures_util::future::LocalBoxFuture;
 use tokio::sync::mpsc;
 
 use super::output::SharedOut;
-use super::progress::say;
+use super::term::say;
 use super::EXIT_INTERRUPTED;
 
 /// The first stop signal arrives on this channel.

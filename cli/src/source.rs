@@ -22,12 +22,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use exitcrawl::redact::mask_url;
+use exitcrawl_actors::MAX_URL_BYTES;
 use exitcrawl_testsite::TestSite;
 use tokio::sync::mpsc;
 
-use super::frontier::FrontierUrl;
 use super::seen::{Insert, Seen, MAX_TABLE_BYTES};
-use exitcrawl_actors::MAX_URL_BYTES;
 
 /// Most URLs in one hand-off from the reader thread.
 pub const BATCH: usize = 256;
@@ -62,6 +61,41 @@ impl UrlSource {
         } else {
             UrlSource::File(PathBuf::from(v))
         }
+    }
+}
+
+/// `--frontier redis://HOST:PORT/QUEUE`, split into the server and the queue name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrontierUrl {
+    /// `redis://HOST:PORT/`
+    pub redis: String,
+    pub queue: String,
+}
+
+impl FrontierUrl {
+    pub fn parse(v: &str) -> Result<Self, String> {
+        let bad =
+            || format!("{v:?} is not redis://HOST:PORT/QUEUE (QUEUE: letters, digits and - _ . :)");
+        let rest = v.strip_prefix("redis://").ok_or_else(bad)?;
+        let (authority, queue) = rest.split_once('/').ok_or_else(bad)?;
+        let queue = queue.trim_end_matches('/');
+        if authority.is_empty()
+            || queue.is_empty()
+            || !queue
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+        {
+            return Err(bad());
+        }
+        Ok(FrontierUrl {
+            redis: format!("redis://{authority}/"),
+            queue: queue.to_string(),
+        })
+    }
+
+    /// `redis://HOST:PORT/QUEUE`, as given.
+    pub fn shown(&self) -> String {
+        format!("{}{}", self.redis, self.queue)
     }
 }
 
@@ -434,7 +468,7 @@ fn feed_lines(
                         Insert::Duplicate => Line::Duplicate(url),
                         Insert::Full => {
                             if !std::mem::replace(&mut full_noted, true) {
-                                super::progress::say(&format!(
+                                super::term::say(&format!(
                                     "--urls: more than {} distinct URLs; duplicates of the \
                                      later ones are fetched again (the dedupe table is at its \
                                      {} MiB cap)",

@@ -13,15 +13,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use exitcrawl_actors::clock;
+use exitcrawl_actors::metrics::{Metrics, OutcomeLabels};
+use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals};
 use serde::Serialize;
 
 use super::output::{write_atomic, write_stdout};
 use super::record::Totals;
 use super::source::ReadStats;
 use super::Failure;
-use exitcrawl_actors::clock;
-use exitcrawl_actors::metrics::{Metrics, OutcomeLabels};
-use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals};
 
 /// The `--summary` object.
 #[derive(Debug, Serialize)]
