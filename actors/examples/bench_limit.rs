@@ -3,8 +3,8 @@
 //! cost the site?
 //!
 //! ```text
-//! cargo run --release --example bench_limit                 # every shape
-//! cargo run --release --example bench_limit -- --only burst1 --scale 2
+//! cargo run --release -p exitcrawl-actors --example bench_limit   # every shape
+//! cargo run --release -p exitcrawl-actors --example bench_limit -- --only burst1 --scale 2
 //! ```
 //!
 //! Each shape (eleven) is a local `TestSite` (see `testsite/`) reached through four exits bound to

@@ -3,7 +3,8 @@
 //! elapsed time.
 //!
 //! ```text
-//! cargo run --release --example bench_load -- --count 100000 --concurrency 1000
+//! cargo run --release -p exitcrawl-actors --example bench_load -- \
+//!     --count 100000 --concurrency 1000
 //! ```
 //!
 //! Flags (all optional): `--count N` URLs (default 100000), `--concurrency C`

@@ -2,7 +2,8 @@
 //! source address, same concurrency.
 //!
 //! ```text
-//! cargo run --release --example bench_raw -- --count 200000 --concurrency 64 --arbiters single
+//! cargo run --release -p exitcrawl-actors --example bench_raw -- \
+//!     --count 200000 --concurrency 64 --arbiters single
 //! ```
 //!
 //! Flags (all optional): `--count N` fetches per path (default 200000), `--concurrency C`

@@ -1,4 +1,5 @@
-//! Distributed mode figures: `cargo run --release --example bench_redis`.
+//! Distributed mode figures:
+//! `cargo run --release -p exitcrawl-actors --example bench_redis`.
 //!
 //! Starts its own `redis-server` on a free loopback port (needs it on PATH) and measures:
 //! 1. the cost of one shared GCRA check: one at a time (a full round trip each) and 64 in

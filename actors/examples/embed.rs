@@ -3,7 +3,7 @@
 //! Run with:
 //!
 //! ```text
-//! cargo run --example embed
+//! cargo run -p exitcrawl-actors --example embed
 //! ```
 //!
 //! What it shows:

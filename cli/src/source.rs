@@ -493,7 +493,7 @@ fn feed_lines(
 /// The URL-list reader over `input`, whole: every line as the crawl loop would get it
 /// (`dedupe`: repeats as [`Line::Duplicate`]), and the read error that ended it, if one
 /// did. The reader's thread and channel are the crawl's own. For the fuzz target
-/// (`actors/tests/fuzz_readers.rs`); not an API.
+/// (`tests/fuzz_readers.rs`); not an API.
 #[doc(hidden)]
 pub fn read_url_list(input: impl Read + Send, dedupe: bool) -> (Vec<Line>, Option<io::Error>) {
     let (tx, mut rx) = mpsc::channel(READ_AHEAD_BATCHES);

@@ -6,13 +6,13 @@
 //! A measurement, not a check: ignored by default. Run it on a quiet machine with
 //!
 //! ```text
-//! cargo test --release -p exitcrawl-actors --test cli_cost -- --ignored --nocapture
+//! cargo test --release -p exitcrawl-cli --test cli_cost -- --ignored --nocapture
 //! EXITCRAWL_COST_URLS=1000000 EXITCRAWL_COST_ROUNDS=1 cargo test --release \
-//!     -p exitcrawl-actors --test cli_cost -- --ignored --nocapture
+//!     -p exitcrawl-cli --test cli_cost -- --ignored --nocapture
 //! ```
 //!
 //! Each round also runs `bench_raw --only actor` (built first with `cargo build --release
-//! --example bench_raw`; found next to the binary, or at `EXITCRAWL_COST_BENCH_RAW`) with
+//! -p exitcrawl-actors --example bench_raw`; found next to the binary, or at `EXITCRAWL_COST_BENCH_RAW`) with
 //! the same count — the same exit (127.0.0.2), limits off, concurrency 64, 64-byte bodies
 //! — and prints each mode's CPU per URL over `bench_raw`'s client CPU per request in the
 //! same round: the machine's load moves both alike. The site runs in this test's process,
@@ -179,7 +179,10 @@ fn cost_per_url() {
     .collect();
     let raw = bench_raw();
     if raw.is_none() {
-        println!("(bench_raw not built: no ratios; cargo build --release --example bench_raw)");
+        println!(
+            "(bench_raw not built: no ratios; \
+             cargo build --release -p exitcrawl-actors --example bench_raw)"
+        );
     }
     println!("{n} URLs, {rounds} rounds; CPU µs/URL (whole process), URLs/s, peak RSS MiB");
     // Per mode: (CPU µs/URL, ratio to bench_raw in the same round, URLs/s, peak RSS MiB).

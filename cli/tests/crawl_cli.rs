@@ -1,6 +1,6 @@
-//! The `crawl` example binary end to end (built with `cargo build --example crawl`) against a
-//! local test site (loopback only), check exit codes, the JSONL records and the summary.
-//! Every run is bounded: a handful of URLs, or `--demo-urls 200`.
+//! The `crawl` example binary end to end (built with `cargo build -p exitcrawl --example
+//! crawl`) against a local test site (loopback only), check exit codes, the JSONL records
+//! and the summary. Every run is bounded: a handful of URLs, or `--demo-urls 200`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
