@@ -6,9 +6,9 @@
 //! cargo run --release --example crawl -- --demo
 //! ```
 //!
-//! The program lives in `exitcrawl_actors::cli` (installed as `exitcrawl` with
-//! `cargo install --path actors`); see `--help` and the README's "The crawl binary".
+//! The program is the `exitcrawl-cli` crate (`cli/`, installed as `exitcrawl` with
+//! `cargo install --path cli`); see `--help` and the README's "The crawl binary".
 
 fn main() -> std::process::ExitCode {
-    exitcrawl_actors::cli::main("crawl")
+    exitcrawl_cli::main("crawl")
 }

@@ -38,8 +38,9 @@
 //!   frontier.rs       a shared Redis frontier's consumer: reconnect deadline, local
 //!                     failures and the delivery limit, heartbeat and claim timing
 //! actors/             crate exitcrawl-actors: actix actors that own I/O, timers, messages
+//! cli/                crate exitcrawl-cli: the `exitcrawl` program
 //! config/             default.toml (every key, commented) and example files
-//! examples/           the `crawl` binary and bench examples
+//! examples/           `crawl` (the program under its design name), `aimd_sim`
 //! tests/              integration tests (real local servers, fake clock for the core)
 //! benches/            criterion benches
 //! ```

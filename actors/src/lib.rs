@@ -38,9 +38,6 @@
 //!   decision in the actors reads it, so a paused runtime pauses the whole crawler.
 //! - [`alloc`]: an opt-in allocator setting for binaries (why: large bodies and glibc's
 //!   heap trimming).
-//! - `cli` (feature `cli`, on by default): the `exitcrawl` program — URL lists, `--follow`,
-//!   the Redis frontier, WARC and body output — behind `src/bin/exitcrawl.rs` and the
-//!   `crawl` example.
 //! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on
 //!   Redis, with bounded timeouts and an outage counter (`limiter.backend = "redis"`).
 
@@ -48,8 +45,6 @@
 
 pub mod alloc;
 mod body;
-#[cfg(feature = "cli")]
-pub mod cli;
 pub mod clock;
 pub mod crawler;
 mod cutoff;
@@ -79,3 +74,6 @@ pub use messages::{
     ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse, HostLimits, LaneLimits,
 };
 pub use scheduler::SchedulerActor;
+// Facts of the wire the `exitcrawl` program writes into its records and WARC files.
+pub use body::ACCEPT_ENCODING;
+pub use scheduler::MAX_URL_BYTES;

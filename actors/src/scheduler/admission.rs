@@ -2,7 +2,7 @@ use super::*;
 
 /// Longest URL accepted: beyond this most servers answer 414 anyway, and a runaway input
 /// line must not become a request.
-pub(crate) const MAX_URL_BYTES: usize = 8192;
+pub const MAX_URL_BYTES: usize = 8192;
 
 /// The URL as sent: non-ASCII URLs (IDN hosts, raw UTF-8 paths) go out in their ASCII form.
 pub(super) fn wire_uri(url: &str) -> Result<Uri, String> {

@@ -90,7 +90,7 @@ mod pacing;
 mod pending;
 mod settle;
 
-pub(crate) use admission::MAX_URL_BYTES;
+pub use admission::MAX_URL_BYTES;
 use admission::*;
 use direct::*;
 pub(crate) use direct::{register_local, Ingress};

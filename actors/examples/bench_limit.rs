@@ -1,0 +1,519 @@
+//! The rate-limit benchmark: how close does the default adaptive limiter get to a site's
+//! capacity over real loopback HTTP, on the site shapes real sites have, and what does it
+//! cost the site?
+//!
+//! ```text
+//! cargo run --release -p exitcrawl-actors --example bench_limit   # every shape
+//! cargo run --release -p exitcrawl-actors --example bench_limit -- --only burst1 --scale 2
+//! ```
+//!
+//! Each shape (eleven) is a local `TestSite` (see `testsite/`) reached through four exits bound to
+//! 127.0.0.2 … 127.0.0.5, with the default `[limiter]` settings (`algorithm = "aimd"`, scope
+//! `auto`, `initial_rps = 5`) and `crawler.concurrency = 64`. Retries are generous
+//! (`max_retries = 100`, `retry_budget = 1.0`, backoff 100 ms … 2 s) so every URL ends 200
+//! and goodput measures the limiter, not the retry policy — except `faults`, which runs a
+//! new user's defaults.
+//!
+//! Everything is counted **by the server**: goodput = the 200s it sent per second ÷ its
+//! capacity, over the whole run (slow start included) and after the shape's warm-up;
+//! `refused` = its 429/503/403 answers ÷ the requests it got; `req/URL` = requests it got
+//! per URL; the elapsed time is also given at 95 % of the results (so what a few hung
+//! pages cost shows apart). Bans are the ones it began after the warm-up. A queueing shape reports its
+//! in-flight p99 over its workers (its knee). `scope` is what the limiter detected.
+//!
+//! Targets (issue 13): goodput ≥ 0.95 and ≤ 1 % refused on token buckets with a burst; ≥
+//! 0.85 and ≤ 1 % with burst 1 and on slow sites; ≥ 0.90 on quota windows; no ban after the
+//! warm-up. Loopback only; each shape is bounded by its URL count and a 240 s cap.
+
+use std::cell::RefCell;
+use std::net::{IpAddr, Ipv4Addr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use exitcrawl::config::{ExitSettings, Settings};
+use exitcrawl_actors::{Crawler, Fetch};
+use exitcrawl_testsite::{Fault, FaultMix, Limit, Rate, RetryAfter, SiteConfig, TestSite};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+const CONCURRENCY: usize = 64;
+const EXITS: u8 = 4;
+/// Hard cap on one shape.
+const RUN_CAP: Duration = Duration::from_secs(240);
+
+struct Args {
+    scale: f64,
+    only: Option<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        scale: 1.0,
+        only: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--scale" => {
+                let v = it.next().ok_or("--scale needs a factor")?;
+                args.scale = v
+                    .parse()
+                    .ok()
+                    .filter(|f: &f64| *f > 0.0 && *f <= 100.0)
+                    .ok_or_else(|| format!("--scale: {v:?} is not a factor in (0, 100]"))?;
+            }
+            "--only" => args.only = Some(it.next().ok_or("--only needs a name")?),
+            "-h" | "--help" => {
+                println!("bench_limit [--only NAME-PART] [--scale F]   (URLs per shape × F)");
+                std::process::exit(0);
+            }
+            _ => return Err(format!("unknown argument {flag:?}")),
+        }
+    }
+    Ok(args)
+}
+
+/// One site shape.
+struct Shape {
+    name: &'static str,
+    what: &'static str,
+    site: SiteConfig,
+    /// Requests/s the site serves to the four exits (`None`: unlimited).
+    capacity: Option<f64>,
+    urls: usize,
+    warmup: Duration,
+    /// Crawl through the fault listener with a new user's settings.
+    faults: bool,
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Every shape, in the order they run.
+fn shapes() -> Vec<Shape> {
+    let site = SiteConfig {
+        log_requests: true,
+        retry_after: RetryAfter::Omit,
+        fast_rejections: true,
+        ..SiteConfig::default()
+    };
+    let mut all = bucket_shapes(&site);
+    all.extend(burst1_and_slow_shapes(&site));
+    all.extend(window_and_ban_shapes(&site));
+    all.extend(queue_and_fault_shapes(&site));
+    all
+}
+
+/// Token buckets with a burst (target: goodput ≥ 0.95, ≤ 1 % refused): one for the
+/// host, or one per source IP.
+fn bucket_shapes(site: &SiteConfig) -> Vec<Shape> {
+    vec![
+        Shape {
+            name: "host-300-noisy",
+            what: "one bucket for the host, 300/s burst 30; pages 50 ms ± 60 %, 2 % 5× slower",
+            site: SiteConfig {
+                limit: Limit::Global(Rate::per_second(300, 30)),
+                latency: ms(50),
+                latency_noise: 0.6,
+                tail: Some((0.02, 5.0)),
+                ..site.clone()
+            },
+            capacity: Some(300.0),
+            urls: 9000,
+            warmup: Duration::from_secs(5),
+            faults: false,
+        },
+        Shape {
+            name: "host-300-noise90",
+            what: "one bucket for the host, 300/s burst 30; pages 40 ms ± 90 %, 2 % 10× slower",
+            site: SiteConfig {
+                limit: Limit::Global(Rate::per_second(300, 30)),
+                latency: ms(40),
+                latency_noise: 0.9,
+                tail: Some((0.02, 10.0)),
+                ..site.clone()
+            },
+            capacity: Some(300.0),
+            urls: 9000,
+            warmup: Duration::from_secs(5),
+            faults: false,
+        },
+        Shape {
+            name: "per-ip-60x4",
+            what: "a bucket per source IP, 60/s burst 6 (240/s for four exits); pages 20 ms",
+            site: SiteConfig {
+                limit: Limit::PerPeer(Rate::per_second(60, 6)),
+                latency: ms(20),
+                ..site.clone()
+            },
+            capacity: Some(240.0),
+            urls: 7200,
+            warmup: Duration::from_secs(5),
+            faults: false,
+        },
+        Shape {
+            name: "per-ip-unequal",
+            what: "a bucket per source IP, 60/s burst 6, but 127.0.0.4 only 15/s (195/s for four exits); pages 20 ms",
+            site: SiteConfig {
+                limit: Limit::PerPeerExcept {
+                    rate: Rate::per_second(60, 6),
+                    peer: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 4)),
+                    peer_rate: Rate::per_second(15, 2),
+                },
+                latency: ms(20),
+                ..site.clone()
+            },
+            capacity: Some(195.0),
+            urls: 6000,
+            warmup: Duration::from_secs(10),
+            faults: false,
+        },
+    ]
+}
+
+/// Buckets without a burst and slow sites (target: goodput ≥ 0.85, ≤ 1 % refused).
+fn burst1_and_slow_shapes(site: &SiteConfig) -> Vec<Shape> {
+    vec![
+        Shape {
+            name: "burst1-host-100",
+            what: "nginx limit_req 100 r/s without burst= for the host, 503 without Retry-After; pages 20 ms ± 30 %",
+            site: SiteConfig {
+                limit: Limit::Global(Rate::per_second(100, 1)),
+                reject_status: 503,
+                latency: ms(20),
+                latency_noise: 0.3,
+                ..site.clone()
+            },
+            capacity: Some(100.0),
+            urls: 6000,
+            warmup: Duration::from_secs(15),
+            faults: false,
+        },
+        Shape {
+            name: "burst1-per-ip-25x4",
+            what: "nginx limit_req 25 r/s per source IP without burst= (100/s for four exits), 503",
+            site: SiteConfig {
+                limit: Limit::PerPeer(Rate::per_second(25, 1)),
+                reject_status: 503,
+                latency: ms(20),
+                latency_noise: 0.3,
+                ..site.clone()
+            },
+            capacity: Some(100.0),
+            urls: 6000,
+            warmup: Duration::from_secs(15),
+            faults: false,
+        },
+        Shape {
+            name: "slow-2-per-ip",
+            what: "2 req/s per source IP, burst 1 (8/s for four exits); pages 100 ms",
+            site: SiteConfig {
+                limit: Limit::PerPeer(Rate::per_second(2, 1)),
+                latency: ms(100),
+                ..site.clone()
+            },
+            capacity: Some(8.0),
+            urls: 600,
+            warmup: Duration::from_secs(20),
+            faults: false,
+        },
+    ]
+}
+
+/// A quota window (target: goodput ≥ 0.90) and a WAF ban rule (target: no ban after the
+/// warm-up).
+fn window_and_ban_shapes(site: &SiteConfig) -> Vec<Shape> {
+    vec![
+        Shape {
+            name: "window-600-per-10s",
+            what: "a quota of 600 per 10 s for the host (60/s), 429 with Retry-After and X-RateLimit-* headers",
+            site: SiteConfig {
+                limit: Limit::Window {
+                    per_peer: false,
+                    limit: 600,
+                    window: Duration::from_secs(10),
+                    headers: true,
+                },
+                retry_after: RetryAfter::Computed,
+                latency: ms(20),
+                ..site.clone()
+            },
+            capacity: Some(60.0),
+            urls: 3000,
+            warmup: Duration::from_secs(10),
+            faults: false,
+        },
+        Shape {
+            name: "ban-per-ip",
+            what: "a WAF rule per source IP: over 100 requests in 5 s bans that IP for 10 s with 403",
+            site: SiteConfig {
+                limit: Limit::ban(true, 100, Duration::from_secs(5), Duration::from_secs(10)),
+                latency: ms(20),
+                ..site.clone()
+            },
+            capacity: Some(80.0),
+            urls: 4000,
+            warmup: Duration::from_secs(60),
+            faults: false,
+        },
+    ]
+}
+
+/// A site that queues instead of refusing, and one without a limit but with faults.
+fn queue_and_fault_shapes(site: &SiteConfig) -> Vec<Shape> {
+    vec![
+        Shape {
+            name: "queue-8x40ms",
+            what: "an app server that queues instead of refusing: 8 workers × 40 ms (200/s)",
+            site: SiteConfig {
+                limit: Limit::Workers {
+                    workers: 8,
+                    service: ms(40),
+                    max_wait: None,
+                },
+                ..site.clone()
+            },
+            capacity: Some(200.0),
+            urls: 5000,
+            warmup: Duration::from_secs(5),
+            faults: false,
+        },
+        Shape {
+            name: "faults",
+            what: "no limit; 5 % of connections dropped, 2 % hang, 3 % answer 500; a new user's defaults (timeout 10 s, 3 retries)",
+            site: SiteConfig {
+                faults: Some(FaultMix {
+                    seed: 7,
+                    faults: vec![(Fault::Close, 50), (Fault::Hang, 20), (Fault::Status(500), 30)],
+                }),
+                ..site.clone()
+            },
+            capacity: None,
+            urls: 3000,
+            warmup: Duration::ZERO,
+            faults: true,
+        },
+    ]
+}
+
+struct Outcome {
+    name: &'static str,
+    capacity: Option<f64>,
+    urls: usize,
+    results: usize,
+    elapsed: Duration,
+    requests: u64,
+    ok: u64,
+    refused: u64,
+    ok_after: u64,
+    requests_after: u64,
+    refused_after: u64,
+    warmup: Duration,
+    bans_after: usize,
+    knee: Option<f64>,
+    scope: String,
+    /// When 95 % of the URLs had their result.
+    p95_done: Duration,
+}
+
+impl Outcome {
+    fn goodput(&self) -> Option<f64> {
+        Some(self.ok as f64 / self.elapsed.as_secs_f64() / self.capacity?)
+    }
+
+    fn goodput_after(&self) -> Option<f64> {
+        let secs = self.elapsed.saturating_sub(self.warmup).as_secs_f64();
+        (secs > 0.0).then_some(())?;
+        Some(self.ok_after as f64 / secs / self.capacity?)
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+fn refused_status(s: u16) -> bool {
+    matches!(s, 429 | 503 | 403)
+}
+
+/// The 99th percentile of the site's in-flight count (queued or served, the request itself
+/// included) seen by the requests that arrived after `from`, from the site's log.
+fn in_flight_p99(log: &[exitcrawl_testsite::RequestRecord], from: Instant) -> usize {
+    let mut starts: Vec<Instant> = log.iter().map(|r| r.arrived).collect();
+    let mut ends: Vec<Instant> = log
+        .iter()
+        .map(|r| r.arrived + r.queued + r.latency)
+        .collect();
+    starts.sort_unstable();
+    ends.sort_unstable();
+    let mut seen = Vec::new();
+    let mut ended = 0;
+    for (i, t) in starts.iter().enumerate() {
+        while ended < ends.len() && ends[ended] <= *t {
+            ended += 1;
+        }
+        if *t >= from {
+            seen.push(i + 1 - ended.min(i + 1));
+        }
+    }
+    seen.sort_unstable();
+    seen.get(seen.len().saturating_sub(1) * 99 / 100)
+        .copied()
+        .unwrap_or(0)
+}
+
+async fn run(sh: &Shape, urls: usize) -> Outcome {
+    let site = TestSite::start(sh.site.clone());
+    let exits = (0..EXITS)
+        .map(|i| {
+            let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + i));
+            ExitSettings::new(format!("e{}", i + 2), ip)
+        })
+        .collect();
+    let mut s = Settings::with_exits(exits);
+    s.crawler.concurrency = CONCURRENCY as u32;
+    if !sh.faults {
+        s.crawler.max_retries = 100;
+        s.crawler.retry_budget = 1.0;
+        s.crawler.retry_backoff_base_ms = 100;
+        s.crawler.retry_backoff_max_ms = 2_000;
+        s.crawler.timeout_ms = 5_000;
+        s.crawler.connect_timeout_ms = 2_000;
+    }
+    let handle = Crawler::start(s).expect("start the crawler");
+
+    let started = Instant::now();
+    let results: Rc<RefCell<usize>> = Rc::default();
+    let mut done_at: Vec<Duration> = Vec::with_capacity(urls);
+    let mut next = 0usize;
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        while in_flight.len() < CONCURRENCY && next < urls {
+            let h = handle.clone();
+            let url = if sh.faults {
+                site.fault_url(&format!("/item/{next}"))
+            } else {
+                site.url(&format!("/item/{next}"))
+            };
+            next += 1;
+            in_flight.push(async move { h.fetch(Fetch::get(url)).await });
+        }
+        if in_flight.next().await.is_none() {
+            break;
+        }
+        *results.borrow_mut() += 1;
+        done_at.push(started.elapsed());
+        if started.elapsed() > RUN_CAP {
+            eprintln!("{}: run cap reached, stopping", sh.name);
+            break;
+        }
+    }
+    let elapsed = started.elapsed();
+    let limits = handle.limits().await;
+    handle.shutdown(Duration::from_secs(1)).await;
+
+    let stats = site.stats();
+    let log = site.requests();
+    let after = |r: &&exitcrawl_testsite::RequestRecord| r.arrived >= started + sh.warmup;
+    let ok_status = |r: &&exitcrawl_testsite::RequestRecord| r.status == 200;
+    let refused = |r: &&exitcrawl_testsite::RequestRecord| refused_status(r.status);
+    let knee = match sh.site.limit {
+        Limit::Workers { workers, .. } => {
+            Some(in_flight_p99(&log, started + sh.warmup) as f64 / workers as f64)
+        }
+        _ => None,
+    };
+    let results = *results.borrow();
+    let p95_done = done_at
+        .get((urls * 95 / 100).saturating_sub(1))
+        .copied()
+        .unwrap_or(elapsed);
+    Outcome {
+        p95_done,
+        name: sh.name,
+        capacity: sh.capacity,
+        urls,
+        results,
+        elapsed,
+        requests: log.len() as u64,
+        ok: log.iter().filter(ok_status).count() as u64,
+        refused: log.iter().filter(refused).count() as u64,
+        ok_after: log.iter().filter(after).filter(ok_status).count() as u64,
+        requests_after: log.iter().filter(after).count() as u64,
+        refused_after: log.iter().filter(after).filter(refused).count() as u64,
+        warmup: sh.warmup,
+        bans_after: stats
+            .bans
+            .iter()
+            .filter(|b| b.start >= started + sh.warmup)
+            .count(),
+        knee,
+        scope: limits
+            .iter()
+            .map(|l| l.scope.clone())
+            .next()
+            .unwrap_or_else(|| "-".into()),
+    }
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("bench_limit: {e}");
+            std::process::exit(2);
+        }
+    };
+    let shapes: Vec<Shape> = shapes()
+        .into_iter()
+        .filter(|s| {
+            args.only
+                .as_ref()
+                .is_none_or(|o| s.name.contains(o.as_str()))
+        })
+        .collect();
+    let outcomes: Vec<Outcome> = actix_rt::System::new().block_on(async {
+        let mut v = Vec::new();
+        for sh in &shapes {
+            let urls = ((sh.urls as f64 * args.scale) as usize).max(50);
+            eprintln!("running {} ({urls} URLs) …", sh.name);
+            v.push(run(sh, urls).await);
+        }
+        v
+    });
+
+    println!(
+        "four exits, concurrency {CONCURRENCY}, default aimd limiter (scope auto); counted by the server"
+    );
+    println!("| shape | capacity | results/URLs | elapsed (95 % of results) | goodput | goodput after warm-up | refused | refused after warm-up | req/URL | bans after warm-up | in-flight p99 / knee | scope |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let f = |x: Option<f64>| x.map_or_else(|| "-".into(), |x| format!("{x:.3}"));
+    for o in &outcomes {
+        println!(
+            "| {} | {} | {}/{} | {:.1} s ({:.1} s) | {} | {} (after {} s) | {:.2} % | {:.2} % | {:.3} | {} | {} | {} |",
+            o.name,
+            o.capacity.map_or_else(|| "unlimited".into(), |c| format!("{c:.0}/s")),
+            o.results,
+            o.urls,
+            o.elapsed.as_secs_f64(),
+            o.p95_done.as_secs_f64(),
+            f(o.goodput()),
+            f(o.goodput_after()),
+            o.warmup.as_secs(),
+            pct(o.refused, o.requests),
+            pct(o.refused_after, o.requests_after),
+            o.requests as f64 / o.urls as f64,
+            o.bans_after,
+            f(o.knee),
+            o.scope,
+        );
+    }
+    println!();
+    for sh in &shapes {
+        println!("- `{}`: {}", sh.name, sh.what);
+    }
+}

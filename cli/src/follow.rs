@@ -1,0 +1,152 @@
+//! `--follow` (and `--sitemap`): every URL of the source is a seed, every `--sitemap` a
+//! sitemap to seed from; `exitcrawl_actors::follow` crawls (scope, dedupe, robots.txt,
+//! Crawl-delay, sitemaps) and hands over each record with its answer, which is masked,
+//! kept (WARC, bodies) and written as it arrives. A stop signal ends the crawl at once
+//! (the fetches in flight are dropped, without records): exit 130.
+
+use std::cell::{Cell, RefCell};
+use std::io::Write;
+use std::pin::pin;
+use std::time::Instant;
+
+use exitcrawl::redact::mask_url;
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{
+    resume_site_answers, CrawlerHandle, FetchResponse, FollowOptions, FollowRecord, FollowTotals,
+    Resume,
+};
+use futures_util::future::{join, select, Either};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::archive::{Archive, Kept, Resolver};
+use super::ended::Ended;
+use super::list::FLUSH_EVERY;
+use super::output::{flush, write_line, SharedOut};
+use super::record::{mask_text, Totals};
+use super::signals::Stop;
+use super::source::Lines;
+use super::term::say;
+
+/// One line of `--out` with `--follow`: the crawl's record and the answer's fields.
+#[derive(Serialize)]
+struct FollowLine<'a> {
+    #[serde(flatten)]
+    record: &'a FollowRecord,
+    #[serde(flatten)]
+    kept: Kept,
+}
+
+/// Where records go.
+pub struct FollowWriter<'a> {
+    pub out: &'a SharedOut,
+    pub totals: &'a Totals,
+    pub archive: &'a RefCell<Archive>,
+    pub resolver: Option<&'a Resolver>,
+    last_flush: Cell<Instant>,
+}
+
+impl<'a> FollowWriter<'a> {
+    pub fn new(
+        out: &'a SharedOut,
+        totals: &'a Totals,
+        archive: &'a RefCell<Archive>,
+        resolver: Option<&'a Resolver>,
+    ) -> Self {
+        FollowWriter {
+            out,
+            totals,
+            archive,
+            resolver,
+            last_flush: Cell::new(clock::now()),
+        }
+    }
+
+    /// Mask, count, keep the page and write the record.
+    async fn write(
+        &self,
+        mut r: FollowRecord,
+        answer: Option<FetchResponse>,
+    ) -> Result<(), String> {
+        let raw = std::mem::take(&mut r.url);
+        r.url = mask_url(&raw);
+        r.parent = r.parent.as_deref().map(mask_url);
+        for l in &mut r.links {
+            *l = mask_url(l);
+        }
+        r.error = r.error.as_deref().map(|e| mask_text(e, &raw));
+        self.totals.count(
+            r.status.is_some_and(|s| (200..300).contains(&s)),
+            r.throttled,
+            r.attempts,
+            false,
+        );
+        let kept = match answer {
+            Some(a) => {
+                let peer = match self.resolver {
+                    Some(res) => res.peer(&a).await,
+                    None => None,
+                };
+                self.archive.borrow_mut().keep(&a, peer)?
+            }
+            None => Kept::default(),
+        };
+        if let Some(w) = self.out.borrow_mut().as_mut() {
+            let mut written = write_line(w, &FollowLine { record: &r, kept });
+            if written.is_ok() && clock::since(self.last_flush.get()) >= FLUSH_EVERY {
+                self.last_flush.set(clock::now());
+                written = w.flush();
+            }
+            written.map_err(|e| format!("writing --out: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Crawl from the seeds in `urls`. Returns how it ended and, when it completed, the
+/// crawl's counters.
+pub async fn follow_crawl(
+    handle: &CrawlerHandle,
+    (mut urls, sitemaps): (Lines, Vec<String>),
+    resume: Resume,
+    mut stop: Stop,
+    writer: &FollowWriter<'_>,
+) -> Result<(Ended, Option<FollowTotals>), String> {
+    let mut seeds = Vec::new();
+    while let Some(line) = urls.recv().await {
+        match line {
+            Ok(line) => seeds.push(line.into_url()),
+            Err(e) => return Err(format!("reading seeds: {e}")),
+        }
+    }
+    writer.totals.read.set(seeds.len() as u64);
+    let mut opts = FollowOptions::from_settings(handle.settings());
+    opts.sitemaps = sitemaps;
+    // Records come out of the crawl through a callback; keeping a page may wait (the
+    // site's address for WARC), so they are written by a second future beside it.
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let crawl = resume_site_answers(handle, seeds, resume, &opts, move |r, a| {
+        let _ = tx.send((r, a));
+    });
+    let write = async {
+        while let Some((r, a)) = rx.recv().await {
+            writer.write(r, a).await?;
+        }
+        Ok::<_, String>(())
+    };
+    let both = pin!(join(crawl, write));
+    let stopped = pin!(stop.recv());
+    let (ended, ft) = match select(both, stopped).await {
+        Either::Left(((result, written), _)) => {
+            written?;
+            let ft = result.map_err(|e| e.to_string())?;
+            (Ended::Complete, Some(ft))
+        }
+        Either::Right(_) => {
+            say("interrupted: --follow stops at once (fetches in flight get no record)");
+            (Ended::Interrupted, None)
+        }
+    };
+    flush(writer.out)?;
+    Ok((ended, ft))
+}

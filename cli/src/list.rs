@@ -1,0 +1,227 @@
+//! The URL-list mode: at most `crawler.concurrency` URLs in flight (waiting for
+//! robots.txt, for a Crawl-delay turn, or fetching), one record per input URL written as
+//! soon as it completes, and the stop on Ctrl-C / SIGTERM.
+
+use std::collections::HashMap;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use exitcrawl_actors::clock;
+use futures_util::future::{FutureExt, LocalBoxFuture};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use super::ended::Ended;
+use super::fetch::{fetch_one, settle, Ctx, Outcome};
+use super::output::{flush, write_line, SharedOut};
+use super::record::{Record, Totals};
+use super::signals::Stop;
+use super::source::{Line, Lines};
+use super::term::say;
+
+/// `--out` is flushed at least this often (so `tail -f` and a hard kill lose little).
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+enum Event {
+    Stop,
+    Deadline,
+    // Boxed: an answer is a few hundred bytes, every other event a few.
+    Done(u64, Box<Outcome>, Duration),
+    Line(Option<io::Result<Line>>),
+    Flush,
+    Finished,
+}
+
+/// The loop's state.
+struct ListLoop<'a> {
+    ctx: &'a Ctx<'a>,
+    out: &'a SharedOut,
+    totals: &'a Totals,
+    grace: Duration,
+    concurrency: usize,
+    urls: Lines,
+    stop: Stop,
+    in_flight: FuturesUnordered<LocalBoxFuture<'a, (u64, Outcome, Duration)>>,
+    /// URLs read whose record is not written yet, by fetch id.
+    pending: HashMap<u64, (String, Instant)>,
+    next_id: u64,
+    input_open: bool,
+    /// Reading `--urls` failed: the URLs after it were never read.
+    read_error: Option<String>,
+    stopping: bool,
+    deadline: Option<Pin<Box<actix_rt::time::Sleep>>>,
+    flush: actix_rt::time::Interval,
+}
+
+/// Fetch every URL from `urls`, writing each record to `out` as it completes. Returns
+/// when the input is exhausted and every fetch has ended, or — after a stop signal — when
+/// the in-flight fetches have finished or the grace period (plus a second) has passed;
+/// then every URL read without a final record gets an interrupted record.
+pub async fn crawl(
+    ctx: &Ctx<'_>,
+    urls: Lines,
+    stop: Stop,
+    grace: Duration,
+    concurrency: usize,
+    out: &SharedOut,
+    totals: &Totals,
+) -> Result<Ended, String> {
+    let mut ticks = actix_rt::time::interval(FLUSH_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut l = ListLoop {
+        ctx,
+        out,
+        totals,
+        grace,
+        concurrency,
+        urls,
+        stop,
+        in_flight: FuturesUnordered::new(),
+        pending: HashMap::new(),
+        next_id: 0,
+        input_open: true,
+        read_error: None,
+        stopping: false,
+        deadline: None,
+        flush: ticks,
+    };
+    loop {
+        let event = poll_fn(|cx| l.poll_event(cx)).await;
+        if !l.handle(event)? {
+            break;
+        }
+    }
+    flush(out)?;
+    if let Some(e) = l.read_error {
+        return Err(e);
+    }
+    Ok(if l.stopping {
+        Ended::Interrupted
+    } else {
+        Ended::Complete
+    })
+}
+
+impl<'a> ListLoop<'a> {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
+        if !self.stopping {
+            if let Poll::Ready(Some(())) = self.stop.poll_recv(cx) {
+                return Poll::Ready(Event::Stop);
+            }
+        }
+        if let Some(d) = self.deadline.as_mut() {
+            if d.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Event::Deadline);
+            }
+        }
+        if let Poll::Ready(Some((id, outcome, waited))) = self.in_flight.poll_next_unpin(cx) {
+            return Poll::Ready(Event::Done(id, Box::new(outcome), waited));
+        }
+        if !self.input_open && self.in_flight.is_empty() {
+            return Poll::Ready(Event::Finished);
+        }
+        if self.input_open && self.in_flight.len() < self.concurrency {
+            if let Poll::Ready(line) = self.urls.poll_recv(cx) {
+                return Poll::Ready(Event::Line(line));
+            }
+        }
+        if self.flush.poll_tick(cx).is_ready() {
+            return Poll::Ready(Event::Flush);
+        }
+        Poll::Pending
+    }
+
+    /// Act on an event; `false` ends the loop.
+    fn handle(&mut self, event: Event) -> Result<bool, String> {
+        match event {
+            Event::Stop => self.begin_stop(),
+            Event::Deadline => {
+                let mut left: Vec<_> = self.pending.drain().collect();
+                left.sort_by_key(|(id, _)| *id);
+                for (_, (url, started)) in left {
+                    self.write(&Record::interrupted(&url, clock::since(started)))?;
+                }
+                return Ok(false);
+            }
+            Event::Done(id, outcome, waited) => {
+                let url = self.pending.remove(&id).map(|(u, _)| u).unwrap_or_default();
+                let record = settle(self.ctx, &url, *outcome, waited, self.stopping)?;
+                self.write(&record)?;
+            }
+            Event::Line(Some(Ok(Line::Url(url)))) => self.start(url),
+            Event::Line(Some(Ok(Line::Duplicate(url)))) => {
+                self.totals.read_one();
+                self.write(&Record::duplicate(&url))?;
+            }
+            Event::Line(Some(Ok(Line::TooLong(url, bytes)))) => {
+                self.totals.read_one();
+                self.write(&Record::too_long(&url, bytes))?;
+            }
+            Event::Line(Some(Err(e))) => {
+                // Stop reading, but let what is in flight finish and be recorded; the
+                // run then fails (exit 1): the rest of the list was never read.
+                let read = self.totals.read.get();
+                say(&format!(
+                    "reading --urls: {e}; finishing the {} URLs in flight",
+                    self.pending.len()
+                ));
+                self.read_error = Some(format!(
+                    "reading --urls failed after {read} URLs: {e}; the URLs after them were \
+                     not read (their records are missing: run again with --resume)"
+                ));
+                self.input_open = false;
+            }
+            Event::Line(None) => self.input_open = false,
+            Event::Flush => flush(self.out)?,
+            Event::Finished => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn start(&mut self, url: String) {
+        self.totals.read_one();
+        let id = self.next_id;
+        self.next_id += 1;
+        let started = clock::now();
+        self.pending.insert(id, (url.clone(), started));
+        let ctx = self.ctx;
+        self.in_flight.push(
+            async move {
+                let outcome = fetch_one(ctx, url).await;
+                (id, outcome, clock::since(started))
+            }
+            .boxed_local(),
+        );
+    }
+
+    fn begin_stop(&mut self) {
+        self.stopping = true;
+        self.input_open = false;
+        // The reader thread's next send fails: it stops reading.
+        self.urls.close();
+        say(&format!(
+            "interrupted: no new URLs; {} in flight get {:.0} s to finish (Ctrl-C again to \
+             quit now)",
+            self.pending.len(),
+            self.grace.as_secs_f64()
+        ));
+        // Queued fetches fail at once (recorded as interrupted), in-flight ones get
+        // `grace`; the deadline is a backstop should a reply never come.
+        let h = self.ctx.handle.clone();
+        let grace = self.grace;
+        actix_rt::spawn(async move { h.shutdown(grace).await });
+        self.deadline = Some(Box::pin(actix_rt::time::sleep(
+            grace + Duration::from_secs(1),
+        )));
+    }
+
+    fn write(&self, record: &Record) -> Result<(), String> {
+        self.totals.add(record);
+        if let Some(w) = self.out.borrow_mut().as_mut() {
+            write_line(w, record).map_err(|e| format!("writing --out: {e}"))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,228 @@
+//! Progress on stderr: an indicatif bar when stderr is a terminal (kept in
+//! [`BAR`](super::term::BAR) for the messages printed above it), otherwise a status line
+//! every few seconds.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{CrawlerHandle, ExitStats};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::record::Totals;
+use super::source::ReadStats;
+use super::term::BAR;
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    Off,
+    /// A status line every period (stderr is not a terminal).
+    Line(Duration),
+    /// An indicatif bar (stderr is a terminal).
+    Bar,
+}
+
+/// What the display reads.
+pub struct Watched {
+    pub handle: CrawlerHandle,
+    pub totals: Rc<Totals>,
+    pub read: Arc<ReadStats>,
+}
+
+/// The total to show: exact (demo, small file), estimated from the bytes read (large
+/// file, `~`), or unknown (stdin).
+fn total_hint(read: &ReadStats) -> Option<(u64, bool)> {
+    let exact = read.total.load(Ordering::Relaxed);
+    if exact > 0 {
+        return Some((exact, true));
+    }
+    let bytes = read.bytes.load(Ordering::Relaxed);
+    if read.size == 0 || bytes == 0 {
+        return None;
+    }
+    let lines = read.lines.load(Ordering::Relaxed);
+    let estimate = (lines as f64 * read.size as f64 / bytes as f64).round() as u64;
+    Some((estimate.max(lines), bytes >= read.size))
+}
+
+/// The per-exit part of the progress: each exit's pacing rate, the requests it sent
+/// since the last call, and EJECTED when it is out; for more than 8 exits, one part with
+/// counts and the first ejected names.
+fn exit_parts(
+    stats: &[ExitStats],
+    last_sent: &mut HashMap<String, u64>,
+    period: Duration,
+) -> Vec<String> {
+    let per_s = period.as_secs_f64().max(1e-3);
+    if stats.len() > 8 {
+        let healthy = stats.iter().filter(|s| s.healthy).count();
+        let ejected: Vec<&str> = stats
+            .iter()
+            .filter(|s| !s.healthy)
+            .take(5)
+            .map(|s| s.name.as_str())
+            .collect();
+        let sent: u64 = stats
+            .iter()
+            .map(|s| s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0))
+            .sum();
+        let mut line = format!(
+            "exits healthy {healthy}/{} sent {:.0}/s",
+            stats.len(),
+            sent as f64 / per_s
+        );
+        if !ejected.is_empty() {
+            line.push_str(&format!(" ejected: {}", ejected.join(", ")));
+        }
+        return vec![line];
+    }
+    stats
+        .iter()
+        .map(|s| {
+            let sent = s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0);
+            format!(
+                "{} pace {} sent {:.0}/s{}",
+                s.name,
+                pace(&s.intervals),
+                sent as f64 / per_s,
+                if s.healthy { "" } else { " EJECTED" },
+            )
+        })
+        .collect()
+}
+
+/// The summed pacing rate of an exit's limiter keys, e.g. `48.5/s` (`-` when unpaced).
+fn pace(intervals: &[(String, Duration)]) -> String {
+    let rps: f64 = intervals
+        .iter()
+        .filter(|(_, i)| !i.is_zero())
+        .map(|(_, i)| 1.0 / i.as_secs_f64())
+        .sum();
+    if rps > 0.0 {
+        format!("{rps:.1}/s")
+    } else {
+        "-".into()
+    }
+}
+
+/// Show progress until aborted.
+pub fn spawn_progress(mode: ProgressMode, w: Watched) -> Option<actix_rt::task::JoinHandle<()>> {
+    match mode {
+        ProgressMode::Off => None,
+        ProgressMode::Line(period) => Some(actix_rt::spawn(status_lines(period, w))),
+        ProgressMode::Bar => {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            let _ = BAR.set(bar.clone());
+            Some(actix_rt::spawn(draw_bar(bar, w)))
+        }
+    }
+}
+
+/// A status line every `period`.
+async fn status_lines(period: Duration, w: Watched) {
+    let started = clock::now();
+    let mut tick = actix_rt::time::interval(period);
+    tick.tick().await; // the first tick is immediate
+    let mut last_sent = HashMap::new();
+    let mut last_done = 0;
+    loop {
+        tick.tick().await;
+        let stats = w.handle.stats().await;
+        let t = &w.totals;
+        let done = t.total.get();
+        let of = match total_hint(&w.read) {
+            Some((n, true)) => n.to_string(),
+            Some((n, false)) => format!("~{n}"),
+            None => t.read.get().to_string(),
+        };
+        let skipped = w.read.skipped.load(Ordering::Relaxed);
+        let _ = writeln!(
+            std::io::stderr(),
+            "[{:>6.1}s] done {}/{of} ok {} throttled {} failed {}{} {:.1} URLs/s | {}",
+            clock::since(started).as_secs_f64(),
+            done + skipped,
+            t.ok.get(),
+            t.throttled.get(),
+            done - t.ok.get(),
+            if skipped > 0 {
+                format!(" skipped {skipped}")
+            } else {
+                String::new()
+            },
+            (done - last_done) as f64 / period.as_secs_f64(),
+            exit_parts(&stats, &mut last_sent, period).join(" |"),
+        );
+        last_done = done;
+    }
+}
+
+/// The bar, redrawn 4 times a second (figures refreshed every second).
+async fn draw_bar(bar: ProgressBar, w: Watched) {
+    const TICK: Duration = Duration::from_millis(250);
+    let known = ProgressStyle::with_template(
+        "{spinner} {elapsed_precise} [{bar:40}] {pos}/{len} {percent}% eta {eta}\n{wide_msg}",
+    )
+    .expect("valid template")
+    .progress_chars("=> ");
+    let unknown =
+        ProgressStyle::with_template("{spinner} {elapsed_precise} {pos} done\n{wide_msg}")
+            .expect("valid template");
+    bar.set_style(unknown);
+    let mut tick = actix_rt::time::interval(TICK);
+    let mut last_sent = HashMap::new();
+    let mut rate_from = (clock::now(), 0u64);
+    let mut has_len = false;
+    for n in 0u64.. {
+        tick.tick().await;
+        let done = w.totals.total.get();
+        let skipped = w.read.skipped.load(Ordering::Relaxed);
+        match total_hint(&w.read) {
+            Some((len, _)) => {
+                if !has_len {
+                    bar.set_style(known.clone());
+                    has_len = true;
+                }
+                bar.set_length(len);
+            }
+            None => bar.set_length(w.totals.read.get() + skipped),
+        }
+        bar.set_position(done + skipped);
+        bar.tick();
+        if n.is_multiple_of(4) {
+            let stats = w.handle.stats().await;
+            let period = clock::since(rate_from.0);
+            let rate = (done - rate_from.1) as f64 / period.as_secs_f64().max(1e-3);
+            rate_from = (clock::now(), done);
+            let mut msg = bar_message(&w, done, skipped, rate);
+            // Two exits a line, so each line fits an 80-column terminal.
+            for chunk in exit_parts(&stats, &mut last_sent, period).chunks(2) {
+                msg.push('\n');
+                msg.push_str(&chunk.join(" · "));
+            }
+            bar.set_message(msg);
+        }
+    }
+}
+
+fn bar_message(w: &Watched, done: u64, skipped: u64, rate: f64) -> String {
+    let t = &w.totals;
+    let mut msg = format!(
+        "ok {} throttled {} failed {}",
+        t.ok.get(),
+        t.throttled.get(),
+        done - t.ok.get(),
+    );
+    if skipped > 0 {
+        msg.push_str(&format!(" skipped {skipped}"));
+    }
+    msg.push_str(&format!(" · {rate:.1} URLs/s"));
+    if matches!(total_hint(&w.read), Some((_, false))) {
+        msg.push_str(" · total estimated from the bytes read");
+    }
+    msg
+}

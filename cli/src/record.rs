@@ -1,0 +1,256 @@
+//! One line of `--out`: the fate of one input URL (the output contract), and the counts
+//! over the records written so far.
+//!
+//! Fields, in order: `url, status, exit, attempts` (requests sent, throttled ones
+//! included), `throttled` (how many of them were answered 429/503), `elapsed_ms, bytes` (decoded body
+//! bytes), `wire_bytes` (the body as it came over the wire, compressed or not), `error`,
+//! then `skipped` (`"robots"`, `"duplicate"` or null), `final_url` (where the answer
+//! came from after redirects; null without an answer), `content_type` and `sha256` (of
+//! the body; null without an answer). Every URL is masked (`exitcrawl::redact`).
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use exitcrawl::redact::mask_url;
+use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
+use serde::Serialize;
+
+use super::archive::Kept;
+
+/// The `error` of a record whose fetch was stopped by Ctrl-C.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// One line of `--out` (URL list and frontier modes).
+#[derive(Debug, Serialize)]
+pub struct Record {
+    pub url: String,
+    /// HTTP status of the final attempt; `null` when there was no answer.
+    pub status: Option<u16>,
+    /// Exit of the final attempt; `null` when none was made.
+    pub exit: Option<String>,
+    pub attempts: u32,
+    /// Of `attempts`, how many were answered with a throttle status (429/503).
+    pub throttled: u32,
+    pub elapsed_ms: u64,
+    /// Body bytes of the final answer (decoded).
+    pub bytes: u64,
+    /// The same body's bytes as they came over the wire (smaller when it came compressed).
+    pub wire_bytes: u64,
+    /// `null`, or why the fetch ended without an answer (`"interrupted"`: Ctrl-C;
+    /// `"throttled_out: …"`: its host refused everything for `give_up_after_ms`, or asked
+    /// for a pause over `max_retry_after_ms`, with the site's value).
+    pub error: Option<String>,
+    /// `"robots"`: not fetched, robots.txt disallows it (or could not be fetched, then
+    /// `error` says so); `"duplicate"`: an earlier line of the list has it.
+    pub skipped: Option<SkipReason>,
+    #[serde(flatten)]
+    pub kept: Kept,
+}
+
+impl Record {
+    /// The record of an answer; `kept` comes from [`super::archive::Archive::keep`].
+    pub fn answered(r: &FetchResponse, kept: Kept) -> Self {
+        Record {
+            url: mask_url(&r.url),
+            status: Some(r.status),
+            exit: Some(String::from(&*r.exit)),
+            attempts: r.attempts,
+            elapsed_ms: millis(r.elapsed),
+            bytes: r.body.len() as u64,
+            wire_bytes: r.wire_bytes,
+            error: None,
+            skipped: None,
+            kept,
+            throttled: r.throttled,
+        }
+    }
+
+    /// The record of a fetch that ended without an answer. `stopping`: the crawl is being
+    /// interrupted, so a fetch the crawler dropped (`Shutdown`) is recorded as interrupted.
+    pub fn failed(e: &FetchError, waited: Duration, stopping: bool) -> Self {
+        Record {
+            error: Some(if stopping && e.kind == FetchErrorKind::Shutdown {
+                INTERRUPTED.to_string()
+            } else {
+                mask_text(&e.record_error(), &e.url)
+            }),
+            url: mask_url(&e.url),
+            status: None,
+            exit: e.exit.as_deref().map(String::from),
+            attempts: e.attempts,
+            elapsed_ms: millis(waited),
+            bytes: 0,
+            wire_bytes: 0,
+            skipped: None,
+            kept: Kept::default(),
+            throttled: e.throttled,
+        }
+    }
+
+    /// A URL that was read but whose fetch never replied before the stop deadline.
+    pub fn interrupted(url: &str, waited: Duration) -> Self {
+        Self::unfetched(url, waited, Some(INTERRUPTED.to_string()), None)
+    }
+
+    /// A URL robots.txt did not let through: disallowed (`error` None) or robots.txt
+    /// unavailable (`error` says why).
+    pub fn robots(url: &str, waited: Duration, error: Option<String>) -> Self {
+        let error = error.map(|e| mask_text(&e, url));
+        Self::unfetched(url, waited, error, Some(SkipReason::Robots))
+    }
+
+    /// A line whose URL an earlier line of the list had: not fetched.
+    pub fn duplicate(url: &str) -> Self {
+        Self::unfetched(url, Duration::ZERO, None, Some(SkipReason::Duplicate))
+    }
+
+    /// A line too long to be a URL (`bytes` long): not fetched.
+    pub fn too_long(url: &str, bytes: u64) -> Self {
+        let error = super::source::Line::too_long_message(bytes);
+        Self::unfetched(url, Duration::ZERO, Some(error), None)
+    }
+
+    fn unfetched(
+        url: &str,
+        waited: Duration,
+        error: Option<String>,
+        skipped: Option<SkipReason>,
+    ) -> Self {
+        Record {
+            url: mask_url(url),
+            status: None,
+            exit: None,
+            attempts: 0,
+            elapsed_ms: millis(waited),
+            bytes: 0,
+            wire_bytes: 0,
+            error,
+            skipped,
+            kept: Kept::default(),
+            throttled: 0,
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.status.is_some_and(|s| (200..300).contains(&s))
+    }
+
+    pub fn is_interrupted(&self) -> bool {
+        self.error.as_deref() == Some(INTERRUPTED)
+    }
+}
+
+/// `msg` with the credentials of `raw_url` (and of any URL-looking word) masked.
+pub fn mask_text(msg: &str, raw_url: &str) -> String {
+    let msg = if raw_url.is_empty() {
+        msg.to_string()
+    } else {
+        msg.replace(raw_url, &mask_url(raw_url))
+    };
+    msg.split(' ')
+        .map(|w| {
+            if w.contains("://") || w.contains('?') || w.contains('@') {
+                mask_url(w)
+            } else {
+                w.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Counts over the records written so far.
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub total: Cell<u64>,
+    pub ok: Cell<u64>,
+    pub throttled: Cell<u64>,
+    /// HTTP attempts of the records, plus robots.txt fetches.
+    pub requests: Cell<u64>,
+    pub interrupted: Cell<u64>,
+    /// Records with `skipped: "robots"`.
+    pub skipped_robots: Cell<u64>,
+    /// Records with `skipped: "duplicate"`.
+    pub skipped_duplicate: Cell<u64>,
+    /// robots.txt fetches sent (their attempts are in `requests`).
+    pub robots_fetches: Cell<u64>,
+    /// Input URLs read so far (≥ total: the difference is in flight).
+    pub read: Cell<u64>,
+    /// Frontier: entries not fetched because their URL was already done in this crawl.
+    pub skipped_done: Cell<u64>,
+    /// Frontier: URLs that failed on this consumer's side and went back to the queue.
+    pub requeued: Cell<u64>,
+    /// Frontier: entries given back unfetched (a stop signal, or the consumer stopped).
+    pub released: Cell<u64>,
+    /// Frontier: entries taken over from consumers whose heartbeat expired.
+    pub claimed: Cell<u64>,
+}
+
+fn bump(c: &Cell<u64>, n: u64) {
+    c.set(c.get() + n);
+}
+
+impl Totals {
+    pub fn add(&self, r: &Record) {
+        self.count(r.is_ok(), r.throttled, r.attempts, r.is_interrupted());
+        bump(
+            &self.skipped_robots,
+            u64::from(r.skipped == Some(SkipReason::Robots)),
+        );
+        bump(
+            &self.skipped_duplicate,
+            u64::from(r.skipped == Some(SkipReason::Duplicate)),
+        );
+    }
+
+    pub fn count(&self, ok: bool, throttled: u32, attempts: u32, interrupted: bool) {
+        bump(&self.total, 1);
+        bump(&self.ok, u64::from(ok));
+        bump(&self.throttled, u64::from(throttled));
+        bump(&self.requests, u64::from(attempts));
+        bump(&self.interrupted, u64::from(interrupted));
+    }
+
+    /// robots.txt fetches that took `requests` HTTP attempts.
+    pub fn add_robots(&self, fetches: u64, requests: u64) {
+        bump(&self.robots_fetches, fetches);
+        bump(&self.requests, requests);
+    }
+
+    pub fn read_one(&self) {
+        bump(&self.read, 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_fields_in_order() {
+        let r = Record::robots("http://h/p?token=x", Duration::from_millis(3), None);
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            json,
+            "{\"url\":\"http://h/p?token=***\",\"status\":null,\"exit\":null,\"attempts\":0,\
+             \"throttled\":0,\"elapsed_ms\":3,\"bytes\":0,\"wire_bytes\":0,\"error\":null,\"skipped\":\"robots\",\
+             \"final_url\":null,\"content_type\":null,\"sha256\":null}"
+        );
+        let t = Totals::default();
+        t.add(&r);
+        assert_eq!(
+            (t.total.get(), t.ok.get(), t.skipped_robots.get()),
+            (1, 0, 1)
+        );
+    }
+
+    #[test]
+    fn masks_urls_in_messages() {
+        let m = mask_text("timeout: http://u:pw@h/x?key=1 took too long", "");
+        assert!(!m.contains("pw") && !m.contains("key=1"), "{m}");
+    }
+}

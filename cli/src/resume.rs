@@ -1,0 +1,160 @@
+//! `--resume`: what an earlier run's `--out` says is done. The records are the whole
+//! state: no job directory.
+
+use std::collections::HashSet;
+use std::fs::OpenOptions;
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::path::Path;
+
+use exitcrawl_actors::PendingLink;
+use serde::Deserialize;
+
+use super::record::INTERRUPTED;
+
+/// The fields of an earlier record that `--resume` and `--dedupe` need (the last three:
+/// `--follow`).
+#[derive(Deserialize)]
+pub struct SeenRecord {
+    pub url: String,
+    pub error: Option<String>,
+    #[serde(default)]
+    pub depth: u32,
+    #[serde(default)]
+    pub skipped: Option<String>,
+    #[serde(default)]
+    pub links: Vec<String>,
+}
+
+/// What `--resume` found in `--out`.
+#[derive(Debug, Default)]
+pub struct ResumeState {
+    /// URLs whose last record is final (not interrupted): skipped.
+    pub done: HashSet<String>,
+    /// Records read.
+    pub records: u64,
+    /// URLs whose last record says interrupted: fetched again.
+    pub interrupted: u64,
+    /// Lines that were not a record (left in place, ignored).
+    pub unreadable: u64,
+    /// The first of them: where (`line N column M`, from 1) and why it is not a record.
+    pub first_unreadable: Option<(String, String)>,
+    /// Bytes of an unfinished last line (a hard kill mid-write) cut off the file.
+    pub truncated: u64,
+    /// `--follow`: records of fetched pages (they count against `max_pages`).
+    pub pages: u64,
+    /// `--follow`: the links the recorded pages put in the frontier. A link whose
+    /// credentials were masked (`***`) cannot be fetched as written and is left out.
+    pub links: Vec<PendingLink>,
+    /// `--follow`: links left out because they were masked.
+    pub masked_links: u64,
+}
+
+/// `skipped` of a record for a repeated line of the list: the URL's fate is in its other
+/// record, so this one neither finishes nor reopens it.
+pub const DUPLICATE: &str = "duplicate";
+
+impl SeenRecord {
+    /// A record that says the URL was on an earlier line (see [`DUPLICATE`]).
+    pub fn is_duplicate(&self) -> bool {
+        self.skipped.as_deref() == Some(DUPLICATE)
+    }
+}
+
+impl ResumeState {
+    fn add(&mut self, r: SeenRecord, interrupted: &mut HashSet<String>) {
+        self.records += 1;
+        if r.is_duplicate() {
+            return;
+        }
+        let invalid_seed = r
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("invalid_url"));
+        if r.skipped.is_none() && !invalid_seed {
+            self.pages += 1;
+        }
+        for link in r.links {
+            if link.contains("***") {
+                self.masked_links += 1;
+                continue;
+            }
+            self.links.push(PendingLink {
+                url: link,
+                depth: r.depth.saturating_add(1),
+                parent: Some(r.url.clone()),
+            });
+        }
+        if r.error.as_deref() == Some(INTERRUPTED) {
+            self.done.remove(&r.url);
+            interrupted.insert(r.url);
+        } else {
+            interrupted.remove(&r.url);
+            self.done.insert(r.url);
+        }
+    }
+}
+
+/// Read the existing `--out` (absent = nothing done yet). The last record of a URL
+/// decides: final → skip it, interrupted → fetch it again. An unfinished last line (no
+/// newline) is cut off so the appended records start on a line of their own.
+pub fn read_resume(path: &Path) -> io::Result<ResumeState> {
+    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ResumeState::default()),
+        Err(e) => return Err(e),
+    };
+    let (state, complete_len) = read_records(BufReader::new(&mut file))?;
+    if state.truncated > 0 {
+        file.set_len(complete_len)?;
+        file.seek(SeekFrom::End(0))?;
+    }
+    Ok(state)
+}
+
+/// What the records of `input` say, and the length of its complete lines (an unfinished
+/// last line is counted in `truncated`, not read).
+pub fn read_records(mut input: impl BufRead) -> io::Result<(ResumeState, u64)> {
+    let mut state = ResumeState::default();
+    let mut interrupted = HashSet::new();
+    let mut complete_len = 0u64;
+    let mut buf = Vec::new();
+    let mut line = 0u64;
+    loop {
+        buf.clear();
+        let n = input.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') {
+            state.truncated = n as u64;
+            break;
+        }
+        complete_len += n as u64;
+        line += 1;
+        match serde_json::from_slice::<SeenRecord>(&buf) {
+            Ok(r) => state.add(r, &mut interrupted),
+            Err(_) if buf.iter().all(u8::is_ascii_whitespace) => {}
+            Err(e) => {
+                state.unreadable += 1;
+                if state.first_unreadable.is_none() {
+                    state.first_unreadable = Some(not_a_record(line, &e));
+                }
+            }
+        }
+    }
+    state.interrupted = interrupted.len() as u64;
+    Ok((state, complete_len))
+}
+
+/// Where line `line` stops being a record, and why: serde_json's reason without its
+/// position (which counts from the line's start, not the file's).
+fn not_a_record(line: u64, e: &serde_json::Error) -> (String, String) {
+    let msg = e.to_string();
+    let why = msg
+        .rsplit_once(" at line ")
+        .map_or(msg.as_str(), |(why, _)| why);
+    (
+        format!("line {line} column {}", e.column()),
+        why.to_string(),
+    )
+}

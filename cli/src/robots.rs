@@ -1,0 +1,274 @@
+//! robots.txt for the URL-list and frontier modes (`--follow` has its own in
+//! `exitcrawl_actors::follow`): the same cache (`exitcrawl::discover::RobotsCache`), the same
+//! fetch through the crawler's exits, the same `skipped: "robots"` records, and
+//! Crawl-delay — but for a stream of URLs in input order instead of a frontier.
+//!
+//! Per URL, [`RobotsGate::check`] (at once, for a known origin) or
+//! [`RobotsGate::admit`] (after waiting) answers:
+//! - robots.txt of the URL's origin is known: allowed → go (after the Crawl-delay wait,
+//!   if the site sets one); disallowed → skip;
+//! - unknown: the first URL of the origin fetches it (4xx → allow all, 2xx → parse); the
+//!   origin's other URLs wait for that one fetch;
+//! - the last fetch failed (5xx, 429, network error): the site is disallowed until the
+//!   cache's retry time (1 min, doubling to 1 h) and its URLs are skipped meanwhile with
+//!   `error: "robots_unavailable: …"`, so no URL waits more than one robots.txt fetch.
+//!
+//! Crawl-delay `d` makes the origin serial — one fetch at a time — with each send at
+//! least `d` after the previous answer (and after robots.txt's), as `--follow` does. URLs
+//! waiting for their turn hold their place in `crawler.concurrency`, as URLs waiting for
+//! the limiter's pacing do.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use exitcrawl::config::Settings;
+use exitcrawl::discover::crawl::ROBOTS_UNAVAILABLE;
+use exitcrawl::discover::robots::robots_url;
+use exitcrawl::discover::{RobotsCache, RobotsPolicy, RobotsState};
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{CrawlerHandle, Fetch, FetchErrorKind};
+use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
+use url::Url;
+
+use super::origin::Split;
+
+/// What may happen to a URL.
+pub enum Admit {
+    /// Fetch it; with a Crawl-delay, call [`Spacing::answered`] when the answer is in.
+    Go(Option<Spacing>),
+    /// Do not fetch it: disallowed (`None`) or robots.txt unavailable (why).
+    Skip(Option<String>),
+    /// The crawler is shutting down (a robots.txt fetch was dropped): interrupted.
+    Stopped,
+}
+
+/// A Crawl-delay origin's turn: while held, no other fetch to the origin starts.
+pub struct Spacing {
+    next: OwnedMutexGuard<Option<Instant>>,
+    delay: Duration,
+}
+
+impl Spacing {
+    /// The answer is in: the origin's next send is `delay` from now.
+    pub fn answered(mut self) {
+        *self.next = Some(clock::now() + self.delay);
+    }
+}
+
+/// The robots.txt gate of one crawl.
+pub struct RobotsGate {
+    enabled: bool,
+    cache: RefCell<RobotsCache>,
+    /// Origins whose robots.txt fetch is in flight; their other URLs wait on it.
+    fetching: RefCell<HashMap<String, Rc<Notify>>>,
+    /// Why an origin's last robots.txt fetch failed (for the records skipped meanwhile).
+    failures: RefCell<HashMap<String, String>>,
+    /// Crawl-delay origins: the time the next send may go, behind a fair lock.
+    turns: RefCell<HashMap<String, Arc<Mutex<Option<Instant>>>>>,
+    stopped: Cell<bool>,
+    /// robots.txt fetches made, and the HTTP attempts they took.
+    pub fetches: Cell<u64>,
+    pub requests: Cell<u64>,
+}
+
+impl RobotsGate {
+    /// A gate for `[crawl] robots` (off: every URL goes, nothing is fetched).
+    pub fn new(s: &Settings) -> RobotsGate {
+        let policy = RobotsPolicy {
+            ttl: s.crawl.robots_ttl(),
+            ..RobotsPolicy::default()
+        };
+        let token = s.crawl.robots_token(&s.crawler.user_agent);
+        RobotsGate {
+            enabled: s.crawl.robots,
+            cache: RefCell::new(RobotsCache::new(&token, policy)),
+            fetching: RefCell::default(),
+            failures: RefCell::default(),
+            turns: RefCell::default(),
+            stopped: Cell::new(false),
+            fetches: Cell::new(0),
+            requests: Cell::new(0),
+        }
+    }
+
+    /// May `url` be fetched? Answered at once when the origin's robots.txt is known and
+    /// sets no Crawl-delay — nearly every URL; the rest take [`RobotsGate::admit`].
+    pub fn check(&self, url: &str) -> Check {
+        if !self.enabled {
+            return Check::Go;
+        }
+        let split = Split::of(url);
+        if let Split::Invalid = split {
+            // The crawler refuses it with its own reason.
+            return Check::Go;
+        }
+        match self.look_up(&split) {
+            Step::Allowed(None) => Check::Go,
+            Step::Disallowed => Check::Skip(None),
+            Step::Unavailable(why) => Check::Skip(Some(why)),
+            step => Check::Wait(step),
+        }
+    }
+
+    /// The rest of [`RobotsGate::check`]: wait for the origin's robots.txt (one fetch per
+    /// origin and cache period, made through `handle`) and for its Crawl-delay turn.
+    pub async fn admit(&self, handle: &CrawlerHandle, url: &str, mut step: Step) -> Admit {
+        let split = Split::of(url);
+        let origin = split.origin();
+        loop {
+            if self.stopped.get() {
+                return Admit::Stopped;
+            }
+            match step {
+                Step::Allowed(delay) => return Admit::Go(self.turn(&origin, delay).await),
+                Step::Disallowed => return Admit::Skip(None),
+                Step::Unavailable(why) => return Admit::Skip(Some(why)),
+                Step::Fetch => self.fetch_robots(handle, &split, &origin).await,
+                Step::Pending(notify) => notify.notified().await,
+            }
+            step = self.look_up(&split);
+        }
+    }
+
+    fn look_up(&self, split: &Split<'_>) -> Step {
+        let origin = match split {
+            Split::Canonical(o, _) => std::borrow::Cow::Borrowed(*o),
+            _ => std::borrow::Cow::Owned(split.origin()),
+        };
+        let mut cache = self.cache.borrow_mut();
+        match cache.lookup(&origin, clock::now()) {
+            RobotsState::Known(r) if r.allowed_path(split.path()) => Step::Allowed(r.crawl_delay()),
+            RobotsState::Known(_) => Step::Disallowed,
+            RobotsState::Fetch => Step::Fetch,
+            RobotsState::Wait(_) => match self.fetching.borrow().get(origin.as_ref()) {
+                Some(n) => Step::Pending(Rc::clone(n)),
+                None => {
+                    let why = self.failures.borrow().get(origin.as_ref()).cloned();
+                    Step::Unavailable(format!(
+                        "{ROBOTS_UNAVAILABLE} ({})",
+                        why.as_deref().unwrap_or("no answer yet")
+                    ))
+                }
+            },
+        }
+    }
+
+    /// Fetch the origin's robots.txt and record the outcome in the cache.
+    async fn fetch_robots(&self, handle: &CrawlerHandle, split: &Split<'_>, origin: &str) {
+        let robots = match split {
+            Split::Parsed(u) => robots_url(u),
+            _ => match Url::parse(&format!("{origin}/robots.txt")) {
+                Ok(u) => u,
+                Err(_) => return,
+            },
+        };
+        let notify = Rc::new(Notify::new());
+        self.fetching
+            .borrow_mut()
+            .insert(origin.to_owned(), Rc::clone(&notify));
+        // Whatever ends this fetch (an answer, or the future dropped at shutdown), the
+        // waiting URLs look again.
+        let _wake = Wake {
+            gate: self,
+            origin,
+            notify,
+        };
+        // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309 §2.3.1.3),
+        // not a page to wait for: throttles count like retries.
+        let waits = handle.settings().crawler.max_retries;
+        let result = handle
+            .fetch(Fetch::get(robots.to_string()).throttle_waits(waits))
+            .await;
+        let now = clock::now();
+        self.fetches.set(self.fetches.get() + 1);
+        let attempts = match &result {
+            Ok(r) => r.attempts,
+            Err(e) => e.attempts,
+        };
+        self.requests.set(self.requests.get() + u64::from(attempts));
+        let mut cache = self.cache.borrow_mut();
+        let failure = match result {
+            Ok(r) => {
+                cache.on_fetched(origin, r.status, &r.body, now);
+                (r.status == 429 || r.status >= 500).then(|| format!("it answered {}", r.status))
+            }
+            Err(e) if e.kind == FetchErrorKind::Shutdown => {
+                self.stopped.set(true);
+                None
+            }
+            Err(e) => {
+                cache.on_network_error(origin, now);
+                Some(format!("{}: {}", e.kind.as_str(), e.message))
+            }
+        };
+        match failure {
+            Some(why) => {
+                tracing::warn!(%origin, %why, "robots.txt unavailable; its URLs are skipped until a retry");
+                self.failures.borrow_mut().insert(origin.to_owned(), why);
+            }
+            None => {
+                self.failures.borrow_mut().remove(origin);
+                if let RobotsState::Known(r) = cache.lookup(origin, now) {
+                    if let Some(d) = r.crawl_delay().filter(|d| !d.is_zero()) {
+                        // The first page waits a delay after robots.txt, as in --follow.
+                        if let Ok(mut next) = self.turn_lock(origin).try_lock_owned() {
+                            *next = Some(now + d);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn turn_lock(&self, origin: &str) -> Arc<Mutex<Option<Instant>>> {
+        let mut turns = self.turns.borrow_mut();
+        Arc::clone(turns.entry(origin.to_owned()).or_default())
+    }
+
+    /// With a Crawl-delay: wait for the origin's turn and its time.
+    async fn turn(&self, origin: &str, delay: Option<Duration>) -> Option<Spacing> {
+        let delay = delay.filter(|d| !d.is_zero())?;
+        let next = self.turn_lock(origin).lock_owned().await;
+        if let Some(at) = *next {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        Some(Spacing { next, delay })
+    }
+}
+
+/// Where a URL stands with its origin's robots.txt.
+pub enum Step {
+    Allowed(Option<Duration>),
+    Disallowed,
+    /// Fetch robots.txt (this URL was told to; the cache marked it pending).
+    Fetch,
+    /// Another URL's robots.txt fetch is in flight.
+    Pending(Rc<Notify>),
+    /// The last fetch failed: skipped until the retry time (why).
+    Unavailable(String),
+}
+
+/// [`RobotsGate::check`]'s answer.
+pub enum Check {
+    Go,
+    Skip(Option<String>),
+    /// Go on with [`RobotsGate::admit`].
+    Wait(Step),
+}
+
+/// Ends an origin's "robots.txt in flight" state and wakes its waiting URLs.
+struct Wake<'a> {
+    gate: &'a RobotsGate,
+    origin: &'a str,
+    notify: Rc<Notify>,
+}
+
+impl Drop for Wake<'_> {
+    fn drop(&mut self) {
+        self.gate.fetching.borrow_mut().remove(self.origin);
+        self.notify.notify_waiters();
+    }
+}

@@ -1,0 +1,492 @@
+//! A crawl from start to end: settings, `--resume`, outputs, the crawler, the URL
+//! source, progress, the mode's loop, then the summary.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::io::{self, IsTerminal};
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use exitcrawl::config::Settings;
+use exitcrawl::redact::mask_header;
+use exitcrawl_actors::clock;
+use exitcrawl_actors::{Crawler, CrawlerHandle, FollowTotals, Resume};
+use exitcrawl_testsite::TestSite;
+
+use super::archive::{Archive, ArchiveOptions, Resolver};
+use super::args::RunArgs;
+use super::consumer::{frontier_crawl, FrontierOptions};
+use super::ended::Ended;
+use super::fetch::Ctx;
+use super::follow::{follow_crawl, FollowWriter};
+use super::output::{cut_unfinished_line, probe_atomic, PendingOut, SharedOut};
+use super::paths::{check_distinct, Named};
+use super::progress::{spawn_progress, ProgressMode, Watched};
+use super::record::Totals;
+use super::resume::read_resume;
+use super::robots::RobotsGate;
+use super::signals::{spawn_signals, OnForcedExit, Stop};
+use super::source::{spawn_reader, Lines, ReadOptions, UrlInput, UrlSource};
+use super::summary::SummaryWriter;
+use super::term::{say, BAR};
+use super::warc::WarcName;
+use super::{demo, list, Failure};
+
+/// How long in-flight fetches may take to finish at the end of a complete run.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// The settings: the config file's (exit 2 when it is invalid) or the demo's, with the
+/// flags that override them.
+fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure> {
+    let (site, mut settings) = match &args.config {
+        Some(path) => {
+            let s = Settings::load(path)
+                .map_err(|e| Failure::Usage(format!("config {}: {e}", path.display())))?;
+            (None, s)
+        }
+        None => {
+            let (site, s) = demo::setup();
+            (Some(site), s)
+        }
+    };
+    if let Some(addr) = args.metrics {
+        settings.metrics.listen = Some(addr);
+    }
+    if args.follow {
+        settings.crawl.follow = true;
+    }
+    if let Some(ua) = &args.user_agent {
+        settings.crawler.user_agent = ua.clone();
+    }
+    for (name, value) in &args.headers {
+        // -H overrides a configured header of the same name, whatever its case.
+        settings
+            .crawler
+            .headers
+            .retain(|n, _| !n.eq_ignore_ascii_case(name));
+        settings.crawler.headers.insert(name.clone(), value.clone());
+    }
+    settings
+        .validate()
+        .map_err(|e| Failure::Usage(format!("with -H/--user-agent: {e}")))?;
+    if args.ignore_robots {
+        settings.crawl.robots = false;
+        say(
+            "WARNING: --ignore-robots: robots.txt is NOT fetched or obeyed; disallowed paths \
+             and Crawl-delay will not be honoured. Make sure you may crawl these sites.",
+        );
+    }
+    Ok((site, settings))
+}
+
+/// The configured headers as a log shows them: secret-looking values masked.
+fn shown_headers(s: &Settings) -> String {
+    let shown: Vec<String> = s
+        .crawler
+        .headers
+        .iter()
+        .map(|(n, v)| format!("{}: {}", n.to_ascii_lowercase(), mask_header(n, v)))
+        .collect();
+    shown.join(", ")
+}
+
+/// `--resume`: the URLs to skip (list mode) or what the crawl goes on from (`--follow`).
+fn prepare_resume(args: &RunArgs, follow: bool) -> Result<(HashSet<String>, Resume), Failure> {
+    if let (UrlSource::Frontier(_), Some(path)) = (&args.urls, &args.out) {
+        // A consumer always appends (Redis knows what is done): only an unfinished last
+        // line, from a consumer killed mid-write, is cut.
+        let cut = cut_unfinished_line(path)
+            .map_err(|e| Failure::Usage(format!("--out {}: {e}", path.display())))?;
+        if cut > 0 {
+            say(&format!(
+                "--out {}: cut an unfinished last line ({cut} bytes) before appending",
+                path.display()
+            ));
+        }
+        return Ok((HashSet::new(), Resume::default()));
+    }
+    let (true, Some(path)) = (args.resume, &args.out) else {
+        return Ok((HashSet::new(), Resume::default()));
+    };
+    let state = read_resume(path)
+        .map_err(|e| Failure::Usage(format!("--resume {}: {e}", path.display())))?;
+    if state.truncated > 0 {
+        say(&format!(
+            "--resume: cut an unfinished last line ({} bytes) off {}",
+            state.truncated,
+            path.display()
+        ));
+    }
+    if let Some((at, why)) = &state.first_unreadable {
+        say(&format!(
+            "--resume: {} lines of {} are not records (the first, {at}: {why}); ignored",
+            state.unreadable,
+            path.display()
+        ));
+    }
+    say(&format!(
+        "--resume: {} records, {} URLs done, {} interrupted to fetch again",
+        state.records,
+        state.done.len(),
+        state.interrupted
+    ));
+    if !follow {
+        return Ok((state.done, Resume::default()));
+    }
+    if state.masked_links > 0 {
+        say(&format!(
+            "--resume: {} recorded links have masked credentials (***) and are not resumed",
+            state.masked_links
+        ));
+    }
+    // The seeds all go to the crawl, which knows which are done.
+    let resume = Resume {
+        done: state.done.into_iter().collect(),
+        pages: state.pages,
+        pending: state.links,
+    };
+    Ok((HashSet::new(), resume))
+}
+
+/// The outputs once the run goes ahead: `--out` (truncated by now, unless appended to)
+/// and the WARC and body stores.
+struct Outputs {
+    out: SharedOut,
+    archive: RefCell<Archive>,
+}
+
+/// What is checked before anything starts or is touched (exit 2): no output is an input
+/// or another output, `--out` can be opened (not truncated yet), `--summary`'s directory
+/// takes a file, `--warc` can be created, `--bodies` is not a file.
+fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
+    let mut inputs = Vec::new();
+    if let Some(c) = &args.config {
+        inputs.push(Named {
+            flag: "--config",
+            path: c,
+        });
+    }
+    if let UrlSource::File(u) = &args.urls {
+        inputs.push(Named {
+            flag: "--urls",
+            path: u,
+        });
+    }
+    let outputs: Vec<Named<'_>> = [
+        ("--out", args.out.as_deref()),
+        ("--summary", args.summary.as_deref()),
+        ("--warc", args.warc.as_deref()),
+        ("--bodies", args.bodies.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| Some(Named { flag, path: p? }))
+    .collect();
+    check_distinct(&inputs, &outputs).map_err(Failure::Usage)?;
+    if let Some(p) = &args.summary {
+        if p.as_os_str() != "-" {
+            probe_atomic(p)
+                .map_err(|e| Failure::Usage(format!("--summary {}: {e}", p.display())))?;
+        }
+    }
+    if let Some(w) = &args.warc {
+        let file = WarcName::parse(w).map_err(Failure::Usage)?.file(0);
+        PendingOut::open(&file, true)
+            .map_err(|e| Failure::Usage(format!("--warc {}: {e}", w.display())))?
+            .abandon();
+    }
+    if let Some(b) = &args.bodies {
+        if b.metadata().is_ok_and(|m| !m.is_dir()) {
+            return Err(Failure::Usage(format!(
+                "--bodies {}: is not a directory (bodies are written into DIR)",
+                b.display()
+            )));
+        }
+    }
+    args.out
+        .as_deref()
+        .map(|p| {
+            PendingOut::open(p, args.appends())
+                .map_err(|e| Failure::Usage(format!("--out {}: {e}", p.display())))
+        })
+        .transpose()
+}
+
+/// Open the outputs for real, now that the run goes ahead. `Err` is an argument error
+/// (exit 2); `--out` is not truncated unless the WARC and body stores opened.
+fn open_outputs(
+    args: &RunArgs,
+    out: Option<PendingOut>,
+    settings: &Settings,
+) -> Result<Outputs, Failure> {
+    let archive = Archive::open(
+        &ArchiveOptions {
+            warc: args.warc.as_deref(),
+            warc_max_bytes: args.warc_max_bytes,
+            bodies: args.bodies.as_deref(),
+            resume: args.appends(),
+        },
+        settings,
+    );
+    let archive = match archive {
+        Ok(a) => a,
+        Err(e) => {
+            if let Some(o) = out {
+                o.abandon();
+            }
+            return Err(e);
+        }
+    };
+    let path = args.out.as_deref().unwrap_or(Path::new("-"));
+    let out = out
+        .map(PendingOut::commit)
+        .transpose()
+        .map_err(|e| Failure::Usage(format!("--out {}: {e}", path.display())))?;
+    Ok(Outputs {
+        out: Rc::new(RefCell::new(out)),
+        archive: RefCell::new(archive),
+    })
+}
+
+/// `[metrics] listen` (or `--metrics`) on an address others can reach: said, not refused.
+fn warn_exposed_metrics(settings: &Settings) {
+    if let Some(addr) = settings.metrics.listen.filter(|a| !a.ip().is_loopback()) {
+        say(&format!(
+            "WARNING: metrics on {addr}: /metrics is served to anyone who can reach this \
+             host on that address (the crawl's hosts, rates and exits); use 127.0.0.1:{} to \
+             keep it on this machine",
+            addr.port()
+        ));
+    }
+}
+
+fn progress_mode(args: &RunArgs) -> ProgressMode {
+    if args.quiet {
+        ProgressMode::Off
+    } else if io::stderr().is_terminal() {
+        ProgressMode::Bar
+    } else if args.is_demo() {
+        ProgressMode::Line(Duration::from_secs(1))
+    } else {
+        ProgressMode::Line(Duration::from_secs(5))
+    }
+}
+
+/// Run a crawl; `Ok` says how it ended. Every check that can refuse the run (exit 2)
+/// comes before any URL is read or any output is changed: the settings, the paths, the
+/// URL source, then the crawler's start (metrics address, exits that cannot bind).
+pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
+    let (site, settings) = load_settings(&args)?;
+    warn_exposed_metrics(&settings);
+    let input = UrlInput::open(&args.urls).map_err(|e| Failure::Usage(format!("--urls {e}")))?;
+    let out = check_outputs(&args)?;
+    // --sitemap seeds a crawl: the --follow loop runs, following links only with --follow.
+    let follow = (settings.crawl.follow || !args.sitemaps.is_empty())
+        && !matches!(args.urls, UrlSource::Frontier(_));
+    let gate = RobotsGate::new(&settings);
+    let resolver = args.warc.is_some().then(|| Resolver::new(&settings));
+    let handle = match Crawler::start(settings) {
+        Ok(h) => h,
+        Err(e) => {
+            if let Some(o) = out {
+                o.abandon();
+            }
+            return Err(Failure::Usage(e.to_string()));
+        }
+    };
+    let started = Started {
+        handle: handle.clone(),
+        site,
+        input,
+        gate,
+        resolver,
+        follow,
+    };
+    let ended = crawl(args, started, out).await;
+    // After an interrupt or a failure the shutdown may be under way (this returns at
+    // once); a failure before the crawl began must still stop the actors it started.
+    let _ = actix_rt::time::timeout(
+        SHUTDOWN_GRACE + Duration::from_secs(1),
+        handle.shutdown(SHUTDOWN_GRACE),
+    )
+    .await;
+    ended
+}
+
+/// A run whose start-up checks passed: the crawler runs.
+struct Started {
+    handle: CrawlerHandle,
+    site: Option<TestSite>,
+    input: UrlInput,
+    gate: RobotsGate,
+    resolver: Option<Resolver>,
+    follow: bool,
+}
+
+async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<Ended, Failure> {
+    let handle = &s.handle;
+    let (skip, resume) = match prepare_resume(&args, s.follow) {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(o) = out {
+                o.abandon();
+            }
+            return Err(e);
+        }
+    };
+    let outputs = open_outputs(&args, out, handle.settings())?;
+    if let Some(addr) = handle.metrics_addr() {
+        say(&format!("metrics on http://{addr}/metrics"));
+    }
+    let opts = ReadOptions {
+        skip,
+        dedupe: !args.no_dedupe && !s.follow,
+    };
+    let (urls, read) = spawn_reader(s.input, s.site.as_ref(), opts);
+    let totals = Rc::new(Totals::default());
+    let summary = Rc::new(SummaryWriter {
+        path: args.summary.clone(),
+        stdout: args.is_demo() || args.summary.is_none(),
+        totals: Rc::clone(&totals),
+        read: Arc::clone(&read),
+        started: clock::now(),
+        handle: handle.clone(),
+        frontier: matches!(args.urls, UrlSource::Frontier(_)),
+    });
+    let stop = spawn_signals(Rc::clone(&outputs.out), Some(forced_exit(&summary)))
+        .map_err(|e| Failure::Usage(format!("cannot watch for Ctrl-C: {e}")))?;
+    let watched = Watched {
+        handle: handle.clone(),
+        totals: Rc::clone(&totals),
+        read: Arc::clone(&read),
+    };
+    let progress = spawn_progress(progress_mode(&args), watched);
+    tracing::info!(
+        exits = handle.settings().exits.len(),
+        concurrency = handle.settings().crawler.concurrency,
+        resume = args.resume,
+        user_agent = %handle.settings().crawler.user_agent,
+        headers = %shown_headers(handle.settings()),
+        "crawl started"
+    );
+    let ctx = Ctx {
+        handle,
+        gate: &s.gate,
+        resolver: s.resolver.as_ref(),
+        archive: &outputs.archive,
+    };
+    let crawled = crawl_mode(
+        &args,
+        &ctx,
+        s.follow,
+        (urls, stop, resume),
+        &outputs,
+        &totals,
+    )
+    .await;
+    if let Some(p) = progress {
+        p.abort();
+    }
+    if let Some(bar) = BAR.get() {
+        bar.finish_and_clear();
+    }
+    let (ended, follow_totals) = crawled.map_err(Failure::Output)?;
+    drop(outputs.out.borrow_mut().take());
+    outputs
+        .archive
+        .borrow_mut()
+        .finish()
+        .map_err(Failure::Output)?;
+    totals.add_robots(s.gate.fetches.get(), s.gate.requests.get());
+    // The exits' figures are final once the crawler has shut down.
+    let _ = actix_rt::time::timeout(
+        SHUTDOWN_GRACE + Duration::from_secs(1),
+        handle.shutdown(SHUTDOWN_GRACE),
+    )
+    .await;
+    tracing::info!(
+        total = totals.total.get(),
+        ok = totals.ok.get(),
+        interrupted = totals.interrupted.get(),
+        elapsed_s = clock::since(summary.started).as_secs_f64(),
+        "crawl finished"
+    );
+    summary.write(&summary.summary(follow_totals.as_ref()).await)?;
+    if let Some(site) = &s.site {
+        demo::report(site);
+    }
+    if ended == Ended::Interrupted {
+        say_interrupted(&args, &totals);
+    }
+    Ok(ended)
+}
+
+/// What an interrupted run recorded, and how to go on.
+fn say_interrupted(args: &RunArgs, totals: &Totals) {
+    say(&format!(
+        "interrupted: {} URLs recorded, {} of them interrupted; {}",
+        totals.total.get(),
+        totals.interrupted.get(),
+        if matches!(args.urls, UrlSource::Frontier(_)) {
+            "the rest are in the frontier: run the same command again to go on (--out is \
+             appended to)"
+        } else {
+            "run again with --resume to finish"
+        }
+    ));
+}
+
+/// A second Ctrl-C writes the summary of what is recorded by then.
+fn forced_exit(summary: &Rc<SummaryWriter>) -> OnForcedExit {
+    let summary = Rc::clone(summary);
+    Rc::new(move || {
+        let summary = Rc::clone(&summary);
+        Box::pin(async move {
+            if let Err(Failure::Output(e) | Failure::Usage(e)) =
+                summary.write(&summary.summary(None).await)
+            {
+                say(&e);
+            }
+        })
+    })
+}
+
+/// The mode's loop: frontier consumer, `--follow`, or the URL list.
+async fn crawl_mode(
+    args: &RunArgs,
+    ctx: &Ctx<'_>,
+    follow: bool,
+    (urls, stop, resume): (Lines, Stop, Resume),
+    outputs: &Outputs,
+    totals: &Totals,
+) -> Result<(Ended, Option<FollowTotals>), String> {
+    let concurrency = ctx.handle.settings().crawler.concurrency.max(1) as usize;
+    if let UrlSource::Frontier(f) = &args.urls {
+        let opts = FrontierOptions {
+            claim_idle: args.claim_idle,
+            idle_exit: args.idle_exit,
+            grace: args.grace,
+            concurrency,
+            redis_wait: args.redis_wait,
+        };
+        let ended = frontier_crawl(ctx, f, &opts, stop, &outputs.out, totals).await?;
+        return Ok((ended, None));
+    }
+    if follow {
+        let writer = FollowWriter::new(&outputs.out, totals, ctx.archive, ctx.resolver);
+        let seeds = (urls, args.sitemaps.clone());
+        return follow_crawl(ctx.handle, seeds, resume, stop, &writer).await;
+    }
+    let ended = list::crawl(
+        ctx,
+        urls,
+        stop,
+        args.grace,
+        concurrency,
+        &outputs.out,
+        totals,
+    )
+    .await?;
+    Ok((ended, None))
+}

@@ -1,0 +1,265 @@
+//! The `--summary` object (one JSON line). Every figure is defined in the README ("The
+//! crawl binary").
+//!
+//! `per_exit` counts what each exit sent, from the counters behind
+//! `exitcrawl_requests_total` (an attempt that could not leave the exit — no connection
+//! could be opened from its address — reached no site and is not a request: it is in
+//! `not_sent`); `requests` is their sum, so the two always add up.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use exitcrawl_actors::clock;
+use exitcrawl_actors::metrics::{Metrics, OutcomeLabels};
+use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals};
+use serde::Serialize;
+
+use super::output::{write_atomic, write_stdout};
+use super::record::Totals;
+use super::source::ReadStats;
+use super::Failure;
+
+/// The `--summary` object.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// URLs read (and recorded) by this run.
+    pub total: u64,
+    /// Final answer 2xx.
+    pub ok: u64,
+    /// `total - ok` (interrupted and robots-skipped URLs included).
+    pub failed: u64,
+    /// 429/503 answers over all attempts of all URLs.
+    pub throttled: u64,
+    /// HTTP requests the exits sent (every attempt, robots.txt fetches included): the
+    /// sum of `per_exit[].requests`.
+    pub requests: u64,
+    /// URLs recorded as interrupted (Ctrl-C).
+    pub interrupted: u64,
+    /// URLs skipped by `--resume` (a final record was already in `--out`), or with
+    /// `--frontier`, entries whose URL was already done in this crawl.
+    pub skipped: u64,
+    /// URLs not fetched because of robots.txt (each has a record).
+    pub skipped_robots: u64,
+    /// Lines of the list whose URL an earlier line had (each has a record, `skipped:
+    /// "duplicate"`; not fetched).
+    pub skipped_duplicate: u64,
+    /// robots.txt fetches sent (their attempts count in `requests`).
+    pub robots_fetches: u64,
+    pub elapsed_s: f64,
+    pub per_exit: Vec<ExitSummary>,
+    /// `--follow` only: the crawl's discovery counters.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub follow: Option<FollowSummary>,
+    /// `--frontier` only: what this consumer did with the queue.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub frontier: Option<FrontierSummary>,
+}
+
+/// The summary's extra counters of a `--frontier` consumer.
+#[derive(Debug, Serialize)]
+pub struct FrontierSummary {
+    /// URLs that failed on this consumer's side and went back to the queue (no record).
+    pub requeued: u64,
+    /// Entries given back unfetched: after a stop signal, or when the consumer stopped.
+    pub released: u64,
+    /// Entries taken over from consumers whose heartbeat expired.
+    pub claimed: u64,
+}
+
+/// The summary's extra counters with `--follow` (see `FollowTotals`).
+#[derive(Debug, Serialize)]
+pub struct FollowSummary {
+    /// Distinct URLs accepted for crawling (valid seeds + in-scope unseen links).
+    pub discovered: u64,
+    /// Link occurrences outside the scope.
+    pub skipped_scope: u64,
+    /// In-scope link occurrences (and seeds) already seen.
+    pub deduped: u64,
+    /// Discovered URLs not fetched because `max_pages` was reached.
+    pub skipped_budget: u64,
+    /// When sitemaps were read (`--sitemap`, `[crawl] sitemaps`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub sitemaps: Option<SitemapSummary>,
+}
+
+/// The summary's sitemap counters (see `FollowTotals`).
+#[derive(Debug, Serialize)]
+pub struct SitemapSummary {
+    /// Sitemap files fetched.
+    pub sitemap_fetches: u64,
+    /// Distinct in-scope URLs they added.
+    pub sitemap_urls: u64,
+    /// Sitemap files that could not be fetched or read.
+    pub sitemap_errors: u64,
+}
+
+/// One exit's requests.
+#[derive(Debug, Serialize)]
+pub struct ExitSummary {
+    pub name: String,
+    pub source_ip: IpAddr,
+    /// HTTP requests sent through this exit (answered or not).
+    pub requests: u64,
+    /// Of those, answered 2xx.
+    pub ok: u64,
+    /// Answered with a throttle status (`limiter.throttle_statuses`, 429/503).
+    pub throttled: u64,
+    /// Sent, and ended without an answer (timeout, reset, refused, …).
+    pub errors: u64,
+    /// Attempts that never left the exit (no connection could be opened from its
+    /// address, or the host has no address of its family): moved to another exit.
+    pub not_sent: u64,
+    pub healthy: bool,
+}
+
+const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
+
+impl ExitSummary {
+    fn new(s: ExitStats, metrics: &Metrics) -> Self {
+        let count = |outcome: &'static str, class: &'static str| {
+            let labels = OutcomeLabels {
+                exit: s.name.clone(),
+                source_ip: s.source_ip.to_string(),
+                outcome,
+                class,
+            };
+            metrics.requests.get(&labels).map_or(0, |c| c.get())
+        };
+        let sum = |outcome| CLASSES.iter().map(|c| count(outcome, c)).sum::<u64>();
+        let (answered, throttled, errors) = (sum("ok"), sum("throttled"), sum("error"));
+        let requests = answered + throttled + errors;
+        ExitSummary {
+            ok: count("ok", "2xx"),
+            requests,
+            throttled,
+            errors,
+            not_sent: s.total.saturating_sub(requests),
+            healthy: s.healthy,
+            name: s.name,
+            source_ip: s.source_ip,
+        }
+    }
+}
+
+impl Summary {
+    pub fn new(
+        t: &Totals,
+        skipped: u64,
+        elapsed: Duration,
+        stats: Vec<ExitStats>,
+        metrics: &Metrics,
+    ) -> Self {
+        let per_exit: Vec<ExitSummary> = stats
+            .into_iter()
+            .map(|s| ExitSummary::new(s, metrics))
+            .collect();
+        Summary {
+            total: t.total.get(),
+            ok: t.ok.get(),
+            failed: t.total.get() - t.ok.get(),
+            throttled: t.throttled.get(),
+            requests: per_exit.iter().map(|e| e.requests).sum(),
+            interrupted: t.interrupted.get(),
+            skipped: skipped + t.skipped_done.get(),
+            skipped_robots: t.skipped_robots.get(),
+            skipped_duplicate: t.skipped_duplicate.get(),
+            robots_fetches: t.robots_fetches.get(),
+            elapsed_s: elapsed.as_secs_f64(),
+            per_exit,
+            follow: None,
+            frontier: None,
+        }
+    }
+
+    /// A `--frontier` consumer's counters.
+    pub fn with_frontier(mut self, t: &Totals) -> Self {
+        self.frontier = Some(FrontierSummary {
+            requeued: t.requeued.get(),
+            released: t.released.get(),
+            claimed: t.claimed.get(),
+        });
+        self
+    }
+
+    /// A `--follow` crawl's counters.
+    pub fn with_follow(mut self, ft: &FollowTotals) -> Self {
+        self.skipped = ft.resumed;
+        self.skipped_robots = ft.skipped_robots;
+        self.robots_fetches = ft.robots_fetches;
+        self.follow = Some(FollowSummary {
+            discovered: ft.discovered,
+            skipped_scope: ft.skipped_scope,
+            deduped: ft.deduped,
+            skipped_budget: ft.skipped_budget,
+            sitemaps: (ft.sitemap_fetches + ft.sitemap_errors > 0).then_some(SitemapSummary {
+                sitemap_fetches: ft.sitemap_fetches,
+                sitemap_urls: ft.sitemap_urls,
+                sitemap_errors: ft.sitemap_errors,
+            }),
+        });
+        self
+    }
+}
+
+/// Where the summary goes, and what it is made of: written at the end of a run, or on a
+/// second Ctrl-C from what is recorded by then.
+pub struct SummaryWriter {
+    /// `--summary FILE` (`-`: stdout).
+    pub path: Option<PathBuf>,
+    /// Also on stdout (the demo, or no `--summary`).
+    pub stdout: bool,
+    pub totals: Rc<Totals>,
+    pub read: Arc<ReadStats>,
+    pub started: Instant,
+    pub handle: CrawlerHandle,
+    /// A `--frontier` consumer: its counters are added.
+    pub frontier: bool,
+}
+
+impl SummaryWriter {
+    /// The summary now: each exit's figures are asked for (bounded, as the scheduler may
+    /// be busy shutting down).
+    pub async fn summary(&self, follow: Option<&FollowTotals>) -> Summary {
+        let stats = actix_rt::time::timeout(Duration::from_secs(2), self.handle.stats())
+            .await
+            .unwrap_or_default();
+        let summary = Summary::new(
+            &self.totals,
+            self.read.skipped.load(Ordering::Relaxed),
+            clock::since(self.started),
+            stats,
+            self.handle.metrics(),
+        );
+        let summary = match follow {
+            Some(ft) => summary.with_follow(ft),
+            None => summary,
+        };
+        if self.frontier {
+            summary.with_frontier(&self.totals)
+        } else {
+            summary
+        }
+    }
+
+    /// Write `summary` to `--summary` (replaced in one step) and to stdout if asked.
+    pub fn write(&self, summary: &Summary) -> Result<(), Failure> {
+        let mut json = serde_json::to_vec(summary).expect("summary serializes");
+        json.push(b'\n');
+        let to_stdout =
+            |e: std::io::Error| Failure::Output(format!("writing the summary to stdout: {e}"));
+        match &self.path {
+            Some(p) if p.as_os_str() == "-" => write_stdout(&json).map_err(to_stdout)?,
+            Some(p) => write_atomic(p, &json)
+                .map_err(|e| Failure::Output(format!("writing --summary {}: {e}", p.display())))?,
+            None => {}
+        }
+        if self.stdout {
+            write_stdout(&json).map_err(to_stdout)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,488 @@
+//! WARC 1.1 output (`--warc FILE`): a `warcinfo` record at the start of every file, then
+//! a `request` and a `response` record per answer, each record one gzip member (for a
+//! `.warc.gz` name; `.warc` is written plain), a new file once the current one reaches
+//! `--warc-max-bytes`.
+//!
+//! Why not a crate: the `warc` crate (0.4) writes records, but builds them from owned
+//! buffers with chrono dates and uuid 0.8, and compresses whole streams rather than
+//! records; the format itself is a header block and a body, which is all this file writes.
+//! The tests read the files back with that crate's parser (an independent reader).
+//!
+//! Headers of an answer's records: `WARC-Type`, `WARC-Record-ID` (`<urn:uuid:…>`, v4),
+//! `WARC-Date` (UTC, seconds), `WARC-Target-URI` (masked like the records),
+//! `WARC-IP-Address` (the site's address, when known), `WARC-Warcinfo-ID`,
+//! `WARC-Concurrent-To` (the request names its response), `WARC-Block-Digest` and, on the
+//! response, `WARC-Payload-Digest` (`sha1:` + base32 of the body as received, transfer
+//! coding removed), `Exitcrawl-Exit: name=…; source-ip=…` (the extension field naming
+//! the exit), `Content-Type: application/http;msgtype=…`, `Content-Length`. The exit
+//! decodes `Content-Encoding` itself (bounded, in the actors crate), so an encoded answer is
+//! kept decoded, its encoding named in `Exitcrawl-Content-Encoding` and the headers that
+//! described the encoded body (`Content-Encoding`, `Content-Length`) left out.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use flate2::{Compress, Compression, Crc, FlushCompress, Status};
+
+/// `--warc FILE`: the first file's name, and how the rotated ones are named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarcName {
+    /// FILE without its `.warc[.gz]` ending.
+    stem: PathBuf,
+    gzip: bool,
+}
+
+impl WarcName {
+    /// FILE must end in `.warc.gz` (gzip members) or `.warc` (plain).
+    pub fn parse(path: &Path) -> Result<WarcName, String> {
+        let s = path.to_string_lossy();
+        let (stem, gzip) = if let Some(stem) = s.strip_suffix(".warc.gz") {
+            (stem, true)
+        } else if let Some(stem) = s.strip_suffix(".warc") {
+            (stem, false)
+        } else {
+            return Err(format!(
+                "--warc: {s:?} must end in .warc.gz (one gzip member per record) or .warc \
+                 (uncompressed)"
+            ));
+        };
+        if stem.is_empty() || stem.ends_with('/') {
+            return Err(format!("--warc: {s:?} has no file name before .warc"));
+        }
+        Ok(WarcName {
+            stem: PathBuf::from(stem),
+            gzip,
+        })
+    }
+
+    /// File `index`: 0 is FILE as given, then `STEM-00001.warc.gz`, …
+    pub fn file(&self, index: u32) -> PathBuf {
+        let ext = if self.gzip { ".warc.gz" } else { ".warc" };
+        let mut s = self.stem.clone().into_os_string();
+        if index > 0 {
+            s.push(format!("-{index:05}"));
+        }
+        s.push(ext);
+        PathBuf::from(s)
+    }
+}
+
+/// One answer as it goes into the archive.
+pub struct Exchange<'a> {
+    /// The URL the answer came from (masked).
+    pub target_uri: &'a str,
+    pub date: SystemTime,
+    /// The site's address, when known.
+    pub ip: Option<IpAddr>,
+    /// `name=…; source-ip=…` of the exit that got the answer.
+    pub exit: &'a str,
+    /// The request as sent: request line and headers, ending in an empty line.
+    pub request: &'a [u8],
+    /// The response's status line and headers, ending in an empty line.
+    pub response_head: &'a [u8],
+    pub body: &'a [u8],
+    /// The `Content-Encoding` the body came in, when the exit decoded it.
+    pub decoded_from: Option<&'a str>,
+    /// SHA-1 of `body`.
+    pub payload_sha1: [u8; 20],
+}
+
+/// A `Write` that counts what goes through it.
+struct Counting<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The WARC files of one run.
+pub struct WarcWriter {
+    name: WarcName,
+    index: u32,
+    out: Counting<BufWriter<File>>,
+    max_bytes: Option<u64>,
+    /// The warcinfo record's fields (`application/warc-fields`), the same in every file.
+    info: Vec<u8>,
+    warcinfo_id: String,
+    ids: RecordIds,
+    /// `Some` for `.warc.gz`.
+    gzip: Option<GzipMembers>,
+    /// Files written (the current one included).
+    pub files: u32,
+}
+
+impl WarcWriter {
+    /// Open FILE (truncated), or with `resume` the first of FILE, FILE-00001, … that does
+    /// not exist (a file an interrupted run left may end in a cut-off record: it is never
+    /// appended to), and write its warcinfo record.
+    pub fn create(
+        name: WarcName,
+        max_bytes: Option<u64>,
+        info: Vec<u8>,
+        resume: bool,
+    ) -> io::Result<WarcWriter> {
+        let mut index = 0;
+        while resume && name.file(index).exists() {
+            index += 1;
+        }
+        let out = open(&name.file(index))?;
+        let gzip = name.gzip.then(GzipMembers::new);
+        let mut w = WarcWriter {
+            name,
+            index,
+            out,
+            max_bytes,
+            info,
+            warcinfo_id: String::new(),
+            ids: RecordIds::new(),
+            gzip,
+            files: 1,
+        };
+        w.write_warcinfo()?;
+        Ok(w)
+    }
+
+    /// The file being written.
+    pub fn current(&self) -> PathBuf {
+        self.name.file(self.index)
+    }
+
+    fn write_warcinfo(&mut self) -> io::Result<()> {
+        let id = self.ids.next();
+        self.warcinfo_id = id.clone();
+        let file = self.current();
+        let file_name = file.file_name().unwrap_or_default().to_string_lossy();
+        let date = warc_date(SystemTime::now());
+        let headers = [
+            ("WARC-Type", "warcinfo"),
+            ("WARC-Record-ID", id.as_str()),
+            ("WARC-Date", date.as_str()),
+            ("WARC-Filename", &file_name),
+            ("Content-Type", "application/warc-fields"),
+        ];
+        let info = std::mem::take(&mut self.info);
+        let written = self.write_record(&headers, &[&info]);
+        self.info = info;
+        written
+    }
+
+    /// Write the request and response records of one answer (in the same file).
+    pub fn write_exchange(&mut self, ex: &Exchange<'_>) -> io::Result<()> {
+        if self.max_bytes.is_some_and(|m| self.out.bytes >= m) {
+            self.rotate()?;
+        }
+        let response_id = self.ids.next();
+        let request_id = self.ids.next();
+        let date = warc_date(ex.date);
+        let ip = ex.ip.map(|ip| ip.to_string());
+        let payload = format!("sha1:{}", base32(&ex.payload_sha1));
+        let warcinfo = self.warcinfo_id.clone();
+        let mut common: Vec<(&str, &str)> = vec![
+            ("WARC-Date", &date),
+            ("WARC-Target-URI", ex.target_uri),
+            ("WARC-Warcinfo-ID", &warcinfo),
+        ];
+        if let Some(ip) = &ip {
+            common.push(("WARC-IP-Address", ip));
+        }
+        common.push(("Exitcrawl-Exit", ex.exit));
+
+        let mut headers = vec![("WARC-Type", "response"), ("WARC-Record-ID", &response_id)];
+        headers.extend_from_slice(&common);
+        headers.push(("WARC-Payload-Digest", &payload));
+        if let Some(enc) = ex.decoded_from {
+            headers.push(("Exitcrawl-Content-Encoding", enc));
+        }
+        headers.push(("Content-Type", "application/http;msgtype=response"));
+        self.write_record(&headers, &[ex.response_head, ex.body])?;
+
+        let mut headers = vec![("WARC-Type", "request"), ("WARC-Record-ID", &request_id)];
+        headers.extend_from_slice(&common);
+        headers.push(("WARC-Concurrent-To", &response_id));
+        headers.push(("Content-Type", "application/http;msgtype=request"));
+        self.write_record(&headers, &[ex.request])
+    }
+
+    /// Finish the current file, open the next, and start it with a warcinfo record.
+    fn rotate(&mut self) -> io::Result<()> {
+        self.out.flush()?;
+        self.index += 1;
+        self.out = open(&self.name.file(self.index))?;
+        self.files += 1;
+        self.write_warcinfo()
+    }
+
+    /// One record: the version line, `headers`, the block digest, `Content-Length`, the
+    /// block (`parts` one after the other) and the two CRLFs that end a record — as one
+    /// gzip member when the name says so.
+    fn write_record(&mut self, headers: &[(&str, &str)], parts: &[&[u8]]) -> io::Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut block_sha1 = sha1_smol::Sha1::new();
+        for p in parts {
+            block_sha1.update(p);
+        }
+        let mut head = String::with_capacity(512);
+        head.push_str("WARC/1.1\r\n");
+        for (k, v) in headers {
+            push_field(&mut head, k, v);
+        }
+        let digest = format!("sha1:{}", base32(&block_sha1.digest().bytes()));
+        push_field(&mut head, "WARC-Block-Digest", &digest);
+        push_field(&mut head, "Content-Length", &len.to_string());
+        head.push_str("\r\n");
+        match self.gzip.as_mut() {
+            Some(gz) => gz.write(&mut self.out, head.as_bytes(), parts),
+            None => write_parts(&mut self.out, head.as_bytes(), parts),
+        }
+    }
+
+    /// Flush what is buffered (at the end of a run).
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+fn open(path: &Path) -> io::Result<Counting<BufWriter<File>>> {
+    let f = File::create(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    Ok(Counting {
+        inner: BufWriter::with_capacity(64 * 1024, f),
+        bytes: 0,
+    })
+}
+
+/// Records as gzip members with one deflate state for all of them: a fresh state per
+/// record (flate2's `GzEncoder`) is a few hundred KiB, which glibc hands out with `mmap`
+/// and returns at once — two system calls and the page faults of a whole state per record.
+struct GzipMembers {
+    deflate: Compress,
+    /// The record before and after compression (kept: their capacity is reused).
+    plain: Vec<u8>,
+    packed: Vec<u8>,
+}
+
+/// A gzip member header: deflate, no flags, no time, unknown OS (RFC 1952).
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+
+impl GzipMembers {
+    fn new() -> Self {
+        GzipMembers {
+            deflate: Compress::new(Compression::fast(), false),
+            plain: Vec::new(),
+            packed: Vec::new(),
+        }
+    }
+
+    /// `head`, `parts` and the record's closing CRLFs as one gzip member.
+    fn write(&mut self, w: &mut impl Write, head: &[u8], parts: &[&[u8]]) -> io::Result<()> {
+        self.plain.clear();
+        write_parts(&mut self.plain, head, parts)?;
+        let mut crc = Crc::new();
+        crc.update(&self.plain);
+        self.deflate.reset();
+        self.packed.clear();
+        self.packed.extend_from_slice(&GZIP_HEADER);
+        loop {
+            let done = usize::try_from(self.deflate.total_in()).unwrap_or(usize::MAX);
+            // Stored blocks bound deflate's output: 5 bytes per 64 KiB over the input.
+            self.packed
+                .reserve(self.plain.len() - done + self.plain.len() / 8192 + 64);
+            let status = self
+                .deflate
+                .compress_vec(&self.plain[done..], &mut self.packed, FlushCompress::Finish)
+                .map_err(io::Error::other)?;
+            if status == Status::StreamEnd {
+                break;
+            }
+        }
+        self.packed.extend_from_slice(&crc.sum().to_le_bytes());
+        self.packed.extend_from_slice(&crc.amount().to_le_bytes());
+        w.write_all(&self.packed)
+    }
+}
+
+fn write_parts(w: &mut impl Write, head: &[u8], parts: &[&[u8]]) -> io::Result<()> {
+    w.write_all(head)?;
+    for p in parts {
+        w.write_all(p)?;
+    }
+    w.write_all(b"\r\n\r\n")
+}
+
+/// `name: value\r\n`, with any CR or LF in the value turned into a space (a header value
+/// must not end the header block early).
+fn push_field(head: &mut String, name: &str, value: &str) {
+    head.push_str(name);
+    head.push_str(": ");
+    head.extend(
+        value
+            .chars()
+            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c }),
+    );
+    head.push_str("\r\n");
+}
+
+/// RFC 4648 base32 (upper case, padded), as WARC digests are written.
+pub fn base32(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let mut out = String::with_capacity(bytes.len().div_ceil(5) * 8);
+    for chunk in bytes.chunks(5) {
+        let mut buf = [0u8; 5];
+        buf[..chunk.len()].copy_from_slice(chunk);
+        let n = buf.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b));
+        let chars = (chunk.len() * 8).div_ceil(5);
+        for i in 0..8 {
+            if i < chars {
+                out.push(char::from(ALPHABET[((n >> (35 - 5 * i)) & 31) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// `YYYY-MM-DDThh:mm:ssZ` (UTC).
+pub fn warc_date(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Year, month, day of a day count since 1970-01-01 (proleptic Gregorian; H. Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Random (version 4) record IDs: a per-process random seed through splitmix64, so IDs
+/// never repeat within a run (splitmix64 is a bijection of its counter) and two runs
+/// share none but by a 2⁻⁶⁴ chance.
+struct RecordIds {
+    state: u64,
+}
+
+impl RecordIds {
+    fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos(),
+        );
+        h.write_u32(std::process::id());
+        RecordIds { state: h.finish() }
+    }
+
+    fn split(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// `<urn:uuid:xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx>`
+    fn next(&mut self) -> String {
+        let hi = self.split();
+        let lo = self.split();
+        let hi = (hi & !0xF000) | 0x4000; // version 4
+        let lo = (lo & !(0b11 << 62)) | (0b10 << 62); // RFC 4122 variant
+        format!(
+            "<urn:uuid:{:08x}-{:04x}-{:04x}-{:04x}-{:012x}>",
+            hi >> 32,
+            (hi >> 16) & 0xFFFF,
+            hi & 0xFFFF,
+            lo >> 48,
+            lo & 0xFFFF_FFFF_FFFF
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn base32_vectors() {
+        // RFC 4648 §10.
+        for (i, o) in [
+            ("", ""),
+            ("f", "MY======"),
+            ("fo", "MZXQ===="),
+            ("foo", "MZXW6==="),
+            ("foob", "MZXW6YQ="),
+            ("fooba", "MZXW6YTB"),
+            ("foobar", "MZXW6YTBOI======"),
+        ] {
+            assert_eq!(base32(i.as_bytes()), o, "{i:?}");
+        }
+        // sha1("") as WARC tools write it.
+        let empty = sha1_smol::Sha1::from("").digest().bytes();
+        assert_eq!(base32(&empty), "3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ");
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(warc_date(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(951_782_400 + 86_399); // 2000-02-29, last second
+        assert_eq!(warc_date(t), "2000-02-29T23:59:59Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(warc_date(t), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn ids_are_uuid_v4_and_distinct() {
+        let mut ids = RecordIds::new();
+        let a = ids.next();
+        let b = ids.next();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "<urn:uuid:>".len() + 36, "{a}");
+        assert_eq!(&a[24..25], "4", "{a}");
+        assert!("89ab".contains(&a[29..30]), "{a}");
+    }
+
+    #[test]
+    fn names() {
+        let n = WarcName::parse(Path::new("out/crawl.warc.gz")).unwrap();
+        assert_eq!(n.file(0), PathBuf::from("out/crawl.warc.gz"));
+        assert_eq!(n.file(2), PathBuf::from("out/crawl-00002.warc.gz"));
+        let n = WarcName::parse(Path::new("a.warc")).unwrap();
+        assert_eq!(n.file(1), PathBuf::from("a-00001.warc"));
+        assert!(WarcName::parse(Path::new("a.gz")).is_err());
+        assert!(WarcName::parse(Path::new(".warc.gz")).is_err());
+    }
+}

@@ -1,0 +1,521 @@
+//! The shared Redis frontier of the `exitcrawl` binary against what distributed crawls
+//! meet: consumers killed and restarted with the same command, Redis killed and restarted
+//! (with an append-only file, and without persistence), a broken consumer beside a good
+//! one, live rate-limited consumers with a short `--claim-idle`, the same URLs enqueued
+//! twice. What the local test site and Redis saw is asserted; every wait is for an event
+//! (records in a file, a process's exit), bounded by a deadline.
+
+mod cli_support;
+// The actors crate's test helpers, for their `RedisServer`.
+#[path = "../../actors/tests/support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use cli_support::{assert_ok, json, records, run, s, spawn, stderr, wait_bounded, TempDir};
+use exitcrawl_testsite::{SiteConfig, TestSite};
+use support::RedisServer;
+
+/// Two exits on 127.0.0.2 and .3, 8 fetches at once; `crawler` and `limiter` are TOML
+/// lines of those sections.
+fn config(crawler: &str, limiter: &str) -> String {
+    format!(
+        r#"
+[crawler]
+concurrency = 8
+max_retries = 1
+retry_backoff_base_ms = 20
+retry_backoff_max_ms = 200
+{crawler}
+
+[limiter]
+{limiter}
+
+[[exits]]
+name = "e2"
+source_ip = "127.0.0.2"
+
+[[exits]]
+name = "e3"
+source_ip = "127.0.0.3"
+"#
+    )
+}
+
+const NO_LIMIT: &str = "algorithm = \"none\"";
+
+/// A site whose every answer takes `latency`.
+fn site(latency: Duration) -> TestSite {
+    TestSite::start(SiteConfig {
+        latency,
+        ..SiteConfig::default()
+    })
+}
+
+/// How many times the site was asked for each page (robots.txt left out).
+fn fetches(site: &TestSite) -> HashMap<String, usize> {
+    let mut n = HashMap::new();
+    for r in site.requests() {
+        if r.path != "/robots.txt" {
+            *n.entry(r.path).or_default() += 1;
+        }
+    }
+    n
+}
+
+/// A crawl's URL file and its URLs: `/{tag}/0` … on `site`.
+fn url_file(dir: &TempDir, site: &TestSite, tag: &str, n: usize) -> (PathBuf, Vec<String>) {
+    let urls: Vec<String> = (0..n).map(|i| site.url(&format!("/{tag}/{i}"))).collect();
+    let path = dir.file(&format!("{tag}.txt"), &(urls.join("\n") + "\n"));
+    (path, urls)
+}
+
+fn enqueue(list: &Path, queue: &str, extra: &[&str]) -> String {
+    let mut args = vec!["--enqueue", s(list), "--frontier", queue];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert_ok(&o);
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A consumer writing `out` and `out`.json (its summary).
+fn consumer(cfg: &Path, queue: &str, out: &Path, extra: &[&str]) -> Child {
+    let summary = out.with_extension("json");
+    let mut args = vec![
+        "--config",
+        s(cfg),
+        "--frontier",
+        queue,
+        "--out",
+        s(out),
+        "--summary",
+        s(&summary),
+        "--idle-exit",
+        "2",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    spawn(&args)
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+/// Wait (polling every 20 ms) until `cond` holds; fails after `limit` saying `what`.
+fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let until = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < until, "waited {limit:?} for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+/// `--dedupe` of `outs`: each URL's number of records in the merge, every one checked
+/// to be a 200.
+fn merged(dir: &TempDir, outs: &[&Path]) -> HashMap<String, usize> {
+    let merged = dir.path("merged.jsonl");
+    let mut args = Vec::new();
+    for o in outs {
+        args.extend(["--dedupe", s(o)]);
+    }
+    args.extend(["--out", s(&merged)]);
+    assert_ok(&run(&args));
+    let mut per_url = HashMap::new();
+    for r in records(&merged) {
+        assert_eq!(r["status"], 200, "{r}");
+        *per_url
+            .entry(r["url"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    per_url
+}
+
+fn assert_one_record_each(per_url: &HashMap<String, usize>, urls: &[String]) {
+    for u in urls {
+        assert_eq!(per_url.get(u), Some(&1), "{u}");
+    }
+    assert_eq!(per_url.len(), urls.len());
+}
+
+#[test]
+fn a_consumer_stopped_or_killed_goes_on_with_the_same_command() {
+    const URLS: usize = 200;
+    let redis = RedisServer::start();
+    let site = site(Duration::from_millis(100));
+    let dir = TempDir::new("frontier-restart");
+    let cfg = dir.file("c.toml", &config("", NO_LIMIT));
+    let (list, urls) = url_file(&dir, &site, "r", URLS);
+    let queue = format!("{}jobs", redis.url());
+    assert_eq!(
+        enqueue(&list, &queue, &[]),
+        format!("enqueued {URLS} skipped 0")
+    );
+    let out = dir.path("out.jsonl");
+    let same = ["--claim-idle", "1"];
+
+    // SIGTERM: the fetches in flight finish, the rest goes back to the queue.
+    let c = consumer(&cfg, &queue, &out, &same);
+    wait_until(Duration::from_secs(30), "30 records", || lines(&out) >= 30);
+    signal(&c, "-TERM");
+    let o = wait_bounded(c, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("goes back to the queue"), "{err}");
+    assert!(err.contains("run the same command again"), "{err}");
+    let after_term = std::fs::read_to_string(&out).unwrap();
+
+    // The same command appends; SIGKILL it mid-crawl.
+    let c = consumer(&cfg, &queue, &out, &same);
+    let n = after_term.lines().count();
+    wait_until(Duration::from_secs(30), "30 more records", || {
+        lines(&out) >= n + 30
+    });
+    signal(&c, "-KILL");
+    wait_bounded(c, Duration::from_secs(10));
+    let after_kill = std::fs::read_to_string(&out).unwrap();
+    assert!(after_kill.starts_with(&after_term), "records were kept");
+
+    // Once more: the killed run's entries are claimed once its heartbeat expired.
+    let o = wait_bounded(consumer(&cfg, &queue, &out, &same), Duration::from_secs(60));
+    assert_ok(&o);
+    assert!(stderr(&o).contains("claimed"), "{}", stderr(&o));
+    let last = std::fs::read_to_string(&out).unwrap();
+    let kept = after_kill.rfind('\n').map_or(0, |i| i + 1);
+    assert!(last.starts_with(&after_kill[..kept]), "records were kept");
+
+    assert_one_record_each(&merged(&dir, &[&out]), &urls);
+    let asked = fetches(&site);
+    assert_eq!(asked.len(), URLS);
+    let again: usize = asked.values().map(|n| n - 1).sum();
+    println!(
+        "restart: {} records over 3 runs, {again} URLs fetched twice",
+        last.lines().count()
+    );
+    assert!(
+        again <= 8,
+        "at most one concurrency's worth fetched again: {again}"
+    );
+    assert_eq!(redis.int(&["SCARD", "exitcrawl:done:jobs"]), URLS as i64);
+}
+
+#[test]
+fn aof_redis_killed_and_restarted_mid_crawl_every_url_one_record() {
+    const URLS: usize = 400;
+    let mut redis = RedisServer::start_aof();
+    let site = site(Duration::from_millis(100));
+    let dir = TempDir::new("frontier-aof");
+    let cfg = dir.file("c.toml", &config("", NO_LIMIT));
+    let (list, urls) = url_file(&dir, &site, "a", URLS);
+    let queue = format!("{}jobs", redis.url());
+    enqueue(&list, &queue, &[]);
+    let (out_a, out_b) = (dir.path("a.jsonl"), dir.path("b.jsonl"));
+    let a = consumer(&cfg, &queue, &out_a, &[]);
+    let b = consumer(&cfg, &queue, &out_b, &[]);
+    let total = || lines(&out_a) + lines(&out_b);
+    wait_until(Duration::from_secs(30), "80 records", || total() >= 80);
+    redis.kill();
+    // The fetches in flight go on while Redis is away: their records are written.
+    let at_kill = total();
+    wait_until(Duration::from_secs(30), "records during the outage", || {
+        total() >= at_kill + 4
+    });
+    redis.restart();
+    let (oa, ob) = (
+        wait_bounded(a, Duration::from_secs(90)),
+        wait_bounded(b, Duration::from_secs(90)),
+    );
+    assert_ok(&oa);
+    assert_ok(&ob);
+    let err = stderr(&oa) + &stderr(&ob);
+    assert!(err.contains("Redis does not answer"), "{err}");
+    assert!(err.contains("Redis answers again"), "{err}");
+
+    assert_one_record_each(&merged(&dir, &[&out_a, &out_b]), &urls);
+    let asked = fetches(&site);
+    assert_eq!(asked.len(), URLS);
+    let again: usize = asked.values().map(|n| n - 1).sum();
+    println!("aof restart: {again} of {URLS} URLs fetched twice");
+    assert!(again <= 16, "{again} fetched twice");
+    assert_eq!(redis.int(&["SCARD", "exitcrawl:done:jobs"]), URLS as i64);
+    assert_eq!(
+        redis.cmd(&[
+            "XPENDING",
+            "exitcrawl:frontier:jobs",
+            "exitcrawl",
+            "-",
+            "+",
+            "10"
+        ]),
+        "*0"
+    );
+}
+
+/// A consumer mid-crawl on its own queue, and when its records started.
+fn crawling_consumer(
+    redis: &RedisServer,
+    dir: &TempDir,
+    site: &TestSite,
+    extra: &[&str],
+) -> (Child, PathBuf) {
+    let cfg = dir.file("c.toml", &config("", NO_LIMIT));
+    let (list, _) = url_file(dir, site, "l", 300);
+    let queue = format!("{}jobs", redis.url());
+    enqueue(&list, &queue, &[]);
+    let out = dir.path("out.jsonl");
+    let c = consumer(&cfg, &queue, &out, extra);
+    wait_until(Duration::from_secs(30), "10 records", || lines(&out) >= 10);
+    (c, out)
+}
+
+#[test]
+fn redis_gone_for_good_ends_a_consumer_after_redis_wait() {
+    let mut redis = RedisServer::start();
+    let site = site(Duration::from_millis(200));
+    let dir = TempDir::new("frontier-gone");
+    let (c, _) = crawling_consumer(&redis, &dir, &site, &["--redis-wait", "3"]);
+    redis.kill();
+    let t = Instant::now();
+    let o = wait_bounded(c, Duration::from_secs(30));
+    let took = t.elapsed();
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(&o));
+    let err = stderr(&o);
+    println!("Redis gone: exit 1 after {took:?}");
+    assert!(
+        took >= Duration::from_millis(2900),
+        "gave up before --redis-wait: {took:?}"
+    );
+    assert!(took < Duration::from_secs(13), "{took:?}");
+    assert!(err.contains("Redis does not answer"), "{err}");
+    assert!(
+        err.contains("did not answer for 3 s (--redis-wait 3)"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("Redis does not answer").count(),
+        1,
+        "said once: {err}"
+    );
+}
+
+#[test]
+fn redis_restarted_without_persistence_names_the_lost_queue() {
+    let mut redis = RedisServer::start();
+    let site = site(Duration::from_millis(200));
+    let dir = TempDir::new("frontier-lost");
+    let (c, _) = crawling_consumer(&redis, &dir, &site, &[]);
+    redis.kill();
+    redis.restart();
+    let t = Instant::now();
+    let o = wait_bounded(c, Duration::from_secs(40));
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(&o));
+    let err = stderr(&o);
+    println!("queue lost: exit 1 after {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "well within --redis-wait 60"
+    );
+    assert!(err.contains("the queue is gone"), "{err}");
+    assert!(err.contains("NOGROUP"), "{err}");
+    assert!(err.contains("appendonly yes"), "{err}");
+    assert_eq!(
+        redis.int(&["EXISTS", "exitcrawl:frontier:jobs"]),
+        0,
+        "not recreated"
+    );
+}
+
+#[test]
+fn a_broken_consumer_gives_its_urls_back_and_the_good_one_finishes_them() {
+    const URLS: usize = 200;
+    let redis = RedisServer::start();
+    let site = site(Duration::from_millis(20));
+    let dir = TempDir::new("frontier-broken");
+    let good = dir.file("good.toml", &config("", NO_LIMIT));
+    let broken = dir.file(
+        "broken.toml",
+        &config("timeout_ms = 1\nconnect_timeout_ms = 1", NO_LIMIT),
+    );
+    let (list, urls) = url_file(&dir, &site, "b", URLS);
+    let queue = format!("{}jobs", redis.url());
+    enqueue(&list, &queue, &[]);
+    let (out_bad, out_good) = (dir.path("bad.jsonl"), dir.path("good.jsonl"));
+    let bad = consumer(&broken, &queue, &out_bad, &[]);
+    let good = consumer(&good, &queue, &out_good, &[]);
+    let ob = wait_bounded(bad, Duration::from_secs(60));
+    let og = wait_bounded(good, Duration::from_secs(60));
+    assert_ok(&og);
+    assert_eq!(ob.status.code(), Some(1), "stderr: {}", stderr(&ob));
+    let err = stderr(&ob);
+    assert!(err.contains("failed on this consumer's side"), "{err}");
+    assert!(err.contains("takes no more work"), "{err}");
+    let bad_sum = json(&out_bad.with_extension("json"));
+    println!("broken consumer: {bad_sum}");
+    assert_eq!(bad_sum["total"], 0, "no record: every URL went back");
+    assert!(bad_sum["requeued"].as_u64().unwrap() >= 16, "{bad_sum}");
+    assert_eq!(records(&out_bad).len(), 0);
+    let recs = records(&out_good);
+    assert_eq!(recs.len(), URLS, "the good consumer recorded every URL");
+    assert_one_record_each(&merged(&dir, &[&out_good]), &urls);
+    assert!(
+        fetches(&site).values().all(|n| *n == 1),
+        "the site saw each once"
+    );
+}
+
+#[test]
+fn live_rate_limited_consumers_lose_nothing_to_a_short_claim_idle() {
+    const URLS: usize = 30;
+    let redis = RedisServer::start();
+    let site = site(Duration::ZERO);
+    let dir = TempDir::new("frontier-live");
+    // 3 requests a second per host and 8 in flight: an entry waits up to ~2.7 s for its
+    // turn, longer than --claim-idle 2.
+    let cfg = dir.file(
+        "c.toml",
+        &config(
+            "",
+            "algorithm = \"token_bucket\"\nscope = \"host\"\ninitial_rps = 3.0",
+        ),
+    );
+    let (list, urls) = url_file(&dir, &site, "v", URLS);
+    let queue = format!("{}jobs", redis.url());
+    enqueue(&list, &queue, &[]);
+    let outs = [dir.path("a.jsonl"), dir.path("b.jsonl")];
+    let cs: Vec<Child> = outs
+        .iter()
+        .map(|o| consumer(&cfg, &queue, o, &["--claim-idle", "2"]))
+        .collect();
+    let os: Vec<Output> = cs
+        .into_iter()
+        .map(|c| wait_bounded(c, Duration::from_secs(60)))
+        .collect();
+    for o in &os {
+        assert_ok(o);
+        assert!(!stderr(o).contains("claimed"), "{}", stderr(o));
+    }
+    // 30 URLs at 2 × 3 requests a second: the crawl outlasted --claim-idle twice over,
+    // with every consumer's entries pending for up to ~2.7 s.
+    let first: Vec<Instant> = site.requests().iter().map(|r| r.arrived).collect();
+    let span = first[first.len() - 1].duration_since(first[0]);
+    assert!(span > Duration::from_secs(4), "the crawl took {span:?}");
+    let asked = fetches(&site);
+    assert_eq!(asked.len(), URLS);
+    assert!(
+        asked.values().all(|n| *n == 1),
+        "a URL fetched twice: {asked:?}"
+    );
+    let per_url = merged(&dir, &[&outs[0], &outs[1]]);
+    assert_one_record_each(&per_url, &urls);
+    assert_eq!(records(&outs[0]).len() + records(&outs[1]).len(), URLS);
+}
+
+#[test]
+fn the_same_urls_enqueued_twice_are_pushed_and_fetched_once() {
+    const URLS: usize = 100;
+    let redis = RedisServer::start();
+    let site = site(Duration::ZERO);
+    let dir = TempDir::new("frontier-twice");
+    let cfg = dir.file("c.toml", &config("", NO_LIMIT));
+    let (list, urls) = url_file(&dir, &site, "t", URLS);
+    let queue = format!("{}jobs", redis.url());
+    assert_eq!(enqueue(&list, &queue, &[]), "enqueued 100 skipped 0");
+    assert_eq!(enqueue(&list, &queue, &[]), "enqueued 0 skipped 100");
+    assert_eq!(redis.int(&["XLEN", "exitcrawl:frontier:jobs"]), URLS as i64);
+    let out = dir.path("o.jsonl");
+    assert_ok(&wait_bounded(
+        consumer(&cfg, &queue, &out, &[]),
+        Duration::from_secs(60),
+    ));
+    assert_one_record_each(&merged(&dir, &[&out]), &urls);
+    assert!(fetches(&site).values().all(|n| *n == 1));
+    // Done in this crawl: skipped again; the acknowledged entries are trimmed.
+    assert_eq!(enqueue(&list, &queue, &[]), "enqueued 0 skipped 100");
+    assert!(redis.int(&["XLEN", "exitcrawl:frontier:jobs"]) <= 1);
+    // --recrawl starts the crawl over.
+    assert_eq!(
+        enqueue(&list, &queue, &["--recrawl"]),
+        "enqueued 100 skipped 0"
+    );
+    assert_eq!(redis.int(&["SCARD", "exitcrawl:done:jobs"]), 0);
+    assert_ok(&wait_bounded(
+        consumer(&cfg, &queue, &out, &[]),
+        Duration::from_secs(60),
+    ));
+    assert!(
+        fetches(&site).values().all(|n| *n == 2),
+        "fetched again, once"
+    );
+    assert_eq!(records(&out).len(), 2 * URLS, "appended");
+}
+
+#[test]
+fn frontier_flags_name_what_is_wrong() {
+    let dir = TempDir::new("frontier-flags");
+    let cfg = dir.file("c.toml", &config("", NO_LIMIT));
+    let list = dir.file("u.txt", "http://127.0.0.1:1/\n");
+    let q = "redis://127.0.0.1:1/q";
+    for (args, needle) in [
+        (
+            vec!["--config", s(&cfg), "--urls", s(&list), "--redis-wait", "5"],
+            "--redis-wait only go with --frontier",
+        ),
+        (
+            vec!["--config", s(&cfg), "--urls", s(&list), "--recrawl"],
+            "--recrawl only goes with --enqueue",
+        ),
+        (
+            vec!["--enqueue", s(&list), "--frontier", q, "--redis-wait", "5"],
+            "--enqueue only goes with --frontier and --recrawl",
+        ),
+        (
+            vec![
+                "--config",
+                s(&cfg),
+                "--frontier",
+                q,
+                "--out",
+                "o",
+                "--redis-wait",
+                "0",
+            ],
+            "0 seconds is out of range (more than 0, at most 86400)",
+        ),
+        (
+            vec![
+                "--config",
+                s(&cfg),
+                "--frontier",
+                q,
+                "--out",
+                "o",
+                "--follow",
+            ],
+            "--frontier does not go with --follow or --sitemap",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    // Redis away at enqueue time: exit 1, said at once.
+    let o = run(&["--enqueue", s(&list), "--frontier", q]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("Redis does not answer"),
+        "{}",
+        stderr(&o)
+    );
+}

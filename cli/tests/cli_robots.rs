@@ -1,0 +1,230 @@
+//! robots.txt in the URL-list and frontier modes of the `exitcrawl` binary, checked at the
+//! sites: no disallowed path requested, robots.txt fetched once per origin, Crawl-delay
+//! spacing between arrivals, an unavailable robots.txt skipping its site's URLs, every
+//! URL with exactly one record.
+
+mod cli_support;
+// The actors crate's test helpers, for their `RedisServer`.
+#[path = "../../actors/tests/support/mod.rs"]
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cli_support::{assert_ok, config, json, records, run, s, spawn, wait_bounded, TempDir};
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
+use serde_json::Value;
+
+/// (host header, path, arrival) of every request a site answered.
+type Log = Arc<Mutex<Vec<(String, String, Instant)>>>;
+
+/// Host `127.0.0.1:P`: robots.txt disallows `/private/`. Host `localhost:P`: robots.txt
+/// sets `Crawl-delay: 1`. Every other path is a small page.
+fn polite_site(log: Log) -> TestSite {
+    let pages = Pages::new(move |host: &str, pq: &str| {
+        log.lock()
+            .unwrap()
+            .push((host.to_owned(), pq.to_owned(), Instant::now()));
+        match (host.starts_with("localhost"), pq) {
+            (false, "/robots.txt") => Some(Page::text("User-agent: *\nDisallow: /private/\n")),
+            (true, "/robots.txt") => Some(Page::text("User-agent: *\nCrawl-delay: 1\n")),
+            _ => Some(Page::html(format!("<p>{pq}</p>"))),
+        }
+    });
+    TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+/// A site whose robots.txt answers 503.
+fn broken_robots_site() -> TestSite {
+    let pages = Pages::new(|_: &str, pq: &str| {
+        Some(if pq == "/robots.txt" {
+            Page {
+                status: 503,
+                content_type: "text/plain",
+                body: "down".into(),
+                location: None,
+            }
+        } else {
+            Page::html("<p>page</p>")
+        })
+    });
+    TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+fn paths(log: &Log, host_prefix: &str) -> Vec<(String, Instant)> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|(h, _, _)| h.starts_with(host_prefix))
+        .map(|(_, p, t)| (p.clone(), *t))
+        .collect()
+}
+
+#[test]
+fn list_mode_obeys_robots_crawl_delay_and_skips_sites_without_robots() {
+    let log: Log = Arc::default();
+    let site = polite_site(Arc::clone(&log));
+    let broken = broken_robots_site();
+    let dir = TempDir::new("robots-list");
+    let cfg = dir.file("c.toml", &config(""));
+    let mut urls: Vec<String> = (0..10).map(|i| site.url(&format!("/p/{i}"))).collect();
+    urls.extend((0..5).map(|i| site.url(&format!("/private/{i}"))));
+    let slow: Vec<String> = (0..3)
+        .map(|i| format!("http://localhost:{}/slow/{i}", site.port()))
+        .collect();
+    urls.extend(slow.iter().cloned());
+    urls.extend((0..3).map(|i| broken.url(&format!("/q/{i}"))));
+    urls.push("not a url".into());
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let (out, sum) = (dir.path("o.jsonl"), dir.path("s.json"));
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&sum),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+
+    let recs = records(&out);
+    let mut per_url: HashMap<&str, Vec<&Value>> = HashMap::new();
+    for r in &recs {
+        per_url
+            .entry(r["url"].as_str().unwrap())
+            .or_default()
+            .push(r);
+    }
+    assert_eq!(recs.len(), urls.len(), "one record per URL");
+    for u in &urls {
+        assert_eq!(per_url.get(u.as_str()).map(Vec::len), Some(1), "{u}");
+        let r = per_url[u.as_str()][0];
+        if u.contains("/private/") {
+            assert_eq!(r["skipped"], "robots", "{r}");
+            assert!(r["status"].is_null() && r["error"].is_null(), "{r}");
+        } else if u.contains("/q/") {
+            assert_eq!(r["skipped"], "robots", "{r}");
+            let e = r["error"].as_str().unwrap();
+            assert!(
+                e.starts_with("robots_unavailable") && e.contains("503"),
+                "{e}"
+            );
+        } else if u.starts_with("http") {
+            assert_eq!(r["status"], 200, "{r}");
+            assert!(r["skipped"].is_null());
+        }
+    }
+
+    let a = paths(&log, "127.0.0.1");
+    assert!(!a.iter().any(|(p, _)| p.starts_with("/private/")), "{a:?}");
+    assert_eq!(a.iter().filter(|(p, _)| p == "/robots.txt").count(), 1);
+    // Crawl-delay 1: robots.txt, then each page at least 1 s after the previous answer.
+    let b = paths(&log, "localhost");
+    assert_eq!(b.len(), 4, "{b:?}");
+    assert_eq!(b[0].0, "/robots.txt");
+    for w in b.windows(2) {
+        let gap = w[1].1 - w[0].1;
+        assert!(
+            gap >= Duration::from_millis(995),
+            "{} after {gap:?}",
+            w[1].0
+        );
+    }
+    // robots.txt answering 503 (retried once): nothing else was fetched from that site.
+    let asked: Vec<String> = broken.requests().into_iter().map(|r| r.path).collect();
+    assert!(asked.iter().all(|p| p == "/robots.txt"), "{asked:?}");
+
+    let sum = json(&sum);
+    assert_eq!(sum["skipped_robots"], 5 + 3);
+    assert_eq!(sum["robots_fetches"], 3);
+    let seen = site.stats().requests + broken.stats().requests;
+    assert_eq!(
+        sum["requests"], seen,
+        "robots.txt fetches count as requests"
+    );
+    let per_exit: u64 = sum["per_exit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_exit, seen);
+}
+
+#[test]
+fn ignore_robots_fetches_everything_in_list_mode() {
+    let log: Log = Arc::default();
+    let site = polite_site(Arc::clone(&log));
+    let dir = TempDir::new("robots-ignore");
+    let cfg = dir.file("c.toml", &config(""));
+    let urls: Vec<String> = (0..3).map(|i| site.url(&format!("/private/{i}"))).collect();
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let out = dir.path("o.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--ignore-robots",
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    assert!(cli_support::stderr(&o).contains("--ignore-robots"));
+    let asked = paths(&log, "127.0.0.1");
+    assert!(!asked.iter().any(|(p, _)| p == "/robots.txt"));
+    assert_eq!(asked.len(), 3);
+    assert!(records(&out).iter().all(|r| r["status"] == 200));
+}
+
+#[test]
+fn frontier_mode_obeys_robots() {
+    let redis = support::RedisServer::start();
+    let log: Log = Arc::default();
+    let site = polite_site(Arc::clone(&log));
+    let dir = TempDir::new("robots-frontier");
+    let cfg = dir.file("c.toml", &config(""));
+    let mut urls: Vec<String> = (0..20).map(|i| site.url(&format!("/p/{i}"))).collect();
+    urls.extend((0..5).map(|i| site.url(&format!("/private/{i}"))));
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let queue = format!("{}jobs", redis.url());
+    assert_ok(&run(&["--enqueue", s(&list), "--frontier", &queue]));
+    let out = dir.path("o.jsonl");
+    let child = spawn(&[
+        "--config",
+        s(&cfg),
+        "--frontier",
+        &queue,
+        "--out",
+        s(&out),
+        "--idle-exit",
+        "1",
+        "--quiet",
+    ]);
+    let o = wait_bounded(child, Duration::from_secs(60));
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), urls.len(), "one record per URL");
+    let skipped: Vec<&Value> = recs.iter().filter(|r| r["skipped"] == "robots").collect();
+    assert_eq!(skipped.len(), 5);
+    assert!(skipped
+        .iter()
+        .all(|r| r["url"].as_str().unwrap().contains("/private/")));
+    let asked = paths(&log, "127.0.0.1");
+    assert!(
+        !asked.iter().any(|(p, _)| p.starts_with("/private/")),
+        "{asked:?}"
+    );
+    assert_eq!(asked.iter().filter(|(p, _)| p == "/robots.txt").count(), 1);
+}
