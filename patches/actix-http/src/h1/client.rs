@@ -2,7 +2,7 @@ use std::{fmt, io};
 
 use bitflags::bitflags;
 use bytes::{Bytes, BytesMut};
-use http::{Method, Version};
+use http::{header::EXPECT, Method, StatusCode, Version};
 use tokio_util::codec::{Decoder, Encoder};
 
 use super::{
@@ -21,6 +21,7 @@ bitflags! {
         const HEAD               = 0b0000_0001;
         const KEEP_ALIVE_ENABLED = 0b0000_1000;
         const STREAM             = 0b0001_0000;
+        const EXPECT             = 0b0010_0000;
     }
 }
 
@@ -134,7 +135,18 @@ impl Decoder for ClientCodec {
             "Payload decoder should not be set"
         );
 
-        if let Some((req, payload)) = self.inner.decoder.decode(src)? {
+        while let Some((req, payload)) = self.inner.decoder.decode(src)? {
+            // exitcrawl patch: an interim answer (103 Early Hints, a 100 Continue nobody
+            // waits for) is not the answer; read on to the final one (RFC 9110 §15.2).
+            if req.status.is_informational() && req.status != StatusCode::SWITCHING_PROTOCOLS {
+                let awaited = req.status == StatusCode::CONTINUE
+                    && self.inner.flags.contains(Flags::EXPECT);
+                if !awaited {
+                    continue;
+                }
+                self.inner.flags.remove(Flags::EXPECT);
+            }
+
             if let Some(conn_type) = req.conn_type() {
                 // do not use peer's keep-alive
                 self.inner.conn_type = if conn_type == ConnectionType::KeepAlive {
@@ -157,10 +169,9 @@ impl Decoder for ClientCodec {
                 self.inner.payload = None;
             }
             reserve_readbuf(src);
-            Ok(Some(req))
-        } else {
-            Ok(None)
+            return Ok(Some(req));
         }
+        Ok(None)
     }
 }
 
@@ -186,6 +197,19 @@ impl Decoder for ClientPayloadCodec {
             None => None,
         })
     }
+
+    /// exitcrawl patch: the server closed the connection. That ends a body read until
+    /// close; a body with a length or chunks that has not ended is incomplete, not whole
+    /// (RFC 9112 §8).
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        if let Some(item) = self.decode(src)? {
+            return Ok(Some(item));
+        }
+        match self.inner.payload.take() {
+            Some(pl) if pl.is_eof_delimited() => Ok(Some(None)),
+            _ => Err(PayloadError::Incomplete(None)),
+        }
+    }
 }
 
 impl Encoder<Message<(RequestHeadType, BodySize)>> for ClientCodec {
@@ -203,6 +227,9 @@ impl Encoder<Message<(RequestHeadType, BodySize)>> for ClientCodec {
                 inner
                     .flags
                     .set(Flags::HEAD, head.as_ref().method == Method::HEAD);
+                inner
+                    .flags
+                    .set(Flags::EXPECT, head.as_ref().headers.contains_key(EXPECT));
 
                 // connection status
                 inner.conn_type = match head.as_ref().connection_type() {

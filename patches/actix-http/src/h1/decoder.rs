@@ -433,7 +433,8 @@ impl MessageType for ResponseHead {
         // Remove CL value if 0 now that all headers and HTTP/1.0 special cases are processed.
         // Protects against some request smuggling attacks.
         // See https://github.com/actix/actix-web/issues/2767.
-        if length.is_zero() {
+        let zero_length = length.is_zero();
+        if zero_length {
             length = PayloadLength::None;
         }
 
@@ -443,14 +444,23 @@ impl MessageType for ResponseHead {
         } else if status == StatusCode::SWITCHING_PROTOCOLS {
             // switching protocol or connect
             PayloadType::Stream(PayloadDecoder::eof())
-        } else {
-            // for HTTP/1.0 read to eof and close connection
+        } else if zero_length
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+        {
+            // exitcrawl patch: no body, whatever the version (`Content-Length: 0`, or
+            // RFC 9112 §6.3, rule 1); an HTTP/1.0 server still closes
             if msg.version == Version::HTTP_10 {
                 msg.set_connection_type(ConnectionType::Close);
-                PayloadType::Payload(PayloadDecoder::eof())
-            } else {
-                PayloadType::None
             }
+            PayloadType::None
+        } else {
+            // exitcrawl patch: neither length nor chunking, so the body is what comes until
+            // the server closes, in HTTP/1.1 as in HTTP/1.0 (RFC 9112 §6.3, rule 8); the
+            // connection is not reused. Upstream: actix/actix-web#2287.
+            msg.set_connection_type(ConnectionType::Close);
+            PayloadType::Payload(PayloadDecoder::eof())
         };
 
         Ok(Some((msg, decoder)))
@@ -522,6 +532,11 @@ impl PayloadDecoder {
     /// Creates an decoder that yields chunks until the stream returns EOF.
     pub fn eof() -> PayloadDecoder {
         PayloadDecoder { kind: Kind::Eof }
+    }
+
+    /// Whether the end of the stream is the end of this payload (exitcrawl patch).
+    pub(crate) fn is_eof_delimited(&self) -> bool {
+        self.kind == Kind::Eof
     }
 }
 
