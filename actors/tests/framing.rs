@@ -234,6 +234,39 @@ async fn interim_answers_are_skipped_for_the_final_one() {
     assert_eq!(seen.connections, 1, "kept in step on one connection");
 }
 
+/// A `100 Continue` that the request's `Expect` asked for still lets the body go.
+#[actix_rt::test]
+async fn an_expected_100_continue_still_lets_the_body_go() {
+    use tokio::io::AsyncReadExt as _;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(tokio::time::timeout(CONNECTION_MAX, async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let line = read_head(&mut sock).await.expect("a request");
+        sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .unwrap();
+        let mut body = [0u8; 5];
+        sock.read_exact(&mut body).await.unwrap();
+        sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone")
+            .await
+            .unwrap();
+        (line, body)
+    }));
+    let h = Crawler::start(settings()).unwrap();
+    let mut f = Fetch::get(format!("http://{addr}/upload")).header("Expect", "100-continue");
+    f.method = exitcrawl_actors::http::Method::POST;
+    f.body = Some(bytes::Bytes::from_static(b"hello"));
+    let r = tokio::time::timeout(Duration::from_secs(30), h.fetch(f))
+        .await
+        .expect("the fetch ends by itself")
+        .expect("an answer");
+    assert_eq!((r.status, &r.body[..]), (200, &b"done"[..]));
+    let (line, body) = server.await.unwrap().expect("the server finished in time");
+    assert_eq!(line, "POST /upload HTTP/1.1");
+    assert_eq!(&body, b"hello");
+}
+
 // ---------------------------------------------------------------------------------------
 // Garbage
 // ---------------------------------------------------------------------------------------
