@@ -29,10 +29,11 @@ pub enum NoAnswer {
     Refused,
     /// Connect, or waiting for the answer, took too long.
     Timeout,
-    /// The connection was reset or closed after it was established.
+    /// The connection was reset or closed after it was established (a body cut short of
+    /// its framing included).
     Reset,
-    /// Anything else (DNS, protocol errors, a body over the cap, the private-address
-    /// rule): trying again would end the same way.
+    /// Anything else (DNS, malformed framing, a body that does not decode, a body over the
+    /// cap, the private-address rule): trying again would end the same way.
     Other,
 }
 

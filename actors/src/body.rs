@@ -26,6 +26,45 @@ pub const ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
 /// The most a decoder hands over at once.
 const PIECE: usize = 32 * 1024;
 
+/// Why a body could not be read whole.
+#[derive(Debug)]
+pub(crate) enum BodyError {
+    /// Larger than the limit once decoded (or as announced).
+    TooLarge,
+    /// It does not decode from its `Content-Encoding`.
+    Undecodable {
+        /// The encoding.
+        encoding: String,
+        /// What the decoder said.
+        error: std::io::Error,
+    },
+    /// Reading it off the connection failed (closed early, reset, garbage framing, timed
+    /// out): awc's account of it.
+    Read(PayloadError),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::TooLarge => f.write_str("the body is larger than the limit"),
+            BodyError::Undecodable { encoding, error } => {
+                write!(f, "the body does not decode as {encoding}: {error}")
+            }
+            BodyError::Read(e) => write!(f, "reading the body: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BodyError::TooLarge => None,
+            BodyError::Undecodable { error, .. } => Some(error),
+            BodyError::Read(e) => Some(e),
+        }
+    }
+}
+
 /// Where decoded bytes go: a buffer that refuses to grow past the limit. The decoders
 /// write into it directly, so a bomb stops at the limit inside the decoder's own loop.
 struct Sink {
@@ -155,13 +194,13 @@ impl Body {
         headers: &HeaderMap,
         limit: usize,
         bodyless: bool,
-    ) -> Result<Self, PayloadError> {
+    ) -> Result<Self, BodyError> {
         let announced = headers
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
             .filter(|_| !bodyless);
         if announced.is_some_and(|n| n > limit) {
-            return Err(PayloadError::Overflow);
+            return Err(BodyError::TooLarge);
         }
         let encoding = headers
             .get(CONTENT_ENCODING)
@@ -181,25 +220,37 @@ impl Body {
     }
 
     /// Take one chunk as it came over the wire.
-    pub(crate) fn append(
-        &mut self,
-        chunk: Result<Bytes, PayloadError>,
-    ) -> Result<(), PayloadError> {
-        let chunk = chunk?;
+    pub(crate) fn append(&mut self, chunk: Result<Bytes, PayloadError>) -> Result<(), BodyError> {
+        let chunk = chunk.map_err(|e| match e {
+            PayloadError::Overflow => BodyError::TooLarge,
+            e => BodyError::Read(e),
+        })?;
         self.wire += chunk.len() as u64;
         match self.input.write_all(&chunk) {
             Ok(()) => Ok(()),
-            Err(_) if self.input.sink().over => Err(PayloadError::Overflow),
-            Err(e) => Err(decode_error(e)),
+            Err(_) if self.input.sink().over => Err(BodyError::TooLarge),
+            Err(e) => Err(self.undecodable(e)),
+        }
+    }
+
+    fn undecodable(&self, error: std::io::Error) -> BodyError {
+        BodyError::Undecodable {
+            encoding: self.encoding.clone().unwrap_or_default(),
+            error,
         }
     }
 
     /// The body ended: flush the decoder.
-    pub(crate) fn finish(self) -> Result<Finished, PayloadError> {
+    pub(crate) fn finish(self) -> Result<Finished, BodyError> {
         let sink = match self.input.finish() {
             Ok(sink) => sink,
-            Err((sink, _)) if sink.over => return Err(PayloadError::Overflow),
-            Err((_, e)) => return Err(decode_error(e)),
+            Err((sink, _)) if sink.over => return Err(BodyError::TooLarge),
+            Err((_, error)) => {
+                return Err(BodyError::Undecodable {
+                    encoding: self.encoding.unwrap_or_default(),
+                    error,
+                })
+            }
         };
         Ok(Finished {
             body: sink.buf.freeze(),
@@ -223,13 +274,6 @@ pub(crate) struct Finished {
     pub wire_bytes: u64,
     /// The `Content-Encoding` that was decoded, if any.
     pub decoded: Option<String>,
-}
-
-fn decode_error(e: std::io::Error) -> PayloadError {
-    PayloadError::Io(std::io::Error::new(
-        std::io::ErrorKind::InvalidData,
-        format!("the body does not decode: {e}"),
-    ))
 }
 
 #[cfg(test)]
@@ -299,6 +343,6 @@ mod tests {
         let mut b = Body::new(&headers("gzip"), 100, false).unwrap();
         let r = b.append(Ok(Bytes::from_static(b"not gzip at all")));
         let r = r.and_then(|()| b.finish().map(|_| ()));
-        assert!(r.is_err());
+        assert!(matches!(r, Err(BodyError::Undecodable { .. })), "{r:?}");
     }
 }

@@ -165,6 +165,16 @@ pub enum FetchErrorKind {
     AddressFamily,
     /// The response body was larger than `crawler.max_body_bytes`.
     BodyTooLarge,
+    /// The connection ended before the body its framing announced was all there
+    /// (`Content-Length` not reached, a chunk cut short, no last chunk, a TLS stream cut
+    /// without its close): retried like a reset; the part that came is never handed on.
+    IncompleteBody,
+    /// The answer's HTTP framing does not parse (a garbage status line or head, a chunk
+    /// size that is not hexadecimal): the site's doing, not retried.
+    Malformed,
+    /// The body does not decode from its `Content-Encoding` (invalid gzip, deflate,
+    /// brotli or zstd): the site's doing, not retried.
+    DecodeError,
     /// More redirects than `crawler.max_redirects`.
     TooManyRedirects,
     /// A link or redirect from a public address led to a private one (loopback, private,
@@ -177,7 +187,7 @@ pub enum FetchErrorKind {
     /// pause longer than `crawler.max_retry_after_ms`: the URL was given up (its last
     /// answer, if any, was a throttle). The message says which, with the site's value.
     ThrottledOut,
-    /// Anything else (DNS, TLS, malformed HTTP, …); the message says what.
+    /// Anything else (DNS, TLS, …); the message says what.
     Other,
 }
 
@@ -195,6 +205,9 @@ impl FetchErrorKind {
             FetchErrorKind::LocalConnect => "local_connect",
             FetchErrorKind::AddressFamily => "address_family",
             FetchErrorKind::BodyTooLarge => "body_too_large",
+            FetchErrorKind::IncompleteBody => "incomplete_body",
+            FetchErrorKind::Malformed => "malformed",
+            FetchErrorKind::DecodeError => "decode_error",
             FetchErrorKind::TooManyRedirects => "too_many_redirects",
             FetchErrorKind::PrivateAddress => "private_address",
             FetchErrorKind::Shutdown => "shutdown",

@@ -242,7 +242,7 @@ async fn a_mixed_crawl_of_faults_ends_in_one_clear_reply_per_url() {
                     Fault::Hang => (FetchErrorKind::Timeout, "Timeout"),
                     Fault::BigBody(_) => (FetchErrorKind::BodyTooLarge, "larger than the limit"),
                     Fault::Trickle { .. } => (FetchErrorKind::Timeout, "timed out"),
-                    Fault::Malformed => (FetchErrorKind::Other, "malformed HTTP response"),
+                    Fault::Malformed => (FetchErrorKind::Malformed, "malformed HTTP response"),
                     Fault::RedirectLoop => (FetchErrorKind::TooManyRedirects, "too many redirects"),
                     Fault::RedirectScheme => (FetchErrorKind::Other, "unsupported scheme"),
                     Fault::ZstdBomb(_) => (FetchErrorKind::BodyTooLarge, "larger than the limit"),

@@ -28,7 +28,7 @@ use hop::{is_credential, location_header, redirect_location};
 use request::{Clients, Identity};
 pub(crate) use share::ExitShare;
 
-use crate::body::{Body, Finished};
+use crate::body::{Body, BodyError, Finished};
 use crate::headers::Headers;
 use crate::messages::{
     Answer, AttemptFailure, Attempted, Counters, FetchErrorKind, GetCounters, Ping, SendRequest,
@@ -406,7 +406,7 @@ enum Read<'a> {
 /// The answer to hand on: status, headers (moved out, not cloned) and body.
 fn answer(
     resp: awc::ClientResponse,
-    body: Result<Finished, PayloadError>,
+    body: Result<Finished, BodyError>,
     final_url: Option<String>,
     limit: usize,
 ) -> Result<Answer, AttemptFailure> {
@@ -525,13 +525,9 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
         }
         _ => err.to_string(),
     };
-    let error = match kind {
-        FailureKind::LocalConnect => FetchErrorKind::LocalConnect,
-        FailureKind::WrongFamily => FetchErrorKind::AddressFamily,
-        FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
-        FailureKind::Timeout => FetchErrorKind::Timeout,
-        FailureKind::Reset => FetchErrorKind::Reset,
-        FailureKind::Other => FetchErrorKind::Other,
+    let error = match (kind, err) {
+        (FailureKind::Other, SendRequestError::Response(_)) => FetchErrorKind::Malformed,
+        _ => fetch_error(kind),
     };
     AttemptFailure {
         kind,
@@ -540,11 +536,23 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
     }
 }
 
+/// The record's kind of a send failure classed `kind`.
+fn fetch_error(kind: FailureKind) -> FetchErrorKind {
+    match kind {
+        FailureKind::LocalConnect => FetchErrorKind::LocalConnect,
+        FailureKind::WrongFamily => FetchErrorKind::AddressFamily,
+        FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
+        FailureKind::Timeout => FetchErrorKind::Timeout,
+        FailureKind::Reset => FetchErrorKind::Reset,
+        FailureKind::Other => FetchErrorKind::Other,
+    }
+}
+
 /// Read what has arrived; `Some` when the body ended (or failed), `None` when more is to
 /// come. The body timeout is armed only if the body is not all there already: a short
 /// answer usually arrives whole with its head, and arming the timer cost more than
 /// reading such a body.
-fn take_ready(body: &mut Body, resp: &mut awc::ClientResponse) -> Option<Result<(), PayloadError>> {
+fn take_ready(body: &mut Body, resp: &mut awc::ClientResponse) -> Option<Result<(), BodyError>> {
     use futures_util::{FutureExt as _, StreamExt as _};
     loop {
         match resp.next().now_or_never()? {
@@ -558,7 +566,7 @@ fn take_ready(body: &mut Body, resp: &mut awc::ClientResponse) -> Option<Result<
     }
 }
 
-async fn read_rest(body: &mut Body, resp: &mut awc::ClientResponse) -> Result<(), PayloadError> {
+async fn read_rest(body: &mut Body, resp: &mut awc::ClientResponse) -> Result<(), BodyError> {
     use futures_util::StreamExt as _;
     while let Some(chunk) = resp.next().await {
         body.append(chunk)?;
@@ -566,31 +574,49 @@ async fn read_rest(body: &mut Body, resp: &mut awc::ClientResponse) -> Result<()
     Ok(())
 }
 
-fn body_failure(err: &PayloadError, limit: usize) -> AttemptFailure {
-    match err {
-        PayloadError::Overflow => AttemptFailure {
-            kind: FailureKind::Other,
-            error: FetchErrorKind::BodyTooLarge,
-            message: format!("response body larger than the limit of {limit} bytes"),
-        },
-        other => {
-            let message = format!("reading the body: {other}");
-            // awc says "Response Payload IO timed out" for its body timeout.
-            let lower = message.to_ascii_lowercase();
-            let timed_out = matches!(other, PayloadError::Io(e) if e.kind() == std::io::ErrorKind::TimedOut)
-                || lower.contains("timeout")
-                || lower.contains("timed out");
-            let (kind, error) = if timed_out {
-                (FailureKind::Timeout, FetchErrorKind::Timeout)
-            } else {
-                (FailureKind::Reset, FetchErrorKind::Reset)
-            };
-            AttemptFailure {
-                kind,
-                error,
-                message,
+fn body_failure(err: &BodyError, limit: usize) -> AttemptFailure {
+    let (kind, error) = match err {
+        BodyError::TooLarge => {
+            return AttemptFailure {
+                kind: FailureKind::Other,
+                error: FetchErrorKind::BodyTooLarge,
+                message: format!("response body larger than the limit of {limit} bytes"),
             }
         }
+        BodyError::Undecodable { .. } => (FailureKind::Other, FetchErrorKind::DecodeError),
+        BodyError::Read(e) => read_failure(e),
+    };
+    AttemptFailure {
+        kind,
+        error,
+        message: err.to_string(),
+    }
+}
+
+/// How reading a body off the connection failed. A body cut short is the network's or
+/// the site's passing fault, worth another try (a reset to the scheduler and the limiter);
+/// framing garbage would come again, so it is not.
+fn read_failure(err: &PayloadError) -> (FailureKind, FetchErrorKind) {
+    use std::io::ErrorKind;
+    let io = match err {
+        // The connection closed before the length or the last chunk (the decoder patched
+        // in patches/actix-http says so).
+        PayloadError::Incomplete(None) => {
+            return (FailureKind::Reset, FetchErrorKind::IncompleteBody)
+        }
+        // awc hands every read error on as `Incomplete(Some(..))`.
+        PayloadError::Incomplete(Some(e)) | PayloadError::Io(e) => e,
+        _ => return (FailureKind::Reset, FetchErrorKind::Reset),
+    };
+    match io.kind() {
+        // awc's body timeout.
+        ErrorKind::TimedOut => (FailureKind::Timeout, FetchErrorKind::Timeout),
+        // A TLS stream that ended without its close_notify: what came may be cut short.
+        ErrorKind::UnexpectedEof => (FailureKind::Reset, FetchErrorKind::IncompleteBody),
+        // actix-http's chunked decoder words a garbage chunk line so; a socket read never
+        // does.
+        ErrorKind::InvalidInput => (FailureKind::Other, FetchErrorKind::Malformed),
+        _ => (FailureKind::Reset, FetchErrorKind::Reset),
     }
 }
 

@@ -26,7 +26,8 @@ pub enum FailureKind {
     ConnectRefused,
     /// Connect, or waiting for the response, took too long.
     Timeout,
-    /// The connection was reset or closed under us after it was established.
+    /// The connection was reset or closed under us after it was established (also a
+    /// body cut short of its framing: `incomplete_body`).
     Reset,
     /// Anything else: DNS failure, protocol/parse errors, invalid URL, TLS, HTTP/2.
     Other,

@@ -1,0 +1,171 @@
+//! The `exitcrawl` program against raw-socket sites on loopback: a robots.txt whose body
+//! ends when the server closes is read whole and obeyed, and a page cut short is recorded
+//! as `incomplete_body`, retried, and written neither to `--bodies` nor to the WARC.
+
+mod cli_support;
+#[path = "../../actors/tests/raw_site/mod.rs"]
+mod raw_site;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use cli_support::{assert_ok, config, records, run, s, TempDir};
+use raw_site::{answer, page, Raw, Then};
+use serde_json::Value;
+use warc::{RecordType, WarcHeader, WarcReader};
+
+/// The servers outlive any run of the program here.
+const LIFE: Duration = Duration::from_secs(120);
+
+fn sha256_hex(body: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The WARC's response records: target URI → HTTP message (head and payload).
+fn warc_responses(path: &Path) -> HashMap<String, Vec<u8>> {
+    WarcReader::from_path_gzip(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .iter_records()
+        .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|r| r.warc_type() == &RecordType::Response)
+        .map(|r| {
+            let uri = r.header(WarcHeader::TargetURI).unwrap().into_owned();
+            (uri, r.body().to_vec())
+        })
+        .collect()
+}
+
+/// Every file under the body store, by name.
+fn stored_bodies(dir: &Path) -> HashMap<String, Vec<u8>> {
+    let mut files = HashMap::new();
+    let Ok(subdirs) = std::fs::read_dir(dir) else {
+        return files;
+    };
+    for sub in subdirs.flatten() {
+        for f in std::fs::read_dir(sub.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = f.file_name().to_string_lossy().into_owned();
+            files.insert(name, std::fs::read(f.path()).unwrap());
+        }
+    }
+    files
+}
+
+#[test]
+fn close_delimited_robots_is_obeyed_and_a_cut_page_is_not_archived() {
+    // Site A: robots.txt `Disallow: /`, sent without a length, ended by the close.
+    let a = Raw::start_in_thread(
+        |_, line| {
+            let bytes = if line.starts_with("GET /robots.txt ") {
+                answer(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n",
+                    b"User-agent: *\nDisallow: /\n",
+                )
+            } else {
+                answer("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", b"no")
+            };
+            (bytes, Then::Close)
+        },
+        LIFE,
+    );
+    // Site B: no robots.txt; a whole page read until close, and one cut at 500 of 1000.
+    let whole = page(3000);
+    let cut = page(1000);
+    let w = whole.clone();
+    let b = Raw::start_in_thread(
+        move |_, line| {
+            let bytes = if line.starts_with("GET /whole ") {
+                answer("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", &w)
+            } else if line.starts_with("GET /short ") {
+                answer(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n",
+                    &cut[..500],
+                )
+            } else {
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec()
+            };
+            (bytes, Then::Close)
+        },
+        LIFE,
+    );
+
+    let dir = TempDir::new("framing");
+    let cfg = dir.file("c.toml", &config(""));
+    let urls = [a.url("/"), a.url("/page"), b.url("/whole"), b.url("/short")];
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let (out, warc, bodies) = (dir.path("o.jsonl"), dir.path("w.warc.gz"), dir.path("b"));
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--warc",
+        s(&warc),
+        "--bodies",
+        s(&bodies),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+
+    let recs = records(&out);
+    assert_eq!(recs.len(), urls.len(), "one record per URL: {recs:?}");
+    let by_url: HashMap<&str, &Value> = recs
+        .iter()
+        .map(|r| (r["url"].as_str().unwrap(), r))
+        .collect();
+
+    // Robots obeyed: site A saw its robots.txt and nothing else.
+    for u in &urls[..2] {
+        assert_eq!(by_url[u.as_str()]["skipped"], "robots", "{u}");
+    }
+    assert_eq!(a.seen().lines(), ["GET /robots.txt HTTP/1.1"]);
+
+    // The whole page: its record, its stored body, its WARC response.
+    let rec = by_url[urls[2].as_str()];
+    assert_eq!(rec["status"], 200, "{rec}");
+    assert_eq!(rec["bytes"], whole.len() as u64, "{rec}");
+    assert_eq!(rec["sha256"], sha256_hex(&whole), "{rec}");
+
+    // The cut page: an error, retried (config: max_retries 1), no body anywhere.
+    let rec = by_url[urls[3].as_str()];
+    let err = rec["error"].as_str().expect("an error");
+    assert!(err.starts_with("incomplete_body: "), "{rec}");
+    assert!(rec["status"].is_null() && rec["sha256"].is_null(), "{rec}");
+    assert_eq!(rec["attempts"], 2, "{rec}");
+    let short_requests = b
+        .seen()
+        .lines()
+        .iter()
+        .filter(|l| l.starts_with("GET /short "))
+        .count();
+    assert_eq!(short_requests, 2);
+
+    // Every stored body is one a record names, and none is the part that came.
+    let stored = stored_bodies(&bodies);
+    assert_eq!(stored.get(&sha256_hex(&whole)), Some(&whole));
+    for (name, body) in &stored {
+        assert!(recs.iter().any(|r| r["sha256"] == name.as_str()), "{name}");
+        assert_ne!(&body[..], &page(1000)[..500], "the cut part was stored");
+    }
+
+    let responses = warc_responses(&warc);
+    let whole_msg = responses.get(&urls[2]).expect("the whole page's response");
+    assert!(whole_msg.ends_with(&whole), "the WARC keeps the whole body");
+    assert!(
+        !responses.contains_key(&urls[3]),
+        "the cut page has a WARC response"
+    );
+    for u in &urls[..2] {
+        assert!(!responses.contains_key(u.as_str()), "{u} was archived");
+    }
+}
