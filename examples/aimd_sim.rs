@@ -1,6 +1,7 @@
 //! Prints what the adaptive controller reaches in every scenario of `tests/scenarios/`
 //! (fake time, no network): `cargo run --release --example aimd_sim [-- NAME-FILTER]`
-//! (`--trace`: one line per simulated second on stderr).
+//! (`--trace`: one line per simulated second on stderr; `--dir DIR`: the scenarios of
+//! another folder, e.g. while writing new ones).
 //! The scenario tests (`tests/aimd_scenarios.rs`) assert the same runs against the
 //! expected ranges written in each file; `--markdown` prints the README's table (one row
 //! per scenario: the worst of its seeds).
@@ -13,8 +14,17 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let markdown = args.iter().any(|a| a == "--markdown");
     let trace = args.iter().any(|a| a == "--trace");
-    let filter = args.iter().find(|a| !a.starts_with("--")).cloned();
-    let files = scenario_files();
+    let dir = args
+        .iter()
+        .position(|a| a == "--dir")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
+    let filter = args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--dir"))
+        .map(|(_, a)| a.clone());
+    let files = scenario_files(dir);
     print_header(markdown);
     let mut all_met = true;
     for path in files {
@@ -45,9 +55,9 @@ fn main() {
     }
 }
 
-/// The scenario files of `tests/scenarios/`, sorted.
-fn scenario_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+/// The scenario files of `dir` (default `tests/scenarios/`), sorted.
+fn scenario_files(dir: Option<PathBuf>) -> Vec<PathBuf> {
+    let dir = dir.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios"));
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("tests/scenarios exists")
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -61,4 +61,10 @@ fn a_bad_scenario_file_is_reported() {
         .sim_config(1)
         .unwrap_err()
         .contains("site.error_rate: 1.5"));
+    let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"token_bucket\"\ncapacity = 1.0\nsteps = [[20.0, 0.5], [10.0, 1.0]]\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n")
+        .unwrap();
+    assert!(sc
+        .sim_config(1)
+        .unwrap_err()
+        .contains("site.steps: [10, 1]"));
 }

@@ -8,7 +8,9 @@
 //!    until the first throttle (or until latency says the site is filling up).
 //! 2. **Capacity estimate.** On the first throttle the rate at that moment overshoots (the
 //!    site's burst hid the limit for a while), so the estimate `w_max` is what the site
-//!    *accepted* over the last second (the last ten on a slow site).
+//!    *accepted* over the last second (the last ten on a slow site) — and once the round of
+//!    requests already on their way is back, the share of it accepted, which the burst
+//!    cannot inflate (`refusals.rs`).
 //! 3. **Hold.** A throttle without `Retry-After` pauses the key for a short hold
 //!    (`max(srtt, 2 intervals)`, at most `hold`), so the requests already on their way don't
 //!    all hit the wall; `Retry-After` is a floor: no send before it expires.
@@ -17,7 +19,8 @@
 //!    slowly accelerating probe above it. `K` is long enough that a cycle spans at least
 //!    `probe_requests` requests *whatever the rate* (a 1 req/s site probes every five
 //!    minutes, not every few dozen requests), so the throttles ending each cycle stay under
-//!    1 %. A probe that gets half again above the estimate without a throttle or a queue
+//!    1 %; and long enough that the pause a probe's throttle brings (a Retry-After) is at
+//!    most 3 % of the cycle: a throttle's cost is its pause, not its count. A probe that gets half again above the estimate without a throttle or a queue
 //!    means the estimate is stale (the site got faster): slow start resumes from there.
 //! 5. **At most one decrease per round trip.** Responses to requests sent before the last
 //!    decrease carry no news (they were sent at the old rate), so they cannot cut again.
@@ -47,6 +50,7 @@ pub mod fleet;
 mod latency;
 mod lockout;
 mod meter;
+mod refusals;
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +62,7 @@ use errors::ErrorSignal;
 use latency::{LatencySignal, Reading};
 use lockout::Lockout;
 use meter::Meter;
+use refusals::Refusals;
 
 /// What one response says about the site's load.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -158,6 +163,8 @@ pub struct Controller {
     hinted_pause: Option<Instant>,
     /// The last Retry-After the site sent (zero if none).
     last_retry_after: Duration,
+    /// What refusals say about the rate, the burst aside.
+    refusals: Refusals,
     srtt: Option<f64>,
     latency: LatencySignal,
     /// The round median that led to the last latency cut, while rounds stay elevated.
@@ -180,6 +187,11 @@ impl Controller {
     const MAX_K: f64 = 600.0;
     /// How much longer a probe cycle is after a latency cut (see `decrease`).
     const QUEUE_PROBE_STRETCH: f64 = 4.0;
+    /// The share of the time the pauses that probes bring may cost: a probe ends in a
+    /// throttle, and a throttle with a Retry-After of P stops the key for P, so a cycle
+    /// lasts at least P / PAUSE_SHARE (a `Retry-After: 1` site is probed every 33 s; one
+    /// without, whose holds last a round trip, as often as `probe_requests` allows).
+    const PAUSE_SHARE: f64 = 0.03;
 
     /// A controller in slow start at `cfg.initial_rps` (clamped into `[min_rps, max_rps]`).
     pub fn new(cfg: AimdConfig, now: Instant) -> Self {
@@ -197,6 +209,7 @@ impl Controller {
             hint_cap: None,
             hinted_pause: None,
             last_retry_after: Duration::ZERO,
+            refusals: Refusals::default(),
             srtt: None,
             latency: LatencySignal::new(cfg.latency_tolerance, cfg.latency_floor),
             latency_cut_at: None,
@@ -292,6 +305,8 @@ impl Controller {
                 self.errors.observe(false);
                 if let Some(ra) = retry_after {
                     self.extend_pause(now + ra);
+                    // Priced up to a minute: a longer pause is a quota's window or a
+                    // lockout, waited out as such, not a probe's cost.
                     self.last_retry_after = ra.min(Duration::from_secs(60));
                 }
                 let informed = retry_after.is_some()
@@ -300,12 +315,19 @@ impl Controller {
                         .is_some_and(|h| now.saturating_duration_since(h) < Duration::from_secs(1));
                 self.on_refusal(r, now, informed);
                 if fresh && !self.lockout.active() {
+                    // Slow start's first cut: the round of requests already on their way
+                    // tells what the site takes, its burst aside (see `refusals`).
+                    if self.phase == Phase::SlowStart {
+                        self.refusals.cut(r.sent_at, now, self.rate);
+                    }
                     self.decrease(
                         now,
                         Cause::Throttle {
                             hold: retry_after.is_none(),
                         },
                     );
+                } else if let Some(est) = self.refusals.answer(r.sent_at, false, r.limited) {
+                    self.lower_estimate(est, now);
                 }
             }
             Signal::Refused => self.on_refusal(r, now, false),
@@ -316,6 +338,9 @@ impl Controller {
     fn on_success(&mut self, r: &Response, fresh: bool, now: Instant) {
         self.accepted.record(now);
         self.accepted_long.record(now);
+        if let Some(est) = self.refusals.answer(r.sent_at, true, r.limited) {
+            self.lower_estimate(est, now);
+        }
         self.errors.observe(false);
         let sample = r.latency.as_secs_f64();
         let srtt = match self.srtt {
@@ -551,14 +576,14 @@ impl Controller {
         self.phase = Phase::Probe;
         self.w_max = w_max.max(self.cfg.min_rps);
         // K: long enough for `probe_requests` requests per cycle, so that the one or two
-        // throttles ending a cycle stay a small fraction at any rate. A site that answers
-        // throttles with Retry-After makes every probe's end cost that pause: stretch the
-        // cycle to 20 pauses so the pauses cost about 5 %.
-        let floor = self
-            .cfg
-            .probe_time
-            .as_secs_f64()
-            .max(20.0 * self.last_retry_after.as_secs_f64());
+        // throttles ending a cycle stay a small fraction at any rate.
+        // A site that answers throttles with Retry-After makes every probe's end cost that
+        // pause: stretch the cycle until the pause is PAUSE_SHARE of it (a probe of a
+        // `Retry-After: 1` site every 33 s). The whole curve stretches: back to the estimate
+        // more slowly after a cut, and above it more gently, so the probe that ends the
+        // cycle overshoots little.
+        let priced = self.last_retry_after.as_secs_f64() / Self::PAUSE_SHARE;
+        let floor = self.cfg.probe_time.as_secs_f64().max(priced);
         self.k = (self.cfg.probe_requests / self.w_max).clamp(floor, floor.max(Self::MAX_K));
         // At the plateau: start the curve at t = K, where it is flat at w_max.
         self.epoch = if at_plateau {
@@ -591,6 +616,24 @@ impl Controller {
         accepted.clamp(self.rate / 2.0, self.rate)
     }
 
+    /// The round after slow start's first refusal says the rate is `est` (see
+    /// [`refusals`]): an estimate above it came from the burst, and so did the rate cut
+    /// from it. Only ever lowers them.
+    fn lower_estimate(&mut self, est: f64, now: Instant) {
+        // Off by more than a cut corrects: an estimate's noise around a right one must
+        // not ratchet it down.
+        if self.phase != Phase::Probe || !est.is_finite() || est >= self.cfg.decrease * self.w_max {
+            return;
+        }
+        self.w_max = est.max(self.cfg.min_rps);
+        let cut = self.clamp(self.cfg.decrease * self.w_max, now);
+        if cut < self.rate {
+            // The cycle starts again from the cut, its length following the estimate.
+            self.enter_probe(self.w_max, now, false);
+            self.rate = cut;
+        }
+    }
+
     /// How far to go below the site's rate to drain a queue whose answers take `median`
     /// instead of the quiet base: Gradient2's `base / current`, between one half and `most`.
     /// A queue that doubled the latency is gone within a few round trips at half the rate;
@@ -621,7 +664,9 @@ impl Controller {
             Phase::Probe if matches!(cause, Cause::Latency(_)) => self.delivered(now),
             // What the site accepted when slow start overshot.
             Phase::SlowStart => self.accepted_estimate(now),
-            Phase::Probe if matches!(cause, Cause::Throttle { .. }) && at_throttle < self.w_max => {
+            Phase::Probe
+                if matches!(cause, Cause::Throttle { .. }) && at_throttle <= self.w_max =>
+            {
                 // Throttled below the last estimate: the capacity dropped (or the last
                 // estimate was high). CUBIC's fast convergence: release more room. Not for
                 // latency, whose signal comes early, at the capacity rather than above it.

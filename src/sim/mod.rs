@@ -33,9 +33,10 @@ pub use site::{Refusal, Shape, SiteModel};
 pub struct SimConfig {
     /// The site.
     pub site: SiteModel,
-    /// At this time the site's capacity is scaled by the given factor (a site under other
-    /// load, or freed of it).
-    pub capacity_change: Option<(Duration, f64)>,
+    /// From each of these times on, the site's capacity is its base times the factor (a
+    /// site under other load, or freed of it; a drop and a return are two steps). In
+    /// time order.
+    pub capacity_steps: Vec<(Duration, f64)>,
     /// At this time the site's page time is scaled by the given factor (a site that got
     /// slower, whatever we do).
     pub service_change: Option<(Duration, f64)>,
@@ -71,7 +72,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         Self {
             site: SiteModel::default(),
-            capacity_change: None,
+            capacity_steps: Vec::new(),
             service_change: None,
             rtt: Duration::from_millis(50),
             rtt_noise: 0.2,
@@ -276,7 +277,8 @@ struct Run<'a> {
     /// The crawler has no URL to send before this time (`SimConfig::demand_rps`).
     demand_next: u64,
     tally: Tally,
-    capacity_changed: bool,
+    /// Capacity steps taken so far.
+    capacity_steps_taken: usize,
     service_changed: bool,
     /// Whether the next send had to wait for a pacer (the crawler wanted to go faster).
     waited: bool,
@@ -305,7 +307,7 @@ impl<'a> Run<'a> {
             answers: BinaryHeap::new(),
             demand_next: 0,
             tally: Tally::default(),
-            capacity_changed: false,
+            capacity_steps_taken: 0,
             service_changed: false,
             waited: false,
             trace: Trace::default(),
@@ -319,11 +321,12 @@ impl<'a> Run<'a> {
 
     /// Scale the site's capacity or page time once their change is due.
     fn apply_changes(&mut self, now: u64) {
-        if let Some((when, f)) = self.cfg.capacity_change {
-            if !self.capacity_changed && now >= ns(when) {
-                self.site.capacity_scale = f;
-                self.capacity_changed = true;
+        while let Some(&(when, f)) = self.cfg.capacity_steps.get(self.capacity_steps_taken) {
+            if now < ns(when) {
+                break;
             }
+            self.site.capacity_scale = f;
+            self.capacity_steps_taken += 1;
         }
         if let Some((when, f)) = self.cfg.service_change {
             if !self.service_changed && now >= ns(when) {
@@ -551,7 +554,7 @@ impl Trace {
 }
 
 /// Requests the site could serve over the measured window: its capacity, integrated over
-/// a capacity change; for an unlimited site, the demand (or what was sent).
+/// its capacity steps; for an unlimited site, the demand (or what was sent).
 fn capacity_integral(cfg: &SimConfig, exits: usize, warmup: u64, end: u64) -> f64 {
     let window = end.saturating_sub(warmup) as f64 / 1.0e9;
     let cap = |scale: f64| {
@@ -560,12 +563,14 @@ fn capacity_integral(cfg: &SimConfig, exits: usize, warmup: u64, end: u64) -> f6
             .or(cfg.demand_rps)
             .unwrap_or(f64::INFINITY)
     };
-    match cfg.capacity_change {
-        Some((when, f)) if ns(when) > warmup => {
-            let before = ((ns(when) - warmup) as f64 / 1.0e9).min(window);
-            cap(1.0) * before + cap(f) * (window - before)
-        }
-        Some((_, f)) => cap(f) * window,
-        None => cap(1.0) * window,
+    let _ = window;
+    // Piecewise: each stretch of the window at the scale in force there.
+    let mut total = 0.0;
+    let (mut from, mut scale) = (warmup, 1.0);
+    for &(when, f) in &cfg.capacity_steps {
+        let at = ns(when).clamp(warmup, end.max(warmup));
+        total += cap(scale) * (at - from) as f64 / 1.0e9;
+        (from, scale) = (at, f);
     }
+    total + cap(scale) * (end.max(warmup) - from) as f64 / 1.0e9
 }

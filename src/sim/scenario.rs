@@ -76,6 +76,10 @@ pub struct ScenarioSite {
     pub change_at_s: Option<u64>,
     /// See `change_at_s`.
     pub change_by: Option<f64>,
+    /// Capacity steps, `[[seconds, factor], …]` in time order: from each time on the
+    /// capacity is the base times the factor (`[[15, 0.333], [35, 1.0]]`: a drop to a
+    /// third and the return). Taken after `change_at_s`'s step, if both are given.
+    pub steps: Option<Vec<(f64, f64)>>,
     /// The page time is multiplied by `slower_by` at `slower_at_s`.
     pub slower_at_s: Option<u64>,
     /// See `slower_at_s`.
@@ -184,6 +188,32 @@ impl ScenarioSite {
         }
     }
 
+    /// `change_at_s`/`change_by`, then `steps`, checked to be in time order with
+    /// positive factors.
+    fn capacity_steps(&self) -> Result<Vec<(Duration, f64)>, String> {
+        let first = self
+            .change_at_s
+            .zip(self.change_by)
+            .map(|(at, f)| (at as f64, f));
+        let steps: Vec<(f64, f64)> = first
+            .into_iter()
+            .chain(self.steps.iter().flatten().copied())
+            .collect();
+        let mut last = 0.0;
+        for &(at, f) in &steps {
+            if !(at.is_finite() && at >= last && f.is_finite() && f > 0.0) {
+                return Err(format!(
+                    "site.steps: [{at}, {f}] must come after the step before it (seconds ≥ {last}) with a factor > 0"
+                ));
+            }
+            last = at;
+        }
+        Ok(steps
+            .into_iter()
+            .map(|(at, f)| (Duration::from_secs_f64(at), f))
+            .collect())
+    }
+
     /// Every fraction field is within 0.0..=1.0.
     fn check_fractions(&self) -> Result<(), String> {
         for (field, v) in [
@@ -279,10 +309,7 @@ impl Scenario {
         s.check_fractions()?;
         Ok(SimConfig {
             site: s.model(shape, refusal),
-            capacity_change: s
-                .change_at_s
-                .zip(s.change_by)
-                .map(|(at, f)| (Duration::from_secs(at), f)),
+            capacity_steps: s.capacity_steps()?,
             service_change: s
                 .slower_at_s
                 .zip(s.slower_by)
