@@ -54,8 +54,9 @@ struct Args {
     many: bool,
     timeout: Duration,
     outstanding: Option<usize>,
-    /// Child mode: serve the site and answer on stdin/stdout.
-    serve: bool,
+    /// Child mode (`--serve I/N`): serve part I of N of the site and answer on
+    /// stdin/stdout.
+    serve: Option<(usize, usize)>,
 }
 
 const USAGE: &str = "bench_broad [--many] [--hosts-scale F] [--pages N] [--seed S] \
@@ -70,7 +71,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         many: false,
         timeout: Duration::from_secs(300),
         outstanding: None,
-        serve: false,
+        serve: None,
     };
     fn value<T: std::str::FromStr>(
         flag: &str,
@@ -119,7 +120,14 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 })?);
             }
             "--many" => a.many = true,
-            "--serve" => a.serve = true,
+            "--serve" => {
+                let v = it.next().unwrap_or_default();
+                let part = v.split_once('/').and_then(|(i, n)| {
+                    let (i, n) = (i.parse().ok()?, n.parse().ok()?);
+                    (i < n).then_some((i, n))
+                });
+                a.serve = Some(part.ok_or_else(|| format!("--serve: {v:?} is not I/N"))?);
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -162,6 +170,7 @@ fn site_config(a: &Args) -> BroadConfig {
         classes,
         seed: a.seed,
         threads: 1,
+        first_host: 0,
     }
 }
 
@@ -187,29 +196,86 @@ fn main() {
         );
         std::process::exit(2);
     }
-    // One descriptor per listener (child) or connection (both sides), plus slack.
-    let needed = hosts as u64 + 4 * u64::from(CONCURRENCY) * 2 + 256;
-    raise_nofile(needed);
-    if args.serve {
-        serve(cfg);
+    // Listeners (site) and connections (both sides) are descriptors: take all the hard
+    // limit allows.
+    let nofile = raise_nofile();
+    if let Some((part, parts)) = args.serve {
+        serve(part_config(&cfg, part, parts));
         return;
     }
-    let mut site = match SiteProcess::start() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("bench_broad: cannot start the site: {e}");
-            std::process::exit(1);
+    let parts = hosts.div_ceil(HOSTS_PER_PROCESS).max(1);
+    let mut sites = Vec::new();
+    let mut all_hosts = Vec::new();
+    for part in 0..parts {
+        match SiteProcess::start(part, parts) {
+            Ok(mut s) => {
+                all_hosts.append(&mut s.hosts);
+                sites.push(s);
+            }
+            Err(e) => {
+                eprintln!("bench_broad: cannot start the site (part {part} of {parts}): {e}");
+                sites.iter_mut().for_each(SiteProcess::finish);
+                std::process::exit(1);
+            }
         }
-    };
-    let report = actix_rt::System::new().block_on(run(&args, &cfg, &site.hosts));
-    let seen = site.stats();
-    site.finish();
-    match seen {
-        Ok(seen) => print_report(&args, &cfg, &site.hosts, &seen, &report),
-        Err(e) => {
+    }
+    let report = actix_rt::System::new().block_on(run(&args, &cfg, &all_hosts));
+    let mut seen = Vec::with_capacity(all_hosts.len());
+    let mut failed = None;
+    for s in &mut sites {
+        match s.stats() {
+            Ok(mut part) => seen.append(&mut part),
+            Err(e) => failed = Some(e),
+        }
+        s.finish();
+    }
+    match failed {
+        None if seen.len() == all_hosts.len() => {
+            print_report(&args, &cfg, &all_hosts, &seen, &report, nofile, parts);
+        }
+        other => {
+            let e = other
+                .unwrap_or_else(|| format!("{} counts for {} hosts", seen.len(), all_hosts.len()));
             eprintln!("bench_broad: cannot read the site's counts: {e}");
             std::process::exit(1);
         }
+    }
+}
+
+/// Hosts per site process: their listeners, and their side of the crawler's connections,
+/// stay well within one open-file limit.
+const HOSTS_PER_PROCESS: usize = 2500;
+
+/// Part `part` of `parts` of the site: a contiguous range of the hosts, every class kept
+/// (with the hosts it has in the range, maybe none) so class numbers stay the same.
+fn part_config(cfg: &BroadConfig, part: usize, parts: usize) -> BroadConfig {
+    let total: usize = cfg.classes.iter().map(|c| c.hosts).sum();
+    let (start, end) = (total * part / parts, total * (part + 1) / parts);
+    let mut first = 0;
+    let classes = cfg
+        .classes
+        .iter()
+        .map(|c| {
+            // The class's hosts inside [start, end); empty when it lies outside.
+            let lo = first.max(start).min(first + c.hosts);
+            let hi = (first + c.hosts).min(end).max(lo);
+            let range = (lo - first)..(hi - first);
+            first += c.hosts;
+            let rps = match &c.rps {
+                Rps::PerHost(v) => Rps::PerHost(v[range.clone()].to_vec()),
+                other => other.clone(),
+            };
+            HostClass {
+                hosts: range.len(),
+                rps,
+                ..c.clone()
+            }
+        })
+        .collect();
+    BroadConfig {
+        classes,
+        first_host: cfg.first_host + start,
+        ..cfg.clone()
     }
 }
 
@@ -228,10 +294,13 @@ struct Counted {
     requests: u64,
     ok: u64,
     limited: u64,
+    /// TCP connections it accepted.
+    connections: u64,
 }
 
 /// Child mode: start the site, announce every host (`host <class> <rps|-> <base url>`),
-/// then `ready`; on a `stats` line print `stats <requests> <ok> <limited>` per host and
+/// then `ready`; on a `stats` line print `stats <requests> <ok> <limited> <connections>`
+/// per host and
 /// `end`; exit when stdin ends.
 fn serve(cfg: BroadConfig) {
     let site = BroadSite::start(cfg);
@@ -246,7 +315,12 @@ fn serve(cfg: BroadConfig) {
         let Ok(line) = line else { break };
         if line.trim() == "stats" {
             for s in site.stats() {
-                let _ = writeln!(out, "stats {} {} {}", s.requests, s.ok, s.limited);
+                let connections: u64 = s.peers.values().map(|p| p.connections).sum();
+                let _ = writeln!(
+                    out,
+                    "stats {} {} {} {connections}",
+                    s.requests, s.ok, s.limited
+                );
             }
             let _ = writeln!(out, "end");
             let _ = out.flush();
@@ -262,12 +336,14 @@ struct SiteProcess {
 }
 
 impl SiteProcess {
-    /// Run this program again with `--serve` and the same arguments; read its hosts.
-    fn start() -> Result<SiteProcess, String> {
+    /// Run this program again with `--serve part/parts` and the same arguments; read its
+    /// hosts.
+    fn start(part: usize, parts: usize) -> Result<SiteProcess, String> {
         let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
         let mut child = Command::new(exe)
             .args(std::env::args().skip(1))
             .arg("--serve")
+            .arg(format!("{part}/{parts}"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -315,13 +391,14 @@ impl SiteProcess {
                 .strip_prefix("stats ")
                 .map(|r| r.split(' ').filter_map(|x| x.parse().ok()).collect())
                 .unwrap_or_default();
-            let [requests, ok, limited] = n[..] else {
+            let [requests, ok, limited, connections] = n[..] else {
                 return Err(format!("bad stats line {line:?}"));
             };
             all.push(Counted {
                 requests,
                 ok,
                 limited,
+                connections,
             });
         }
         Ok(all)
@@ -361,7 +438,6 @@ fn parse_host(line: &str) -> Option<Host> {
 // ---- the crawl ----------------------------------------------------------------------------
 
 /// What the crawler measured.
-#[derive(Default)]
 struct Report {
     /// Per host: URLs whose final answer was not 200 (timeouts included).
     lost: Vec<u64>,
@@ -377,6 +453,8 @@ struct Report {
     rss_started_kib: u64,
     rss_after_kib: u64,
     hwm_after_kib: u64,
+    /// Descriptors open after the crawl (the error when even listing them failed).
+    fds_after: Result<usize, String>,
 }
 
 /// A small, seeded shuffle (SplitMix64 + Fisher–Yates) so the URL order is reproducible.
@@ -416,15 +494,24 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
         .collect();
     shuffle(&mut work, a.seed);
     let outstanding = a.outstanding.unwrap_or(CONCURRENCY as usize);
+    // Opened before the crawl: it can be read when the crawl holds every descriptor.
+    let mut status = ProcStatus::open();
     let mut r = Report {
         lost: vec![0; hosts.len()],
         class_done: vec![Duration::ZERO; cfg.classes.len()],
-        rss_before_kib: rss_kib("VmRSS"),
+        rss_before_kib: status.kib("VmRSS"),
         cpu_before: cpu_time(),
-        ..Report::default()
+        reasons: BTreeMap::new(),
+        elapsed: Duration::ZERO,
+        timed_out: false,
+        cpu_after: Duration::ZERO,
+        rss_started_kib: 0,
+        rss_after_kib: 0,
+        hwm_after_kib: 0,
+        fds_after: Ok(0),
     };
     let handle = Crawler::start(settings()).expect("start the crawler");
-    r.rss_started_kib = rss_kib("VmRSS");
+    r.rss_started_kib = status.kib("VmRSS");
     eprintln!(
         "crawling {} URLs on {} hosts ({outstanding} outstanding, timeout {:?}) …",
         work.len(),
@@ -463,13 +550,11 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
                     .entry("no final answer at the timeout".into())
                     .or_default() += unfinished as u64;
                 for &(h, _) in &work[next..] {
-                    r.lost[h] += 1;
+                    open[h] += 1;
                 }
-                for (lost, open) in r.lost.iter_mut().zip(&open) {
-                    *lost += open;
-                }
-                for c in &mut r.class_done {
-                    *c = a.timeout;
+                for (h, &n) in open.iter().enumerate().filter(|(_, n)| **n > 0) {
+                    r.lost[h] += n;
+                    r.class_done[hosts[h].class] = a.timeout;
                 }
                 break;
             }
@@ -477,8 +562,11 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
     }
     r.elapsed = started.elapsed();
     r.cpu_after = cpu_time();
-    r.rss_after_kib = rss_kib("VmRSS");
-    r.hwm_after_kib = rss_kib("VmHWM");
+    r.rss_after_kib = status.kib("VmRSS");
+    r.hwm_after_kib = status.kib("VmHWM");
+    r.fds_after = std::fs::read_dir("/proc/self/fd")
+        .map(Iterator::count)
+        .map_err(|e| e.to_string());
     drop(in_flight);
     handle.shutdown(Duration::from_secs(1)).await;
     r
@@ -563,11 +651,19 @@ fn class_ideal(class: &HostClass, members: &[&Host], pages: usize) -> Duration {
     Duration::from_secs_f64(per_rate.max(by_latency))
 }
 
-fn print_report(a: &Args, cfg: &BroadConfig, hosts: &[Host], seen: &[Counted], r: &Report) {
+fn print_report(
+    a: &Args,
+    cfg: &BroadConfig,
+    hosts: &[Host],
+    seen: &[Counted],
+    r: &Report,
+    nofile: u64,
+    parts: usize,
+) {
     let pages = pages_per_host(a);
     println!(
         "{} hosts × {pages} pages, shuffled; four exits, concurrency {CONCURRENCY}, every other setting default; \
-         429s and 200s counted by the hosts{}",
+         429s and 200s counted by the hosts ({parts} site process(es)); open-file limit {nofile}{}",
         hosts.len(),
         if r.timed_out { "; STOPPED AT THE TIMEOUT" } else { "" }
     );
@@ -622,13 +718,21 @@ fn print_report(a: &Args, cfg: &BroadConfig, hosts: &[Host], seen: &[Counted], r
         mib(r.hwm_after_kib),
         r.rss_after_kib.saturating_sub(r.rss_started_kib) as f64 / n
     );
+    let connections: u64 = seen.iter().map(|c| c.connections).sum();
+    println!(
+        "connections the hosts accepted: {connections} ({:.1} per host)",
+        connections as f64 / n
+    );
+    match &r.fds_after {
+        Ok(fds) => println!("crawler descriptors open after the crawl: {fds}"),
+        Err(e) => println!("crawler descriptors open after the crawl: cannot list them ({e})"),
+    }
 }
 
 // ---- the process: descriptors, CPU time, memory --------------------------------------------
 
-/// Raise the soft open-file limit to `needed` (at most the hard limit); say so if even the
-/// hard limit is lower.
-fn raise_nofile(needed: u64) {
+/// Raise the soft open-file limit to the hard one; return the soft limit in force.
+fn raise_nofile() -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -636,24 +740,21 @@ fn raise_nofile(needed: u64) {
     // SAFETY: getrlimit writes into the struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         eprintln!("bench_broad: getrlimit(RLIMIT_NOFILE) failed");
-        return;
+        return 0;
     }
-    let (soft, hard) = (lim.rlim_cur, lim.rlim_max);
-    if hard < needed {
-        eprintln!(
-            "bench_broad: open-file hard limit {hard} is below the {needed} this run may need"
-        );
-    }
-    if soft < needed {
-        lim.rlim_cur = needed.min(hard);
+    if lim.rlim_cur < lim.rlim_max {
+        let soft = lim.rlim_cur;
+        lim.rlim_cur = lim.rlim_max;
         // SAFETY: setrlimit reads the struct we own.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
             eprintln!(
                 "bench_broad: setrlimit(RLIMIT_NOFILE, {}) failed",
                 lim.rlim_cur
             );
+            return soft;
         }
     }
+    lim.rlim_cur
 }
 
 /// This process's user + system CPU time so far.
@@ -670,15 +771,29 @@ fn cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// A `Vm…:` line of /proc/self/status, in KiB (0 if absent).
-fn rss_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+/// /proc/self/status, kept open and read again from the start each time.
+struct ProcStatus(Option<std::fs::File>);
+
+impl ProcStatus {
+    fn open() -> ProcStatus {
+        ProcStatus(std::fs::File::open("/proc/self/status").ok())
+    }
+
+    /// A `Vm…:` line, in KiB (0 if it cannot be read).
+    fn kib(&mut self, field: &str) -> u64 {
+        use std::io::{Read, Seek};
+        let mut text = String::new();
+        let Some(f) = self.0.as_mut() else { return 0 };
+        if f.rewind()
+            .and_then(|()| f.read_to_string(&mut text))
+            .is_err()
+        {
+            return 0;
+        }
+        text.lines()
+            .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
 }

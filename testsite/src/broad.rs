@@ -146,15 +146,21 @@ pub struct BroadConfig {
     pub seed: u64,
     /// Threads serving the hosts (≥ 1; default 1: a few thousand requests per second).
     pub threads: usize,
+    /// The number of the first host (default 0): the hosts are numbered, addressed
+    /// ([`host_ip`]) and seeded from here on, so several sites — e.g. in several processes,
+    /// to spread their listeners over several open-file limits — can serve disjoint parts of
+    /// one address range.
+    pub first_host: usize,
 }
 
 impl Default for BroadConfig {
-    /// No classes, seed 1, one thread.
+    /// No classes, seed 1, one thread, hosts from 127.0.1.1 on.
     fn default() -> Self {
         Self {
             classes: Vec::new(),
             seed: 1,
             threads: 1,
+            first_host: 0,
         }
     }
 }
@@ -162,7 +168,8 @@ impl Default for BroadConfig {
 /// One host of a [`BroadSite`].
 #[derive(Debug, Clone)]
 pub struct BroadHost {
-    /// Its number over all classes (the index into [`BroadSite::stats`]).
+    /// Its number over all classes, from [`BroadConfig::first_host`] on (which decides its
+    /// address). `hosts()[k]` and `stats()[k]` are the same host.
     pub index: usize,
     /// The index of its class in [`BroadConfig::classes`].
     pub class: usize,
@@ -218,7 +225,8 @@ impl BroadSite {
             (0..cfg.threads).map(|_| Vec::new()).collect();
         for (class_index, class) in cfg.classes.iter().enumerate() {
             for k in 0..class.hosts {
-                let index = hosts.len();
+                let local = hosts.len();
+                let index = cfg.first_host + local;
                 let rps = host_rps(&class.rps, k, &mut rates);
                 let config = site_config(class, rps, latency_seed(cfg.seed, index));
                 let ip = host_ip(index);
@@ -230,7 +238,7 @@ impl BroadSite {
                 let addr = listener.local_addr().expect("broad site: local_addr");
                 // No fault listener: port 0 is never used.
                 let state = Arc::new(Shared::new(config.clone(), 0, SiteClock::Real));
-                listeners[index % cfg.threads].push((listener, Arc::clone(&state)));
+                listeners[local % cfg.threads].push((listener, Arc::clone(&state)));
                 shared.push(state);
                 hosts.push(BroadHost {
                     index,
@@ -257,20 +265,20 @@ impl BroadSite {
         }
     }
 
-    /// Every host, in order (host `i` is `hosts()[i]`).
+    /// Every host, in order (with [`BroadConfig::first_host`] 0, host `i` is `hosts()[i]`).
     pub fn hosts(&self) -> &[BroadHost] {
         &self.hosts
     }
 
-    /// A snapshot of every host's counters, in host order: requests, 200s, refusals
-    /// (`limited`), per client IP in [`SiteStats::peers`].
+    /// A snapshot of every host's counters, in the order of [`BroadSite::hosts`]: requests,
+    /// 200s, refusals (`limited`), per client IP in [`SiteStats::peers`].
     pub fn stats(&self) -> Vec<SiteStats> {
         self.shared.iter().map(|s| s.lock().stats.clone()).collect()
     }
 
-    /// A snapshot of one host's counters. Panics if `index` is not a host.
-    pub fn host_stats(&self, index: usize) -> SiteStats {
-        self.shared[index].lock().stats.clone()
+    /// A snapshot of the counters of `hosts()[k]`. Panics if there is no such host.
+    pub fn host_stats(&self, k: usize) -> SiteStats {
+        self.shared[k].lock().stats.clone()
     }
 
     /// Stop serving: every thread is joined and open connections are dropped. Counters
@@ -372,8 +380,11 @@ fn validate(cfg: &BroadConfig) {
     );
     let total: usize = cfg.classes.iter().map(|c| c.hosts).sum();
     assert!(
-        total <= MAX_HOSTS,
-        "broad site: {total} hosts in all; at most {MAX_HOSTS} are allowed"
+        cfg.first_host.saturating_add(total) <= MAX_HOSTS,
+        "broad site: hosts {} … {} (first_host {} + {total} hosts); at most {MAX_HOSTS} addresses exist",
+        cfg.first_host,
+        cfg.first_host.saturating_add(total),
+        cfg.first_host
     );
     for (i, c) in cfg.classes.iter().enumerate() {
         let name = &c.name;

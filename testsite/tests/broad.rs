@@ -54,6 +54,7 @@ fn config(seed: u64) -> BroadConfig {
         ],
         seed,
         threads: 1,
+        first_host: 0,
     }
 }
 
@@ -202,4 +203,29 @@ async fn hosts_continue_past_254_and_rates_follow_the_seed() {
     assert!(hosts[9..].iter().all(|h| h.rps.is_none()));
     assert_eq!(rates, drawn(&BroadSite::start(config(7))));
     assert_ne!(rates, drawn(&BroadSite::start(config(8))));
+}
+
+#[actix_rt::test]
+async fn a_site_from_first_host_on_takes_the_addresses_after_another() {
+    let cfg = |first_host| BroadConfig {
+        classes: vec![HostClass {
+            hosts: 3,
+            ..HostClass::default()
+        }],
+        first_host,
+        ..BroadConfig::default()
+    };
+    let (a, b) = (BroadSite::start(cfg(0)), BroadSite::start(cfg(3)));
+    let ips = |s: &BroadSite| -> Vec<(usize, IpAddr)> {
+        s.hosts().iter().map(|h| (h.index, h.addr.ip())).collect()
+    };
+    let ip = |i| IpAddr::V4(host_ip(i));
+    assert_eq!(ips(&a), vec![(0, ip(0)), (1, ip(1)), (2, ip(2))]);
+    assert_eq!(ips(&b), vec![(3, ip(3)), (4, ip(4)), (5, ip(5))]);
+    // hosts()[k] and stats()[k] are the same host.
+    let seen = send(&client(PEER_A), &b.hosts()[1].base_url, 2).await;
+    assert_eq!(seen.ok, 2);
+    let requests: Vec<u64> = b.stats().iter().map(|s| s.requests).collect();
+    assert_eq!(requests, vec![0, 2, 0]);
+    assert!(a.stats().iter().all(|s| s.requests == 0));
 }
