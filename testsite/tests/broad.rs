@@ -126,7 +126,12 @@ async fn each_host_has_its_own_bucket_and_retry_after() {
             stats.ok,
             seen.span
         );
-        assert!(seen.refused > 0, "8 requests in {:?} at 2/s", seen.span);
+        // Past 2.5 s the bucket could have refilled for all eight.
+        assert!(
+            seen.refused > 0 || seen.span > Duration::from_millis(2500),
+            "8 requests in {:?} at 2/s",
+            seen.span
+        );
         assert!(seen.retry_after.iter().all(|v| v.as_deref() == Some("1")));
     }
     // Nothing reached the other hosts.
