@@ -9,8 +9,11 @@
 //!
 //! The site is a `BroadSite` (see `testsite/src/broad.rs`): one listener per host on
 //! 127.0.1.1, 127.0.1.2, … (then 127.0.2.x, …), each its own token bucket for the host (one
-//! budget the exits share), served by a child process (this program run with `--serve`) so
-//! that the CPU time and memory measured here are the crawler's alone.
+//! budget the exits share), served by child processes of 2,500 hosts each (this program run
+//! with `--serve I/N`, see `site.rs`) so that the CPU time and memory measured here are the
+//! crawler's alone and the site's descriptors do not count against the crawler's limit. Both
+//! raise their soft open-file limit to the hard one; the report gives the limit, the
+//! connections the hosts accepted and the descriptors the crawler holds after the crawl.
 //!
 //! - Default scenario: 150 hosts — 120 at 5 req/s and 30 at 1 req/s, burst 2, pages
 //!   40 ms ± 50 %, `Retry-After: 1` on every 429 — 40 pages each, shuffled into one list.
@@ -32,16 +35,20 @@
 //! Bounded: every URL is handed in once; a hard timeout (`--timeout`, default 300 s) stops
 //! the crawl, counts what had no final answer as lost and reports. Loopback only.
 
+mod site;
+mod sys;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{ExitSettings, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchError, FetchResponse};
-use exitcrawl_testsite::{BroadConfig, BroadSite, HostClass, LimitKey, RetryAfter, Rps};
+use exitcrawl_testsite::{BroadConfig, HostClass, LimitKey, RetryAfter, Rps};
+
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use site::{part_config, serve, Counted, Host, SiteProcess, HOSTS_PER_PROCESS};
+use sys::{cpu_time, raise_nofile, ProcStatus};
 
 const EXITS: u8 = 4;
 const CONCURRENCY: u32 = 256;
@@ -240,199 +247,6 @@ fn main() {
             std::process::exit(1);
         }
     }
-}
-
-/// Hosts per site process: their listeners, and their side of the crawler's connections,
-/// stay well within one open-file limit.
-const HOSTS_PER_PROCESS: usize = 2500;
-
-/// Part `part` of `parts` of the site: a contiguous range of the hosts, every class kept
-/// (with the hosts it has in the range, maybe none) so class numbers stay the same.
-fn part_config(cfg: &BroadConfig, part: usize, parts: usize) -> BroadConfig {
-    let total: usize = cfg.classes.iter().map(|c| c.hosts).sum();
-    let (start, end) = (total * part / parts, total * (part + 1) / parts);
-    let mut first = 0;
-    let classes = cfg
-        .classes
-        .iter()
-        .map(|c| {
-            // The class's hosts inside [start, end); empty when it lies outside.
-            let lo = first.max(start).min(first + c.hosts);
-            let hi = (first + c.hosts).min(end).max(lo);
-            let range = (lo - first)..(hi - first);
-            first += c.hosts;
-            let rps = match &c.rps {
-                Rps::PerHost(v) => Rps::PerHost(v[range.clone()].to_vec()),
-                other => other.clone(),
-            };
-            HostClass {
-                hosts: range.len(),
-                rps,
-                ..c.clone()
-            }
-        })
-        .collect();
-    BroadConfig {
-        classes,
-        first_host: cfg.first_host + start,
-        ..cfg.clone()
-    }
-}
-
-// ---- the site, in a child process -------------------------------------------------------
-
-/// One host as the child announced it.
-struct Host {
-    class: usize,
-    rps: Option<f64>,
-    base_url: String,
-}
-
-/// What one host counted.
-#[derive(Debug, Clone, Copy, Default)]
-struct Counted {
-    requests: u64,
-    ok: u64,
-    limited: u64,
-    /// TCP connections it accepted.
-    connections: u64,
-}
-
-/// Child mode: start the site, announce every host (`host <class> <rps|-> <base url>`),
-/// then `ready`; on a `stats` line print `stats <requests> <ok> <limited> <connections>`
-/// per host and
-/// `end`; exit when stdin ends.
-fn serve(cfg: BroadConfig) {
-    let site = BroadSite::start(cfg);
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for h in site.hosts() {
-        let rps = h.rps.map_or_else(|| "-".to_owned(), |r| r.to_string());
-        let _ = writeln!(out, "host {} {rps} {}", h.class, h.base_url);
-    }
-    let _ = writeln!(out, "ready");
-    let _ = out.flush();
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        if line.trim() == "stats" {
-            for s in site.stats() {
-                let connections: u64 = s.peers.values().map(|p| p.connections).sum();
-                let _ = writeln!(
-                    out,
-                    "stats {} {} {} {connections}",
-                    s.requests, s.ok, s.limited
-                );
-            }
-            let _ = writeln!(out, "end");
-            let _ = out.flush();
-        }
-    }
-}
-
-struct SiteProcess {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    hosts: Vec<Host>,
-}
-
-impl SiteProcess {
-    /// Run this program again with `--serve part/parts` and the same arguments; read its
-    /// hosts.
-    fn start(part: usize, parts: usize) -> Result<SiteProcess, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-        let mut child = Command::new(exe)
-            .args(std::env::args().skip(1))
-            .arg("--serve")
-            .arg(format!("{part}/{parts}"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("spawn: {e}"))?;
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut p = SiteProcess {
-            child,
-            stdin,
-            stdout,
-            hosts: Vec::new(),
-        };
-        loop {
-            let line = p.line()?;
-            if line == "ready" {
-                return Ok(p);
-            }
-            let host = parse_host(&line).ok_or_else(|| format!("bad host line {line:?}"))?;
-            p.hosts.push(host);
-        }
-    }
-
-    fn line(&mut self) -> Result<String, String> {
-        let mut line = String::new();
-        match self.stdout.read_line(&mut line) {
-            Ok(0) => Err("the site process ended".into()),
-            Ok(_) => Ok(line.trim_end().to_owned()),
-            Err(e) => Err(format!("reading the site process: {e}")),
-        }
-    }
-
-    fn stats(&mut self) -> Result<Vec<Counted>, String> {
-        let stdin = self.stdin.as_mut().ok_or("stdin closed")?;
-        writeln!(stdin, "stats")
-            .and_then(|()| stdin.flush())
-            .map_err(|e| format!("asking for stats: {e}"))?;
-        let mut all = Vec::with_capacity(self.hosts.len());
-        loop {
-            let line = self.line()?;
-            if line == "end" {
-                break;
-            }
-            let n: Vec<u64> = line
-                .strip_prefix("stats ")
-                .map(|r| r.split(' ').filter_map(|x| x.parse().ok()).collect())
-                .unwrap_or_default();
-            let [requests, ok, limited, connections] = n[..] else {
-                return Err(format!("bad stats line {line:?}"));
-            };
-            all.push(Counted {
-                requests,
-                ok,
-                limited,
-                connections,
-            });
-        }
-        Ok(all)
-    }
-
-    /// Close its stdin and wait (at most 10 s) for it to end; kill it otherwise.
-    fn finish(&mut self) {
-        self.stdin = None;
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("bench_broad: the site process did not end; killing it");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn parse_host(line: &str) -> Option<Host> {
-    let mut f = line.strip_prefix("host ")?.split(' ');
-    let class = f.next()?.parse().ok()?;
-    let rps = match f.next()? {
-        "-" => None,
-        r => Some(r.parse().ok()?),
-    };
-    let base_url = f.next()?.to_owned();
-    Some(Host {
-        class,
-        rps,
-        base_url,
-    })
 }
 
 // ---- the crawl ----------------------------------------------------------------------------
@@ -726,74 +540,5 @@ fn print_report(
     match &r.fds_after {
         Ok(fds) => println!("crawler descriptors open after the crawl: {fds}"),
         Err(e) => println!("crawler descriptors open after the crawl: cannot list them ({e})"),
-    }
-}
-
-// ---- the process: descriptors, CPU time, memory --------------------------------------------
-
-/// Raise the soft open-file limit to the hard one; return the soft limit in force.
-fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        eprintln!("bench_broad: getrlimit(RLIMIT_NOFILE) failed");
-        return 0;
-    }
-    if lim.rlim_cur < lim.rlim_max {
-        let soft = lim.rlim_cur;
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: setrlimit reads the struct we own.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-            eprintln!(
-                "bench_broad: setrlimit(RLIMIT_NOFILE, {}) failed",
-                lim.rlim_cur
-            );
-            return soft;
-        }
-    }
-    lim.rlim_cur
-}
-
-/// This process's user + system CPU time so far.
-fn cpu_time() -> Duration {
-    // SAFETY: an all-zero rusage is a valid value; getrusage fills it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct we own.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-/// /proc/self/status, kept open and read again from the start each time.
-struct ProcStatus(Option<std::fs::File>);
-
-impl ProcStatus {
-    fn open() -> ProcStatus {
-        ProcStatus(std::fs::File::open("/proc/self/status").ok())
-    }
-
-    /// A `Vm…:` line, in KiB (0 if it cannot be read).
-    fn kib(&mut self, field: &str) -> u64 {
-        use std::io::{Read, Seek};
-        let mut text = String::new();
-        let Some(f) = self.0.as_mut() else { return 0 };
-        if f.rewind()
-            .and_then(|()| f.read_to_string(&mut text))
-            .is_err()
-        {
-            return 0;
-        }
-        text.lines()
-            .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
     }
 }
