@@ -12,13 +12,39 @@
 //! [`host_ip`]`(i)`: 127.0.1.1 … 127.0.1.254, then 127.0.2.1 … and so on (`.0` and `.255`
 //! are skipped, and 127.0.0.x stays free for a crawler's exits). Each host's rate is fixed,
 //! drawn from a seeded range or given per host ([`Rps`]); its latency factors come from its
-//! own seeded stream, so a run is reproducible from [`BroadConfig::seed`].
+//! own seeded stream: the same [`BroadConfig::seed`] gives the same rates, and each host the
+//! same factors in the order its requests arrive.
 //!
 //! Each host is the main listener of a [`TestSite`](crate::TestSite) (same limiter, latency,
-//! answers and counters), without the fault listener and without the request log, so ten
-//! thousand hosts cost ten thousand sockets and a few kilobytes each. All hosts are served
+//! answers and counters), without the fault listener and without the request log: one
+//! socket per host, plus one per open connection. All hosts are served
 //! by [`BroadConfig::threads`] threads (hosts spread over them round-robin), each with its
 //! own actix `System`, so a caller in any runtime can use the site.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use exitcrawl_testsite::{BroadConfig, BroadSite, HostClass, RetryAfter, Rps};
+//!
+//! let small = |name: &str, hosts, rps| HostClass {
+//!     name: name.into(),
+//!     hosts,
+//!     rps: Rps::Fixed(rps),
+//!     burst: 2,
+//!     latency: Duration::from_millis(40),
+//!     noise: 0.5,
+//!     retry_after: RetryAfter::Fixed(1),
+//!     ..HostClass::default()
+//! };
+//! let site = BroadSite::start(BroadConfig {
+//!     classes: vec![small("5/s", 120, 5.0), small("1/s", 30, 1.0)],
+//!     seed: 7,
+//!     ..BroadConfig::default()
+//! });
+//! let urls: Vec<String> = site.hosts().iter().map(|h| h.url("/p/0")).collect();
+//! // … crawl `urls` …
+//! let refused: u64 = site.stats().iter().map(|s| s.limited).sum();
+//! # let _ = (urls, refused);
+//! ```
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -144,7 +170,7 @@ pub struct BroadConfig {
     pub classes: Vec<HostClass>,
     /// Seeds the rates drawn from [`Rps::Uniform`] and every host's latency factors.
     pub seed: u64,
-    /// Threads serving the hosts (≥ 1; default 1: a few thousand requests per second).
+    /// Threads serving the hosts (≥ 1; default 1).
     pub threads: usize,
     /// The number of the first host (default 0): the hosts are numbered, addressed
     /// ([`host_ip`]) and seeded from here on, so several sites — e.g. in several processes,
