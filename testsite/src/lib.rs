@@ -50,10 +50,14 @@
 //! windows in milliseconds in tests. The exception is [`TestSite::start_on_runtime`]: the
 //! site runs on the caller's runtime and its clock is that runtime's (tokio's), so a test
 //! under `tokio::time::pause()` sees the site's log in paused time.
+//!
+//! Many hosts at once — a broad crawl's hosts, each its own limit on its own loopback address
+//! (127.0.1.1, 127.0.1.2, …) with its own counters — are a [`BroadSite`] (module [`broad`]).
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod broad;
 mod bucket;
 mod clock;
 pub mod fault;
@@ -71,6 +75,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 
+pub use broad::{BroadConfig, BroadHost, BroadSite, HostClass, LimitKey, Rps};
 pub use bucket::Rate;
 use clock::SiteClock;
 pub use fault::{zstd_zeros, Encoding, Fault, FaultMix, RetryHint, ENCODED_PAGE, HANG_MAX};

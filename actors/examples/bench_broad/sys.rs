@@ -1,0 +1,70 @@
+//! The benchmark process's descriptors, CPU time and memory.
+
+use std::time::Duration;
+
+/// Raise the soft open-file limit to the hard one; return the soft limit in force.
+pub(crate) fn raise_nofile() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        eprintln!("bench_broad: getrlimit(RLIMIT_NOFILE) failed");
+        return 0;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let soft = lim.rlim_cur;
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+            eprintln!(
+                "bench_broad: setrlimit(RLIMIT_NOFILE, {}) failed",
+                lim.rlim_cur
+            );
+            return soft;
+        }
+    }
+    lim.rlim_cur
+}
+
+/// This process's user + system CPU time so far.
+pub(crate) fn cpu_time() -> Duration {
+    // SAFETY: an all-zero rusage is a valid value; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we own.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// /proc/self/status, kept open and read again from the start each time.
+pub(crate) struct ProcStatus(Option<std::fs::File>);
+
+impl ProcStatus {
+    pub(crate) fn open() -> ProcStatus {
+        ProcStatus(std::fs::File::open("/proc/self/status").ok())
+    }
+
+    /// A `Vm…:` line, in KiB (0 if it cannot be read).
+    pub(crate) fn kib(&mut self, field: &str) -> u64 {
+        use std::io::{Read, Seek};
+        let mut text = String::new();
+        let Some(f) = self.0.as_mut() else { return 0 };
+        if f.rewind()
+            .and_then(|()| f.read_to_string(&mut text))
+            .is_err()
+        {
+            return 0;
+        }
+        text.lines()
+            .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
