@@ -395,7 +395,6 @@ async fn fetch(handle: CrawlerHandle, h: usize, base: String, page: usize) -> Re
 fn lost_reason(reply: &Result<FetchResponse, FetchError>) -> Option<String> {
     match reply {
         Ok(resp) if resp.status == 200 => None,
-        Ok(resp) if resp.retry_refused => Some(format!("{} (retry budget)", resp.status)),
         Ok(resp) => Some(format!("{} (attempts spent)", resp.status)),
         Err(e) => Some(e.kind.as_str().to_string()),
     }
