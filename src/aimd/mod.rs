@@ -10,7 +10,8 @@
 //!    site's burst hid the limit for a while), so the estimate `w_max` is what the site
 //!    *accepted* over the last second (the last ten on a slow site) — and once the round of
 //!    requests already on their way is back, the share of it accepted, which the burst
-//!    cannot inflate (`refusals.rs`).
+//!    cannot inflate (`refusals.rs`). On a host too slow for a round to say anything, what
+//!    got through between two throttles is its rate, whatever its burst (`between.rs`).
 //! 3. **Hold.** A throttle without `Retry-After` pauses the key for a short hold
 //!    (`max(srtt, 2 intervals)`, at most `hold`), so the requests already on their way don't
 //!    all hit the wall; `Retry-After` is a floor: no send before it expires.
@@ -42,6 +43,7 @@
 //! [`classify`] says what an answer or a failure means.
 
 mod adopt;
+mod between;
 pub mod classify;
 mod config;
 pub mod coupling;
@@ -57,6 +59,7 @@ use std::time::{Duration, Instant};
 use crate::headers::Pacing;
 use crate::limiter::interval_of;
 
+use between::Between;
 pub use config::AimdConfig;
 use errors::ErrorSignal;
 use latency::{LatencySignal, Reading};
@@ -165,6 +168,8 @@ pub struct Controller {
     last_retry_after: Duration,
     /// What refusals say about the rate, the burst aside.
     refusals: Refusals,
+    /// What got through since an earlier throttle, the burst aside.
+    between: Between,
     srtt: Option<f64>,
     latency: LatencySignal,
     /// The round median that led to the last latency cut, while rounds stay elevated.
@@ -192,6 +197,9 @@ impl Controller {
     /// lasts at least P / PAUSE_SHARE (a `Retry-After: 1` site is probed every 33 s; one
     /// without, whose holds last a round trip, as often as `probe_requests` allows).
     const PAUSE_SHARE: f64 = 0.03;
+    /// The throttles (counted after their cut) during which a host is being learned: what
+    /// got through between them may correct slow start's estimate (see [`between`]).
+    const LEARNING: u64 = 3;
 
     /// A controller in slow start at `cfg.initial_rps` (clamped into `[min_rps, max_rps]`).
     pub fn new(cfg: AimdConfig, now: Instant) -> Self {
@@ -210,6 +218,7 @@ impl Controller {
             hinted_pause: None,
             last_retry_after: Duration::ZERO,
             refusals: Refusals::default(),
+            between: Between::default(),
             srtt: None,
             latency: LatencySignal::new(cfg.latency_tolerance, cfg.latency_floor),
             latency_cut_at: None,
@@ -320,14 +329,24 @@ impl Controller {
                     if self.phase == Phase::SlowStart {
                         self.refusals.cut(r.sent_at, now, self.rate);
                     }
+                    let srtt = self.srtt.unwrap_or(0.0);
+                    let since_last = self.between.throttle(r.sent_at, self.rate * srtt, srtt);
                     self.decrease(
                         now,
                         Cause::Throttle {
                             hold: retry_after.is_none(),
                         },
                     );
-                } else if let Some(est) = self.refusals.answer(r.sent_at, false, r.limited) {
-                    self.lower_estimate(est, now);
+                    // Learning a new host only: later, a throttle ends a probe, and a
+                    // span a long pause wasted would keep lowering a right estimate.
+                    if let Some(est) = since_last.filter(|_| self.decreases <= Self::LEARNING) {
+                        self.lower_between(est, now);
+                    }
+                } else {
+                    self.between.answer(r.sent_at, false, r.limited);
+                    if let Some(est) = self.refusals.answer(r.sent_at, false, r.limited) {
+                        self.lower_estimate(est, now);
+                    }
                 }
             }
             Signal::Refused => self.on_refusal(r, now, false),
@@ -338,6 +357,7 @@ impl Controller {
     fn on_success(&mut self, r: &Response, fresh: bool, now: Instant) {
         self.accepted.record(now);
         self.accepted_long.record(now);
+        self.between.answer(r.sent_at, true, r.limited);
         if let Some(est) = self.refusals.answer(r.sent_at, true, r.limited) {
             self.lower_estimate(est, now);
         }
@@ -634,6 +654,20 @@ impl Controller {
         }
     }
 
+    /// What got through since the last throttle says the rate is `est` (see [`between`]).
+    /// Lowered to it, the probe cycle is the shortest (`probe_time`), not priced by the
+    /// pause nor stretched to `probe_requests`: a pause longer than the site's burst lasts
+    /// wastes refill the span counted, so `est` may be low, and the cycle must find that
+    /// out in seconds, not in the minutes a slow host's cycle lasts.
+    fn lower_between(&mut self, est: f64, now: Instant) {
+        let before = self.w_max;
+        self.lower_estimate(est, now);
+        if self.w_max < before {
+            self.k = self.cfg.probe_time.as_secs_f64();
+            self.epoch = now;
+        }
+    }
+
     /// How far to go below the site's rate to drain a queue whose answers take `median`
     /// instead of the quiet base: Gradient2's `base / current`, between one half and `most`.
     /// A queue that doubled the latency is gone within a few round trips at half the rate;
@@ -700,6 +734,7 @@ impl Controller {
     }
 
     fn adjustment(&mut self, now: Instant, pause_before: Option<Instant>) -> Option<Adjustment> {
+        self.between.sending(self.rate);
         let pause = self.pause_until(now);
         let rate_moved = (self.rate - self.broadcast_rps).abs() > 0.01 * self.broadcast_rps;
         if !rate_moved && pause == pause_before.filter(|p| *p > now) {
