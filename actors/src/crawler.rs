@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::config::{Arbiters, Backend, ConfigError, ExitSettings, Settings};
 use exitcrawl::health::HealthPolicy;
 
@@ -327,9 +328,11 @@ fn start_scheduler(
     let scheduler = SchedulerActor::create(|ctx| {
         ctx.add_stream(Channel(intake_rx));
         let me = ctx.address();
+        let prior = Arc::new(std::sync::Mutex::new(HostPrior::new()));
         let mut limiter =
             LimiterActor::new(limiter_settings, exit_names, vec![me.clone().recipient()])
-                .with_metrics(limiter_metrics);
+                .with_metrics(limiter_metrics)
+                .with_prior(Arc::clone(&prior));
         if let Some(r) = redis {
             limiter = limiter.with_shared_rates(SharedRates::new(r.clone()));
         }
@@ -345,7 +348,7 @@ fn start_scheduler(
         )
         .with_start_failures(start_failures)
         .start();
-        let mut s = Scheduler::new(sched_settings, slots, sched_metrics);
+        let mut s = Scheduler::new(sched_settings, slots, sched_metrics, prior);
         if let Some(r) = redis {
             s.share_limits(SharedLimits {
                 gcra: RedisGcra::new(r.clone()),

@@ -52,6 +52,7 @@ pub mod fleet;
 mod latency;
 mod lockout;
 mod meter;
+pub mod prior;
 mod refusals;
 
 use std::time::{Duration, Instant};
@@ -185,6 +186,9 @@ pub struct Controller {
     accepted_long: Meter,
     broadcast_rps: f64,
     decreases: u64,
+    /// Started from the host prior below `initial_rps`: slow start doubles per answers,
+    /// not only per time (see `doubling_time`).
+    ramp_by_answers: bool,
 }
 
 impl Controller {
@@ -200,6 +204,8 @@ impl Controller {
     /// The throttles (counted after their cut) during which a host is being learned: what
     /// got through between them may correct slow start's estimate (see [`between`]).
     const LEARNING: u64 = 3;
+    /// A slow start from the host prior doubles at most once per this many answers.
+    pub const SS_ANSWERS: f64 = 4.0;
 
     /// A controller in slow start at `cfg.initial_rps` (clamped into `[min_rps, max_rps]`).
     pub fn new(cfg: AimdConfig, now: Instant) -> Self {
@@ -230,8 +236,24 @@ impl Controller {
             accepted_long: Meter::new(Duration::from_secs(1), now),
             broadcast_rps: rate,
             decreases: 0,
+            ramp_by_answers: false,
             cfg,
         }
+    }
+
+    /// A controller in slow start at `start_rps`, where the crawl's host prior
+    /// ([`prior::HostPrior`]) says a new host should start. Below `cfg.initial_rps`, the
+    /// crawl has met hosts that slow: slow start doubles at most once per
+    /// [`Controller::SS_ANSWERS`] answers, as a time-based doubling would multiply a rate
+    /// of one request a second a hundredfold between two of its answers.
+    pub fn from_prior(cfg: AimdConfig, start_rps: f64, now: Instant) -> Self {
+        let ramp_by_answers = start_rps < cfg.initial_rps;
+        let mut c = Self::new(cfg, now);
+        c.rate = start_rps.clamp(c.cfg.min_rps, c.cfg.max_rps);
+        c.w_max = c.rate;
+        c.broadcast_rps = c.rate;
+        c.ramp_by_answers = ramp_by_answers;
+        c
     }
 
     /// The current rate, requests/s.
@@ -534,10 +556,16 @@ impl Controller {
     }
 
     fn doubling_time(&self) -> f64 {
+        let per_answers = if self.ramp_by_answers {
+            Self::SS_ANSWERS / self.rate
+        } else {
+            0.0
+        };
         self.cfg
             .doubling
             .as_secs_f64()
             .max(self.ss_rtts * self.srtt.unwrap_or(0.0))
+            .max(per_answers)
     }
 
     fn grow(&mut self, now: Instant, limited: bool) {

@@ -46,6 +46,8 @@ pub struct SimConfig {
     pub rtt_noise: f64,
     /// The controllers under test.
     pub controller: AimdConfig,
+    /// Where the host starts, if a host prior says (see [`HostPolicy::starting_at`]).
+    pub start_rps: Option<f64>,
     /// How exits share the host's budget.
     pub coupling: Coupling,
     /// Exits (source addresses).
@@ -77,6 +79,7 @@ impl Default for SimConfig {
             rtt: Duration::from_millis(50),
             rtt_noise: 0.2,
             controller: AimdConfig::default(),
+            start_rps: None,
             coupling: Coupling::Auto,
             exits: 1,
             concurrency: 64,
@@ -159,7 +162,7 @@ struct Pacers {
 
 impl Pacers {
     fn new(cfg: &SimConfig, base: Instant) -> Self {
-        let first = interval_of(cfg.controller.initial_rps);
+        let first = interval_of(cfg.start_rps.unwrap_or(cfg.controller.initial_rps));
         let per_exit = cfg.coupling == Coupling::PerExit;
         Self {
             host: (!per_exit).then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ 0x5eed, base)),
@@ -300,7 +303,13 @@ impl<'a> Run<'a> {
             exits,
             net: SplitMix64::new(cfg.seed),
             site,
-            policy: HostPolicy::new(cfg.controller.clone(), exits, cfg.coupling, base),
+            policy: {
+                let p = HostPolicy::new(cfg.controller.clone(), exits, cfg.coupling, base);
+                match cfg.start_rps {
+                    Some(r) => p.starting_at(r, base),
+                    None => p,
+                }
+            },
             pacers: Pacers::new(cfg, base),
             last_sent: vec![0u64; exits],
             in_flight: 0,

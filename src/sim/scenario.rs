@@ -102,6 +102,9 @@ pub struct ScenarioRun {
     pub max_rps: f64,
     /// The controller's starting rate (default 5).
     pub initial_rps: f64,
+    /// Where the host starts, as a broad crawl's host prior would start it after hosts of
+    /// that rate (`aimd::prior`); default: `initial_rps`, as with no prior.
+    pub prior_rps: Option<f64>,
     /// URLs available per second (default: unlimited).
     pub demand_rps: Option<f64>,
     /// Exits (default 1).
@@ -123,6 +126,7 @@ impl Default for ScenarioRun {
             seeds: vec![1, 2, 3],
             max_rps: 1000.0,
             initial_rps: 5.0,
+            prior_rps: None,
             demand_rps: None,
             exits: 1,
             concurrency: 64,
@@ -321,6 +325,7 @@ impl Scenario {
                 initial_rps: self.run.initial_rps,
                 ..AimdConfig::default()
             },
+            start_rps: self.run.prior_rps,
             coupling,
             exits: self.run.exits.max(1),
             concurrency: self.run.concurrency.max(1),

@@ -10,13 +10,14 @@
 //! refusal) is decided in the core ([`exitcrawl::aimd::classify`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 use exitcrawl::aimd::classify::{self, Failure};
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
 use exitcrawl::aimd::fleet::SharedKey;
-use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Response, Signal};
+use exitcrawl::aimd::prior::HostPrior;
+use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Phase, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::interval_of;
@@ -54,6 +55,9 @@ pub struct LimiterActor {
     /// This actor, for the replies of Redis calls it spawns.
     me: Option<Addr<Self>>,
     metrics: Option<Arc<Metrics>>,
+    /// Scope `auto`: what the hosts so far say about where a new one starts (shared with
+    /// the scheduler, whose pacer for a new host starts there too).
+    prior: Arc<Mutex<HostPrior>>,
 }
 
 impl LimiterActor {
@@ -80,7 +84,14 @@ impl LimiterActor {
             fleet: HashMap::new(),
             me: None,
             metrics: None,
+            prior: Arc::default(),
         }
+    }
+
+    /// Learn where new hosts start into `prior` (the scheduler's, so both start there).
+    pub fn with_prior(mut self, prior: Arc<Mutex<HostPrior>>) -> Self {
+        self.prior = prior;
+        self
     }
 
     /// Distributed mode: publish this process's rate changes and adopt the others'.
@@ -143,9 +154,13 @@ impl LimiterActor {
             Controllers::Hosts { policies, exits } => {
                 let n = exits.len();
                 let i = exits.iter().position(|e| e == exit).unwrap_or(n);
-                let policy = policies
-                    .entry(Arc::clone(host))
-                    .or_insert_with(|| HostPolicy::new(cfg(), n, Coupling::Auto, now));
+                let prior = &self.prior;
+                let policy = policies.entry(Arc::clone(host)).or_insert_with(|| {
+                    let cfg = cfg();
+                    let p = prior.lock().unwrap_or_else(|e| e.into_inner());
+                    let start = p.start(cfg.initial_rps, cfg.min_rps);
+                    HostPolicy::new(cfg, n, Coupling::Auto, now).starting_at(start, now)
+                });
                 let before = policy.detected();
                 let lane_key = |lane: Lane| match lane {
                     Lane::Host => LimitKey::new(Scope::Auto, exit, host),
@@ -157,6 +172,13 @@ impl LimiterActor {
                 if let Some(p) = hints.pacing() {
                     for (lane, a) in policy.on_hint(i, &p, now) {
                         changes.push((lane_key(lane), a));
+                    }
+                }
+                // A cut host's estimate is what the next new host learns from.
+                if let Some(c) = policy.controller(Lane::Host) {
+                    if !changes.is_empty() && c.decreases() > 0 && c.phase() == Phase::Probe {
+                        let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
+                        p.learned(host, c.capacity_estimate());
                     }
                 }
                 let after = policy.detected();
@@ -305,5 +327,70 @@ impl Handler<GetLimits> for LimiterActor {
 
     fn handle(&mut self, _m: GetLimits, _ctx: &mut Self::Context) -> Self::Result {
         MessageResult(self.limits())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn answer(exit: &Arc<str>, host: &str, sent_at: std::time::Instant) -> Succeeded {
+        Succeeded {
+            exit: Arc::clone(exit),
+            host: Arc::from(host),
+            sent_at,
+            latency: Duration::from_millis(40),
+            status: 200,
+            hints: ServerHints::default(),
+            limited: true,
+        }
+    }
+
+    /// The host lane's rate of a new host after one answer, with or without eight hosts
+    /// cut before it (on tokio's paused clock).
+    async fn new_host_rate(after_slow_hosts: bool) -> f64 {
+        let exit: Arc<str> = Arc::from("e1");
+        let limiter =
+            LimiterActor::new(LimiterSettings::default(), vec![Arc::clone(&exit)], vec![]).start();
+        if after_slow_hosts {
+            // Each slow host: one answer, and two seconds later a throttle.
+            for i in 0..HostPrior::MIN_HOSTS {
+                let host = format!("slow{i}");
+                let sent = crate::clock::now();
+                limiter.send(answer(&exit, &host, sent)).await.unwrap();
+                tokio::time::advance(Duration::from_secs(2)).await;
+                let throttled = Throttled {
+                    exit: Arc::clone(&exit),
+                    host: Arc::from(host.as_str()),
+                    sent_at: crate::clock::now(),
+                    latency: Duration::from_millis(40),
+                    status: 429,
+                    hints: ServerHints::default(),
+                };
+                limiter.send(throttled).await.unwrap();
+            }
+        }
+        let sent = crate::clock::now();
+        limiter.send(answer(&exit, "new", sent)).await.unwrap();
+        let limits = limiter.send(GetLimits).await.unwrap();
+        let new = limits
+            .iter()
+            .find(|h| h.host == "new")
+            .expect("the new host");
+        new.lanes[0].rps
+    }
+
+    #[actix::test]
+    async fn a_new_host_starts_where_the_hosts_cut_before_it_say() {
+        tokio::time::pause();
+        let initial = LimiterSettings::default().initial_rps;
+        let alone = new_host_rate(false).await;
+        assert!(alone >= initial, "no prior: from initial_rps ({alone})");
+        let after = new_host_rate(true).await;
+        assert!(
+            after < initial,
+            "after eight cut hosts: {after} vs {initial}"
+        );
     }
 }

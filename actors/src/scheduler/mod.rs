@@ -50,13 +50,14 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::clock::Instant;
 use actix::dev::MessageResponse;
 use actix::prelude::*;
 use awc::http::Uri;
+use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::config::{Algorithm, Scope, Settings};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter};
@@ -150,6 +151,9 @@ enum Step {
 /// The scheduler's state and logic; [`SchedulerActor`] is its mailbox.
 pub(crate) struct Scheduler {
     settings: Arc<Settings>,
+    /// Where a new host's pacing starts (scope `auto`), shared with the limiter, which
+    /// learns it.
+    prior: Arc<Mutex<HostPrior>>,
     exits: Vec<ExitSlot>,
     /// Pacing per limiter key; hosts keep a handle to theirs (see [`HostState::keys`]).
     keys: HashMap<LimitKey, SharedKey>,
@@ -202,6 +206,7 @@ impl Scheduler {
         settings: Arc<Settings>,
         exits: Vec<ExitSlot>,
         metrics: Arc<Metrics>,
+        prior: Arc<Mutex<HostPrior>>,
     ) -> Self {
         let handles = exits
             .iter()
@@ -220,6 +225,7 @@ impl Scheduler {
             max_retry_after: c.max_retry_after(),
         };
         Self {
+            prior,
             exits,
             keys: HashMap::default(),
             hosts: HashMap::default(),
@@ -277,7 +283,14 @@ impl Scheduler {
     /// scope `auto`, the host's budget: what Redis shares across processes).
     fn key_state(&mut self, exit: usize, host: &Arc<str>, now: std::time::Instant) -> SharedKey {
         let key = LimitKey::new(self.settings.limiter.scope, &self.exits[exit].name, host);
-        key_state(&mut self.keys, &self.settings, key, (exit, true), now)
+        let start = self.settings.limiter.initial_rps;
+        key_state(
+            &mut self.keys,
+            &self.settings,
+            key,
+            (exit, true, || start),
+            now,
+        )
     }
 
     /// What [`choose`] needs, borrowed apart from the hosts it is asked about.
@@ -286,6 +299,7 @@ impl Scheduler {
             exits: &mut self.exits,
             keys: &mut self.keys,
             settings: &self.settings,
+            prior: &self.prior,
             ready: &mut self.ready,
             tie: &mut self.tie,
         };

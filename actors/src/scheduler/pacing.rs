@@ -89,13 +89,14 @@ impl HostState {
 }
 
 /// The pacing state of `key`, created on first use. `paced`: start with a pacer at the
-/// first rate (with `aimd`); an exit's own lane under scope `auto` starts unpaced and
-/// gets a pacer with the limiter's first [`SetInterval`] for it.
+/// first rate, `start()` (with `aimd`: the host prior's under scope `auto`, the
+/// configured `initial_rps` otherwise); an exit's own lane under scope `auto` starts
+/// unpaced and gets a pacer with the limiter's first [`SetInterval`] for it.
 pub(super) fn key_state(
     keys: &mut HashMap<LimitKey, SharedKey>,
     settings: &Settings,
     key: LimitKey,
-    (seed, paced): (usize, bool),
+    (seed, paced, start): (usize, bool, impl FnOnce() -> f64),
     now: std::time::Instant,
 ) -> SharedKey {
     let l = &settings.limiter;
@@ -104,7 +105,7 @@ pub(super) fn key_state(
             Algorithm::None => None,
             _ if !paced => None,
             Algorithm::Aimd => Some(Box::new(Pacer::new(
-                interval_of(l.initial_rps),
+                interval_of(start()),
                 l.jitter,
                 seed as u64 ^ 0xa11ce,
                 now,
@@ -136,6 +137,8 @@ pub(super) struct Choice<'a> {
     pub(super) exits: &'a mut [ExitSlot],
     pub(super) keys: &'a mut HashMap<LimitKey, SharedKey>,
     pub(super) settings: &'a Settings,
+    /// Where a new host's budget starts.
+    pub(super) prior: &'a Mutex<HostPrior>,
     /// Scratch: when each exit may send next.
     pub(super) ready: &'a mut Vec<Duration>,
     /// Breaks ties between equally loaded exits in turn.
@@ -168,7 +171,12 @@ pub(super) fn choose(
                     exit: None,
                     host: Some(Arc::clone(host)),
                 };
-                key_state(c.keys, c.settings, key, (0, true), now_std)
+                let l = &c.settings.limiter;
+                let start = || {
+                    let prior = c.prior.lock().unwrap_or_else(|e| e.into_inner());
+                    prior.start(l.initial_rps, l.min_rps)
+                };
+                key_state(c.keys, c.settings, key, (0, true, start), now_std)
             })
             .borrow_mut()
             .ready_in(now_std),
@@ -180,7 +188,8 @@ pub(super) fn choose(
         let key = pacing.keys[i]
             .get_or_insert_with(|| {
                 let (key, paced) = exit_key(c.settings, &exit.name, host);
-                key_state(c.keys, c.settings, key, (i, paced), now_std)
+                let start = c.settings.limiter.initial_rps;
+                key_state(c.keys, c.settings, key, (i, paced, || start), now_std)
             })
             .borrow_mut()
             .ready_in(now_std);

@@ -1,0 +1,132 @@
+//! Where a new host starts: from what this crawl has learned about hosts so far.
+//!
+//! A broad crawl meets thousands of hosts with a few dozen pages each, and most of what a
+//! throttle costs there is learning: a host that takes one request a second, met at the
+//! configured `initial_rps` of five, refuses its third request, and every later throttle
+//! is a `Retry-After` pause. The hosts already crawled say what the next one is likely to
+//! take. [`HostPrior`] keeps the latest capacity estimate of the most recent hosts that
+//! were throttled at least once, and starts a new host at a low quantile of them — never
+//! above `initial_rps` (a new host may be the small one; slow start finds a fast host's
+//! rate within a second) and never below `min_rps`.
+//!
+//! Why a low quantile and not the median: starting a fast host low costs a few doublings
+//! of slow start, a fraction of a second; starting a slow host high costs a throttle and
+//! its pause. Why only throttled hosts: a host that never throttled says how fast the
+//! crawl sent, not how fast the host may be sent to.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// The learned rates of recent hosts.
+#[derive(Debug, Clone, Default)]
+pub struct HostPrior {
+    rates: HashMap<Arc<str>, f64>,
+    /// Hosts in the order they were first learned, oldest first.
+    order: VecDeque<Arc<str>>,
+}
+
+impl HostPrior {
+    /// Hosts it remembers: enough for a stable quantile, few enough to follow a crawl
+    /// whose hosts change.
+    pub const HOSTS: usize = 256;
+    /// Hosts it must know before it says anything.
+    pub const MIN_HOSTS: usize = 8;
+    /// The quantile a new host starts at: nine hosts in ten so far took that rate.
+    pub const QUANTILE: f64 = 0.1;
+
+    /// A prior that knows nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `host`'s capacity estimate is now `rps` (after a throttle cut its rate).
+    pub fn learned(&mut self, host: &Arc<str>, rps: f64) {
+        if !rps.is_finite() || rps <= 0.0 {
+            return;
+        }
+        if let Some(r) = self.rates.get_mut(host) {
+            *r = rps;
+            return;
+        }
+        if self.order.len() == Self::HOSTS {
+            if let Some(old) = self.order.pop_front() {
+                self.rates.remove(&old);
+            }
+        }
+        self.rates.insert(Arc::clone(host), rps);
+        self.order.push_back(Arc::clone(host));
+    }
+
+    /// How many hosts it knows.
+    pub fn hosts(&self) -> usize {
+        self.rates.len()
+    }
+
+    /// The rate a new host starts at: [`HostPrior::QUANTILE`] of the known hosts' rates,
+    /// within `[min_rps, initial_rps]`; `initial_rps` until it knows
+    /// [`HostPrior::MIN_HOSTS`].
+    pub fn start(&self, initial_rps: f64, min_rps: f64) -> f64 {
+        if self.rates.len() < Self::MIN_HOSTS {
+            return initial_rps;
+        }
+        let mut v: Vec<f64> = self.rates.values().copied().collect();
+        v.sort_by(f64::total_cmp);
+        let i = ((v.len() - 1) as f64 * Self::QUANTILE).round() as usize;
+        v[i].clamp(min_rps.min(initial_rps), initial_rps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(i: usize) -> Arc<str> {
+        Arc::from(format!("h{i}"))
+    }
+
+    #[test]
+    fn a_crawl_of_slow_hosts_starts_new_ones_slow_and_never_above_the_configured_start() {
+        let mut p = HostPrior::new();
+        for i in 0..7 {
+            p.learned(&host(i), 1.0);
+        }
+        assert_eq!(p.start(5.0, 0.1), 5.0, "seven hosts say nothing yet");
+        p.learned(&host(7), 1.0);
+        assert_eq!(p.start(5.0, 0.1), 1.0);
+        // Mostly fast hosts, a quarter slow: the slow ones set the start.
+        let mut p = HostPrior::new();
+        for i in 0..100 {
+            p.learned(&host(i), if i % 4 == 0 { 1.2 } else { 300.0 });
+        }
+        assert_eq!(p.start(5.0, 0.1), 1.2);
+        // All fast: the configured start, not theirs.
+        let mut p = HostPrior::new();
+        for i in 0..10 {
+            p.learned(&host(i), 300.0);
+        }
+        assert_eq!(p.start(5.0, 0.1), 5.0);
+        // Never under min_rps.
+        let mut p = HostPrior::new();
+        for i in 0..10 {
+            p.learned(&host(i), 0.01);
+        }
+        assert_eq!(p.start(5.0, 0.1), 0.1);
+    }
+
+    #[test]
+    fn a_host_counts_once_and_old_hosts_are_forgotten() {
+        let mut p = HostPrior::new();
+        for _ in 0..20 {
+            p.learned(&host(0), 1.0);
+        }
+        assert_eq!(p.hosts(), 1);
+        assert_eq!(p.start(5.0, 0.1), 5.0);
+        for i in 0..HostPrior::HOSTS + 50 {
+            p.learned(&host(i + 1), if i < 50 { 1.0 } else { 3.0 });
+        }
+        assert_eq!(p.hosts(), HostPrior::HOSTS);
+        assert_eq!(p.start(5.0, 0.1), 3.0, "the slow hosts were the oldest");
+        p.learned(&host(0), f64::NAN);
+        assert_eq!(p.hosts(), HostPrior::HOSTS);
+    }
+}
