@@ -204,6 +204,9 @@ impl Controller {
     /// The throttles (counted after their cut) during which a host is being learned: what
     /// got through between them may correct slow start's estimate (see [`between`]).
     const LEARNING: u64 = 3;
+    /// Requests a probe cycle spans after an estimate from what got through between
+    /// throttles (see `lower_between`).
+    const LEARNED_CYCLE: f64 = 10.0;
     /// A slow start from the host prior doubles at most once per this many answers.
     pub const SS_ANSWERS: f64 = 4.0;
 
@@ -683,15 +686,20 @@ impl Controller {
     }
 
     /// What got through since the last throttle says the rate is `est` (see [`between`]).
-    /// Lowered to it, the probe cycle is the shortest (`probe_time`), not priced by the
-    /// pause nor stretched to `probe_requests`: a pause longer than the site's burst lasts
-    /// wastes refill the span counted, so `est` may be low, and the cycle must find that
-    /// out in seconds, not in the minutes a slow host's cycle lasts.
+    /// Lowered to it, the probe cycle spans [`Controller::LEARNED_CYCLE`] requests (at
+    /// least `probe_time`), not priced by the pause nor stretched to `probe_requests`: a
+    /// pause longer than the site's burst lasts wastes refill the span counted, so `est`
+    /// may be low, and the cycle must find that out within a few requests, not in the
+    /// minutes a slow host's cycle lasts.
     fn lower_between(&mut self, est: f64, now: Instant) {
         let before = self.w_max;
         self.lower_estimate(est, now);
         if self.w_max < before {
-            self.k = self.cfg.probe_time.as_secs_f64();
+            self.k = self
+                .cfg
+                .probe_time
+                .as_secs_f64()
+                .max(Self::LEARNED_CYCLE / self.w_max);
             self.epoch = now;
         }
     }
@@ -762,7 +770,6 @@ impl Controller {
     }
 
     fn adjustment(&mut self, now: Instant, pause_before: Option<Instant>) -> Option<Adjustment> {
-        self.between.sending(self.rate);
         let pause = self.pause_until(now);
         let rate_moved = (self.rate - self.broadcast_rps).abs() > 0.01 * self.broadcast_rps;
         if !rate_moved && pause == pause_before.filter(|p| *p > now) {
