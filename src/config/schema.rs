@@ -267,7 +267,8 @@ pub struct LimiterSettings {
     pub backend: Backend,
     /// With `aimd`: the starting rate; with the other algorithms: their fixed rate — in
     /// requests/s per limiter key. Default 5.0; > 0 and ≤ `max_rps`, and with `aimd` also
-    /// ≥ `min_rps`.
+    /// ≥ `min_rps`. With `aimd` under scope `auto` it is the most a new host starts at: the
+    /// crawl's host prior (`aimd::prior`) may start it lower.
     #[serde(deserialize_with = "strict::float")]
     pub initial_rps: f64,
     /// Burst allowed on top of the fixed rate (the non-adaptive algorithms; the adaptive
