@@ -111,9 +111,43 @@ fn mask_userinfo(base: &str) -> String {
     )
 }
 
+/// The longest URL (or other word) [`mask_message`] keeps whole, in characters.
+pub const MESSAGE_WORD_MAX: usize = 256;
+/// The longest message [`mask_message`] returns, in characters.
+pub const MESSAGE_MAX: usize = 1024;
+
+/// An error message fit for a log line or a record: every word that looks like a URL
+/// (`://`, `?` or `@` in it) masked as [`mask_url`] masks it, each word cut at
+/// [`MESSAGE_WORD_MAX`] characters and the whole at [`MESSAGE_MAX`], with an ellipsis
+/// where something was cut. Why bounded: a site controls the URLs its answers name (a
+/// `Location` of 100 KB), and an error that quotes one must not carry it whole into every
+/// record and log line.
+pub fn mask_message(msg: &str) -> String {
+    let words: Vec<String> = msg
+        .split(' ')
+        .map(|w| {
+            let w = if w.contains("://") || w.contains('?') || w.contains('@') {
+                mask_url(w)
+            } else {
+                w.to_owned()
+            };
+            cut(&w, MESSAGE_WORD_MAX)
+        })
+        .collect();
+    cut(&words.join(" "), MESSAGE_MAX)
+}
+
+/// `s` cut to at most `max` characters, the last of them an ellipsis when cut.
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max.saturating_sub(1)) {
+        Some((i, _)) if s.chars().count() > max => format!("{}…", &s[..i]),
+        _ => s.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{is_secret_header, mask_header, mask_url};
+    use super::{is_secret_header, mask_header, mask_message, mask_url, MESSAGE_MAX};
 
     #[test]
     fn masks_secret_looking_header_values() {
@@ -145,5 +179,25 @@ mod tests {
         assert_eq!(mask_url("http://h/p?page=2"), "http://h/p?page=2");
         assert_eq!(mask_url("not a url ?password=1"), "not a url ?password=***");
         assert_eq!(mask_url("http://h/a@b"), "http://h/a@b");
+    }
+
+    #[test]
+    fn messages_are_masked_and_bounded() {
+        let long = format!("http://h.test/{}?token=abc", "a".repeat(100_000));
+        let msg = format!("redirect refused: Location {long} is too long");
+        let m = mask_message(&msg);
+        assert!(m.chars().count() <= MESSAGE_MAX, "{}", m.len());
+        assert!(!m.contains("abc"), "the token is masked before the cut");
+        assert!(m.contains("…") && m.starts_with("redirect refused: Location http://h.test/"));
+        assert!(m.ends_with("is too long"), "{m}");
+        assert_eq!(
+            mask_message("to http://u:pw@h.test/?sig=1 failed"),
+            "to http://u:***@h.test/?sig=*** failed"
+        );
+        let many = "word ".repeat(1000);
+        let m = mask_message(&many);
+        assert_eq!(m.chars().count(), MESSAGE_MAX);
+        assert!(m.ends_with('…'));
+        assert_eq!(mask_message("short"), "short");
     }
 }

@@ -11,7 +11,7 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use exitcrawl::redact::mask_url;
+use exitcrawl::redact::{mask_message, mask_url};
 use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
 use serde::Serialize;
 
@@ -140,23 +140,14 @@ impl Record {
     }
 }
 
-/// `msg` with the credentials of `raw_url` (and of any URL-looking word) masked.
+/// `msg` with the credentials of `raw_url` (and of any URL-looking word) masked, and
+/// bounded ([`mask_message`]: a site's 100 KB `Location` is not copied into the record).
 pub fn mask_text(msg: &str, raw_url: &str) -> String {
-    let msg = if raw_url.is_empty() {
-        msg.to_string()
+    if raw_url.is_empty() {
+        mask_message(msg)
     } else {
-        msg.replace(raw_url, &mask_url(raw_url))
-    };
-    msg.split(' ')
-        .map(|w| {
-            if w.contains("://") || w.contains('?') || w.contains('@') {
-                mask_url(w)
-            } else {
-                w.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+        mask_message(&msg.replace(raw_url, &mask_url(raw_url)))
+    }
 }
 
 pub fn millis(d: Duration) -> u64 {

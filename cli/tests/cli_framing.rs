@@ -172,3 +172,52 @@ fn close_delimited_robots_is_obeyed_and_a_cut_page_is_not_archived() {
         assert!(!responses.contains_key(u.as_str()), "{u} was archived");
     }
 }
+
+#[test]
+fn hostile_redirects_are_refused_with_bounded_masked_errors() {
+    // /long: a 100 KB Location with a token; /zero: a Location on port 0.
+    let site = Raw::start_in_thread(
+        |_, line| {
+            let location = if line.starts_with("GET /long ") {
+                format!("/{}?token=SECRET", "a".repeat(100_000))
+            } else if line.starts_with("GET /zero ") {
+                "http://127.0.0.1:0/x?token=SECRET".to_owned()
+            } else {
+                return (
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .to_vec(),
+                    Then::Close,
+                );
+            };
+            let head = format!(
+                "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\
+                 Connection: close\r\n\r\n"
+            );
+            (head.into_bytes(), Then::Close)
+        },
+        LIFE,
+    );
+    let dir = TempDir::new("redirects");
+    let cfg = dir.file("c.toml", &config("\n[crawl]\nrobots = false\n"));
+    let urls = [site.url("/long"), site.url("/zero")];
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let out = dir.path("o.jsonl");
+    let o = run(&["--config", s(&cfg), "--urls", s(&list), "--out", s(&out)]);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    for r in &recs {
+        let err = r["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an error: {r}"));
+        assert!(err.chars().count() <= 1024, "{} characters", err.len());
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+    assert!(!stderr.contains("SECRET"), "a token in stderr");
+    assert!(stderr.len() < 20_000, "stderr holds {} bytes", stderr.len());
+    let zero = recs.iter().find(|r| r["url"] == urls[1].as_str()).unwrap();
+    assert!(zero["error"].as_str().unwrap().contains("port 0"), "{zero}");
+    // Nothing dialled port 0, and each URL was asked for as its attempts allow.
+    let seen = site.seen();
+    assert!(seen.lines().iter().all(|l| !l.contains(":0")));
+}

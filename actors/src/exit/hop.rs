@@ -78,6 +78,13 @@ impl Hop {
                 "redirect to an unsupported scheme refused: {next} (only http and https are followed)"
             )));
         }
+        // The parser takes port 0, which no request can go to: refused as a listed URL
+        // with port 0 is, before anything is dialled.
+        if next.port() == Some(0) {
+            return Err(unusable(format!(
+                "redirect to port 0 refused: {next} (ports are 1 to 65535)"
+            )));
+        }
         let uri: Uri = next.as_str().parse().map_err(|e| {
             unusable(format!(
                 "redirect to an unusable Location {location:?}: {e}"

@@ -158,7 +158,9 @@ pub(super) async fn run_direct(ingress: &Ingress, fetch: Fetch) -> Reply {
     // every task already woken, and behind the next poll for I/O; the reports they send
     // (limiter, health) are handled before the admission. Tested in
     // `tests/ingress.rs` (`a_fetch_handed_in_beside_a_throttle_waits_for_its_pause`).
-    tokio::task::yield_now().await;
+    // Fetches handed in together take that turn together, in the order they came
+    // (`turns.rs`).
+    super::turns::take_turn(&state).await;
     let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
     let (mut held, go) = match admitted {
         Direct::Go { exit, host, go } => (Held::new(state, exit, host), go),

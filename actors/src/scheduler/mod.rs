@@ -90,6 +90,7 @@ mod handlers;
 mod pacing;
 mod pending;
 mod settle;
+mod turns;
 
 pub use admission::MAX_URL_BYTES;
 use admission::*;
@@ -199,6 +200,8 @@ pub(crate) struct Scheduler {
     handoff: Option<tokio::sync::mpsc::UnboundedSender<Handoff>>,
     /// Fired when a shutdown's grace period ends: direct attempts still running stop.
     cut: Rc<CutOff>,
+    /// Direct fetches waiting for their turn, in the order they came (see `turns.rs`).
+    turns: turns::Turns,
 }
 
 impl Scheduler {
@@ -257,6 +260,7 @@ impl Scheduler {
             all_local: false,
             handoff: None,
             cut: Rc::new(CutOff::default()),
+            turns: turns::Turns::default(),
             settings,
         }
     }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::messages::{AttemptFailure, Delivery};
 use exitcrawl::outcome::{self, Attempts, Ended, GaveUp, Heard, NoAnswer, Throttle, Verdict};
+use exitcrawl::redact::mask_message;
 
 impl Scheduler {
     /// [`Self::settle`] inside the fetch's span when the attempt may log something.
@@ -60,7 +61,7 @@ impl Scheduler {
                 // without an address of the exit's family is not the exit's fault either.
                 p.attempts -= 1;
                 p.excluded.push(i);
-                tracing::warn!(exit = %self.exits[i].name, error = %f.message, "exit failed locally; moving the fetch");
+                tracing::warn!(exit = %self.exits[i].name, error = %mask_message(&f.message), "exit failed locally; moving the fetch");
                 if f.kind.is_exit_fault() {
                     self.observe(i, Some(f.message.clone()));
                 }
@@ -190,7 +191,7 @@ impl Scheduler {
             }
             _ => {}
         }
-        tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %f.message, "fetch failed");
+        tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %mask_message(&f.message), "fetch failed");
         p.fail(f.error, f.message, &self.exits);
         None
     }
