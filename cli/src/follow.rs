@@ -103,8 +103,8 @@ impl<'a> FollowWriter<'a> {
     }
 }
 
-/// Crawl from the seeds in `urls`. Returns how it ended and, when it completed, the
-/// crawl's counters.
+/// Crawl from the seeds in `urls`. Returns how it ended and the crawl's counters (the
+/// figures so far when it was interrupted).
 pub async fn follow_crawl(
     handle: &CrawlerHandle,
     (mut urls, sitemaps): (Lines, Vec<String>),
@@ -122,6 +122,9 @@ pub async fn follow_crawl(
     writer.totals.read.set(seeds.len() as u64);
     let mut opts = FollowOptions::from_settings(handle.settings());
     opts.sitemaps = sitemaps;
+    // An interrupted crawl's future is dropped: its summary takes the figures so far.
+    let so_far = std::rc::Rc::new(std::cell::RefCell::new(FollowTotals::default()));
+    opts.so_far = Some(std::rc::Rc::clone(&so_far));
     // Records come out of the crawl through a callback; keeping a page may wait (the
     // site's address for WARC), so they are written by a second future beside it.
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -144,7 +147,7 @@ pub async fn follow_crawl(
         }
         Either::Right(_) => {
             say("interrupted: --follow stops at once (fetches in flight get no record)");
-            (Ended::Interrupted, None)
+            (Ended::Interrupted, Some(so_far.borrow().clone()))
         }
     };
     flush(writer.out)?;

@@ -1209,3 +1209,64 @@ fn sigint_in_a_10000_url_crawl_stops_within_grace_and_resume_finishes() {
     assert_eq!(finals.len(), all.len(), "every URL has a final record");
     assert!(finals.values().all(|n| *n == 1), "and only one");
 }
+
+#[test]
+fn an_interrupted_follow_crawl_reports_its_figures_so_far() {
+    // Each page links ten new ones, answered in 300 ms: never done within the test.
+    let pages = Pages::new(|_host: &str, pq: &str| {
+        let i: usize = pq.strip_prefix("/n/")?.parse().ok()?;
+        let links: String = (1..=10)
+            .map(|k| {
+                format!(
+                    "<a href=\"/n/{}\">x</a><a href=\"http://elsewhere.test/\">o</a>",
+                    i * 10 + k
+                )
+            })
+            .collect();
+        Some(Page::html(format!("<html><body>{links}</body></html>")))
+    });
+    let site = TestSite::start(SiteConfig {
+        pages: Some(pages),
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("follow-int");
+    let config = dir.file("crawl.toml", &format!("{SLOW_CONFIG}{NO_ROBOTS}"));
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/n/0")));
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
+    let args = [
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--follow",
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+    ];
+    let child = spawn_crawl(&args);
+    wait_for_lines(&out, 12, Duration::from_secs(20));
+    signal(&child, "-INT");
+    let o = wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    let recs = records(&out);
+    let sum: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary written"))
+            .expect("summary JSON");
+    let discovered = sum["discovered"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{sum}"));
+    assert!(
+        discovered > recs.len() as u64,
+        "{discovered} vs {} records",
+        recs.len()
+    );
+    let off_scope = sum["skipped_scope"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{sum}"));
+    assert!(
+        off_scope >= 10,
+        "each fetched page links elsewhere.test ten times: {sum}"
+    );
+}

@@ -95,6 +95,9 @@ pub struct FollowOptions {
     pub sitemaps: Vec<String>,
     /// Largest sitemap once decompressed, bytes (`crawler.max_body_bytes`).
     pub max_sitemap_bytes: u64,
+    /// Kept up to date with the crawl's counters as it goes, if set: what a caller that
+    /// stops the crawl (drops its future) reports. Default none.
+    pub so_far: Option<std::rc::Rc<std::cell::RefCell<FollowTotals>>>,
 }
 
 impl FollowOptions {
@@ -113,6 +116,7 @@ impl FollowOptions {
             max_wait: Duration::from_secs(1),
             sitemaps: Vec::new(),
             max_sitemap_bytes: s.crawler.max_body_bytes,
+            so_far: None,
         }
     }
 }
@@ -181,6 +185,9 @@ pub async fn resume_site_answers(
     for a in driver.crawl.start(seeds, &opts.sitemaps, resume) {
         driver.act(a, None, &mut on_record);
     }
+    if let Some(s) = &opts.so_far {
+        s.borrow_mut().clone_from(driver.crawl.totals());
+    }
     loop {
         let wait = match driver.hand_out(&mut on_record) {
             Next::Wait(d) => Some(d),
@@ -203,6 +210,9 @@ pub async fn resume_site_answers(
         };
         if let Some(done) = done {
             driver.on_done(done, &mut on_record);
+        }
+        if let Some(s) = &opts.so_far {
+            s.borrow_mut().clone_from(driver.crawl.totals());
         }
     }
     Ok(driver.crawl.into_totals())
