@@ -392,3 +392,34 @@ async fn links_resolve_against_where_redirects_led() {
     );
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+#[actix_rt::test]
+async fn links_past_a_pages_cap_are_counted() {
+    // One page with 10,003 links, to pages that do not exist (404: no further links).
+    let pages = Pages::new(|_host: &str, pq: &str| {
+        (pq == "/").then(|| {
+            let links: String = (0..10_003)
+                .map(|i| format!("<a href=\"/x/{i}\">x</a>"))
+                .collect();
+            Page::html(links)
+        })
+    });
+    let site = TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    });
+    let mut s = settings();
+    s.crawl.robots = false;
+    s.crawl.max_depth = Some(0);
+    let opts = FollowOptions::from_settings(&s);
+    let h = Crawler::start(s).expect("start");
+    let totals = crawl_site(&h, vec![site.url("/")], &opts, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        (totals.links_over_cap, totals.pages_over_cap),
+        (3, 1),
+        "{totals:?}"
+    );
+    h.shutdown(Duration::from_secs(1)).await;
+}

@@ -81,6 +81,10 @@ pub struct FollowSummary {
     pub deduped: u64,
     /// Discovered URLs not fetched because `max_pages` was reached.
     pub skipped_budget: u64,
+    /// Links left out of pages with more than 10,000 (`<a href>` past the cap), and the
+    /// pages that had them.
+    pub links_over_cap: u64,
+    pub pages_over_cap: u64,
     /// When sitemaps were read (`--sitemap`, `[crawl] sitemaps`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub sitemaps: Option<SitemapSummary>,
@@ -195,6 +199,8 @@ impl Summary {
             skipped_scope: ft.skipped_scope,
             deduped: ft.deduped,
             skipped_budget: ft.skipped_budget,
+            links_over_cap: ft.links_over_cap,
+            pages_over_cap: ft.pages_over_cap,
             sitemaps: (ft.sitemap_fetches + ft.sitemap_errors > 0).then_some(SitemapSummary {
                 sitemap_fetches: ft.sitemap_fetches,
                 sitemap_urls: ft.sitemap_urls,

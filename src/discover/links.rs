@@ -28,9 +28,20 @@ pub fn extract_links(html: &[u8], page_url: &Url) -> Vec<Url> {
     extract_links_capped(html, page_url, MAX_LINKS_PER_PAGE)
 }
 
+/// [`extract_links`], and how many `<a href>` past the cap were left out (a crawl counts
+/// them: a page that hit the cap is not crawled whole).
+pub fn extract_links_counted(html: &[u8], page_url: &Url) -> (Vec<Url>, u64) {
+    let (hrefs, base_href, over) = collect(html, MAX_LINKS_PER_PAGE);
+    (resolve_all(&hrefs, base_href, page_url), over)
+}
+
 /// [`extract_links`] with an explicit cap.
 pub fn extract_links_capped(html: &[u8], page_url: &Url, cap: usize) -> Vec<Url> {
     let (hrefs, base_href) = raw_links(html, cap);
+    resolve_all(&hrefs, base_href, page_url)
+}
+
+fn resolve_all(hrefs: &[String], base_href: Option<String>, page_url: &Url) -> Vec<Url> {
     let base = base_href
         .and_then(|b| page_url.join(b.trim()).ok())
         .unwrap_or_else(|| page_url.clone());
@@ -48,26 +59,39 @@ pub fn extract_links_capped(html: &[u8], page_url: &Url, cap: usize) -> Vec<Url>
 /// Bytes that are not UTF-8 become U+FFFD. [`extract_links_capped`] resolves these; the
 /// tests compare them with other tokenizers.
 pub fn raw_links(html: &[u8], cap: usize) -> (Vec<String>, Option<String>) {
+    let (hrefs, base, _) = collect(html, cap);
+    (hrefs, base)
+}
+
+/// The raw hrefs, the base, and the `<a href>` past the cap.
+fn collect(html: &[u8], cap: usize) -> (Vec<String>, Option<String>, u64) {
     let mut links = Links {
         cap,
         hrefs: Vec::new(),
         base: None,
+        over: 0,
     };
     tokenize(html, &mut links);
-    (links.hrefs, links.base)
+    (links.hrefs, links.base, links.over)
 }
 
 struct Links {
     cap: usize,
     hrefs: Vec<String>,
     base: Option<String>,
+    /// `<a href>` seen once `hrefs` was full.
+    over: u64,
 }
 
 impl Visitor for Links {
     fn wants(&mut self, tag: &[u8], attr: &[u8]) -> bool {
         attr == b"href"
             && match tag {
-                b"a" => self.hrefs.len() < self.cap,
+                b"a" if self.hrefs.len() < self.cap => true,
+                b"a" => {
+                    self.over += 1;
+                    false
+                }
                 b"base" => self.base.is_none(),
                 _ => false,
             }
@@ -95,6 +119,19 @@ mod tests {
             .into_iter()
             .map(String::from)
             .collect()
+    }
+
+    #[test]
+    fn links_past_the_cap_are_counted_not_taken() {
+        let page = Url::parse("http://h.test/").unwrap();
+        let html: String = (0..MAX_LINKS_PER_PAGE + 5)
+            .map(|i| format!("<a href=\"/{i}\">x</a>"))
+            .collect();
+        let (links, over) = extract_links_counted(html.as_bytes(), &page);
+        assert_eq!(links.len(), MAX_LINKS_PER_PAGE);
+        assert_eq!(over, 5);
+        let (links, over) = extract_links_counted(b"<a href=/a>a</a><a>no href</a>", &page);
+        assert_eq!((links.len(), over), (1, 0));
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::time::Instant;
 use url::Url;
 
 use super::{Action, Answer, Crawl, Failure, Notice, PageDone};
+use crate::discover::links::extract_links_counted;
 use crate::discover::sitemap::{self, may_list, SitemapKind};
-use crate::discover::{extract_links, host_key, normalize, Entry, Frontier, RobotsState, Verdict};
+use crate::discover::{host_key, normalize, Entry, Frontier, RobotsState, Verdict};
 
 impl Crawl {
     /// The page fetch of `entry` (a [`super::Request::Page`]) completed at `now`.
@@ -257,7 +258,12 @@ impl Crawl {
         }
         let base = landed.as_ref().unwrap_or(&page.url);
         let mut new = Vec::new();
-        for link in extract_links(body, base) {
+        let (links, over) = extract_links_counted(body, base);
+        if over > 0 {
+            self.totals.links_over_cap += over;
+            self.totals.pages_over_cap += 1;
+        }
+        for link in links {
             let entry = Entry {
                 url: link,
                 depth,

@@ -43,6 +43,11 @@ pub struct CrawlTotals {
     pub sitemap_urls: u64,
     /// Sitemap files that could not be fetched or read (each is logged).
     pub sitemap_errors: u64,
+    /// Links left out because their page had more than
+    /// [`MAX_LINKS_PER_PAGE`](crate::discover::MAX_LINKS_PER_PAGE) (`<a href>` past it).
+    pub links_over_cap: u64,
+    /// Pages that had more links than that.
+    pub pages_over_cap: u64,
 }
 
 /// What an earlier, interrupted run of the same crawl left in its records, to go on from
