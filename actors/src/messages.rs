@@ -48,6 +48,9 @@ pub struct Fetch {
     /// is throttled, until the host has refused everything for `crawler.give_up_after_ms`.
     /// A robots.txt fetch sets it: a robots.txt that keeps answering 503 is unavailable.
     pub max_throttles: Option<u32>,
+    /// The largest body, decoded, in bytes, for this fetch; `None` (the default):
+    /// `crawler.max_body_bytes`. A sitemap fetch sets the protocol's 50 MB.
+    pub max_body_bytes: Option<u64>,
 }
 
 impl Fetch {
@@ -62,7 +65,15 @@ impl Fetch {
             region: None,
             from_public: false,
             max_throttles: None,
+            max_body_bytes: None,
         }
+    }
+
+    /// Allow a body of up to `bytes` (decoded) for this fetch, instead of
+    /// `crawler.max_body_bytes`; see [`Fetch::max_body_bytes`].
+    pub fn body_limit(mut self, bytes: u64) -> Self {
+        self.max_body_bytes = Some(bytes);
+        self
     }
 
     /// Let at most `n` throttled answers wait for the host; the next one is the fetch's
@@ -506,6 +517,8 @@ pub(crate) struct SendRequest {
     pub body: Option<Bytes>,
     /// See [`Fetch::from_public`].
     pub from_public: bool,
+    /// See [`Fetch::max_body_bytes`].
+    pub max_body_bytes: Option<u64>,
     pub done: AttemptReport,
 }
 

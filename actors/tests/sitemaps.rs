@@ -189,3 +189,37 @@ async fn sitemap_urls_go_through_the_crawl_scope() {
     assert!(!urls.contains(&site.url("/p2")), "denied: {urls:?}");
     assert!(site.requests().iter().all(|r| r.path != "/p2"));
 }
+
+#[actix_rt::test]
+async fn a_sitemap_larger_than_a_page_may_be_is_read_up_to_the_protocols_50_mb() {
+    // 60,000 URLs, about 3 MB: over the default body limit of a page (2 MiB). The
+    // protocol's 50,000 URLs per file are taken.
+    const N: usize = 60_000;
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(|host: &str, pq: &str| {
+            (pq == "/big.xml").then(|| {
+                let base = format!("http://{host}");
+                let paths: Vec<String> = (0..N).map(|i| format!("/page/{i}")).collect();
+                let entries: Vec<(&str, Option<&str>)> =
+                    paths.iter().map(|p| (p.as_str(), None)).collect();
+                Page {
+                    status: 200,
+                    content_type: "application/xml",
+                    body: Bytes::from(urlset(&base, &entries)),
+                    location: None,
+                }
+            })
+        })),
+        ..SiteConfig::default()
+    });
+    let mut s = settings();
+    s.crawl.robots = false;
+    s.crawl.max_pages = Some(1);
+    assert!(s.crawler.max_body_bytes < 3_000_000);
+    let h = Crawler::start(s).expect("start");
+    let mut opts = FollowOptions::from_settings(h.settings());
+    opts.sitemaps = vec![site.url("/big.xml")];
+    let totals = crawl_site(&h, vec![], &opts, |_| {}).await.expect("crawl");
+    assert_eq!(totals.sitemap_errors, 0, "{totals:?}");
+    assert_eq!(totals.sitemap_urls, 50_000, "{totals:?}");
+}

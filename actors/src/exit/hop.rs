@@ -32,6 +32,8 @@ pub(crate) struct Hop {
     /// Whether the address this hop goes to is private, once the exit has decided (`None`
     /// before that, and always when the rule is lifted).
     pub(super) private: Option<bool>,
+    /// This request's body limit, if not the exit's (see [`crate::Fetch::max_body_bytes`]).
+    pub(super) body_limit: Option<u64>,
 }
 
 impl Hop {
@@ -44,7 +46,14 @@ impl Hop {
             cross_origin: false,
             public_only: false,
             private: None,
+            body_limit: None,
         }
+    }
+
+    /// Allow a body of `limit` bytes for this request, if set.
+    pub(crate) fn body_limit(mut self, limit: Option<u64>) -> Self {
+        self.body_limit = limit;
+        self
     }
 
     /// A hop led to from a public address (`from_public`: a link found on a page that

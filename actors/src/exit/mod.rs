@@ -169,9 +169,12 @@ impl ExitCore {
             headers,
             body,
             from_public,
+            max_body_bytes,
             done,
         } = msg;
-        let mut hop = Hop::new(url, method, body).led_from_public(from_public);
+        let mut hop = Hop::new(url, method, body)
+            .led_from_public(from_public)
+            .body_limit(max_body_bytes);
         let attempted = self.exchange(&mut hop, &headers, Instant::now()).await;
         self.count_end(&attempted);
         done.send(attempted);
@@ -211,7 +214,10 @@ impl ExitCore {
             Ok((resp, redirects)) => {
                 let final_url = (redirects > 0).then(|| hop.uri.to_string());
                 let head = hop.method == Method::HEAD;
-                let answer = match self.read_answer(resp, final_url, head) {
+                let limit = hop.body_limit.map_or(self.opts.max_body_bytes, |l| {
+                    usize::try_from(l).unwrap_or(usize::MAX)
+                });
+                let answer = match self.read_answer(resp, final_url, head, limit) {
                     Read::Now(answer) => answer,
                     Read::Later(rest) => rest.await,
                 };
@@ -345,8 +351,8 @@ impl ExitCore {
         mut resp: awc::ClientResponse,
         final_url: Option<String>,
         head: bool,
+        limit: usize,
     ) -> Read<'_> {
-        let limit = self.opts.max_body_bytes;
         let status = resp.status().as_u16();
         // A HEAD answer, a 204 and a 304 announce a length but carry no body.
         let bodyless = head || status == 204 || status == 304;

@@ -74,6 +74,11 @@ use state::{outcome, Done};
 use crate::crawler::CrawlerHandle;
 use crate::messages::{Fetch, FetchErrorKind, FetchResponse};
 
+/// The largest sitemap the protocol allows, uncompressed (sitemaps.org: 50 MB,
+/// 52,428,800 bytes): a sitemap fetch may bring that much, whatever
+/// `crawler.max_body_bytes` allows a page.
+pub const SITEMAP_MAX_BYTES: u64 = 52_428_800;
+
 /// How [`crawl_site`] crawls: the `[crawl]` table plus what comes from elsewhere.
 #[derive(Debug, Clone)]
 pub struct FollowOptions {
@@ -93,7 +98,8 @@ pub struct FollowOptions {
     /// Sitemaps to seed the crawl from (given by the user: trusted, and their hosts are
     /// in scope like seeds'). Default none.
     pub sitemaps: Vec<String>,
-    /// Largest sitemap once decompressed, bytes (`crawler.max_body_bytes`).
+    /// Largest sitemap, as it comes and once decompressed, bytes (default the protocol's
+    /// 50 MB, [`SITEMAP_MAX_BYTES`], whatever `crawler.max_body_bytes` says).
     pub max_sitemap_bytes: u64,
     /// Kept up to date with the crawl's counters as it goes, if set: what a caller that
     /// stops the crawl (drops its future) reports. Default none.
@@ -115,7 +121,7 @@ impl FollowOptions {
             max_robots_failures: 3,
             max_wait: Duration::from_secs(1),
             sitemaps: Vec::new(),
-            max_sitemap_bytes: s.crawler.max_body_bytes,
+            max_sitemap_bytes: SITEMAP_MAX_BYTES,
             so_far: None,
         }
     }
@@ -308,7 +314,9 @@ impl<'h> Driver<'h> {
                 .boxed_local()
             }
             Request::Sitemap { url, from_public } => {
-                let fetch = Fetch::get(url.as_str()).found_on_public(from_public);
+                let fetch = Fetch::get(url.as_str())
+                    .found_on_public(from_public)
+                    .body_limit(self.opts.max_sitemap_bytes);
                 async move {
                     Done::Sitemap {
                         result: handle.fetch(fetch).await,

@@ -53,7 +53,7 @@ fn unpack(body: &[u8], limit: u64) -> Result<std::borrow::Cow<'_, [u8]>, String>
         .map_err(|e| format!("gzip: {e}"))?;
     if out.len() as u64 > limit {
         return Err(format!(
-            "larger than the limit of {limit} bytes once decompressed (crawler.max_body_bytes)"
+            "larger than the limit of {limit} bytes once decompressed (the sitemap protocol's 50 MB)"
         ));
     }
     Ok(out.into())

@@ -224,6 +224,7 @@ impl Scheduler {
             headers: p.fetch.headers.clone(),
             body: p.fetch.body.clone(),
             from_public: p.fetch.from_public,
+            max_body_bytes: p.fetch.max_body_bytes,
             done: AttemptReport::new(id, reports),
         };
         match &self.exits[i].local {
