@@ -31,6 +31,8 @@ const PIECE: usize = 32 * 1024;
 pub(crate) enum BodyError {
     /// Larger than the limit once decoded (or as announced).
     TooLarge,
+    /// A truncating body reached its limit: not a failure, the end of the reading.
+    Full,
     /// It does not decode from its `Content-Encoding`.
     Undecodable {
         /// The encoding.
@@ -47,6 +49,7 @@ impl std::fmt::Display for BodyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BodyError::TooLarge => f.write_str("the body is larger than the limit"),
+            BodyError::Full => f.write_str("the body was cut at the limit"),
             BodyError::Undecodable { encoding, error } => {
                 write!(f, "the body does not decode as {encoding}: {error}")
             }
@@ -58,7 +61,7 @@ impl std::fmt::Display for BodyError {
 impl std::error::Error for BodyError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            BodyError::TooLarge => None,
+            BodyError::TooLarge | BodyError::Full => None,
             BodyError::Undecodable { error, .. } => Some(error),
             BodyError::Read(e) => Some(e),
         }
@@ -72,11 +75,17 @@ struct Sink {
     limit: usize,
     /// A write was refused for the limit.
     over: bool,
+    /// Keep what fits of a write over the limit (the body is cut there).
+    truncate: bool,
 }
 
 impl Write for Sink {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         if self.buf.len() + data.len() > self.limit {
+            if self.truncate {
+                let room = self.limit - self.buf.len();
+                self.buf.extend_from_slice(&data[..room]);
+            }
             self.over = true;
             return Err(std::io::Error::other("decoded body larger than the limit"));
         }
@@ -174,6 +183,7 @@ impl Sink {
             buf: BytesMut::new(),
             limit: 0,
             over: false,
+            truncate: false,
         }
     }
 }
@@ -190,16 +200,19 @@ impl Body {
     /// Ready to read the body of `headers`' answer, at most `limit` bytes once decoded.
     /// An announced length over the limit fails at once (for an encoded body that is the
     /// encoded length: its decoded form is longer still).
+    /// `truncate`: a body over the limit is cut there ([`BodyError::Full`] ends the reading,
+    /// [`Body::end`] makes the answer of it) instead of failing.
     pub(crate) fn new(
         headers: &HeaderMap,
         limit: usize,
         bodyless: bool,
+        truncate: bool,
     ) -> Result<Self, BodyError> {
         let announced = headers
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
             .filter(|_| !bodyless);
-        if announced.is_some_and(|n| n > limit) {
+        if !truncate && announced.is_some_and(|n| n > limit) {
             return Err(BodyError::TooLarge);
         }
         let encoding = headers
@@ -210,6 +223,7 @@ impl Body {
             buf: BytesMut::with_capacity(announced.unwrap_or(0).min(limit)),
             limit,
             over: false,
+            truncate,
         };
         let (input, decodes) = Input::new(encoding, sink);
         Ok(Self {
@@ -227,9 +241,34 @@ impl Body {
         })?;
         self.wire += chunk.len() as u64;
         match self.input.write_all(&chunk) {
+            // A decoder may keep the sink's refusal to itself: the sink says it is full.
+            Ok(()) if self.input.sink().over && self.input.sink().truncate => Err(BodyError::Full),
             Ok(()) => Ok(()),
+            Err(_) if self.input.sink().over && self.input.sink().truncate => Err(BodyError::Full),
             Err(_) if self.input.sink().over => Err(BodyError::TooLarge),
             Err(e) => Err(self.undecodable(e)),
+        }
+    }
+
+    /// The reading ended with `read`: the body whole ([`Body::finish`]), cut at the limit
+    /// (a truncating body that filled up: what came so far, the decoder not flushed), or
+    /// the failure.
+    pub(crate) fn end(self, read: Result<(), BodyError>) -> Result<Finished, BodyError> {
+        match read {
+            Ok(()) => self.finish(),
+            Err(BodyError::Full) => {
+                let wire = self.wire;
+                let decoded = self.encoding.clone();
+                let mut input = self.input;
+                let buf = std::mem::take(&mut input.sink().buf);
+                Ok(Finished {
+                    body: buf.freeze(),
+                    wire_bytes: wire,
+                    decoded,
+                    truncated: true,
+                })
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -242,8 +281,19 @@ impl Body {
 
     /// The body ended: flush the decoder.
     pub(crate) fn finish(self) -> Result<Finished, BodyError> {
+        let truncated = |sink: Sink, wire, decoded| Finished {
+            body: sink.buf.freeze(),
+            wire_bytes: wire,
+            decoded,
+            truncated: true,
+        };
+        let (wire, decoded) = (self.wire, self.encoding.clone());
         let sink = match self.input.finish() {
+            Ok(sink) if sink.over && sink.truncate => return Ok(truncated(sink, wire, decoded)),
             Ok(sink) => sink,
+            Err((sink, _)) if sink.over && sink.truncate => {
+                return Ok(truncated(sink, wire, decoded))
+            }
             Err((sink, _)) if sink.over => return Err(BodyError::TooLarge),
             Err((_, error)) => {
                 return Err(BodyError::Undecodable {
@@ -256,6 +306,7 @@ impl Body {
             body: sink.buf.freeze(),
             wire_bytes: self.wire,
             decoded: self.encoding,
+            truncated: false,
         })
     }
 
@@ -274,6 +325,8 @@ pub(crate) struct Finished {
     pub wire_bytes: u64,
     /// The `Content-Encoding` that was decoded, if any.
     pub decoded: Option<String>,
+    /// Cut at the limit, as the fetch asked.
+    pub truncated: bool,
 }
 
 #[cfg(test)]
@@ -294,6 +347,34 @@ mod tests {
     }
 
     #[test]
+    fn a_truncating_body_keeps_its_first_bytes_and_says_it_was_cut() {
+        let page = b"0123456789".repeat(100);
+        // Plain, a length announced over the limit: no failure, the first 64 bytes.
+        let mut h = HeaderMap::new();
+        h.insert(CONTENT_LENGTH, HeaderValue::from_static("1000"));
+        let mut body = Body::new(&h, 64, false, true).unwrap();
+        let read = body.append(Ok(Bytes::from(page.clone())));
+        assert!(matches!(read, Err(BodyError::Full)));
+        let f = body.end(read).unwrap();
+        assert_eq!((&f.body[..], f.truncated), (&page[..64], true));
+        // Gzip: the decoded prefix.
+        let mut body = Body::new(&headers("gzip"), 100, false, true).unwrap();
+        let read = body.append(Ok(Bytes::from(gzip(&page))));
+        let f = body.end(read).unwrap();
+        assert_eq!((&f.body[..], f.truncated), (&page[..100], true));
+        // Under the limit: whole, not cut.
+        let mut body = Body::new(&HeaderMap::new(), 5000, false, true).unwrap();
+        let read = body.append(Ok(Bytes::from(page.clone())));
+        let f = body.end(read).unwrap();
+        assert_eq!((f.body.len(), f.truncated), (1000, false));
+        // Without truncation the same body over the limit fails.
+        assert!(matches!(
+            Body::new(&h, 64, false, false),
+            Err(BodyError::TooLarge)
+        ));
+    }
+
+    #[test]
     fn gzip_and_zstd_bodies_decode_in_any_chunking() {
         let page = b"<html>".repeat(5000);
         for (enc, data) in [
@@ -301,7 +382,7 @@ mod tests {
             ("zstd", zstd::stream::encode_all(&page[..], 3).unwrap()),
         ] {
             for chunk in [1, 7, 4096, data.len()] {
-                let mut b = Body::new(&headers(enc), 1 << 20, false).unwrap();
+                let mut b = Body::new(&headers(enc), 1 << 20, false, false).unwrap();
                 for c in data.chunks(chunk) {
                     b.append(Ok(Bytes::copy_from_slice(c))).unwrap();
                 }
@@ -317,7 +398,7 @@ mod tests {
     fn a_bomb_stops_at_the_limit_with_bounded_memory() {
         // 16 MiB of zeros in about 16 KiB of gzip, 1 MiB allowed.
         let bomb = gzip(&vec![0u8; 16 << 20]);
-        let mut b = Body::new(&headers("gzip"), 1 << 20, false).unwrap();
+        let mut b = Body::new(&headers("gzip"), 1 << 20, false, false).unwrap();
         let mut failed = false;
         for c in bomb.chunks(16 * 1024) {
             if b.append(Ok(Bytes::copy_from_slice(c))).is_err() {
@@ -331,7 +412,7 @@ mod tests {
 
     #[test]
     fn an_unknown_encoding_is_kept_as_it_came() {
-        let mut b = Body::new(&headers("compress"), 100, false).unwrap();
+        let mut b = Body::new(&headers("compress"), 100, false, false).unwrap();
         b.append(Ok(Bytes::from_static(b"raw"))).unwrap();
         let f = b.finish().unwrap();
         assert_eq!(f.body, "raw");
@@ -340,7 +421,7 @@ mod tests {
 
     #[test]
     fn a_body_that_does_not_decode_is_an_error_not_garbage() {
-        let mut b = Body::new(&headers("gzip"), 100, false).unwrap();
+        let mut b = Body::new(&headers("gzip"), 100, false, false).unwrap();
         let r = b.append(Ok(Bytes::from_static(b"not gzip at all")));
         let r = r.and_then(|()| b.finish().map(|_| ()));
         assert!(matches!(r, Err(BodyError::Undecodable { .. })), "{r:?}");

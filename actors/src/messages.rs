@@ -51,6 +51,10 @@ pub struct Fetch {
     /// The largest body, decoded, in bytes, for this fetch; `None` (the default):
     /// `crawler.max_body_bytes`. A sitemap fetch sets the protocol's 50 MB.
     pub max_body_bytes: Option<u64>,
+    /// A body over that limit is cut there (the answer says [`FetchResponse::truncated`])
+    /// instead of failing with `body_too_large`. A robots.txt fetch sets it: its first
+    /// 500 KiB are parsed (RFC 9309 §2.5).
+    pub truncate_body: bool,
 }
 
 impl Fetch {
@@ -66,7 +70,16 @@ impl Fetch {
             from_public: false,
             max_throttles: None,
             max_body_bytes: None,
+            truncate_body: false,
         }
+    }
+
+    /// Take the body's first `bytes` (decoded) and cut the rest, instead of failing a
+    /// body over the limit; see [`Fetch::truncate_body`].
+    pub fn first_bytes(mut self, bytes: u64) -> Self {
+        self.max_body_bytes = Some(bytes);
+        self.truncate_body = true;
+        self
     }
 
     /// Allow a body of up to `bytes` (decoded) for this fetch, instead of
@@ -133,6 +146,10 @@ pub struct FetchResponse {
     pub body: Bytes,
     /// Body bytes as they came over the wire: the encoded size of a compressed answer.
     pub wire_bytes: u64,
+    /// The body is the first `max_body_bytes` of a longer one, cut there as the fetch
+    /// asked ([`Fetch::first_bytes`]); `false` for a whole body (the only kind without
+    /// that request: a longer one fails).
+    pub truncated: bool,
     /// The `Content-Encoding` the body came in and was decoded from (`gzip`, `br`,
     /// `zstd`, `deflate`), if any.
     pub content_encoding: Option<String>,
@@ -519,6 +536,8 @@ pub(crate) struct SendRequest {
     pub from_public: bool,
     /// See [`Fetch::max_body_bytes`].
     pub max_body_bytes: Option<u64>,
+    /// See [`Fetch::truncate_body`].
+    pub truncate_body: bool,
     pub done: AttemptReport,
 }
 
@@ -634,6 +653,8 @@ pub(crate) struct Answer {
     pub final_url: Option<String>,
     /// See [`FetchResponse::peer_private`].
     pub peer_private: Option<bool>,
+    /// See [`FetchResponse::truncated`].
+    pub truncated: bool,
 }
 
 /// How a fetch went, beside its last answer: what its [`FetchResponse`] says of it.
@@ -659,6 +680,7 @@ impl Answer {
             wire_bytes: self.wire_bytes,
             content_encoding: self.content_encoding,
             peer_private: self.peer_private,
+            truncated: self.truncated,
             exit: d.exit,
             attempts: d.attempts,
             throttled: d.throttled,

@@ -180,7 +180,11 @@ impl RobotsGate {
         // not a page to wait for: throttles count like retries.
         let waits = handle.settings().crawler.max_retries;
         let result = handle
-            .fetch(Fetch::get(robots.to_string()).throttle_waits(waits))
+            .fetch(
+                Fetch::get(robots.to_string())
+                    .throttle_waits(waits)
+                    .first_bytes(exitcrawl::discover::robots::MAX_ROBOTS_BYTES as u64),
+            )
             .await;
         let now = clock::now();
         self.fetches.set(self.fetches.get() + 1);

@@ -221,3 +221,50 @@ fn hostile_redirects_are_refused_with_bounded_masked_errors() {
     let seen = site.seen();
     assert!(seen.lines().iter().all(|l| !l.contains(":0")));
 }
+
+#[test]
+fn a_10_mb_robots_txt_is_read_from_its_first_500_kib() {
+    // The rules first, then 10 MB of comments; a page allowed, a page disallowed.
+    let site = Raw::start_in_thread(
+        |_, line| {
+            if line.starts_with("GET /robots.txt ") {
+                let mut body = b"User-agent: *\nDisallow: /private/\n".to_vec();
+                body.extend(std::iter::repeat_n(b"# padding\n", 1_000_000).flatten());
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n",
+                    body.len()
+                );
+                return (answer(&head, &body), Then::Close);
+            }
+            (
+                answer(
+                    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n",
+                    b"ok",
+                ),
+                Then::Close,
+            )
+        },
+        LIFE,
+    );
+    let dir = TempDir::new("robots-big");
+    let cfg = dir.file("c.toml", &config(""));
+    let urls = [site.url("/open"), site.url("/private/x")];
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let out = dir.path("o.jsonl");
+    let o = run(&["--config", s(&cfg), "--urls", s(&list), "--out", s(&out)]);
+    assert_ok(&o);
+    let recs = records(&out);
+    let by_url: HashMap<&str, &Value> = recs
+        .iter()
+        .map(|r| (r["url"].as_str().unwrap(), r))
+        .collect();
+    assert_eq!(by_url[urls[0].as_str()]["status"], 200, "{recs:?}");
+    assert_eq!(by_url[urls[1].as_str()]["skipped"], "robots", "{recs:?}");
+    assert!(
+        by_url[urls[1].as_str()]["error"].is_null(),
+        "disallowed, not unavailable"
+    );
+    let seen = site.seen();
+    assert!(!seen.lines().iter().any(|l| l.contains("/private/")));
+}

@@ -34,6 +34,8 @@ pub(crate) struct Hop {
     pub(super) private: Option<bool>,
     /// This request's body limit, if not the exit's (see [`crate::Fetch::max_body_bytes`]).
     pub(super) body_limit: Option<u64>,
+    /// A body over the limit is cut, not refused (see [`crate::Fetch::truncate_body`]).
+    pub(super) truncate: bool,
 }
 
 impl Hop {
@@ -47,12 +49,15 @@ impl Hop {
             public_only: false,
             private: None,
             body_limit: None,
+            truncate: false,
         }
     }
 
-    /// Allow a body of `limit` bytes for this request, if set.
-    pub(crate) fn body_limit(mut self, limit: Option<u64>) -> Self {
+    /// Allow a body of `limit` bytes for this request, if set; `truncate`: cut a longer
+    /// one there instead of refusing it.
+    pub(crate) fn body_limit(mut self, limit: Option<u64>, truncate: bool) -> Self {
         self.body_limit = limit;
+        self.truncate = truncate;
         self
     }
 

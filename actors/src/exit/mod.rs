@@ -170,11 +170,12 @@ impl ExitCore {
             body,
             from_public,
             max_body_bytes,
+            truncate_body,
             done,
         } = msg;
         let mut hop = Hop::new(url, method, body)
             .led_from_public(from_public)
-            .body_limit(max_body_bytes);
+            .body_limit(max_body_bytes, truncate_body);
         let attempted = self.exchange(&mut hop, &headers, Instant::now()).await;
         self.count_end(&attempted);
         done.send(attempted);
@@ -217,7 +218,7 @@ impl ExitCore {
                 let limit = hop.body_limit.map_or(self.opts.max_body_bytes, |l| {
                     usize::try_from(l).unwrap_or(usize::MAX)
                 });
-                let answer = match self.read_answer(resp, final_url, head, limit) {
+                let answer = match self.read_answer(resp, final_url, (head, hop.truncate), limit) {
                     Read::Now(answer) => answer,
                     Read::Later(rest) => rest.await,
                 };
@@ -350,29 +351,24 @@ impl ExitCore {
         &self,
         mut resp: awc::ClientResponse,
         final_url: Option<String>,
-        head: bool,
+        (head, truncate): (bool, bool),
         limit: usize,
     ) -> Read<'_> {
         let status = resp.status().as_u16();
         // A HEAD answer, a 204 and a 304 announce a length but carry no body.
         let bodyless = head || status == 204 || status == 304;
-        let mut body = match Body::new(resp.headers(), limit, bodyless) {
+        let mut body = match Body::new(resp.headers(), limit, bodyless, truncate) {
             Ok(body) => body,
             Err(e) => return Read::Now(Err(body_failure(&e, limit))),
         };
         if let Some(done) = take_ready(&mut body, &mut resp) {
-            return Read::Now(answer(
-                resp,
-                done.and_then(|()| body.finish()),
-                final_url,
-                limit,
-            ));
+            return Read::Now(answer(resp, body.end(done), final_url, limit));
         }
         Read::Later(Box::pin(async move {
             // Not all here yet: the rest within the body timeout.
             let mut timed = resp.timeout(self.opts.client.timeout);
             let rest = read_rest(&mut body, &mut timed).await;
-            answer(timed, rest.and_then(|()| body.finish()), final_url, limit)
+            answer(timed, body.end(rest), final_url, limit)
         }))
     }
 
@@ -436,6 +432,7 @@ fn answer(
         content_encoding: body.decoded,
         final_url,
         peer_private: None,
+        truncated: body.truncated,
     })
 }
 
@@ -582,7 +579,8 @@ async fn read_rest(body: &mut Body, resp: &mut awc::ClientResponse) -> Result<()
 
 fn body_failure(err: &BodyError, limit: usize) -> AttemptFailure {
     let (kind, error) = match err {
-        BodyError::TooLarge => {
+        // `Body::end` makes an answer of a full truncating body; never a failure.
+        BodyError::TooLarge | BodyError::Full => {
             return AttemptFailure {
                 kind: FailureKind::Other,
                 error: FetchErrorKind::BodyTooLarge,

@@ -301,9 +301,11 @@ impl<'h> Driver<'h> {
             } => {
                 // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309
                 // §2.3.1.3), not a page to wait for: throttles count like retries.
+                // Its first 500 KiB are read (RFC 9309 §2.5), however long it is.
                 let fetch = Fetch::get(url.to_string())
                     .found_on_public(from_public)
-                    .throttle_waits(handle.settings().crawler.max_retries);
+                    .throttle_waits(handle.settings().crawler.max_retries)
+                    .first_bytes(exitcrawl::discover::robots::MAX_ROBOTS_BYTES as u64);
                 async move {
                     Done::Robots {
                         result: handle.fetch(fetch).await,

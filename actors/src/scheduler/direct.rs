@@ -180,7 +180,7 @@ pub(super) async fn run_direct(ingress: &Ingress, fetch: Fetch) -> Reply {
     let running = core.start();
     let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone())
         .led_from_public(fetch.from_public)
-        .body_limit(fetch.max_body_bytes);
+        .body_limit(fetch.max_body_bytes, fetch.truncate_body);
     let attempted = {
         // Pinned where it is built: each move of a request future is a copy.
         let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, sent_at));

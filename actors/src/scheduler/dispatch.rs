@@ -225,6 +225,7 @@ impl Scheduler {
             body: p.fetch.body.clone(),
             from_public: p.fetch.from_public,
             max_body_bytes: p.fetch.max_body_bytes,
+            truncate_body: p.fetch.truncate_body,
             done: AttemptReport::new(id, reports),
         };
         match &self.exits[i].local {
