@@ -213,7 +213,12 @@ impl WarcWriter {
         headers.extend_from_slice(&common);
         headers.push(("WARC-Concurrent-To", &response_id));
         headers.push(("Content-Type", "application/http;msgtype=request"));
-        self.write_record(&headers, &[ex.request])
+        self.write_record(&headers, &[ex.request])?;
+        // The exchange reaches the file before its record can reach `--out` (whose buffer
+        // may go out whenever it fills): killed at any moment, the program leaves no
+        // final record whose response is not in the archive, and `--resume` trusts
+        // the records.
+        self.out.flush()
     }
 
     /// Finish the current file, open the next, and start it with a warcinfo record.

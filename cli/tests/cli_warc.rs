@@ -460,3 +460,113 @@ fn encoded_answers_are_kept_decoded_and_say_their_encoding() {
         assert!(wire > 0 && wire < ENCODED_PAGE.len() as u64, "{r}");
     }
 }
+
+/// The target URIs of the response records in every WARC file of `dir`, read member by
+/// member up to the first that does not decode (a file cut by a kill).
+fn archived_responses(dir: &Path) -> std::collections::HashSet<String> {
+    let mut uris = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if !path.to_string_lossy().ends_with(".warc.gz") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let mut rest: &[u8] = &bytes;
+        while !rest.is_empty() {
+            let mut d = flate2::bufread::GzDecoder::new(rest);
+            let mut member = Vec::new();
+            if d.read_to_end(&mut member).is_err() {
+                break;
+            }
+            rest = d.into_inner();
+            let head = String::from_utf8_lossy(&member[..member.len().min(4096)]).into_owned();
+            if head.contains("WARC-Type: response") {
+                if let Some(line) = head.lines().find(|l| l.starts_with("WARC-Target-URI: ")) {
+                    uris.insert(line["WARC-Target-URI: ".len()..].trim().to_owned());
+                }
+            }
+        }
+    }
+    uris
+}
+
+/// The whole lines of a JSONL file (a kill may leave half of the last one).
+fn whole_records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn killed_at_any_moment_no_200_record_lacks_its_warc_response() {
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(|_host: &str, pq: &str| {
+            let i: usize = pq.strip_prefix("/p/")?.parse().ok()?;
+            Some(Page::html(page_body(i % 40)))
+        })),
+        latency: std::time::Duration::from_millis(5),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("warc-kill");
+    let cfg = dir.file("c.toml", &config("\n[crawl]\nrobots = false\n"));
+    let urls: Vec<String> = (0..400).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let out = dir.path("o.jsonl");
+    let warc = dir.path("w.warc.gz");
+    let args = [
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--warc",
+        s(&warc),
+    ];
+    let check = |when: &str| {
+        let archived = archived_responses(warc.parent().unwrap());
+        for r in whole_records(&out).iter().filter(|r| r["status"] == 200) {
+            let u = r["url"].as_str().unwrap();
+            assert!(
+                archived.contains(u),
+                "{when}: {u} is 200 in --out, not in the WARC"
+            );
+        }
+    };
+    // Five kills at seeded moments (records written by then), each run resuming the last.
+    let mut seed = 0x5eed_u64;
+    for round in 0..5 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let more = 5 + (seed >> 33) as usize % 40;
+        let before = whole_records(&out).len();
+        let mut a = args.to_vec();
+        if round > 0 {
+            a.push("--resume");
+        }
+        let mut child = cli_support::spawn(&a);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while whole_records(&out).len() < before + more && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        child.kill().expect("kill -9");
+        let _ = child.wait();
+        check(&format!("after kill {round}"));
+    }
+    let mut a = args.to_vec();
+    a.push("--resume");
+    assert_ok(&run(&a));
+    check("after the last --resume");
+    let last: HashMap<String, Value> = whole_records(&out)
+        .into_iter()
+        .map(|r| (r["url"].as_str().unwrap().to_owned(), r))
+        .collect();
+    assert_eq!(last.len(), urls.len());
+    assert!(
+        last.values().all(|r| r["status"] == 200),
+        "every URL ends 200"
+    );
+}
