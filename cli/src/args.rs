@@ -40,8 +40,9 @@ ROBOTS.TXT:
     Obeyed in every mode unless [crawl] robots = false or --ignore-robots: fetched once
     per site through the same exits, cached ([crawl] robots_ttl_ms); a disallowed URL gets
     a record with skipped \"robots\" and is never fetched; Crawl-delay makes the site serial
-    and spaced. A robots.txt that cannot be fetched (5xx, 429, network error) disallows
-    the site until a retry a minute later (error \"robots_unavailable: ...\").
+    and spaced. A robots.txt answered 5xx or 429 disallows the site until a retry a
+    minute later (error \"robots_unavailable: ...\"); one that gets no answer (closed
+    port, refused, TLS to a plain port) makes each URL's record that error.
 
 STOPPING:
     Ctrl-C (or SIGTERM) stops reading URLs, lets in-flight fetches finish for --grace

@@ -199,6 +199,7 @@ fn blame(outcome: &Outcome) -> Option<(Blame, String)> {
             return Some((Blame::Answered, String::new()))
         }
         Outcome::Robots(Some(why)) => return Some((robots_blame(why), why.clone())),
+        Outcome::Unreachable(kind, why) => return Some((kind_blame(*kind), why.clone())),
         Outcome::Stopped => return None,
         Outcome::Failed(e) => e,
     };

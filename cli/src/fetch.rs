@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use exitcrawl_actors::{CrawlerHandle, Fetch, FetchError, FetchResponse};
+use exitcrawl_actors::{CrawlerHandle, Fetch, FetchError, FetchErrorKind, FetchResponse};
 
 use super::archive::{Archive, Resolver};
 use super::record::Record;
@@ -26,6 +26,8 @@ pub enum Outcome {
     Failed(FetchError),
     /// robots.txt: disallowed (`None`) or unavailable (why).
     Robots(Option<String>),
+    /// robots.txt got no answer: the URL was not sent, and fails with that error.
+    Unreachable(FetchErrorKind, String),
     /// Stopped before it was fetched (shutdown while waiting for robots.txt).
     Stopped,
 }
@@ -35,10 +37,12 @@ pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
     let spacing = match ctx.gate.check(&url) {
         Check::Go => None,
         Check::Skip(why) => return Outcome::Robots(why),
+        Check::Fail(kind, why) => return Outcome::Unreachable(kind, why),
         // Boxed: the wait is rare, and inline it would make every URL's future larger.
         Check::Wait(step) => match Box::pin(ctx.gate.admit(ctx.handle, &url, step)).await {
             Admit::Go(spacing) => spacing,
             Admit::Skip(why) => return Outcome::Robots(why),
+            Admit::Fail(kind, why) => return Outcome::Unreachable(kind, why),
             Admit::Stopped => return Outcome::Stopped,
         },
     };
@@ -75,6 +79,7 @@ pub fn settle(
         }
         Outcome::Failed(e) => Record::failed(&e, waited, stopping),
         Outcome::Robots(why) => Record::robots(url, waited, why),
+        Outcome::Unreachable(_, why) => Record::unreachable(url, waited, &why),
         Outcome::Stopped => Record::interrupted(url, waited),
     })
 }

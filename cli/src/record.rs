@@ -92,6 +92,12 @@ impl Record {
         Self::unfetched(url, waited, Some(INTERRUPTED.to_string()), None)
     }
 
+    /// A URL not sent because its origin's robots.txt got no answer: `why` is that
+    /// failure (the network's, not the site's rule), so not a robots skip.
+    pub fn unreachable(url: &str, waited: Duration, why: &str) -> Self {
+        Self::unfetched(url, waited, Some(mask_text(why, url)), None)
+    }
+
     /// A URL robots.txt did not let through: disallowed (`error` None) or robots.txt
     /// unavailable (`error` says why).
     pub fn robots(url: &str, waited: Duration, error: Option<String>) -> Self {

@@ -9,9 +9,12 @@
 //!   if the site sets one); disallowed → skip;
 //! - unknown: the first URL of the origin fetches it (4xx → allow all, 2xx → parse); the
 //!   origin's other URLs wait for that one fetch;
-//! - the last fetch failed (5xx, 429, network error): the site is disallowed until the
+//! - the site answered robots.txt with 5xx or 429: the site is disallowed until the
 //!   cache's retry time (1 min, doubling to 1 h) and its URLs are skipped meanwhile with
-//!   `error: "robots_unavailable: …"`, so no URL waits more than one robots.txt fetch.
+//!   `error: "robots_unavailable: …"`, so no URL waits more than one robots.txt fetch;
+//! - robots.txt got no answer (a closed port, a refused connection, TLS to a plain port,
+//!   a timeout): the same wait, but that is the network's fault, not the site's rule, so
+//!   each URL's record is that error (`connect_refused: …`), not a robots skip.
 //!
 //! Crawl-delay `d` makes the origin serial — one fetch at a time — with each send at
 //! least `d` after the previous answer (and after robots.txt's), as `--follow` does. URLs
@@ -41,6 +44,8 @@ pub enum Admit {
     Go(Option<Spacing>),
     /// Do not fetch it: disallowed (`None`) or robots.txt unavailable (why).
     Skip(Option<String>),
+    /// Do not fetch it: robots.txt got no answer, for this reason (see the module docs).
+    Fail(FetchErrorKind, String),
     /// The crawler is shutting down (a robots.txt fetch was dropped): interrupted.
     Stopped,
 }
@@ -65,7 +70,7 @@ pub struct RobotsGate {
     /// Origins whose robots.txt fetch is in flight; their other URLs wait on it.
     fetching: RefCell<HashMap<String, Rc<Notify>>>,
     /// Why an origin's last robots.txt fetch failed (for the records skipped meanwhile).
-    failures: RefCell<HashMap<String, String>>,
+    failures: RefCell<HashMap<String, (String, Option<FetchErrorKind>)>>,
     /// Crawl-delay origins: the time the next send may go, behind a fair lock.
     turns: RefCell<HashMap<String, Arc<Mutex<Option<Instant>>>>>,
     stopped: Cell<bool>,
@@ -109,6 +114,7 @@ impl RobotsGate {
             Step::Allowed(None) => Check::Go,
             Step::Disallowed => Check::Skip(None),
             Step::Unavailable(why) => Check::Skip(Some(why)),
+            Step::Unreachable(kind, why) => Check::Fail(kind, why),
             step => Check::Wait(step),
         }
     }
@@ -126,6 +132,7 @@ impl RobotsGate {
                 Step::Allowed(delay) => return Admit::Go(self.turn(&origin, delay).await),
                 Step::Disallowed => return Admit::Skip(None),
                 Step::Unavailable(why) => return Admit::Skip(Some(why)),
+                Step::Unreachable(kind, why) => return Admit::Fail(kind, why),
                 Step::Fetch => self.fetch_robots(handle, &split, &origin).await,
                 Step::Pending(notify) => notify.notified().await,
             }
@@ -145,13 +152,16 @@ impl RobotsGate {
             RobotsState::Fetch => Step::Fetch,
             RobotsState::Wait(_) => match self.fetching.borrow().get(origin.as_ref()) {
                 Some(n) => Step::Pending(Rc::clone(n)),
-                None => {
-                    let why = self.failures.borrow().get(origin.as_ref()).cloned();
-                    Step::Unavailable(format!(
+                None => match self.failures.borrow().get(origin.as_ref()).cloned() {
+                    Some((why, Some(kind))) => Step::Unreachable(
+                        kind,
+                        format!("{why} (robots.txt got no answer; this URL was not sent)"),
+                    ),
+                    why => Step::Unavailable(format!(
                         "{ROBOTS_UNAVAILABLE} ({})",
-                        why.as_deref().unwrap_or("no answer yet")
-                    ))
-                }
+                        why.map_or_else(|| "no answer yet".to_owned(), |w| w.0)
+                    )),
+                },
             },
         }
     }
@@ -197,7 +207,8 @@ impl RobotsGate {
         let failure = match result {
             Ok(r) => {
                 cache.on_fetched(origin, r.status, &r.body, now);
-                (r.status == 429 || r.status >= 500).then(|| format!("it answered {}", r.status))
+                (r.status == 429 || r.status >= 500)
+                    .then(|| (format!("it answered {}", r.status), None))
             }
             Err(e) if e.kind == FetchErrorKind::Shutdown => {
                 self.stopped.set(true);
@@ -205,13 +216,21 @@ impl RobotsGate {
             }
             Err(e) => {
                 cache.on_network_error(origin, now);
-                Some(format!("{}: {}", e.kind.as_str(), e.message))
+                Some((format!("{}: {}", e.kind.as_str(), e.message), Some(e.kind)))
             }
         };
         match failure {
-            Some(why) => {
+            Some((why, None)) => {
                 tracing::warn!(%origin, %why, "robots.txt unavailable; its URLs are skipped until a retry");
-                self.failures.borrow_mut().insert(origin.to_owned(), why);
+                self.failures
+                    .borrow_mut()
+                    .insert(origin.to_owned(), (why, None));
+            }
+            Some((why, kind)) => {
+                tracing::warn!(%origin, %why, "robots.txt got no answer; its URLs fail with that error until a retry");
+                self.failures
+                    .borrow_mut()
+                    .insert(origin.to_owned(), (why, kind));
             }
             None => {
                 self.failures.borrow_mut().remove(origin);
@@ -253,12 +272,16 @@ pub enum Step {
     Pending(Rc<Notify>),
     /// The last fetch failed: skipped until the retry time (why).
     Unavailable(String),
+    /// robots.txt got no answer: the URL fails with that error.
+    Unreachable(FetchErrorKind, String),
 }
 
 /// [`RobotsGate::check`]'s answer.
 pub enum Check {
     Go,
     Skip(Option<String>),
+    /// robots.txt got no answer: the URL's error.
+    Fail(FetchErrorKind, String),
     /// Go on with [`RobotsGate::admit`].
     Wait(Step),
 }

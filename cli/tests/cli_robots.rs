@@ -228,3 +228,43 @@ fn frontier_mode_obeys_robots() {
     );
     assert_eq!(asked.iter().filter(|(p, _)| p == "/robots.txt").count(), 1);
 }
+
+#[test]
+fn robots_txt_with_no_answer_is_the_urls_error_not_a_robots_skip() {
+    // A port nothing listens on: robots.txt is refused, and so would the URLs be.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let dir = TempDir::new("robots-closed");
+    let cfg = dir.file("c.toml", &config(""));
+    let urls = [
+        format!("http://127.0.0.1:{port}/a"),
+        format!("http://127.0.0.1:{port}/b"),
+    ];
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let (out, sum) = (dir.path("o.jsonl"), dir.path("s.json"));
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&sum),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    for r in &recs {
+        assert!(r["skipped"].is_null(), "not a robots skip: {r}");
+        let e = r["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an error: {r}"));
+        assert!(e.starts_with("connect_refused"), "{e}");
+    }
+    let sum = json(&sum);
+    assert_eq!(sum["skipped_robots"], 0, "{sum}");
+    assert_eq!(sum["failed"], 2, "{sum}");
+}
