@@ -423,3 +423,36 @@ async fn links_past_a_pages_cap_are_counted() {
     );
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+#[actix_rt::test]
+async fn robots_txt_that_gets_no_answer_fails_the_urls_not_skips_them() {
+    // A port nothing listens on: robots.txt is refused each time.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut s = settings();
+    s.crawler.max_retries = 0;
+    let mut opts = FollowOptions::from_settings(&s);
+    opts.robots_policy.retry_base = Duration::from_millis(100);
+    opts.robots_policy.retry_max = Duration::from_millis(200);
+    opts.max_robots_failures = 3;
+    let h = Crawler::start(s).expect("start");
+    let seeds = vec![
+        format!("http://127.0.0.1:{port}/a"),
+        format!("http://127.0.0.1:{port}/b"),
+    ];
+    let mut records = Vec::new();
+    let totals = crawl_site(&h, seeds, &opts, |r| records.push(r))
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(
+        records.iter().all(|r| r.skipped.is_none()
+            && r.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("connect_refused"))),
+        "{records:?}"
+    );
+    assert_eq!((totals.skipped_robots, totals.failed), (0, 2), "{totals:?}");
+    h.shutdown(Duration::from_secs(1)).await;
+}

@@ -269,6 +269,9 @@ impl<'h> Driver<'h> {
                 tracing::warn!(url = %Masked(entry.url.as_str()), why = %why.unwrap_or_default(), "private address refused");
                 on_record(FollowRecord::refused(&entry), None);
             }
+            Action::Unreachable { entry, error } => {
+                on_record(FollowRecord::unreachable(&entry, error), None);
+            }
             Action::InvalidSeed { url, error } => {
                 on_record(FollowRecord::invalid_seed(url, error), None);
             }

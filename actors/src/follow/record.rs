@@ -80,6 +80,11 @@ impl FollowRecord {
         FollowRecord::unfetched(entry.url.to_string(), entry, error)
     }
 
+    /// A URL not sent because its robots.txt got no answer: `error` says why.
+    pub(super) fn unreachable(entry: &Entry, error: String) -> FollowRecord {
+        FollowRecord::unfetched(entry.url.to_string(), entry, Some(error))
+    }
+
     /// A seed that is no http(s) URL.
     pub(super) fn invalid_seed(url: String, error: String) -> FollowRecord {
         let entry = Entry {

@@ -89,12 +89,13 @@ impl Crawl {
                 true
             }
         };
+        let no_answer = result.as_ref().err().map(|f| f.why.clone());
         if failed {
             let n = self.robots_failures.entry(origin.to_owned()).or_default();
             *n += 1;
             if *n >= self.max_robots_failures {
                 let (origin, failures) = (origin.to_owned(), *n);
-                self.robots_gave_up.insert(origin.clone());
+                self.robots_gave_up.insert(origin.clone(), no_answer);
                 out.push(Action::Notice(Notice::RobotsUnreachable {
                     origin,
                     failures,

@@ -139,6 +139,13 @@ pub enum Action {
     },
     /// Record the entry as refused: a public page led to a private address.
     Refused(Entry),
+    /// Record the entry as failed, not sent: its robots.txt got no answer (`error`).
+    Unreachable {
+        /// The URL not fetched.
+        entry: Entry,
+        /// The robots.txt fetch's failure, and that the URL was not sent.
+        error: String,
+    },
     /// Record a seed that is no http(s) URL.
     InvalidSeed {
         /// The seed as given.
@@ -221,7 +228,10 @@ pub struct Crawl {
     robots_in_flight: HashSet<String>,
     robots_failures: HashMap<String, u32>,
     /// Origins whose robots.txt stayed unreachable: their URLs are skipped.
-    robots_gave_up: HashSet<String>,
+    /// Origins whose robots.txt failed `max_robots_failures` times in a row, with the
+    /// last failure's text when it got no answer (the URLs then fail with it; after a
+    /// 5xx or 429 they are robots skips).
+    robots_gave_up: HashMap<String, Option<String>>,
     /// Frontier hosts with a Crawl-delay: serial, spaced from the previous answer.
     delays: HashMap<String, Duration>,
     host_in_flight: HashMap<String, u32>,
@@ -265,7 +275,7 @@ impl Crawl {
             stash: HashMap::new(),
             robots_in_flight: HashSet::new(),
             robots_failures: HashMap::new(),
-            robots_gave_up: HashSet::new(),
+            robots_gave_up: HashMap::new(),
             delays: HashMap::new(),
             host_in_flight: HashMap::new(),
             budget_spent: false,
@@ -439,8 +449,15 @@ impl Crawl {
     /// becomes of it.
     fn robots_gate(&mut self, entry: Entry, host: &str, now: Instant) -> Gate {
         let origin = origin_key(&entry.url);
-        if self.robots_gave_up.contains(&origin) {
+        if let Some(no_answer) = self.robots_gave_up.get(&origin) {
             self.frontier.release(host);
+            if let Some(why) = no_answer {
+                // The network's fault, not the site's rule: the URL's error.
+                let error = format!("{why} (robots.txt got no answer; this URL was not sent)");
+                self.totals.fetched += 1;
+                self.totals.failed += 1;
+                return Gate::Act(Action::Unreachable { entry, error });
+            }
             self.totals.skipped_robots += 1;
             let error = Some(ROBOTS_UNAVAILABLE);
             return Gate::Act(Action::Skipped { entry, error });

@@ -399,15 +399,16 @@ fn unreachable_robots_txt_backs_off_then_skips_the_origin() {
             failures: 2
         })]
     );
+    // The last failure got no answer: the network's fault, the URL's error.
     match c.next(clock.now()) {
-        Next::Act(Action::Skipped { entry, error }) => {
+        Next::Act(Action::Unreachable { entry, error }) => {
             assert_eq!(entry.url.as_str(), "http://a.test/");
-            assert_eq!(error, Some(ROBOTS_UNAVAILABLE));
+            assert!(error.starts_with("connect: refused"), "{error}");
         }
-        other => panic!("expected a robots skip, got {other:?}"),
+        other => panic!("expected the URL failed, got {other:?}"),
     }
     assert_eq!(c.next(clock.now()), Next::Done);
-    assert_eq!(c.totals().fetched, 0);
+    assert_eq!((c.totals().fetched, c.totals().failed), (1, 1));
 }
 
 #[test]
