@@ -240,34 +240,22 @@ impl Body {
             e => BodyError::Read(e),
         })?;
         self.wire += chunk.len() as u64;
-        match self.input.write_all(&chunk) {
-            // A decoder may keep the sink's refusal to itself: the sink says it is full.
-            Ok(()) if self.input.sink().over && self.input.sink().truncate => Err(BodyError::Full),
+        let wrote = self.input.write_all(&chunk);
+        let (over, truncate) = (self.input.sink().over, self.input.sink().truncate);
+        match wrote {
+            // Whether the decoder passed the sink's refusal on or kept it to itself.
+            _ if over && truncate => Err(BodyError::Full),
             Ok(()) => Ok(()),
-            Err(_) if self.input.sink().over && self.input.sink().truncate => Err(BodyError::Full),
-            Err(_) if self.input.sink().over => Err(BodyError::TooLarge),
+            Err(_) if over => Err(BodyError::TooLarge),
             Err(e) => Err(self.undecodable(e)),
         }
     }
 
-    /// The reading ended with `read`: the body whole ([`Body::finish`]), cut at the limit
-    /// (a truncating body that filled up: what came so far, the decoder not flushed), or
-    /// the failure.
+    /// The reading ended with `read`: the body ([`Body::finish`]; cut at the limit when a
+    /// truncating body filled up), or the failure.
     pub(crate) fn end(self, read: Result<(), BodyError>) -> Result<Finished, BodyError> {
         match read {
-            Ok(()) => self.finish(),
-            Err(BodyError::Full) => {
-                let wire = self.wire;
-                let decoded = self.encoding.clone();
-                let mut input = self.input;
-                let buf = std::mem::take(&mut input.sink().buf);
-                Ok(Finished {
-                    body: buf.freeze(),
-                    wire_bytes: wire,
-                    decoded,
-                    truncated: true,
-                })
-            }
+            Ok(()) | Err(BodyError::Full) => self.finish(),
             Err(e) => Err(e),
         }
     }
@@ -279,21 +267,13 @@ impl Body {
         }
     }
 
-    /// The body ended: flush the decoder.
+    /// The body ended: flush the decoder. A truncating body that filled up is what fit
+    /// (the decoder's flush into the full sink fails, as it should).
     pub(crate) fn finish(self) -> Result<Finished, BodyError> {
-        let truncated = |sink: Sink, wire, decoded| Finished {
-            body: sink.buf.freeze(),
-            wire_bytes: wire,
-            decoded,
-            truncated: true,
-        };
-        let (wire, decoded) = (self.wire, self.encoding.clone());
         let sink = match self.input.finish() {
-            Ok(sink) if sink.over && sink.truncate => return Ok(truncated(sink, wire, decoded)),
-            Ok(sink) => sink,
-            Err((sink, _)) if sink.over && sink.truncate => {
-                return Ok(truncated(sink, wire, decoded))
-            }
+            Ok(sink) | Err((sink, _)) if sink.over && sink.truncate => sink,
+            Ok(sink) if !sink.over => sink,
+            Ok(_) => return Err(BodyError::TooLarge),
             Err((sink, _)) if sink.over => return Err(BodyError::TooLarge),
             Err((_, error)) => {
                 return Err(BodyError::Undecodable {
@@ -303,10 +283,10 @@ impl Body {
             }
         };
         Ok(Finished {
+            truncated: sink.over,
             body: sink.buf.freeze(),
             wire_bytes: self.wire,
             decoded: self.encoding,
-            truncated: false,
         })
     }
 

@@ -69,16 +69,13 @@ impl Between {
     /// still be on their way: counted as accepted, so the estimate stays an upper end; and
     /// a span under [`Between::SPAN_RTTS`] round trips is too short to say anything.
     pub(super) fn throttle(&mut self, sent_at: Instant, in_flight: f64, srtt: f64) -> Option<f64> {
-        let est = self.anchor.and_then(|a| {
-            let span = sent_at.checked_duration_since(a)?.as_secs_f64();
-            let long_enough = span > 0.0 && span >= Self::SPAN_RTTS * srtt;
-            // Nothing got through: a lockout, the lockout logic's to wait out.
-            (long_enough && span <= Self::SPAN.as_secs_f64() && self.thin() && self.asked())
-                .then(|| (f64::from(self.ok) + 1.0 + in_flight) / span)
-        });
-        let usable = self.anchor.is_some_and(|a| {
-            sent_at.saturating_duration_since(a) <= Self::SPAN && self.thin() && self.asked()
-        });
+        let since = self.anchor.map(|a| sent_at.saturating_duration_since(a));
+        // Nothing got through (not thin): a lockout, the lockout logic's to wait out.
+        let usable = since.is_some_and(|s| s <= Self::SPAN) && self.thin() && self.asked();
+        let est = since
+            .map(|s| s.as_secs_f64())
+            .filter(|&span| usable && span > 0.0 && span >= Self::SPAN_RTTS * srtt)
+            .map(|span| (f64::from(self.ok) + 1.0 + in_flight) / span);
         if !usable {
             *self = Self {
                 anchor: Some(sent_at),

@@ -151,15 +151,13 @@ impl HostPolicy {
     /// Start the host's budget (or, under [`Coupling::PerExit`], each exit's) at
     /// `start_rps`, where the crawl's host prior says (see [`Controller::from_prior`]).
     pub fn starting_at(mut self, start_rps: f64, now: Instant) -> Self {
-        let ctl = || Controller::from_prior(self.cfg.clone(), start_rps, now);
-        if self.host.is_some() {
-            self.host = Some(ctl());
-        }
-        let per_exit: Vec<_> = self.exits.iter().map(|e| e.ctl.is_some()).collect();
-        for (e, had) in self.exits.iter_mut().zip(per_exit) {
-            if had {
-                e.ctl = Some(ctl());
-            }
+        let cfg = &self.cfg;
+        let lanes = self
+            .host
+            .iter_mut()
+            .chain(self.exits.iter_mut().filter_map(|e| e.ctl.as_mut()));
+        for ctl in lanes {
+            *ctl = Controller::from_prior(cfg.clone(), start_rps, now);
         }
         self
     }

@@ -70,9 +70,9 @@ impl HostPrior {
             return initial_rps;
         }
         let mut v: Vec<f64> = self.rates.values().copied().collect();
-        v.sort_by(f64::total_cmp);
         let i = ((v.len() - 1) as f64 * Self::QUANTILE).round() as usize;
-        v[i].clamp(min_rps.min(initial_rps), initial_rps)
+        let (_, q, _) = v.select_nth_unstable_by(i, f64::total_cmp);
+        q.clamp(min_rps.min(initial_rps), initial_rps)
     }
 }
 

@@ -162,6 +162,9 @@ impl LimiterActor {
                     HostPolicy::new(cfg, n, Coupling::Auto, now).starting_at(start, now)
                 });
                 let before = policy.detected();
+                let estimate = policy
+                    .controller(Lane::Host)
+                    .map(Controller::capacity_estimate);
                 let lane_key = |lane: Lane| match lane {
                     Lane::Host => LimitKey::new(Scope::Auto, exit, host),
                     Lane::Exit(j) => LimitKey::exit_lane(exits.get(j).unwrap_or(exit), host),
@@ -174,9 +177,11 @@ impl LimiterActor {
                         changes.push((lane_key(lane), a));
                     }
                 }
-                // A cut host's estimate is what the next new host learns from.
+                // A cut host's estimate is what the next new host learns from: taken when
+                // it moved, not on every answer.
                 if let Some(c) = policy.controller(Lane::Host) {
-                    if !changes.is_empty() && c.decreases() > 0 && c.phase() == Phase::Probe {
+                    let moved = estimate != Some(c.capacity_estimate());
+                    if moved && c.decreases() > 0 && c.phase() == Phase::Probe {
                         let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
                         p.learned(host, c.capacity_estimate());
                     }
