@@ -309,6 +309,18 @@ async fn page_budget_depth_and_deny_rules_bound_the_crawl() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// Settings without retries, and options that give up on a robots.txt after three
+/// failures 100–200 ms apart.
+fn robots_retried_quickly() -> (Settings, FollowOptions) {
+    let mut s = settings();
+    s.crawler.max_retries = 0;
+    let mut opts = FollowOptions::from_settings(&s);
+    opts.robots_policy.retry_base = Duration::from_millis(100);
+    opts.robots_policy.retry_max = Duration::from_millis(200);
+    opts.max_robots_failures = 3;
+    (s, opts)
+}
+
 #[actix_rt::test]
 async fn unreachable_robots_txt_is_retried_then_the_host_skipped() {
     // Every path answers 500 on this site: robots.txt included.
@@ -328,12 +340,7 @@ async fn unreachable_robots_txt_is_retried_then_the_host_skipped() {
         })),
         ..SiteConfig::default()
     });
-    let mut s = settings();
-    s.crawler.max_retries = 0;
-    let mut opts = FollowOptions::from_settings(&s);
-    opts.robots_policy.retry_base = Duration::from_millis(100);
-    opts.robots_policy.retry_max = Duration::from_millis(200);
-    opts.max_robots_failures = 3;
+    let (s, opts) = robots_retried_quickly();
     let h = Crawler::start(s).expect("start");
     let mut records = Vec::new();
     let totals = crawl_site(&h, vec![site.url("/a"), site.url("/b")], &opts, |r| {
@@ -430,12 +437,7 @@ async fn robots_txt_that_gets_no_answer_fails_the_urls_not_skips_them() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let mut s = settings();
-    s.crawler.max_retries = 0;
-    let mut opts = FollowOptions::from_settings(&s);
-    opts.robots_policy.retry_base = Duration::from_millis(100);
-    opts.robots_policy.retry_max = Duration::from_millis(200);
-    opts.max_robots_failures = 3;
+    let (s, opts) = robots_retried_quickly();
     let h = Crawler::start(s).expect("start");
     let seeds = vec![
         format!("http://127.0.0.1:{port}/a"),

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use cli_support::{assert_ok, config, records, run, s, TempDir};
+use cli_support::{assert_ok, config, records, run, run_out, s, TempDir};
 use raw_site::{answer, page, Raw, Then};
 use serde_json::Value;
 use warc::{RecordType, WarcHeader, WarcReader};
@@ -201,8 +201,7 @@ fn hostile_redirects_are_refused_with_bounded_masked_errors() {
     let cfg = dir.file("c.toml", &config("\n[crawl]\nrobots = false\n"));
     let urls = [site.url("/long"), site.url("/zero")];
     let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
-    let out = dir.path("o.jsonl");
-    let o = run(&["--config", s(&cfg), "--urls", s(&list), "--out", s(&out)]);
+    let (o, out) = run_out(&dir, &cfg, &list, &[]);
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let recs = records(&out);
     assert_eq!(recs.len(), 2, "{recs:?}");
@@ -251,8 +250,7 @@ fn a_10_mb_robots_txt_is_read_from_its_first_500_kib() {
     let cfg = dir.file("c.toml", &config(""));
     let urls = [site.url("/open"), site.url("/private/x")];
     let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
-    let out = dir.path("o.jsonl");
-    let o = run(&["--config", s(&cfg), "--urls", s(&list), "--out", s(&out)]);
+    let (o, out) = run_out(&dir, &cfg, &list, &[]);
     assert_ok(&o);
     let recs = records(&out);
     let by_url: HashMap<&str, &Value> = recs

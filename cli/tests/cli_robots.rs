@@ -12,7 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cli_support::{assert_ok, config, json, records, run, s, spawn, wait_bounded, TempDir};
+use cli_support::{
+    assert_ok, config, json, records, run, run_list, s, spawn, wait_bounded, TempDir,
+};
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
 
@@ -242,18 +244,7 @@ fn robots_txt_with_no_answer_is_the_urls_error_not_a_robots_skip() {
         format!("http://127.0.0.1:{port}/b"),
     ];
     let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
-    let (out, sum) = (dir.path("o.jsonl"), dir.path("s.json"));
-    let o = run(&[
-        "--config",
-        s(&cfg),
-        "--urls",
-        s(&list),
-        "--out",
-        s(&out),
-        "--summary",
-        s(&sum),
-        "--quiet",
-    ]);
+    let (o, out, sum) = run_list(&dir, &cfg, &list, &["--quiet"]);
     assert_ok(&o);
     let recs = records(&out);
     assert_eq!(recs.len(), 2, "{recs:?}");
