@@ -46,9 +46,10 @@ ROBOTS.TXT:
 
 STOPPING:
     Ctrl-C (or SIGTERM) stops reading URLs, lets in-flight fetches finish for --grace
-    seconds, records every URL read but not finished as interrupted, flushes --out, writes
-    --summary and exits 130. A second Ctrl-C exits at once (records already written stay;
-    --resume completes the job). A --frontier consumer gives the URLs it did not finish
+    seconds, records every URL sent but not finished as interrupted (URLs read ahead but
+    not yet sent get no record: --resume fetches them; the summary counts them in
+    left_queued), flushes --out, writes --summary and exits 130. A second Ctrl-C exits
+    at once (records already written stay; --resume completes the job). A --frontier consumer gives the URLs it did not finish
     back to the queue; the same command goes on (it appends to --out).
 
 SECURITY:

@@ -32,6 +32,21 @@ pub enum Outcome {
     Stopped,
 }
 
+impl Outcome {
+    /// The crawl stopped before anything of this URL was sent (it waited for robots.txt,
+    /// a Crawl-delay turn, or its host's pacing): nothing happened that a record could
+    /// tell, and `--resume` fetches it as if it had never been read.
+    pub fn never_sent(&self) -> bool {
+        match self {
+            Outcome::Stopped => true,
+            Outcome::Failed(e) => {
+                e.kind == FetchErrorKind::Shutdown && e.attempts == 0 && e.throttled == 0
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Admit, fetch and (with `--warc`) find the site's address for `url`.
 pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
     let spacing = match ctx.gate.check(&url) {

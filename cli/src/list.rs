@@ -1,6 +1,13 @@
-//! The URL-list mode: at most `crawler.concurrency` URLs in flight (waiting for
-//! robots.txt, for a Crawl-delay turn, or fetching), one record per input URL written as
-//! soon as it completes, and the stop on Ctrl-C / SIGTERM.
+//! The URL-list mode: the list read ahead by `crawler.concurrency + crawler.queue_capacity`
+//! URLs (waiting for robots.txt, for a Crawl-delay turn, for their host's pacing, or
+//! fetching), one record per input URL written as soon as it completes, and the stop on
+//! Ctrl-C / SIGTERM.
+//!
+//! Why the read-ahead is the scheduler's whole capacity and not `concurrency`: on a broad
+//! list most URLs wait for their host's turn, not for the wire. A window of `concurrency`
+//! fills with the slow hosts' waiting URLs and starves every fast host behind them (a list
+//! of 1 req/s and 5 req/s hosts then runs the fast ones at the slow ones' pace). The
+//! scheduler still sends at most `concurrency` at once; `queue_capacity` bounds the rest.
 
 use std::collections::HashMap;
 use std::future::{poll_fn, Future};
@@ -40,7 +47,8 @@ struct ListLoop<'a> {
     out: &'a SharedOut,
     totals: &'a Totals,
     grace: Duration,
-    concurrency: usize,
+    /// URLs read whose record is not written yet, at most.
+    read_ahead: usize,
     urls: Lines,
     stop: Stop,
     in_flight: FuturesUnordered<LocalBoxFuture<'a, (u64, Outcome, Duration)>>,
@@ -64,7 +72,7 @@ pub async fn crawl(
     urls: Lines,
     stop: Stop,
     grace: Duration,
-    concurrency: usize,
+    read_ahead: usize,
     out: &SharedOut,
     totals: &Totals,
 ) -> Result<Ended, String> {
@@ -75,7 +83,7 @@ pub async fn crawl(
         out,
         totals,
         grace,
-        concurrency,
+        read_ahead,
         urls,
         stop,
         in_flight: FuturesUnordered::new(),
@@ -122,7 +130,7 @@ impl<'a> ListLoop<'a> {
         if !self.input_open && self.in_flight.is_empty() {
             return Poll::Ready(Event::Finished);
         }
-        if self.input_open && self.in_flight.len() < self.concurrency {
+        if self.input_open && self.in_flight.len() < self.read_ahead {
             if let Poll::Ready(line) = self.urls.poll_recv(cx) {
                 return Poll::Ready(Event::Line(line));
             }
@@ -147,6 +155,11 @@ impl<'a> ListLoop<'a> {
             }
             Event::Done(id, outcome, waited) => {
                 let url = self.pending.remove(&id).map(|(u, _)| u).unwrap_or_default();
+                if self.stopping && outcome.never_sent() {
+                    // Read ahead, never sent: no record, so `--resume` fetches it.
+                    self.totals.left_queued_one();
+                    return Ok(true);
+                }
                 let record = settle(self.ctx, &url, *outcome, waited, self.stopping)?;
                 self.write(&record)?;
             }
@@ -202,13 +215,14 @@ impl<'a> ListLoop<'a> {
         // The reader thread's next send fails: it stops reading.
         self.urls.close();
         say(&format!(
-            "interrupted: no new URLs; {} in flight get {:.0} s to finish (Ctrl-C again to \
-             quit now)",
+            "interrupted: no new URLs; the fetches on their way get {:.0} s to finish, the \
+             {} URLs read are recorded or left for --resume (Ctrl-C again to quit now)",
+            self.grace.as_secs_f64(),
             self.pending.len(),
-            self.grace.as_secs_f64()
         ));
-        // Queued fetches fail at once (recorded as interrupted), in-flight ones get
-        // `grace`; the deadline is a backstop should a reply never come.
+        // Queued fetches end at once (never sent: no record, left for `--resume`),
+        // in-flight ones get `grace`; the deadline is a backstop should a reply never
+        // come.
         let h = self.ctx.handle.clone();
         let grace = self.grace;
         actix_rt::spawn(async move { h.shutdown(grace).await });

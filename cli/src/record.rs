@@ -175,8 +175,11 @@ pub struct Totals {
     pub skipped_duplicate: Cell<u64>,
     /// robots.txt fetches sent (their attempts are in `requests`).
     pub robots_fetches: Cell<u64>,
-    /// Input URLs read so far (≥ total: the difference is in flight).
+    /// Input URLs read so far (≥ total: the difference is in flight, or was never sent).
     pub read: Cell<u64>,
+    /// URLs read ahead but not sent when the crawl was stopped: no record, so `--resume`
+    /// fetches them.
+    pub left_queued: Cell<u64>,
     /// Frontier: entries not fetched because their URL was already done in this crawl.
     pub skipped_done: Cell<u64>,
     /// Frontier: URLs that failed on this consumer's side and went back to the queue.
@@ -216,6 +219,10 @@ impl Totals {
     pub fn add_robots(&self, fetches: u64, requests: u64) {
         bump(&self.robots_fetches, fetches);
         bump(&self.requests, requests);
+    }
+
+    pub fn left_queued_one(&self) {
+        bump(&self.left_queued, 1);
     }
 
     pub fn read_one(&self) {

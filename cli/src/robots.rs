@@ -18,8 +18,8 @@
 //!
 //! Crawl-delay `d` makes the origin serial — one fetch at a time — with each send at
 //! least `d` after the previous answer (and after robots.txt's), as `--follow` does. URLs
-//! waiting for their turn hold their place in `crawler.concurrency`, as URLs waiting for
-//! the limiter's pacing do.
+//! waiting for their turn hold their place in the list's read-ahead (`list.rs`), as URLs
+//! waiting for the limiter's pacing do.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

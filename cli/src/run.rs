@@ -478,12 +478,14 @@ async fn crawl_mode(
         let seeds = (urls, args.sitemaps.clone());
         return follow_crawl(ctx.handle, seeds, resume, stop, &writer).await;
     }
+    let c = &ctx.handle.settings().crawler;
+    let read_ahead = concurrency + c.queue_capacity as usize;
     let ended = list::crawl(
         ctx,
         urls,
         stop,
         args.grace,
-        concurrency,
+        read_ahead,
         &outputs.out,
         totals,
     )

@@ -39,6 +39,9 @@ pub struct Summary {
     pub requests: u64,
     /// URLs recorded as interrupted (Ctrl-C).
     pub interrupted: u64,
+    /// URLs read ahead but not yet sent when the crawl was stopped: no record, so
+    /// `--resume` fetches them (they do not count in `total`).
+    pub left_queued: u64,
     /// URLs skipped by `--resume` (a final record was already in `--out`), or with
     /// `--frontier`, entries whose URL was already done in this crawl.
     pub skipped: u64,
@@ -168,6 +171,7 @@ impl Summary {
             throttled: t.throttled.get(),
             requests: per_exit.iter().map(|e| e.requests).sum(),
             interrupted: t.interrupted.get(),
+            left_queued: t.left_queued.get(),
             skipped: skipped + t.skipped_done.get(),
             skipped_robots: t.skipped_robots.get(),
             skipped_duplicate: t.skipped_duplicate.get(),

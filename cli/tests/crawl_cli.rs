@@ -483,6 +483,13 @@ fn sigint_records_interrupted_urls_and_resume_completes_the_job() {
     );
     assert!(interrupted.iter().all(|r| r["status"].is_null()));
     assert!(first.len() < all.len(), "stopped early: {}", first.len());
+    // The list is read ahead (concurrency + queue_capacity): the URLs never sent have no
+    // record and are counted apart.
+    assert_eq!(
+        sum["left_queued"].as_u64().expect("left_queued") + first.len() as u64,
+        all.len() as u64,
+        "every URL read is recorded or left queued"
+    );
     let urls_seen: HashSet<&str> = first.iter().map(|r| r["url"].as_str().unwrap()).collect();
     assert_eq!(urls_seen.len(), first.len(), "no URL recorded twice");
     let done_first = first.len() - interrupted.len();

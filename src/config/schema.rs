@@ -105,8 +105,9 @@ pub struct CrawlerSettings {
     /// Redirects followed per fetch (0 = do not follow). Default 10; 0..=100.
     #[serde(deserialize_with = "strict::int")]
     pub max_redirects: u32,
-    /// Capacity of the bounded scheduler queue (URLs waiting for a permit); a full queue
-    /// pushes back on whoever submits URLs instead of growing without bound.
+    /// Capacity of the bounded scheduler queue (URLs waiting for a permit or for their
+    /// host's turn); a full queue pushes back on whoever submits URLs instead of growing
+    /// without bound. The URL-list mode reads `concurrency + queue_capacity` URLs ahead.
     /// Default 10000; 1..=10000000.
     #[serde(deserialize_with = "strict::int")]
     pub queue_capacity: u32,

@@ -21,8 +21,9 @@
 //!
 //! The crawler: `Settings::with_exits` (every other setting its default) with four exits
 //! bound to 127.0.0.2 … 127.0.0.5 and `crawler.concurrency = 256`; the URLs are handed in as
-//! the `exitcrawl` list mode does, at most `concurrency` outstanding (`--outstanding N`
-//! changes that).
+//! the `exitcrawl` list mode does, at most `concurrency + queue_capacity` outstanding
+//! (`--outstanding N` changes that; `--outstanding 256` shows what a window of
+//! `concurrency` costs: the slow hosts' waiting URLs fill it and starve the fast ones).
 //!
 //! Per host class it prints: hosts, pages, the ideal time (the slowest constraint: the
 //! slowest host's pages ÷ its rate, or the class's pages × median latency ÷ concurrency),
@@ -307,7 +308,10 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
         .flat_map(|h| (0..pages).map(move |p| (h, p)))
         .collect();
     shuffle(&mut work, a.seed);
-    let outstanding = a.outstanding.unwrap_or(CONCURRENCY as usize);
+    let c = settings().crawler;
+    let outstanding = a
+        .outstanding
+        .unwrap_or((c.concurrency + c.queue_capacity) as usize);
     // Opened before the crawl: it can be read when the crawl holds every descriptor.
     let mut status = ProcStatus::open();
     let mut r = Report {
