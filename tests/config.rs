@@ -455,6 +455,11 @@ const CRAWLER_OUT_OF_RANGE: &[(&str, &str, &str)] = &[
         "0..=3600000",
     ),
     (
+        "[crawler]\npool_hosts = 0",
+        "crawler.pool_hosts",
+        "1..=1000000",
+    ),
+    (
         "[crawler]\ndns_ttl_ms = 86400001",
         "crawler.dns_ttl_ms",
         "0..=86400000",
@@ -1128,6 +1133,7 @@ fn each_key_alone_at_its_extremes_loads() {
         ("crawler.max_retry_after_ms", "1000", "86400000"),
         ("crawler.per_host_connections", "1", "10000"),
         ("crawler.keep_alive_ms", "0", "3600000"),
+        ("crawler.pool_hosts", "1", "1000000"),
         ("crawler.dns_ttl_ms", "0", "86400000"),
         ("limiter.initial_rps", "0.001", "1000000.0"),
         ("limiter.burst", "1", "100000"),

@@ -72,8 +72,8 @@ fn vm_hwm_kib() -> Option<u64> {
 }
 
 fn main() {
-    // Large bodies and glibc's heap trimming: see exitcrawl_actors::alloc.
-    exitcrawl_actors::alloc::keep_freed_memory(64 << 20);
+    // Large bodies and glibc's heap trimming: see exitcrawl_actors::process.
+    exitcrawl_actors::process::keep_freed_memory(64 << 20);
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -37,7 +37,7 @@
 //! Each path first runs a short warm-up (connections opened, not timed). The site is a
 //! local `TestSite` on 127.0.0.1 with the request log off (its own thread). Loopback only.
 //! Like the `crawl` binary, the process raises glibc's heap trim threshold
-//! (`exitcrawl_actors::alloc`), for both paths alike.
+//! (`exitcrawl_actors::process`), for both paths alike.
 
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
@@ -505,8 +505,8 @@ fn print_medians(
 }
 
 fn main() {
-    // Large bodies and glibc's heap trimming: see exitcrawl_actors::alloc.
-    exitcrawl_actors::alloc::keep_freed_memory(64 << 20);
+    // Large bodies and glibc's heap trimming: see exitcrawl_actors::process.
+    exitcrawl_actors::process::keep_freed_memory(64 << 20);
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -252,6 +252,7 @@ fn exit_options(settings: &Settings, e: &ExitSettings) -> ExitOptions {
         connect_timeout: c.connect_timeout(),
         timeout: c.timeout(),
         keep_alive: c.keep_alive(),
+        pool_hosts: c.pool_hosts as usize,
         max_redirects: c.max_redirects as usize,
         user_agent: c.user_agent.clone(),
         dns_ttl: c.dns_ttl(),

@@ -36,14 +36,13 @@
 //!   connection failures (exit's fault or site's fault).
 //! - [`clock`]: the runtime's (tokio's) clock as the core's `Clock`; every timing
 //!   decision in the actors reads it, so a paused runtime pauses the whole crawler.
-//! - [`alloc`]: an opt-in allocator setting for binaries (why: large bodies and glibc's
-//!   heap trimming).
+//! - [`process`]: opt-in process-wide settings for binaries (the allocator's heap
+//!   trimming, the open-file limit).
 //! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on
 //!   Redis, with bounded timeouts and an outage counter (`limiter.backend = "redis"`).
 
 #![warn(missing_docs)]
 
-pub mod alloc;
 mod body;
 pub mod clock;
 pub mod crawler;
@@ -56,6 +55,7 @@ mod limiter;
 pub mod messages;
 pub mod metrics;
 pub mod net;
+pub mod process;
 pub mod redis;
 mod scheduler;
 mod workers;

@@ -99,8 +99,10 @@ pub(crate) fn prog() -> &'static str {
 /// messages, `--help` and `--version`.
 pub fn main(name: &'static str) -> ExitCode {
     let _ = PROG.set(name);
-    // Large bodies and glibc's heap trimming: see exitcrawl_actors::alloc.
-    exitcrawl_actors::alloc::keep_freed_memory(64 << 20);
+    // Large bodies and glibc's heap trimming: see exitcrawl_actors::process.
+    exitcrawl_actors::process::keep_freed_memory(64 << 20);
+    // A socket per kept connection and per request: see exitcrawl_actors::process.
+    exitcrawl_actors::process::raise_open_files();
     let mut cmd = Cli::command()
         .name(name)
         .bin_name(name)

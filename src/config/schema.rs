@@ -142,6 +142,13 @@ pub struct CrawlerSettings {
     /// use so a reused connection is rarely one the server has just closed.
     #[serde(deserialize_with = "strict::int")]
     pub keep_alive_ms: u64,
+    /// Hosts one exit's connection pool serves before the exit starts a fresh pool, which
+    /// closes the idle connections of the old one once its last request ends. A pool keeps
+    /// an idle connection to every host it has been to until that host is asked for
+    /// again, so without renewal a broad crawl holds a socket per host and exit until it
+    /// runs out of file descriptors. Default 256; 1..=1000000.
+    #[serde(deserialize_with = "strict::int")]
+    pub pool_hosts: u32,
     /// How long a resolved host address is cached, in ms (0 = resolve every connection).
     /// Default 60000; 0..=86400000.
     #[serde(deserialize_with = "strict::int")]
@@ -183,6 +190,7 @@ impl Default for CrawlerSettings {
             max_retry_after_ms: 300_000,
             per_host_connections: 32,
             keep_alive_ms: 15_000,
+            pool_hosts: 256,
             dns_ttl_ms: 60_000,
             arbiters: Arbiters::Single,
             headers: BTreeMap::new(),

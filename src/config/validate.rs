@@ -184,6 +184,7 @@ fn validate_crawler(c: &CrawlerSettings) -> Result {
         10_000,
     )?;
     uint("crawler.keep_alive_ms", c.keep_alive_ms, 0, HOUR_MS)?;
+    uint("crawler.pool_hosts", c.pool_hosts.into(), 1, 1_000_000)?;
     uint("crawler.dns_ttl_ms", c.dns_ttl_ms, 0, DAY_MS)?;
     validate_headers(&c.headers)
 }

@@ -49,7 +49,7 @@ use exitcrawl_testsite::{BroadConfig, HostClass, LimitKey, RetryAfter, Rps};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use site::{part_config, serve, Counted, Host, SiteProcess, HOSTS_PER_PROCESS};
-use sys::{cpu_time, raise_nofile, ProcStatus};
+use sys::{cpu_time, ProcStatus};
 
 const EXITS: u8 = 4;
 const CONCURRENCY: u32 = 256;
@@ -206,7 +206,7 @@ fn main() {
     }
     // Listeners (site) and connections (both sides) are descriptors: take all the hard
     // limit allows.
-    let nofile = raise_nofile();
+    let nofile = exitcrawl_actors::process::raise_open_files().unwrap_or(0);
     if let Some((part, parts)) = args.serve {
         serve(part_config(&cfg, part, parts));
         return;

@@ -2,32 +2,6 @@
 
 use std::time::Duration;
 
-/// Raise the soft open-file limit to the hard one; return the soft limit in force.
-pub(crate) fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        eprintln!("bench_broad: getrlimit(RLIMIT_NOFILE) failed");
-        return 0;
-    }
-    if lim.rlim_cur < lim.rlim_max {
-        let soft = lim.rlim_cur;
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: setrlimit reads the struct we own.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-            eprintln!(
-                "bench_broad: setrlimit(RLIMIT_NOFILE, {}) failed",
-                lim.rlim_cur
-            );
-            return soft;
-        }
-    }
-    lim.rlim_cur
-}
-
 /// This process's user + system CPU time so far.
 pub(crate) fn cpu_time() -> Duration {
     // SAFETY: an all-zero rusage is a valid value; getrusage fills it.

@@ -526,6 +526,10 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
         (FailureKind::Other, SendRequestError::Response(e)) => {
             format!("malformed HTTP response: {e}")
         }
+        (FailureKind::OutOfFiles, _) => format!(
+            "{err}: this process is out of file descriptors (raise `ulimit -n`, or lower \
+             crawler.pool_hosts or crawler.concurrency)"
+        ),
         _ => err.to_string(),
     };
     let error = match (kind, err) {
@@ -542,7 +546,7 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
 /// The record's kind of a send failure classed `kind`.
 fn fetch_error(kind: FailureKind) -> FetchErrorKind {
     match kind {
-        FailureKind::LocalConnect => FetchErrorKind::LocalConnect,
+        FailureKind::LocalConnect | FailureKind::OutOfFiles => FetchErrorKind::LocalConnect,
         FailureKind::WrongFamily => FetchErrorKind::AddressFamily,
         FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
         FailureKind::Timeout => FetchErrorKind::Timeout,

@@ -1,7 +1,7 @@
 //! What an exit puts on each hop besides the URL: the client it goes through (which
 //! decides the addresses it may reach), the configured headers and the cookies it keeps.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::RefCell;
 use std::time::SystemTime;
 
 use awc::http::header::{HeaderMap, HeaderName, HeaderValue, COOKIE, SET_COOKIE};
@@ -9,41 +9,46 @@ use exitcrawl::address::AddressRule;
 use exitcrawl::cookies::{CookieJar, Stored};
 
 use super::hop::{is_credential, Hop};
-use crate::net::{build_client_reaching, host_of, ClientOptions, DnsCache, Reach};
+use crate::net::{build_client_reaching, host_of, ClientOptions, DnsCache, Reach, Renewing};
 
 /// An exit's awc clients, built when first needed: one that reaches any address when the
 /// private-address rule is lifted; otherwise one for public and one for private targets,
 /// each with its own pool, so a connection opened for one kind is never reused for the
-/// other.
+/// other. Each is replaced by a fresh one after `pool_hosts` hosts, which closes the
+/// idle connections awc would otherwise keep to every host (see [`Renewing`]).
 pub(super) struct Clients {
     opts: ClientOptions,
     dns: DnsCache,
     rule: AddressRule,
-    any: OnceCell<awc::Client>,
-    public: OnceCell<awc::Client>,
-    private: OnceCell<awc::Client>,
+    any: RefCell<Renewing>,
+    public: RefCell<Renewing>,
+    private: RefCell<Renewing>,
 }
 
 impl Clients {
     pub(super) fn new(opts: ClientOptions, dns: DnsCache, rule: AddressRule) -> Self {
+        let renewing = || RefCell::new(Renewing::new(opts.pool_hosts));
         Self {
+            any: renewing(),
+            public: renewing(),
+            private: renewing(),
             opts,
             dns,
             rule,
-            any: OnceCell::new(),
-            public: OnceCell::new(),
-            private: OnceCell::new(),
         }
     }
 
     /// The client for `hop`, as [`Self::decide`] left it.
-    pub(super) fn client(&self, hop: &Hop) -> &awc::Client {
+    pub(super) fn client(&self, hop: &Hop) -> awc::Client {
         let (cell, reach) = match hop.private {
             _ if !self.rule.enforced() => (&self.any, Reach::Any),
             Some(true) => (&self.private, Reach::Private(self.rule.clone())),
             _ => (&self.public, Reach::Public(self.rule.clone())),
         };
-        cell.get_or_init(|| build_client_reaching(&self.opts, self.dns.clone(), reach))
+        let authority = hop.uri.authority().map_or("", |a| a.as_str());
+        cell.borrow_mut().get(authority, || {
+            build_client_reaching(&self.opts, self.dns.clone(), reach)
+        })
     }
 
     /// Decide whether `hop` goes to a private address, when that can be known without

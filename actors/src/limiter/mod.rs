@@ -313,9 +313,10 @@ impl Handler<Failed> for LimiterActor {
         let failure = match m.kind {
             FailureKind::Timeout => Failure::Timeout,
             FailureKind::Reset | FailureKind::ConnectRefused => Failure::Connection,
-            FailureKind::LocalConnect | FailureKind::WrongFamily | FailureKind::Other => {
-                Failure::Local
-            }
+            FailureKind::LocalConnect
+            | FailureKind::WrongFamily
+            | FailureKind::OutOfFiles
+            | FailureKind::Other => Failure::Local,
         };
         let r = Response {
             sent_at: m.sent_at,

@@ -18,6 +18,10 @@ pub enum FailureKind {
     /// Failed on this host before anything was sent (bind failed, EADDRNOTAVAIL, ports
     /// exhausted): the exit's fault, not the site's.
     LocalConnect,
+    /// This process is out of file descriptors (`EMFILE`, `ENFILE`): nothing was sent, and
+    /// it is neither the site's fault nor the exit's — every exit would fail alike until
+    /// requests in flight give some back, so the exit is not ejected for it.
+    OutOfFiles,
     /// The host has no address of the exit's family (an IPv4 exit, an IPv6-only host):
     /// nothing was sent, and it is neither the exit's fault nor the site's — another exit
     /// may reach it.
@@ -36,7 +40,10 @@ pub enum FailureKind {
 impl FailureKind {
     /// True when nothing reached the site, so the failure must not count against it.
     pub fn is_local(self) -> bool {
-        matches!(self, FailureKind::LocalConnect | FailureKind::WrongFamily)
+        matches!(
+            self,
+            FailureKind::LocalConnect | FailureKind::WrongFamily | FailureKind::OutOfFiles
+        )
     }
 
     /// True when the exit itself failed (counts towards ejecting it).
@@ -84,6 +91,9 @@ pub fn classify_connect(err: &ConnectError) -> FailureKind {
                 if se.stage == super::connector::Stage::AddressFamily {
                     return FailureKind::WrongFamily;
                 }
+                if out_of_files(&se.error) {
+                    return FailureKind::OutOfFiles;
+                }
                 if se.is_local() {
                     return FailureKind::LocalConnect;
                 }
@@ -92,12 +102,18 @@ pub fn classify_connect(err: &ConnectError) -> FailureKind {
             // awc's own connector (or anything else) gives a bare OS error: EADDRNOTAVAIL
             // can then only come from bind/connect on this host.
             match e.kind() {
+                _ if out_of_files(e) => FailureKind::OutOfFiles,
                 io::ErrorKind::AddrNotAvailable => FailureKind::LocalConnect,
                 _ => classify_io(e),
             }
         }
         _ => FailureKind::Other,
     }
+}
+
+/// `EMFILE` (this process's limit) or `ENFILE` (the system's).
+fn out_of_files(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 fn classify_io(e: &io::Error) -> FailureKind {

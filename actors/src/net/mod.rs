@@ -19,6 +19,7 @@
 mod classify;
 mod connector;
 mod dns;
+mod renew;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -28,6 +29,7 @@ use awc::http::Uri;
 pub use classify::{classify, classify_connect, refusal, FailureKind};
 pub use connector::{connect_from, test_bind, ExitConnector, Reach, SocketError, Stage};
 pub use dns::{DnsCache, ResolveFuture};
+pub(crate) use renew::Renewing;
 
 /// Settings of one exit's HTTP client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +51,10 @@ pub struct ClientOptions {
     pub timeout: Duration,
     /// How long an idle pooled connection may be reused.
     pub keep_alive: Duration,
+    /// Hosts an exit's client serves before the exit replaces it with a fresh one, which
+    /// closes the old one's idle connections (see `Renewing`). [`build_client`] builds one
+    /// client and leaves renewal to its caller.
+    pub pool_hosts: usize,
     /// Redirects followed per request; 0 disables following.
     pub max_redirects: usize,
     /// `User-Agent` on every request.
@@ -61,7 +67,7 @@ pub struct ClientOptions {
 
 impl ClientOptions {
     /// Defaults for the given source IP: 64 connections, 8 per host, 5 s connect, 30 s
-    /// request, 15 s keep-alive, 5 redirects, 60 s DNS TTL, `exitcrawl/<version>` UA.
+    /// request, 15 s keep-alive, 256 hosts per pool, 5 redirects, 60 s DNS TTL, `exitcrawl/<version>` UA.
     pub fn new(source_ip: IpAddr) -> Self {
         Self {
             source_ip,
@@ -70,6 +76,7 @@ impl ClientOptions {
             connect_timeout: Duration::from_secs(5),
             timeout: Duration::from_secs(30),
             keep_alive: Duration::from_secs(15),
+            pool_hosts: 256,
             max_redirects: 5,
             user_agent: concat!("exitcrawl/", env!("CARGO_PKG_VERSION")).to_owned(),
             dns_ttl: Duration::from_secs(60),

@@ -36,6 +36,8 @@ pub struct Seen {
     pub requests: Vec<(usize, String)>,
     /// Connections accepted.
     pub connections: usize,
+    /// Connections ended (the client hung up, the script closed, or [`CONNECTION_MAX`]).
+    pub closed: usize,
     /// Body bytes an endless answer wrote before the client hung up, if it did.
     pub endless_until_hangup: Option<u64>,
 }
@@ -73,10 +75,11 @@ impl Raw {
                     seen.connections
                 };
                 let (s, script) = (Arc::clone(&s), Arc::clone(&script));
-                tokio::spawn(tokio::time::timeout(
-                    CONNECTION_MAX,
-                    serve(sock, conn, s, script),
-                ));
+                tokio::spawn(async move {
+                    let served = serve(sock, conn, Arc::clone(&s), script);
+                    let _ = tokio::time::timeout(CONNECTION_MAX, served).await;
+                    s.lock().unwrap().closed += 1;
+                });
             }
         });
         Raw { addr, seen }
