@@ -1,6 +1,7 @@
 //! The `exitcrawl` program against raw-socket sites on loopback: a robots.txt whose body
 //! ends when the server closes is read whole and obeyed, and a page cut short is recorded
-//! as `incomplete_body`, retried, and written neither to `--bodies` nor to the WARC.
+//! as `incomplete_body`, retried, and written neither to `--bodies` nor to the WARC; a
+//! site that links ever deeper is followed only to the default depth.
 
 mod cli_support;
 #[path = "../../actors/tests/raw_site/mod.rs"]
@@ -10,7 +11,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use cli_support::{assert_ok, config, records, run, run_out, s, TempDir};
+use cli_support::{assert_ok, config, json, records, run, run_list, run_out, s, TempDir};
 use raw_site::{answer, page, Raw, Then};
 use serde_json::Value;
 use warc::{RecordType, WarcHeader, WarcReader};
@@ -265,4 +266,53 @@ fn a_10_mb_robots_txt_is_read_from_its_first_500_kib() {
     );
     let seen = site.seen();
     assert!(!seen.lines().iter().any(|l| l.contains("/private/")));
+}
+
+/// `?page=N` links `?page=N+1`, for ever: with the defaults, `--follow` stops at depth 20
+/// (the seed is depth 0) and counts the link it did not follow.
+#[test]
+fn a_page_n_plus_1_trap_is_followed_to_the_default_depth_only() {
+    let site = Raw::start_in_thread(
+        |_, line| {
+            let target = line.split(' ').nth(1).unwrap_or_default();
+            let Some(n) = target.strip_prefix("/list?page=") else {
+                let head = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+                return (head.as_bytes().to_vec(), Then::KeepOpen);
+            };
+            let n: u64 = n.parse().unwrap_or(0);
+            let body = format!(
+                "<html><body><a href=\"/list?page={}\">next</a></body></html>",
+                n + 1
+            );
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            (answer(&head, body.as_bytes()), Then::KeepOpen)
+        },
+        LIFE,
+    );
+    let dir = TempDir::new("depth-trap");
+    let cfg = dir.file("c.toml", &config(""));
+    let list = dir.file("seeds.txt", &(site.url("/list?page=0") + "\n"));
+    let (o, out, summary) = run_list(&dir, &cfg, &list, &["--follow", "--quiet"]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 21, "{recs:?}");
+    assert!(recs.iter().all(|r| r["status"] == 200), "{recs:?}");
+    let pages: Vec<String> = site
+        .seen()
+        .lines()
+        .iter()
+        .filter(|l| l.contains("/list?page="))
+        .map(|l| l.to_string())
+        .collect();
+    let expected: Vec<String> = (0..=20)
+        .map(|n| format!("GET /list?page={n} HTTP/1.1"))
+        .collect();
+    let mut sorted = pages.clone();
+    sorted.sort_by_key(|l| l.len());
+    assert_eq!(sorted, expected, "the site saw pages 0..=20 only");
+    let sum = json(&summary);
+    assert_eq!(sum["skipped_scope"], 1, "{sum}");
 }
