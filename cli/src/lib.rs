@@ -59,6 +59,7 @@ mod source;
 mod summary;
 mod term;
 mod warc;
+mod warc_repair;
 
 /// The readers of untrusted files, reachable from the fuzz targets
 /// (`tests/fuzz_readers.rs`): not an API.

@@ -126,8 +126,9 @@ pub struct WarcWriter {
 
 impl WarcWriter {
     /// Open FILE (truncated), or with `resume` the first of FILE, FILE-00001, … that does
-    /// not exist (a file an interrupted run left may end in a cut-off record: it is never
-    /// appended to), and write its warcinfo record.
+    /// not exist, and write its warcinfo record. A file an interrupted run left is never
+    /// appended to; the last of them is cut back to its last whole record (see
+    /// `warc_repair`), so every file of the series reads whole.
     pub fn create(
         name: WarcName,
         max_bytes: Option<u64>,
@@ -137,6 +138,14 @@ impl WarcWriter {
         let mut index = 0;
         while resume && name.file(index).exists() {
             index += 1;
+        }
+        if index > 0 {
+            let last = name.file(index - 1);
+            let cut = crate::warc_repair::cut_to_whole_records(&last, name.gzip)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", last.display())))?;
+            if cut > 0 {
+                tracing::warn!(file = %last.display(), bytes = cut, "cut a WARC record an interrupted run left unfinished");
+            }
         }
         let out = open(&name.file(index))?;
         let gzip = name.gzip.then(GzipMembers::new);

@@ -560,6 +560,19 @@ fn killed_at_any_moment_no_200_record_lacks_its_warc_response() {
     a.push("--resume");
     assert_ok(&run(&a));
     check("after the last --resume");
+    // Each resume cut the file the kill left back to its last whole record: every file of
+    // the series reads whole, record by record.
+    let mut files = 0;
+    for entry in std::fs::read_dir(warc.parent().unwrap()).unwrap().flatten() {
+        let path = entry.path();
+        if path.to_string_lossy().ends_with(".warc.gz") {
+            files += 1;
+            assert!(!read_warc(&path).is_empty(), "{}", path.display());
+            // Member by member, each whole (a reader may stop quietly at a cut one).
+            assert!(!gzip_members(&path).is_empty(), "{}", path.display());
+        }
+    }
+    assert_eq!(files, 6, "one file per run");
     let last: HashMap<String, Value> = whole_records(&out)
         .into_iter()
         .map(|r| (r["url"].as_str().unwrap().to_owned(), r))
@@ -569,4 +582,73 @@ fn killed_at_any_moment_no_200_record_lacks_its_warc_response() {
         last.values().all(|r| r["status"] == 200),
         "every URL ends 200"
     );
+}
+
+/// A record cut off at the end of a file (a crash inside a write) is cut away by the
+/// next `--resume`, and its URL, which had no record yet, is fetched again: every file
+/// reads whole and every 200 has its response.
+#[test]
+fn resume_cuts_a_record_left_unfinished_and_fetches_its_url_again() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = site(log);
+    let dir = TempDir::new("warc-cut");
+    let cfg = dir.file("c.toml", &config("\n[crawl]\nrobots = false\n"));
+    let (out, warc) = (dir.path("o.jsonl"), dir.path("w.warc.gz"));
+    let urls: Vec<String> = (0..4).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let args = |resume: bool| {
+        let mut a = vec!["--config", s(&cfg), "--urls", s(&list), "--out", s(&out)];
+        a.extend(["--warc", s(&warc), "--quiet"]);
+        if resume {
+            a.push("--resume");
+        }
+        a
+    };
+    assert_ok(&run(&args(false)));
+
+    // Cut the last record in half, and take back the JSONL record of its URL, which a
+    // crash there would not have written yet.
+    let members = gzip_members(&warc);
+    let last = String::from_utf8_lossy(members.last().unwrap()).into_owned();
+    let uri = last
+        .lines()
+        .find_map(|l| l.strip_prefix("WARC-Target-URI: "))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let bytes = std::fs::read(&warc).unwrap();
+    let last_start = *member_starts(&bytes).last().unwrap();
+    std::fs::write(&warc, &bytes[..(last_start + bytes.len()) / 2]).unwrap();
+    let kept: Vec<String> = whole_records(&out)
+        .into_iter()
+        .filter(|r| r["url"] != uri.as_str())
+        .map(|r| r.to_string() + "\n")
+        .collect();
+    std::fs::write(&out, kept.concat()).unwrap();
+
+    assert_ok(&run(&args(true)));
+    for path in [warc.clone(), dir.path("w-00001.warc.gz")] {
+        assert!(!gzip_members(&path).is_empty(), "{}", path.display());
+        assert!(!read_warc(&path).is_empty(), "{}", path.display());
+    }
+    let archived = archived_responses(warc.parent().unwrap());
+    let recs = whole_records(&out);
+    assert_eq!(recs.len(), urls.len(), "{recs:?}");
+    for r in &recs {
+        assert_eq!(r["status"], 200, "{r}");
+        assert!(archived.contains(r["url"].as_str().unwrap()), "{r}");
+    }
+}
+
+/// Where each gzip member of `bytes` starts.
+fn member_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut rest: &[u8] = bytes;
+    let mut starts = Vec::new();
+    while !rest.is_empty() {
+        starts.push(bytes.len() - rest.len());
+        let mut d = flate2::bufread::GzDecoder::new(rest);
+        d.read_to_end(&mut Vec::new()).expect("a whole gzip member");
+        rest = d.into_inner();
+    }
+    starts
 }

@@ -1,0 +1,204 @@
+//! Cutting a WARC file an interrupted run left back to its last whole record.
+//!
+//! Why: a kill can stop the program inside a record, and `--resume` never appends to that
+//! file (it starts the next one of the series), but the cut-off record would stay at its
+//! end and make the file fail a WARC reader (`warcio check`). Records are written before
+//! their JSONL record, so a record cut off here is one no JSONL record relies on: the URL
+//! is fetched again by the resumed run.
+//!
+//! - `.warc.gz`: one gzip member per record; the file ends after the last member that
+//!   decodes whole (its CRC and length check out).
+//! - `.warc`: each record is a header block, `Content-Length` bytes and `\r\n\r\n`; the
+//!   file ends after the last whole one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::Path;
+
+/// Cut `path` after its last whole record; returns the bytes cut (0 when it ended whole).
+pub fn cut_to_whole_records(path: &Path, gzip: bool) -> io::Result<u64> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut reader = Tracked {
+        inner: BufReader::with_capacity(256 * 1024, file),
+        pos: 0,
+    };
+    let whole = if gzip {
+        whole_gzip_members(&mut reader)
+    } else {
+        whole_warc_records(&mut reader)
+    };
+    if whole < len {
+        OpenOptions::new().write(true).open(path)?.set_len(whole)?;
+    }
+    Ok(len - whole.min(len))
+}
+
+/// The end of the last gzip member that decodes whole.
+fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> u64 {
+    let mut end = 0;
+    let mut sink = [0u8; 64 * 1024];
+    loop {
+        match r.fill_buf() {
+            Ok([]) | Err(_) => return end,
+            Ok(_) => {}
+        }
+        let mut member = flate2::bufread::GzDecoder::new(&mut *r);
+        let whole = loop {
+            match member.read(&mut sink) {
+                Ok(0) => break true,
+                Ok(_) => {}
+                Err(_) => break false,
+            }
+        };
+        if !whole {
+            return end;
+        }
+        end = r.pos;
+    }
+}
+
+/// The end of the last whole uncompressed WARC record.
+fn whole_warc_records<R: BufRead>(r: &mut Tracked<R>) -> u64 {
+    let mut end = 0;
+    loop {
+        let Some(length) = record_head(r) else {
+            return end;
+        };
+        // The block and the two CRLFs after it.
+        let want = length.saturating_add(4);
+        let skipped = io::copy(&mut (&mut *r).take(want), &mut io::sink()).unwrap_or(0);
+        if skipped < want {
+            return end;
+        }
+        end = r.pos;
+    }
+}
+
+/// Read one record's header block; its `Content-Length`, or `None` at the end of the
+/// file or where the block is cut off or not a WARC header.
+fn record_head<R: BufRead>(r: &mut Tracked<R>) -> Option<u64> {
+    let mut line = Vec::new();
+    let mut length = None;
+    let mut first = true;
+    loop {
+        line.clear();
+        // A header line is short; a longer one is not a header.
+        let n = (&mut *r)
+            .take(64 * 1024)
+            .read_until(b'\n', &mut line)
+            .ok()?;
+        if n == 0 || !line.ends_with(b"\n") {
+            return None;
+        }
+        let text = std::str::from_utf8(&line).ok()?.trim_end();
+        if first {
+            if !text.starts_with("WARC/") {
+                return None;
+            }
+            first = false;
+            continue;
+        }
+        if text.is_empty() {
+            return length;
+        }
+        if let Some((name, value)) = text.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = Some(value.trim().parse().ok()?);
+            }
+        }
+    }
+}
+
+/// A `BufRead` that counts what its reader consumed: where in the file a decoder that
+/// reads through it has got to.
+struct Tracked<R> {
+    inner: R,
+    pos: u64,
+}
+
+impl<R: BufRead> Read for Tracked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Tracked<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amt: usize) {
+        self.pos += amt as u64;
+        self.inner.consume(amt);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn record(body: &str) -> Vec<u8> {
+        format!(
+            "WARC/1.1\r\nWARC-Type: resource\r\nContent-Length: {}\r\n\r\n{body}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    fn gz(bytes: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("warc-repair-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    /// Every cut of a file of three records ends, repaired, at the last whole one.
+    #[test]
+    fn a_file_cut_anywhere_ends_after_its_last_whole_record() {
+        for gzip in [false, true] {
+            let records: Vec<Vec<u8>> = ["one", "second body", "3"]
+                .iter()
+                .map(|b| {
+                    let r = record(b);
+                    if gzip {
+                        gz(&r)
+                    } else {
+                        r
+                    }
+                })
+                .collect();
+            let whole: Vec<u8> = records.concat();
+            let ends: Vec<usize> = records
+                .iter()
+                .scan(0, |at, r| {
+                    *at += r.len();
+                    Some(*at)
+                })
+                .collect();
+            for cut in 0..=whole.len() {
+                let p = temp(&format!("cut-{gzip}-{cut}"), &whole[..cut]);
+                cut_to_whole_records(&p, gzip).unwrap();
+                let kept = std::fs::metadata(&p).unwrap().len() as usize;
+                let expected = ends
+                    .iter()
+                    .copied()
+                    .filter(|e| *e <= cut)
+                    .max()
+                    .unwrap_or(0);
+                assert_eq!(kept, expected, "gzip {gzip}, cut at {cut}");
+                std::fs::remove_file(&p).unwrap();
+            }
+        }
+    }
+}
