@@ -3,7 +3,7 @@
 //! (`--trace`: one line per simulated second on stderr; `--dir DIR`: the scenarios of
 //! another folder, e.g. while writing new ones).
 //! The scenario tests (`tests/aimd_scenarios.rs`) assert the same runs against the
-//! expected ranges written in each file; `--markdown` prints the README's table (one row
+//! expected ranges written in each file; `--markdown` prints docs/limiter.md's table (one row
 //! per scenario: the worst of its seeds).
 
 use std::path::{Path, PathBuf};
@@ -67,7 +67,7 @@ fn scenario_files(dir: Option<PathBuf>) -> Vec<PathBuf> {
     files
 }
 
-/// The table's header: the README's markdown table, or one column per figure of a run.
+/// The table's header: docs/limiter.md's markdown table, or one column per figure of a run.
 fn print_header(markdown: bool) {
     if markdown {
         println!("| scenario | what it models | goodput | throttled | expected goodput | expected throttled | also | met |");
@@ -142,7 +142,7 @@ fn print_run_row(stem: &str, seed: u64, r: &SimReport, misses: &[String]) {
     );
 }
 
-/// The README's row for one scenario: the worst of its seeds against the expected ranges.
+/// docs/limiter.md's row for one scenario: the worst of its seeds against the expected ranges.
 fn print_markdown_row(stem: &str, scenario: &Scenario, runs: &[(SimReport, Vec<String>)]) {
     let g_lo = runs.iter().map(|r| r.0.goodput).fold(f64::MAX, f64::min);
     let g_hi = runs.iter().map(|r| r.0.goodput).fold(f64::MIN, f64::max);

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! The program is the `exitcrawl-cli` crate (`cli/`, installed as `exitcrawl` with
-//! `cargo install --path cli`); see `--help` and the README's "The crawl binary".
+//! `cargo install --path cli`); see `--help` and docs/cli.md.
 
 fn main() -> std::process::ExitCode {
     exitcrawl_cli::main("crawl")

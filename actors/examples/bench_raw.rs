@@ -20,7 +20,7 @@
 //! `--yield` (on every path, each task yields to the runtime once before each request, so
 //! the requests of one batch of answers go out together after it: a diagnostic of how much
 //! of a difference between paths is the order of sends and receives rather than work;
-//! see the README).
+//! see docs/embedding.md).
 //!
 //! - **actor**: `Crawler::start` with one exit on 127.0.0.2, `limiter.algorithm = "none"`,
 //!   `crawler.concurrency = C`, the exit's `max_concurrent = C`, `per_host_connections = C`,

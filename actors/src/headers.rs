@@ -4,7 +4,7 @@
 //! Why a type of its own and not an `http::HeaderMap`: awc hands an answer's headers over
 //! as actix-http's map (whose names and values are already the `http` crate's). Building
 //! an `http::HeaderMap` from it for every answer measured 1,877 instructions per answer,
-//! about 3 % of a fetch against a fast local site (README, "Cost of the actor system"),
+//! about 3 % of a fetch against a fast local site (docs/embedding.md, "Cost of the actor system"),
 //! while most callers read a header or two. `Headers` keeps the map awc built and answers
 //! in `http` types; [`Headers::into_http`] builds an `http::HeaderMap` for a caller that
 //! needs one, and pays for it only then.

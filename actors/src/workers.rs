@@ -2,8 +2,7 @@
 //! from a scheduler on another Arbiter.
 //!
 //! Why not a task per job: a request is a large future; spawning one per request copied
-//! it several times and was among the largest costs of that path (README, "Cost of the
-//! actor system"). A worker builds each job's future in place, inside its own future,
+//! it several times and was among the largest costs of that path (`bench_raw`). A worker builds each job's future in place, inside its own future,
 //! which lives as long as the worker. (`Fetch` messages do take a task each: measured,
 //! that order of sends was the faster one; see `scheduler/admission.rs`.)
 //!

@@ -172,7 +172,7 @@ async fn a_limit_for_the_whole_host_is_shared_by_four_exits() {
     assert!(goodput >= 0.80, "goodput after the warm-up {goodput:.3}");
     assert_eq!(limits.len(), 1);
     // One budget for the host: its lane carries it. An exit may still get a lane of its
-    // own (README, "Where it falls short": evenly paced exits against one bucket can see
+    // own (docs/limiter.md, "Where it falls short": evenly paced exits against one bucket can see
     // its refusals fall on the same exit in a row), which costs nothing here: the goodput
     // above is the host lane's.
     let host_lane = limits[0].lanes.iter().find(|l| l.exit.is_none());

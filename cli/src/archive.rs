@@ -4,8 +4,8 @@
 //! Each answer is written as soon as its fetch settles and then dropped, so memory holds
 //! only the bodies of the fetches in flight (at most `crawler.concurrency` ×
 //! `crawler.max_body_bytes`), never a backlog. The writes are synchronous on the crawl's
-//! thread, like `--out`'s: at a local site's full speed they show in the CPU cost (see the
-//! README), at a real site's pace they do not.
+//! thread, like `--out`'s: at a local site's full speed they show in the CPU cost (see docs/cli.md,
+//! "Cost of the program"), at a real site's pace they do not.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -4,8 +4,8 @@
 //!
 //! The installed `exitcrawl` binary (`src/main.rs`) and the workspace's `crawl` example
 //! (`cargo run --example crawl`) are both [`main`]; only the name they print differs. The
-//! flags, defaults, exit codes and file formats are a public contract (`--help`; the
-//! README's "The crawl binary").
+//! flags, defaults, exit codes and file formats are a public contract (`--help`; and
+//! docs/cli.md).
 //!
 //! One concept per file:
 //! - [`args`]: clap parsing, `--help`, the rules between flags;

@@ -1,5 +1,5 @@
-//! The `--summary` object (one JSON line). Every figure is defined in the README ("The
-//! crawl binary").
+//! The `--summary` object (one JSON line). Every figure is defined in docs/cli.md ("The
+//! summary").
 //!
 //! `per_exit` counts what each exit sent, from the counters behind
 //! `exitcrawl_requests_total` (an attempt that could not leave the exit — no connection

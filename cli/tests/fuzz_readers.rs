@@ -6,7 +6,7 @@
 //! - `url_list`: the `--urls` reader (its own thread and channel, as in a crawl), fed
 //!   through a reader that hands the bytes over in pieces of a size drawn from the input,
 //!   now and then interrupted (`EINTR`) or failing. Every line it hands over is checked
-//!   against the list format as the README gives it: a URL is the line trimmed of
+//!   against the list format as docs/cli.md gives it: a URL is the line trimmed of
 //!   whitespace and byte order marks, blank lines and `#` comments skipped; a line over 16 KiB is too long and
 //!   its record says its real length; a URL seen on an earlier line is a duplicate; a
 //!   read error ends the list after the complete lines before it, and says what failed.
@@ -167,7 +167,7 @@ fn url_list() {
     assert!(n > 0);
 }
 
-/// The fields of a record `--resume` reads, as the README gives them.
+/// The fields of a record `--resume` reads, as docs/cli.md gives them.
 #[derive(Deserialize)]
 struct Rec {
     url: String,

@@ -112,8 +112,8 @@ impl Handler<Fetch> for SchedulerActor {
 /// admission, one queue and one settle for every fetch, whoever sends it.
 ///
 /// Why a task per message and not long-lived workers (as the exits use): `bench_raw`
-/// measured a task per message faster on the wall clock on the 2-core VM, although
-/// workers ran fewer instructions (README, "Cost of the actor system").
+/// measured a task per message faster on the wall clock on a 2-core machine, although
+/// workers ran fewer instructions.
 pub struct Admission {
     ingress: Rc<Ingress>,
     fetch: Fetch,

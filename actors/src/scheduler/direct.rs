@@ -231,7 +231,7 @@ impl Ingress {
     /// Why: with every exit on the scheduler's Arbiter, the caller's task can run the
     /// request itself. That saves the hand-offs of the queued path (to the scheduler, to
     /// an exit worker, back to the scheduler, back to the caller), about a fifth of the
-    /// cost of a fetch against a fast local site (README, "Cost of the actor system").
+    /// cost of a fetch against a fast local site (docs/embedding.md, "Cost of the actor system").
     pub(crate) fn fetch(&self, fetch: Fetch) -> impl std::future::Future<Output = Reply> + '_ {
         run_direct(self, fetch)
     }

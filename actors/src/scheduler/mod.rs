@@ -16,7 +16,7 @@
 //! fetch takes a queue slot (backpressure) and joins the queue through the intake channel
 //! the actor reads. Why the direct path: each hand-off between tasks and mailboxes costs
 //! about as much as the scheduling itself; against a fast site it is what keeps the actor
-//! system close to a bare client (README, "Cost of the actor system").
+//! system close to a bare client (docs/embedding.md, "Cost of the actor system").
 //!
 //! # Layout
 //! - `mod.rs`: the state ([`Scheduler`]), the exits as the scheduler sees them
