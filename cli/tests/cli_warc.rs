@@ -341,6 +341,16 @@ fn warc_has_a_response_and_a_request_per_answer_with_the_bodies_the_site_sent() 
     }
 }
 
+/// The program's arguments for a quiet crawl of `list` into `out` and `warc`.
+fn warc_args(cfg: &Path, list: &Path, out: &Path, warc: &Path, resume: bool) -> Vec<String> {
+    let mut a = vec!["--config", s(cfg), "--urls", s(list), "--out", s(out)];
+    a.extend(["--warc", s(warc), "--quiet"]);
+    if resume {
+        a.push("--resume");
+    }
+    a.iter().map(|x| x.to_string()).collect()
+}
+
 #[test]
 fn resume_starts_a_new_warc_file_and_plain_warc_reads_back() {
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -354,14 +364,7 @@ fn resume_starts_a_new_warc_file_and_plain_warc_reads_back() {
     };
     let first = dir.file("a.txt", &urls(0..3));
     let both = dir.file("b.txt", &urls(0..6));
-    let args = |list: &Path, resume: bool| {
-        let mut a = vec!["--config", s(&cfg), "--urls", s(list), "--out", s(&out)];
-        a.extend(["--warc", s(&warc), "--quiet"]);
-        if resume {
-            a.push("--resume");
-        }
-        a.iter().map(|x| x.to_string()).collect::<Vec<_>>()
-    };
+    let args = |list: &Path, resume: bool| warc_args(&cfg, list, &out, &warc, resume);
     let o = cli_support::cmd(&[])
         .args(args(&first, false))
         .output()
@@ -596,15 +599,9 @@ fn resume_cuts_a_record_left_unfinished_and_fetches_its_url_again() {
     let (out, warc) = (dir.path("o.jsonl"), dir.path("w.warc.gz"));
     let urls: Vec<String> = (0..4).map(|i| site.url(&format!("/p/{i}"))).collect();
     let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
-    let args = |resume: bool| {
-        let mut a = vec!["--config", s(&cfg), "--urls", s(&list), "--out", s(&out)];
-        a.extend(["--warc", s(&warc), "--quiet"]);
-        if resume {
-            a.push("--resume");
-        }
-        a
-    };
-    assert_ok(&run(&args(false)));
+    let args = |resume: bool| warc_args(&cfg, &list, &out, &warc, resume);
+    let run_args = |a: Vec<String>| run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_ok(&run_args(args(false)));
 
     // Cut the last record in half, and take back the JSONL record of its URL, which a
     // crash there would not have written yet.
@@ -626,7 +623,7 @@ fn resume_cuts_a_record_left_unfinished_and_fetches_its_url_again() {
         .collect();
     std::fs::write(&out, kept.concat()).unwrap();
 
-    assert_ok(&run(&args(true)));
+    assert_ok(&run_args(args(true)));
     for path in [warc.clone(), dir.path("w-00001.warc.gz")] {
         assert!(!gzip_members(&path).is_empty(), "{}", path.display());
         assert!(!read_warc(&path).is_empty(), "{}", path.display());

@@ -40,14 +40,15 @@ impl Clients {
 
     /// The client for `hop`, as [`Self::decide`] left it.
     pub(super) fn client(&self, hop: &Hop) -> awc::Client {
-        let (cell, reach) = match hop.private {
-            _ if !self.rule.enforced() => (&self.any, Reach::Any),
-            Some(true) => (&self.private, Reach::Private(self.rule.clone())),
-            _ => (&self.public, Reach::Public(self.rule.clone())),
+        // The rule is cloned into a `Reach` only when a client is built, not per request.
+        let (cell, reach): (_, fn(&AddressRule) -> Reach) = match hop.private {
+            _ if !self.rule.enforced() => (&self.any, |_| Reach::Any),
+            Some(true) => (&self.private, |r| Reach::Private(r.clone())),
+            _ => (&self.public, |r| Reach::Public(r.clone())),
         };
         let authority = hop.uri.authority().map_or("", |a| a.as_str());
         cell.borrow_mut().get(authority, || {
-            build_client_reaching(&self.opts, self.dns.clone(), reach)
+            build_client_reaching(&self.opts, self.dns.clone(), reach(&self.rule))
         })
     }
 
