@@ -35,7 +35,7 @@ fn fleet() -> Vec<Candidate<'static>> {
                     Duration::ZERO
                 },
                 last_sent: 0,
-                family: exitcrawl::select::Family::V4,
+                family: Some(exitcrawl::select::Family::V4),
             }
         })
         .collect()

@@ -24,6 +24,7 @@
 //!   sim/              closes the loop on fake time: host policy + pacers vs a modelled
 //!                     site (site.rs: the shapes real sites have), scenario files
 //!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
+//!   proxy.rs          proxy URLs an exit sends through (http CONNECT, socks5, socks5h)
 //!   redact.rs         masks credentials in URLs and secret header values for logs
 //!   address.rs        which addresses count as private (loopback, RFC 1918, ULA, …)
 //!   cookies.rs        the cookie jar an exit keeps per host (`[crawler] cookies`)
@@ -66,6 +67,7 @@ pub mod health;
 pub mod limiter;
 pub mod outcome;
 pub mod pacer;
+pub mod proxy;
 pub mod redact;
 pub mod retry;
 pub mod rng;

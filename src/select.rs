@@ -108,8 +108,9 @@ pub struct Candidate<'a> {
     /// When this exit last sent to the URL's host, as a count that grows with each send
     /// to that host (0: never). Lower goes first; see the module docs.
     pub last_sent: u64,
-    /// The family of the exit's source address.
-    pub family: Family,
+    /// The family of the exit's source address; `None` when the exit reaches both (it sends
+    /// through a proxy, which connects to the site itself, or from the default route).
+    pub family: Option<Family>,
 }
 
 /// What the request asks of the exit.
@@ -207,7 +208,10 @@ impl Request<'_> {
     }
 
     fn family_ok(&self, c: &Candidate<'_>) -> bool {
-        self.family.is_none_or(|f| c.family == f)
+        match (self.family, c.family) {
+            (Some(want), Some(have)) => want == have,
+            _ => true,
+        }
     }
 
     fn excluded(&self, i: usize) -> bool {
@@ -341,7 +345,7 @@ mod tests {
             max_concurrent: max,
             ready_in: Duration::ZERO,
             last_sent: 0,
-            family: Family::V4,
+            family: Some(Family::V4),
         }
     }
 
@@ -574,7 +578,7 @@ mod tests {
     #[test]
     fn a_host_given_as_an_address_goes_only_to_exits_of_its_family() {
         let mut cs = [c("v4", 0, 4), c("v6", 3, 4)];
-        cs[1].family = Family::V6;
+        cs[1].family = Some(Family::V6);
         let v6 = Request {
             family: Some(Family::V6),
             ..req()
@@ -585,11 +589,14 @@ mod tests {
             ..req()
         };
         assert_eq!(select(&cs, &v4, 0), Selection::Exit(0));
-        cs[1].family = Family::V4;
+        cs[1].family = Some(Family::V4);
         assert_eq!(
             select(&cs, &v6, 0),
             Selection::NoExit(NoExitReason::NoFamilyMatch)
         );
+        // An exit through a proxy (or on the default route) reaches either family.
+        cs[0].family = None;
+        assert_eq!(select(&cs, &v6, 0), Selection::Exit(0));
         assert_eq!(Family::of_host("[::1]"), Some(Family::V6));
         assert_eq!(Family::of_host("127.0.0.2"), Some(Family::V4));
         assert_eq!(Family::of_host("example.com"), None);
@@ -622,7 +629,7 @@ mod tests {
                 max_concurrent: 8 + i % 4,
                 ready_in: Duration::ZERO,
                 last_sent: 0,
-                family: Family::V4,
+                family: Some(Family::V4),
             })
             .collect();
         let Selection::Exit(i) = select(&cs, &req(), 3) else {
@@ -648,7 +655,7 @@ mod tests {
                 max_concurrent: max,
                 ready_in: Duration::from_millis(ready),
                 last_sent: 0,
-                family: Family::V4,
+                family: Some(Family::V4),
             })
     }
 

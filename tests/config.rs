@@ -105,6 +105,7 @@ fn schema_keys() -> BTreeSet<String> {
     s.exits[0].rate = Some(1.0);
     s.exits[0].burst = Some(1);
     s.exits[0].region = Some("r".into());
+    s.exits[0].proxy = Some("http://10.0.0.5:3128".into());
     s.crawl.max_depth = Some(1);
     s.crawl.max_pages = Some(1);
     s.crawl.user_agent_token = Some("bot".into());
@@ -348,9 +349,29 @@ fn exits_are_checked_entry_by_entry() {
         &["A-Z a-z 0-9"],
     );
     assert_invalid(
-        "[[exits]]\nname = \"e2\"\nsource_ip = \"0.0.0.0\"\n",
+        "[[exits]]\nname = \"e2\"\nsource_ip = \"224.0.0.1\"\n",
         "exits[0].source_ip",
-        &["unspecified"],
+        &["multicast"],
+    );
+    assert_invalid(
+        "[[exits]]\nname = \"a\"\n[[exits]]\nname = \"b\"\nsource_ip = \"0.0.0.0\"\n",
+        "exits[1].source_ip",
+        &["default route", "used twice"],
+    );
+    assert_invalid(
+        &exit("proxy = \"https://u:secret@10.0.0.5:3128\""),
+        "exits[0].proxy",
+        &["https", "http, socks5 or socks5h", "u:***@"],
+    );
+    assert_invalid(
+        &exit("proxy = \"socks5://10.0.0.5:1080/x\""),
+        "exits[0].proxy",
+        &["scheme://[user:pass@]host:port"],
+    );
+    assert_invalid(
+        "[[exits]]\nname = \"a\"\nproxy = \"http://u:p@10.0.0.5:3128\"\n[[exits]]\nname = \"b\"\nproxy = \"http://u:p@10.0.0.5:3128/\"\n",
+        "exits[1].proxy",
+        &["used twice", "u:***@"],
     );
     assert_invalid(
         &format!("{ONE_EXIT}[[exits]]\nname = \"e3\"\nsource_ip = \"127.0.0.2\"\n"),
@@ -362,11 +383,15 @@ fn exits_are_checked_entry_by_entry() {
         "exits[0].name",
         &["missing"],
     );
-    assert_invalid(
-        &format!("{ONE_EXIT}[[exits]]\nname = \"e3\"\n"),
-        "exits[1].source_ip",
-        &["missing"],
-    );
+    // With neither source_ip nor proxy, an exit sends from the default route; with a proxy
+    // and no source_ip, from the kernel's choice of address to the proxy.
+    let s = Settings::from_toml_str(&format!(
+        "{ONE_EXIT}[[exits]]\nname = \"e3\"\n[[exits]]\nname = \"p\"\nproxy = \"socks5h://u:pw@127.0.0.1:1080\"\n"
+    ))
+    .unwrap();
+    assert_eq!(s.exits[1].describe(), "default route");
+    assert_eq!(s.exits[2].describe(), "socks5h://u:***@127.0.0.1:1080");
+    assert!(s.exits[1].unbound() && s.exits[2].unbound());
     // With a rate, burst is optional and defaults to 1.
     let s = Settings::from_toml_str(&exit("rate = 2.5")).unwrap();
     assert_eq!(s.exits[0].quota().map(|q| (q.rps, q.burst)), Some((2.5, 1)));

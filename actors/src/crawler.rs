@@ -228,6 +228,8 @@ fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Ar
         slots.push(ExitSlot {
             name: Arc::from(e.name.as_str()),
             source_ip: e.source_ip,
+            family: (e.proxy.is_none() && !e.unbound())
+                .then(|| exitcrawl::select::Family::of(e.source_ip)),
             region: e.region.clone(),
             enabled: e.enabled,
             healthy: true,
@@ -247,6 +249,8 @@ fn exit_options(settings: &Settings, e: &ExitSettings) -> ExitOptions {
     let c = &settings.crawler;
     let client = ClientOptions {
         source_ip: e.source_ip,
+        // Validated with the settings: a bad URL never gets this far.
+        proxy: e.proxy_url().and_then(Result::ok),
         max_concurrent: e.max_concurrent as usize,
         per_host_connections: c.per_host_connections as usize,
         connect_timeout: c.connect_timeout(),

@@ -214,6 +214,7 @@ fn blame(outcome: &Outcome) -> Option<(Blame, String)> {
 fn kind_blame(kind: FetchErrorKind) -> Blame {
     match kind {
         FetchErrorKind::LocalConnect
+        | FetchErrorKind::Proxy
         | FetchErrorKind::NoHealthyExit
         | FetchErrorKind::AddressFamily => Blame::Local,
         FetchErrorKind::Timeout => Blame::Timeout,
@@ -227,6 +228,7 @@ fn kind_blame(kind: FetchErrorKind) -> Blame {
 fn robots_blame(why: &str) -> Blame {
     [
         FetchErrorKind::LocalConnect,
+        FetchErrorKind::Proxy,
         FetchErrorKind::NoHealthyExit,
         FetchErrorKind::AddressFamily,
         FetchErrorKind::Timeout,

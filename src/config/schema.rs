@@ -617,16 +617,25 @@ pub struct MetricsSettings {
     pub host_labels: u32,
 }
 
-/// One `[[exits]]` entry: an egress source address the crawler binds to.
+/// One `[[exits]]` entry: an egress address the crawler sends from — a local source
+/// address, a proxy, or both (the proxy reached from that source address).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExitSettings {
     /// Unique name, used in logs, metrics and limiter keys. Required; 1..=64 characters
     /// from `A-Z a-z 0-9 _ - .`.
     pub name: String,
-    /// Local address outgoing connections bind to. Required; unique across exits, not
-    /// unspecified (`0.0.0.0`/`::`, which would let the OS pick) nor multicast.
+    /// Local address outgoing connections bind to (to the site, or to the proxy). Default
+    /// `0.0.0.0`: not bound, the kernel picks the source address by its routes (the default
+    /// route). Not multicast; unique across exits without a proxy.
+    #[serde(default = "unbound")]
     pub source_ip: IpAddr,
+    /// A proxy this exit sends through: `http://[user:pass@]host:port` (tunnelled with
+    /// `CONNECT`, for http and https targets alike), `socks5://…` (names resolved here) or
+    /// `socks5h://…` (names resolved by the proxy). Default absent (connect directly).
+    /// Unique across exits. The password is masked wherever the URL is shown.
+    #[serde(default)]
+    pub proxy: Option<String>,
     /// Most fetches in flight on this exit. Default 100; 1..=100000.
     #[serde(default = "default_max_concurrent", deserialize_with = "strict::int")]
     pub max_concurrent: u32,
@@ -654,6 +663,7 @@ impl ExitSettings {
         Self {
             name: name.into(),
             source_ip,
+            proxy: None,
             max_concurrent: default_max_concurrent(),
             rate: None,
             burst: None,
@@ -662,11 +672,49 @@ impl ExitSettings {
         }
     }
 
+    /// An enabled exit sending through `proxy`, from the kernel's choice of source address.
+    pub fn via(name: impl Into<String>, proxy: &crate::proxy::ProxyUrl) -> Self {
+        let mut exit = Self::new(name, unbound());
+        exit.proxy = Some(proxy.to_url());
+        exit
+    }
+
+    /// The proxy, parsed; `None` for a direct exit. `Err` only for settings that were not
+    /// validated (`Settings::validate` refuses a bad proxy URL, naming `exits[i].proxy`).
+    pub fn proxy_url(&self) -> Option<Result<crate::proxy::ProxyUrl, crate::proxy::ProxyUrlError>> {
+        self.proxy.as_deref().map(str::parse)
+    }
+
+    /// Whether connections leave from an address the kernel picks (no `source_ip` given).
+    pub fn unbound(&self) -> bool {
+        self.source_ip.is_unspecified()
+    }
+
+    /// Where the exit sends from, for people: `127.0.0.2`, `socks5://u:***@10.0.0.5:1080`,
+    /// `socks5://… from 127.0.0.2`, or `default route`. Never shows a proxy password.
+    pub fn describe(&self) -> String {
+        let proxy = self.proxy_url().map(|p| match p {
+            Ok(p) => p.to_string(),
+            Err(_) => crate::redact::mask_url(self.proxy.as_deref().unwrap_or_default()),
+        });
+        match (proxy, self.unbound()) {
+            (None, true) => "default route".to_owned(),
+            (None, false) => self.source_ip.to_string(),
+            (Some(p), true) => p,
+            (Some(p), false) => format!("{p} from {}", self.source_ip),
+        }
+    }
+
     /// The per-exit token bucket quota, if `rate` is set (burst defaults to 1).
     pub fn quota(&self) -> Option<Quota> {
         self.rate
             .map(|rps| Quota::new(rps, self.burst.unwrap_or(1)))
     }
+}
+
+/// `0.0.0.0`: a source address that is not bound, so the kernel picks one.
+fn unbound() -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
 }
 
 fn default_max_concurrent() -> u32 {

@@ -415,6 +415,59 @@ fn validate_redis(r: &RedisSettings, l: &LimiterSettings) -> Result {
     Ok(())
 }
 
+/// An exit's `source_ip` and `proxy`: a proxy that parses, and no two exits that would send
+/// from the same place (two direct exits on one source address, or one proxy URL twice).
+/// Several proxy exits may share a source address: the proxies tell them apart.
+fn validate_exit_address(
+    i: usize,
+    e: &ExitSettings,
+    ips: &mut HashMap<IpAddr, usize>,
+    proxies: &mut HashMap<String, usize>,
+) -> Result {
+    let key = |field: &str| format!("exits[{i}].{field}");
+    if e.source_ip.is_multicast() {
+        return Err(ConfigError::invalid(
+            key("source_ip"),
+            format!(
+                "\"{}\" is multicast, which cannot be a source address; expected a local unicast address, e.g. \"127.0.0.2\", or leave it out to let the kernel pick",
+                e.source_ip
+            ),
+        ));
+    }
+    let Some(proxy) = e.proxy_url() else {
+        if let Some(first) = ips.insert(e.source_ip, i) {
+            let what = if e.unbound() {
+                "the default route (no source_ip)".to_owned()
+            } else {
+                format!("\"{}\"", e.source_ip)
+            };
+            return Err(ConfigError::invalid(
+                key("source_ip"),
+                format!(
+                    "{what} is used twice (also exits[{first}]); each direct exit needs its own source address"
+                ),
+            ));
+        }
+        return Ok(());
+    };
+    let proxy = proxy.map_err(|err| {
+        ConfigError::invalid(
+            key("proxy"),
+            format!(
+                "\"{}\" {err}",
+                crate::redact::mask_url(e.proxy.as_deref().unwrap_or_default())
+            ),
+        )
+    })?;
+    if let Some(first) = proxies.insert(proxy.to_url(), i) {
+        return Err(ConfigError::invalid(
+            key("proxy"),
+            format!("\"{proxy}\" is used twice (also exits[{first}].proxy); each exit needs its own proxy"),
+        ));
+    }
+    Ok(())
+}
+
 fn validate_exits(exits: &[ExitSettings]) -> Result {
     if exits.is_empty() {
         return Err(ConfigError::invalid(
@@ -424,6 +477,7 @@ fn validate_exits(exits: &[ExitSettings]) -> Result {
     }
     let mut names: HashMap<&str, usize> = HashMap::new();
     let mut ips: HashMap<IpAddr, usize> = HashMap::new();
+    let mut proxies: HashMap<String, usize> = HashMap::new();
     for (i, e) in exits.iter().enumerate() {
         let key = |field: &str| format!("exits[{i}].{field}");
         let name_ok = (1..=64).contains(&e.name.len())
@@ -448,24 +502,7 @@ fn validate_exits(exits: &[ExitSettings]) -> Result {
                 ),
             ));
         }
-        if e.source_ip.is_unspecified() || e.source_ip.is_multicast() {
-            return Err(ConfigError::invalid(
-                key("source_ip"),
-                format!(
-                    "\"{}\" cannot be a source address (unspecified or multicast); expected a local unicast address, e.g. \"127.0.0.2\"",
-                    e.source_ip
-                ),
-            ));
-        }
-        if let Some(first) = ips.insert(e.source_ip, i) {
-            return Err(ConfigError::invalid(
-                key("source_ip"),
-                format!(
-                    "\"{}\" is used twice (also exits[{first}].source_ip); each exit needs its own source address",
-                    e.source_ip
-                ),
-            ));
-        }
+        validate_exit_address(i, e, &mut ips, &mut proxies)?;
         uint(&key("max_concurrent"), e.max_concurrent.into(), 1, 100_000)?;
         if let Some(rate) = e.rate {
             if !(rate > 0.0 && rate <= MAX_RATE) {

@@ -548,6 +548,7 @@ fn fetch_error(kind: FailureKind) -> FetchErrorKind {
     match kind {
         FailureKind::LocalConnect | FailureKind::OutOfFiles => FetchErrorKind::LocalConnect,
         FailureKind::WrongFamily => FetchErrorKind::AddressFamily,
+        FailureKind::Proxy => FetchErrorKind::Proxy,
         FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
         FailureKind::Timeout => FetchErrorKind::Timeout,
         FailureKind::Reset => FetchErrorKind::Reset,

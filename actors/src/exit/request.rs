@@ -87,7 +87,10 @@ impl Clients {
     /// private.
     fn all_private(&self, addrs: &[std::net::IpAddr]) -> bool {
         let v4 = self.opts.source_ip.is_ipv4();
-        let family = addrs.iter().filter(|a| a.is_ipv4() == v4);
+        // An exit that reaches both families (a proxy's, the default route) has no family
+        // of its own to prefer.
+        let both = self.opts.source_ip.is_unspecified() || self.opts.proxy.is_some();
+        let family = addrs.iter().filter(|a| both || a.is_ipv4() == v4);
         let mut any = false;
         for a in family {
             any = true;

@@ -314,6 +314,7 @@ impl Handler<Failed> for LimiterActor {
             FailureKind::Timeout => Failure::Timeout,
             FailureKind::Reset | FailureKind::ConnectRefused => Failure::Connection,
             FailureKind::LocalConnect
+            | FailureKind::Proxy
             | FailureKind::WrongFamily
             | FailureKind::OutOfFiles
             | FailureKind::Other => Failure::Local,

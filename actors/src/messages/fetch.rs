@@ -178,6 +178,9 @@ pub enum FetchErrorKind {
     Reset,
     /// No exit could even open a connection (all failed locally).
     LocalConnect,
+    /// The exit's proxy could not be reached or refused the tunnel (407, 403, a SOCKS5
+    /// refusal), on every exit tried: the message names the proxy (password masked).
+    Proxy,
     /// No exit of the host's address family (IPv4 exits for an IPv6-only host, or the
     /// other way round).
     AddressFamily,
@@ -221,6 +224,7 @@ impl FetchErrorKind {
             FetchErrorKind::ConnectRefused => "connect_refused",
             FetchErrorKind::Reset => "reset",
             FetchErrorKind::LocalConnect => "local_connect",
+            FetchErrorKind::Proxy => "proxy",
             FetchErrorKind::AddressFamily => "address_family",
             FetchErrorKind::BodyTooLarge => "body_too_large",
             FetchErrorKind::IncompleteBody => "incomplete_body",

@@ -26,6 +26,10 @@ pub enum FailureKind {
     /// nothing was sent, and it is neither the exit's fault nor the site's — another exit
     /// may reach it.
     WrongFamily,
+    /// The exit's proxy could not be reached, refused the tunnel (407, 403, another
+    /// answer to `CONNECT`, a SOCKS5 refusal) or broke the handshake: nothing reached the
+    /// site, and it is the exit's fault — the fetch moves to another exit.
+    Proxy,
     /// The site (or something on the path) refused the TCP connection (RST to SYN).
     ConnectRefused,
     /// Connect, or waiting for the response, took too long.
@@ -42,13 +46,16 @@ impl FailureKind {
     pub fn is_local(self) -> bool {
         matches!(
             self,
-            FailureKind::LocalConnect | FailureKind::WrongFamily | FailureKind::OutOfFiles
+            FailureKind::LocalConnect
+                | FailureKind::WrongFamily
+                | FailureKind::OutOfFiles
+                | FailureKind::Proxy
         )
     }
 
     /// True when the exit itself failed (counts towards ejecting it).
     pub fn is_exit_fault(self) -> bool {
-        self == FailureKind::LocalConnect
+        matches!(self, FailureKind::LocalConnect | FailureKind::Proxy)
     }
 }
 
@@ -93,6 +100,12 @@ pub fn classify_connect(err: &ConnectError) -> FailureKind {
                 }
                 if out_of_files(&se.error) {
                     return FailureKind::OutOfFiles;
+                }
+                if matches!(
+                    se.stage,
+                    super::connector::Stage::ProxyConnect | super::connector::Stage::Proxy
+                ) {
+                    return FailureKind::Proxy;
                 }
                 if se.is_local() {
                     return FailureKind::LocalConnect;

@@ -32,8 +32,10 @@ use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
 use tokio::net::{TcpSocket, TcpStream};
 
 use exitcrawl::address::AddressRule;
+use exitcrawl::proxy::{ProxyScheme, ProxyUrl};
 
 use super::dns::DnsCache;
+use super::proxy::Target;
 
 /// Which addresses a connector may connect to (see `exitcrawl::address`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,6 +78,11 @@ pub enum Stage {
     /// Not connected: the target was found private when the hop was planned and resolves
     /// to public addresses only now ([`Reach::Private`]).
     Changed,
+    /// Resolving or connecting to the exit's proxy failed: the exit's fault.
+    ProxyConnect,
+    /// The proxy refused the tunnel (an answer to `CONNECT` other than 2xx, a SOCKS5
+    /// refusal) or broke the handshake: the exit's fault.
+    Proxy,
 }
 
 impl fmt::Display for Stage {
@@ -88,6 +95,8 @@ impl fmt::Display for Stage {
             Stage::Connect => "connect",
             Stage::Refused => "private address refused",
             Stage::Changed => "address changed",
+            Stage::ProxyConnect => "connect to proxy",
+            Stage::Proxy => "proxy handshake",
         })
     }
 }
@@ -127,6 +136,8 @@ impl SocketError {
     pub fn is_local(&self) -> bool {
         match self.stage {
             Stage::AddressFamily | Stage::Socket | Stage::SetOption | Stage::Bind => true,
+            // Nothing reached the site, and another exit (another proxy) may do better.
+            Stage::ProxyConnect | Stage::Proxy => true,
             // Every exit would refuse the same target: not the exit's fault, and not one
             // another exit can do better on.
             Stage::Refused | Stage::Changed => false,
@@ -142,8 +153,14 @@ impl SocketError {
 
 impl fmt::Display for SocketError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = if self.source_ip.is_unspecified() {
+            "the default route".to_owned()
+        } else {
+            format!("source {}", self.source_ip)
+        };
         match (self.stage, self.target) {
             (Stage::Refused | Stage::Changed, _) => write!(f, "{}", self.error)?,
+            (Stage::Proxy, _) => write!(f, "{}", self.error)?,
             (Stage::Bind, _) => write!(
                 f,
                 "bind to source {}:0 failed: {}",
@@ -151,14 +168,10 @@ impl fmt::Display for SocketError {
             )?,
             (stage, Some(target)) => write!(
                 f,
-                "{stage} from source {} to {target} failed: {}",
-                self.source_ip, self.error
+                "{stage} from {source} to {target} failed: {}",
+                self.error
             )?,
-            (stage, None) => write!(
-                f,
-                "{stage} from source {} failed: {}",
-                self.source_ip, self.error
-            )?,
+            (stage, None) => write!(f, "{stage} from {source} failed: {}", self.error)?,
         }
         Ok(())
     }
@@ -181,6 +194,7 @@ pub struct ExitConnector {
     dns: DnsCache,
     connect_timeout: Duration,
     reach: Reach,
+    proxy: Option<ProxyUrl>,
 }
 
 impl ExitConnector {
@@ -192,7 +206,15 @@ impl ExitConnector {
             dns,
             connect_timeout,
             reach: Reach::Any,
+            proxy: None,
         }
+    }
+
+    /// This connector, tunnelling every connection through `proxy` (reached from its
+    /// source IP); `None` connects directly.
+    pub fn through(mut self, proxy: Option<ProxyUrl>) -> Self {
+        self.proxy = proxy;
+        self
     }
 
     /// This connector, connecting only to the addresses `reach` allows.
@@ -210,6 +232,9 @@ impl ExitConnector {
         self,
         mut req: ConnectInfo<Uri>,
     ) -> Result<Connection<Uri, TcpStream>, ConnectError> {
+        if let Some(proxy) = &self.proxy {
+            return self.connect_via(proxy, req).await;
+        }
         let port = req.port();
         // awc fills addrs only when the request set an explicit address
         // (`ClientRequest::address`); then there is nothing to resolve.
@@ -228,7 +253,9 @@ impl ExitConnector {
         }
 
         let all = targets.clone();
-        targets.retain(|t| t.is_ipv4() == self.source_ip.is_ipv4());
+        if !self.source_ip.is_unspecified() {
+            targets.retain(|t| t.is_ipv4() == self.source_ip.is_ipv4());
+        }
         if targets.is_empty() {
             let family = if self.source_ip.is_ipv4() {
                 "IPv4"
@@ -276,6 +303,138 @@ impl ExitConnector {
 }
 
 impl ExitConnector {
+    /// Open a tunnel to the request's target through `proxy`: connect to the proxy from
+    /// the exit's source IP, then run its handshake (see [`super::proxy`]).
+    ///
+    /// The private-address rule is checked here on the addresses the target resolves to
+    /// locally (for `socks5`, the one sent; for `http` and `socks5h`, where the proxy
+    /// resolves the name, a name that does not resolve here is sent unchecked).
+    async fn connect_via(
+        &self,
+        proxy: &ProxyUrl,
+        req: ConnectInfo<Uri>,
+    ) -> Result<Connection<Uri, TcpStream>, ConnectError> {
+        let host = req.hostname().to_owned();
+        let port = req.port();
+        let literal = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .ok();
+        let local = match literal {
+            Some(ip) => Some(Ok(vec![SocketAddr::new(ip, port)])),
+            None if proxy.scheme == ProxyScheme::Socks5 || self.reach != Reach::Any => Some(
+                self.dns
+                    .lookup(&host)
+                    .await
+                    .map(|ips| ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect()),
+            ),
+            None => None,
+        };
+        let target = match (proxy.scheme, local) {
+            (ProxyScheme::Socks5, Some(Err(e))) => return Err(ConnectError::Resolver(Box::new(e))),
+            (_, Some(Ok(mut addrs))) => {
+                if let Some(err) = self.keep_reachable(&mut addrs, &host) {
+                    return Err(ConnectError::Io(err.into_io()));
+                }
+                match (proxy.scheme, addrs.first()) {
+                    (ProxyScheme::Socks5, Some(addr)) => Target::Addr(*addr),
+                    _ => Target::Name(&host, port),
+                }
+            }
+            _ => Target::Name(&host, port),
+        };
+
+        let mut stream = self.connect_to_proxy(proxy).await?;
+        let peer = stream.peer_addr().ok();
+        let fail = |stage, error| SocketError {
+            stage,
+            source_ip: self.source_ip,
+            target: peer,
+            error,
+        };
+        match tokio::time::timeout(
+            self.connect_timeout,
+            super::proxy::handshake(&mut stream, proxy, target),
+        )
+        .await
+        {
+            Ok(Ok(())) => Ok(Connection::new(req.request().clone(), stream)),
+            Ok(Err(e)) => {
+                let (proxy_fault, error) = e.into_io(proxy);
+                let stage = if proxy_fault {
+                    Stage::Proxy
+                } else {
+                    Stage::Connect
+                };
+                Err(ConnectError::Io(fail(stage, error).into_io()))
+            }
+            // The proxy holds its answer until it has connected to the target, so a slow
+            // handshake is most often a slow site: a timeout, as a direct connect's is.
+            Err(_) => Err(ConnectError::Io(
+                fail(
+                    Stage::Connect,
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "proxy {proxy} did not open a tunnel to {host}:{port} within {:?}",
+                            self.connect_timeout
+                        ),
+                    ),
+                )
+                .into_io(),
+            )),
+        }
+    }
+
+    /// A TCP connection to the proxy from the exit's source IP; failures are
+    /// [`Stage::ProxyConnect`] (the exit's fault).
+    async fn connect_to_proxy(&self, proxy: &ProxyUrl) -> Result<TcpStream, ConnectError> {
+        let proxy_fail = |target, error: io::Error| {
+            ConnectError::Io(
+                SocketError {
+                    stage: Stage::ProxyConnect,
+                    source_ip: self.source_ip,
+                    target,
+                    error: io::Error::new(error.kind(), format!("proxy {proxy}: {error}")),
+                }
+                .into_io(),
+            )
+        };
+        let mut addrs: Vec<SocketAddr> = match proxy.host.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, proxy.port)],
+            Err(_) => self
+                .dns
+                .lookup(&proxy.host)
+                .await
+                .map_err(|e| proxy_fail(None, io::Error::other(e.to_string())))?
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, proxy.port))
+                .collect(),
+        };
+        if !self.source_ip.is_unspecified() {
+            addrs.retain(|a| a.is_ipv4() == self.source_ip.is_ipv4());
+        }
+        let mut last = None;
+        for addr in addrs {
+            match connect_from(self.source_ip, addr, self.connect_timeout).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) if e.is_local() => return Err(ConnectError::Io(e.into_io())),
+                Err(e) => last = Some((addr, e.error)),
+            }
+        }
+        Err(match last {
+            Some((addr, e)) => proxy_fail(Some(addr), e),
+            None => proxy_fail(
+                None,
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "has no address of the exit's source address family",
+                ),
+            ),
+        })
+    }
+
     /// Keep the targets this connector's [`Reach`] allows; the refusal when none is left.
     fn keep_reachable(&self, targets: &mut Vec<SocketAddr>, host: &str) -> Option<SocketError> {
         let (rule, want_private) = match &self.reach {
@@ -341,7 +500,7 @@ pub async fn connect_from(
     timeout: Duration,
 ) -> Result<TcpStream, SocketError> {
     let fail = |stage, error| SocketError::new(stage, source_ip, target, error);
-    if source_ip.is_ipv4() != target.is_ipv4() {
+    if !source_ip.is_unspecified() && source_ip.is_ipv4() != target.is_ipv4() {
         return Err(fail(
             Stage::AddressFamily,
             io::Error::new(
@@ -360,11 +519,15 @@ pub async fn connect_from(
     socket
         .set_nonblocking(true)
         .map_err(|e| fail(Stage::SetOption, e))?;
-    #[cfg(target_os = "linux")]
-    set_bind_address_no_port(&socket).map_err(|e| fail(Stage::SetOption, e))?;
-    socket
-        .bind(&SockAddr::from(SocketAddr::new(source_ip, 0)))
-        .map_err(|e| fail(Stage::Bind, e))?;
+    // An unspecified source is not bound: the kernel picks the address by its routes at
+    // connect(), as for any client that does not ask.
+    if !source_ip.is_unspecified() {
+        #[cfg(target_os = "linux")]
+        set_bind_address_no_port(&socket).map_err(|e| fail(Stage::SetOption, e))?;
+        socket
+            .bind(&SockAddr::from(SocketAddr::new(source_ip, 0)))
+            .map_err(|e| fail(Stage::Bind, e))?;
+    }
     socket
         .set_tcp_nodelay(true)
         .map_err(|e| fail(Stage::SetOption, e))?;

@@ -19,6 +19,7 @@
 mod classify;
 mod connector;
 mod dns;
+mod proxy;
 mod renew;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -34,8 +35,11 @@ pub(crate) use renew::Renewing;
 /// Settings of one exit's HTTP client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientOptions {
-    /// The exit's source IP; every connection binds to it.
+    /// The exit's source IP; every connection binds to it (to the site, or to the proxy).
+    /// Unspecified (`0.0.0.0`): not bound, the kernel picks.
     pub source_ip: IpAddr,
+    /// The proxy every connection is tunnelled through; `None` connects directly.
+    pub proxy: Option<exitcrawl::proxy::ProxyUrl>,
     /// Most connections in use at once, over all hosts (awc's pool limit). 0 = unlimited.
     pub max_concurrent: usize,
     /// Most requests in flight to one host. awc cannot enforce this (its pool limit is one
@@ -71,6 +75,7 @@ impl ClientOptions {
     pub fn new(source_ip: IpAddr) -> Self {
         Self {
             source_ip,
+            proxy: None,
             max_concurrent: 64,
             per_host_connections: 8,
             connect_timeout: Duration::from_secs(5),
@@ -114,7 +119,11 @@ pub fn build_client(opts: &ClientOptions, dns: DnsCache) -> awc::Client {
 pub fn build_client_reaching(opts: &ClientOptions, dns: DnsCache, reach: Reach) -> awc::Client {
     install_crypto_provider();
     let connector = awc::Connector::new()
-        .connector(ExitConnector::new(opts.source_ip, dns, opts.connect_timeout).reaching(reach))
+        .connector(
+            ExitConnector::new(opts.source_ip, dns, opts.connect_timeout)
+                .reaching(reach)
+                .through(opts.proxy.clone()),
+        )
         .timeout(opts.connect_timeout)
         .handshake_timeout(opts.connect_timeout)
         .limit(opts.max_concurrent)

@@ -105,6 +105,9 @@ type Reply = Result<FetchResponse, FetchError>;
 pub(crate) struct ExitSlot {
     pub name: Arc<str>,
     pub source_ip: std::net::IpAddr,
+    /// The address family the exit reaches; `None` for both (a proxy exit, whose proxy
+    /// connects to the site, or one on the default route).
+    pub family: Option<exitcrawl::select::Family>,
     pub region: Option<String>,
     pub enabled: bool,
     pub healthy: bool,

@@ -210,7 +210,7 @@ pub(super) fn choose(
             max_concurrent: e.max_concurrent,
             ready_in: c.ready[i],
             last_sent: pacing.last_sent[i],
-            family: select::Family::of(e.source_ip),
+            family: e.family,
         });
     }
     *c.tie = c.tie.wrapping_add(1);

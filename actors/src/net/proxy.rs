@@ -1,0 +1,300 @@
+//! The handshakes that turn a TCP connection to a proxy into a tunnel to the site: HTTP
+//! `CONNECT` (RFC 9110 §9.3.6) and SOCKS5 (RFC 1928, with RFC 1929's username/password).
+//!
+//! Why here, under the connector: awc speaks HTTP (and TLS) over whatever stream its TCP
+//! connector hands it. A tunnel is such a stream, so everything above it — pooling per
+//! site, TLS with the site's name, framing — works through a proxy exactly as it does
+//! from a source address, and the site sees one connection per tunnel.
+//!
+//! Why `CONNECT` for plain `http` too, rather than absolute-form requests: one path for
+//! both schemes, the pool keeps its one-connection-per-site meaning, and the proxy cannot
+//! rewrite or cache what it forwards. A proxy that allows `CONNECT` only to port 443
+//! (squid's default `SSL_ports` rule) refuses plain-http targets; that refusal is the
+//! proxy's answer, reported as such.
+//!
+//! Who is at fault: the proxy refusing us (407, 403, any other answer to `CONNECT`; a
+//! SOCKS method, auth or rule refusal; garbage) is the exit's fault — another exit may
+//! succeed. A SOCKS5 reply that says the *target* refused, was unreachable or timed out is
+//! the site's, reported with the matching I/O error kind.
+
+use std::io;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use exitcrawl::proxy::{ProxyScheme, ProxyUrl};
+
+/// Where the tunnel should lead: the name (for `CONNECT` and `socks5h`) or the address
+/// resolved here (for `socks5`), and the port.
+#[derive(Debug, Clone)]
+pub enum Target<'a> {
+    /// A host name (or an address literal) the proxy resolves.
+    Name(&'a str, u16),
+    /// An address resolved here.
+    Addr(std::net::SocketAddr),
+}
+
+/// How a handshake failed.
+#[derive(Debug)]
+pub enum HandshakeError {
+    /// The proxy refused or failed: the exit's fault.
+    Proxy(String),
+    /// The proxy says the target refused, was unreachable or timed out: the site's. The
+    /// error's kind is the matching one (`ConnectionRefused`, `TimedOut`, …).
+    Target(io::Error),
+    /// Reading or writing the proxy's socket failed.
+    Io(io::Error),
+}
+
+impl HandshakeError {
+    /// As an `io::Error` whose message says what the proxy did.
+    pub fn into_io(self, proxy: &ProxyUrl) -> (bool, io::Error) {
+        match self {
+            HandshakeError::Proxy(m) => (true, io::Error::other(format!("proxy {proxy}: {m}"))),
+            HandshakeError::Target(e) => (
+                false,
+                io::Error::new(e.kind(), format!("proxy {proxy}: {e}")),
+            ),
+            HandshakeError::Io(e) => (
+                true,
+                io::Error::new(e.kind(), format!("proxy {proxy}: {e}")),
+            ),
+        }
+    }
+}
+
+/// Run the proxy's handshake on `stream` so that it leads to `target`.
+pub async fn handshake(
+    stream: &mut TcpStream,
+    proxy: &ProxyUrl,
+    target: Target<'_>,
+) -> Result<(), HandshakeError> {
+    match proxy.scheme {
+        ProxyScheme::Http => http_connect(stream, proxy, target).await,
+        ProxyScheme::Socks5 | ProxyScheme::Socks5h => socks5(stream, proxy, target).await,
+    }
+}
+
+/// Longest answer head to `CONNECT` read before giving up on the proxy.
+const MAX_CONNECT_HEAD: usize = 16 * 1024;
+
+async fn http_connect(
+    stream: &mut TcpStream,
+    proxy: &ProxyUrl,
+    target: Target<'_>,
+) -> Result<(), HandshakeError> {
+    let authority = match target {
+        Target::Name(host, port) if host.contains(':') && !host.starts_with('[') => {
+            format!("[{host}]:{port}")
+        }
+        Target::Name(host, port) => format!("{host}:{port}"),
+        Target::Addr(addr) => addr.to_string(),
+    };
+    let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
+    if let Some(auth) = proxy.basic_auth() {
+        head.push_str("Proxy-Authorization: ");
+        head.push_str(&auth);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .map_err(HandshakeError::Io)?;
+
+    // Read the answer's head only: nothing follows it until the client speaks (TLS and
+    // HTTP both start with the client), so no byte of the tunnel is taken here.
+    let mut buf = Vec::with_capacity(256);
+    let mut chunk = [0u8; 512];
+    let end = loop {
+        let n = stream.read(&mut chunk).await.map_err(HandshakeError::Io)?;
+        if n == 0 {
+            return Err(HandshakeError::Proxy(
+                "closed the connection before answering CONNECT".into(),
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > MAX_CONNECT_HEAD {
+            return Err(HandshakeError::Proxy(format!(
+                "answered CONNECT with a head longer than {MAX_CONNECT_HEAD} bytes"
+            )));
+        }
+    };
+    let status_line =
+        String::from_utf8_lossy(&buf[..buf.iter().position(|b| *b == b'\r').unwrap_or(0)])
+            .into_owned();
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().unwrap_or_default();
+    let code = parts.next().and_then(|c| c.parse::<u16>().ok());
+    match code {
+        _ if !version.starts_with("HTTP/1.") => Err(HandshakeError::Proxy(format!(
+            "answered CONNECT with {status_line:?}, not HTTP/1.x"
+        ))),
+        // A refusal may come with a body; a tunnel's first byte must be the site's.
+        Some(200..=299) if end != buf.len() => Err(HandshakeError::Proxy(
+            "sent bytes after its 2xx answer to CONNECT, before the site could speak".into(),
+        )),
+        Some(200..=299) => Ok(()),
+        // 407 is the standard answer; tinyproxy gives 401 to a CONNECT it will not
+        // authorise.
+        Some(401 | 407) => Err(HandshakeError::Proxy(format!(
+            "answered CONNECT {authority} with {status_line:?}: {}",
+            if proxy.credentials.is_some() {
+                "the proxy refused the credentials"
+            } else {
+                "the proxy wants credentials (http://user:pass@host:port)"
+            }
+        ))),
+        Some(_) => Err(HandshakeError::Proxy(format!(
+            "answered CONNECT {authority} with {status_line:?}"
+        ))),
+        None => Err(HandshakeError::Proxy(format!(
+            "answered CONNECT with {status_line:?}, which has no status code"
+        ))),
+    }
+}
+
+async fn socks5(
+    stream: &mut TcpStream,
+    proxy: &ProxyUrl,
+    target: Target<'_>,
+) -> Result<(), HandshakeError> {
+    let io = HandshakeError::Io;
+    // Greeting: offer "no auth", or only username/password when we have credentials (a
+    // proxy that would take either must not pick "no auth" and skip the check we were
+    // configured for).
+    let method: u8 = if proxy.credentials.is_some() { 2 } else { 0 };
+    stream.write_all(&[5, 1, method]).await.map_err(io)?;
+    let mut reply = [0u8; 2];
+    stream.read_exact(&mut reply).await.map_err(io)?;
+    if reply[0] != 5 {
+        return Err(HandshakeError::Proxy(format!(
+            "is not a SOCKS5 proxy (it answered version {})",
+            reply[0]
+        )));
+    }
+    if reply[1] != method {
+        return Err(HandshakeError::Proxy(if reply[1] == 0xff && method == 0 {
+            "wants credentials (socks5://user:pass@host:port)".into()
+        } else {
+            format!(
+                "refused the authentication method (answered {:#04x})",
+                reply[1]
+            )
+        }));
+    }
+    if let Some((user, pass)) = &proxy.credentials {
+        let mut auth = Vec::with_capacity(3 + user.len() + pass.len());
+        auth.push(1);
+        auth.push(user.len() as u8);
+        auth.extend_from_slice(user.as_bytes());
+        auth.push(pass.len() as u8);
+        auth.extend_from_slice(pass.as_bytes());
+        stream.write_all(&auth).await.map_err(io)?;
+        stream.read_exact(&mut reply).await.map_err(io)?;
+        if reply[1] != 0 {
+            return Err(HandshakeError::Proxy(
+                "refused the username and password".into(),
+            ));
+        }
+    }
+
+    let mut req = vec![5, 1, 0];
+    let port = push_address(&mut req, target)?;
+    req.extend_from_slice(&port.to_be_bytes());
+    stream.write_all(&req).await.map_err(io)?;
+
+    let mut head = [0u8; 4];
+    stream.read_exact(&mut head).await.map_err(io)?;
+    if head[1] != 0 {
+        return Err(socks_reply(head[1]));
+    }
+    // The bound address the proxy reports: read it whole so the tunnel starts clean.
+    let rest = match head[3] {
+        1 => 4 + 2,
+        4 => 16 + 2,
+        3 => {
+            let mut len = [0u8; 1];
+            stream.read_exact(&mut len).await.map_err(io)?;
+            usize::from(len[0]) + 2
+        }
+        other => {
+            return Err(HandshakeError::Proxy(format!(
+                "answered with address type {other}, which SOCKS5 does not have"
+            )))
+        }
+    };
+    let mut skip = vec![0u8; rest];
+    stream.read_exact(&mut skip).await.map_err(io)?;
+    Ok(())
+}
+
+/// Append the SOCKS5 address of `target` (type, address) to `req`; its port.
+fn push_address(req: &mut Vec<u8>, target: Target<'_>) -> Result<u16, HandshakeError> {
+    let port = match target {
+        Target::Addr(addr) => {
+            match addr.ip() {
+                std::net::IpAddr::V4(ip) => {
+                    req.push(1);
+                    req.extend_from_slice(&ip.octets());
+                }
+                std::net::IpAddr::V6(ip) => {
+                    req.push(4);
+                    req.extend_from_slice(&ip.octets());
+                }
+            }
+            addr.port()
+        }
+        Target::Name(host, port) => {
+            let bare = host.trim_start_matches('[').trim_end_matches(']');
+            match bare.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(ip)) => {
+                    req.push(1);
+                    req.extend_from_slice(&ip.octets());
+                }
+                Ok(std::net::IpAddr::V6(ip)) => {
+                    req.push(4);
+                    req.extend_from_slice(&ip.octets());
+                }
+                Err(_) => {
+                    let Ok(len) = u8::try_from(bare.len()) else {
+                        return Err(HandshakeError::Proxy(format!(
+                            "cannot be sent a host name of {} bytes (SOCKS5 allows 255)",
+                            bare.len()
+                        )));
+                    };
+                    req.push(3);
+                    req.push(len);
+                    req.extend_from_slice(bare.as_bytes());
+                }
+            }
+            port
+        }
+    };
+    Ok(port)
+}
+
+/// A SOCKS5 reply code other than success (RFC 1928 §6).
+fn socks_reply(code: u8) -> HandshakeError {
+    let target = |kind, what: &str| HandshakeError::Target(io::Error::new(kind, what.to_owned()));
+    match code {
+        3 => target(
+            io::ErrorKind::NetworkUnreachable,
+            "SOCKS5: network unreachable",
+        ),
+        4 => target(io::ErrorKind::HostUnreachable, "SOCKS5: host unreachable"),
+        5 => target(
+            io::ErrorKind::ConnectionRefused,
+            "SOCKS5: connection refused",
+        ),
+        6 => target(io::ErrorKind::TimedOut, "SOCKS5: TTL expired"),
+        1 => HandshakeError::Proxy("SOCKS5: general failure".into()),
+        2 => HandshakeError::Proxy("SOCKS5: connection not allowed by ruleset".into()),
+        7 => HandshakeError::Proxy("SOCKS5: command not supported".into()),
+        8 => HandshakeError::Proxy("SOCKS5: address type not supported".into()),
+        other => HandshakeError::Proxy(format!("SOCKS5: reply code {other}")),
+    }
+}
