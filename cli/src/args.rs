@@ -78,10 +78,11 @@ EXIT STATUS:
 /// Usage lines, with the program's name.
 pub fn usage(name: &str) -> String {
     [
-        "--config FILE --urls FILE [--out FILE [--resume]] [--summary FILE] [OPTIONS]",
+        "[--config FILE] --urls FILE [--out FILE [--resume]] [--summary FILE] [OPTIONS]",
         "--demo [--demo-urls N] [--out FILE] [--summary FILE] [OPTIONS]",
-        "--config FILE --urls SEEDS --follow [--ignore-robots] [--out FILE] [OPTIONS]",
-        "--config FILE --sitemap URL [--urls SEEDS] [--follow] [--out FILE] [OPTIONS]",
+        "[--config FILE] --urls SEEDS --follow [--ignore-robots] [--out FILE] [OPTIONS]",
+        "[--config FILE] --sitemap URL [--urls SEEDS] [--follow] [--out FILE] [OPTIONS]",
+        "[--exit IP ...] [--proxy URL ...] [--proxies FILE] --urls FILE [OPTIONS]",
         "--enqueue FILE --frontier redis://HOST:PORT/QUEUE [--recrawl]",
         "--config FILE --frontier redis://HOST:PORT/QUEUE --out FILE [OPTIONS]",
         "--dedupe FILE [--dedupe FILE ...] --out FILE",
@@ -249,6 +250,21 @@ pub struct Flags {
     /// sitemap as parent and its lastmod. Links are followed only with --follow
     #[arg(long, value_name = "URL", action = ArgAction::Append, value_parser = text, allow_hyphen_values = true)]
     pub sitemap: Vec<String>,
+    /// An exit bound to this local source address (repeatable; replaces the config's
+    /// [[exits]]). With no --exit, --proxy, --proxies and no --config: one exit on the
+    /// default route, named after this host
+    #[arg(long = "exit", value_name = "IP", action = ArgAction::Append, value_parser = source_ip, allow_hyphen_values = true)]
+    pub exits: Vec<std::net::IpAddr>,
+    /// An exit through this proxy: http://[user:pass@]host:port (CONNECT),
+    /// socks5://… or socks5h://… (repeatable; replaces the config's [[exits]])
+    // Parsed after clap, as -H is: clap's own message would repeat the value, password
+    // and all.
+    #[arg(long = "proxy", value_name = "URL", action = ArgAction::Append, value_parser = text, allow_hyphen_values = true)]
+    pub proxies: Vec<String>,
+    /// Proxies, one URL per line (blank lines and # comments skipped), each an exit as
+    /// with --proxy
+    #[arg(long = "proxies", value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
+    pub proxies_file: Option<PathBuf>,
     /// Fetch every line of --urls, repeats too (by default a URL on an earlier line is
     /// fetched once; each repeat gets a record with skipped "duplicate")
     #[arg(long, overrides_with = "no_dedupe")]
@@ -298,6 +314,17 @@ pub struct RunArgs {
     pub user_agent: Option<String>,
     pub sitemaps: Vec<String>,
     pub no_dedupe: bool,
+    /// `--exit`, `--proxy` and `--proxies`, in that order; empty when none was given.
+    pub exits: Vec<ExitArg>,
+}
+
+/// An exit from the command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExitArg {
+    /// `--exit IP`.
+    Source(std::net::IpAddr),
+    /// `--proxy URL`, or a line of `--proxies FILE`.
+    Proxy(exitcrawl::proxy::ProxyUrl),
 }
 
 impl RunArgs {
@@ -376,6 +403,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         check_user_agent(ua)?;
     }
     let urls = url_source(&f)?;
+    let exits = exit_args(&f)?;
     if f.resume && f.out.as_deref().is_none_or(|p| p == Path::new("-")) {
         return Err("--resume needs --out FILE (the results of the earlier run)".into());
     }
@@ -401,6 +429,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         user_agent: f.user_agent,
         sitemaps: f.sitemap,
         no_dedupe: f.no_dedupe,
+        exits,
     })))
 }
 
@@ -490,14 +519,48 @@ fn url_source(f: &Flags) -> Result<UrlSource, String> {
     if f.demo_urls.is_some() {
         return Err("--demo-urls only goes with --demo".into());
     }
-    if f.config.is_none() {
-        return Err("missing --config FILE (or use --demo)".into());
-    }
     match f.urls.as_deref() {
         None if !f.sitemap.is_empty() => Ok(UrlSource::Nothing),
         None => Err("missing --urls FILE (or - for stdin, or --sitemap URL)".into()),
         Some(u) => Ok(UrlSource::from_arg(u)),
     }
+}
+
+/// The exits given as flags: `--exit`, then `--proxy`, then the lines of `--proxies`.
+fn exit_args(f: &Flags) -> Result<Vec<ExitArg>, String> {
+    if f.demo && (!f.exits.is_empty() || !f.proxies.is_empty() || f.proxies_file.is_some()) {
+        return Err("--demo builds its own exits: drop --exit/--proxy/--proxies".into());
+    }
+    let mut exits: Vec<ExitArg> = f.exits.iter().copied().map(ExitArg::Source).collect();
+    for p in &f.proxies {
+        exits.push(ExitArg::Proxy(
+            proxy_url(p).map_err(|e| format!("--proxy: {e}"))?,
+        ));
+    }
+    if let Some(file) = &f.proxies_file {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("--proxies {}: {e}", file.display()))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let proxy = proxy_url(line)
+                .map_err(|e| format!("--proxies {} line {}: {e}", file.display(), n + 1))?;
+            exits.push(ExitArg::Proxy(proxy));
+        }
+    }
+    Ok(exits)
+}
+
+fn source_ip(v: &str) -> Result<std::net::IpAddr, String> {
+    v.parse()
+        .map_err(|_| format!("{v:?} is not an IP address (expected e.g. 127.0.0.2 or ::1)"))
+}
+
+fn proxy_url(v: &str) -> Result<exitcrawl::proxy::ProxyUrl, String> {
+    v.parse()
+        .map_err(|e| format!("\"{}\" {e}", exitcrawl::redact::mask_url(v)))
 }
 
 // Value parsers: clap puts "invalid value 'V' for '--flag <X>': " before each message.

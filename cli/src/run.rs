@@ -9,14 +9,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use exitcrawl::config::Settings;
+use exitcrawl::config::{ExitSettings, Settings};
 use exitcrawl::redact::mask_header;
 use exitcrawl_actors::clock;
 use exitcrawl_actors::{Crawler, CrawlerHandle, FollowTotals, Resume};
 use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};
-use super::args::RunArgs;
+use super::args::{ExitArg, RunArgs};
 use super::consumer::{frontier_crawl, FrontierOptions};
 use super::ended::Ended;
 use super::fetch::Ctx;
@@ -37,6 +37,41 @@ use super::{demo, list, Failure};
 /// How long in-flight fetches may take to finish at the end of a complete run.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// The `[[exits]]` of `--exit`, `--proxy` and `--proxies`: an exit bound to an address is
+/// named after it (`127.0.0.2`; `::1` as `--1`), a proxy exit `proxy1`, `proxy2`, … in order.
+fn exits_of(args: &[ExitArg]) -> Vec<ExitSettings> {
+    let mut proxies = 0;
+    args.iter()
+        .map(|a| match a {
+            ExitArg::Source(ip) => ExitSettings::new(ip.to_string().replace(':', "-"), *ip),
+            ExitArg::Proxy(p) => {
+                proxies += 1;
+                ExitSettings::via(format!("proxy{proxies}"), p)
+            }
+        })
+        .collect()
+}
+
+/// The default-route exit's name: this host's name, in the characters an exit name may
+/// have.
+fn default_exit_name() -> String {
+    let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let name: String = host
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "default".to_owned()
+    } else {
+        name
+    }
+}
+
 /// The settings: the config file's (exit 2 when it is invalid) or the demo's, with the
 /// flags that override them.
 fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure> {
@@ -46,11 +81,21 @@ fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure
                 .map_err(|e| Failure::Usage(format!("config {}: {e}", path.display())))?;
             (None, s)
         }
-        None => {
+        None if matches!(args.urls, UrlSource::Demo(_)) => {
             let (site, s) = demo::setup();
             (Some(site), s)
         }
+        // No file: every default, and the exits below.
+        None => (None, Settings::with_exits(Vec::new())),
     };
+    if !args.exits.is_empty() {
+        settings.exits = exits_of(&args.exits);
+    } else if settings.exits.is_empty() {
+        settings.exits = vec![ExitSettings::new(
+            default_exit_name(),
+            std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        )];
+    }
     if let Some(addr) = args.metrics {
         settings.metrics.listen = Some(addr);
     }
@@ -70,7 +115,7 @@ fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure
     }
     settings
         .validate()
-        .map_err(|e| Failure::Usage(format!("with -H/--user-agent: {e}")))?;
+        .map_err(|e| Failure::Usage(format!("with the command line's flags: {e}")))?;
     if args.ignore_robots {
         settings.crawl.robots = false;
         say(
