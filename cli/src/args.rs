@@ -265,6 +265,28 @@ pub struct Flags {
     /// with --proxy
     #[arg(long = "proxies", value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
     pub proxies_file: Option<PathBuf>,
+    /// Most fetches in flight at once, all exits together (sets [crawler] concurrency)
+    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true)]
+    pub concurrency: Option<u32>,
+    /// Ceiling of each host's rate, req/s (sets [limiter] max_rps)
+    #[arg(long, value_name = "RPS", value_parser = number::<f64>, allow_hyphen_values = true)]
+    pub max_rps: Option<f64>,
+    /// Each host's starting rate, req/s (sets [limiter] initial_rps)
+    #[arg(long, value_name = "RPS", value_parser = number::<f64>, allow_hyphen_values = true)]
+    pub initial_rps: Option<f64>,
+    /// Whole-request deadline in seconds (sets [crawler] timeout_ms; the connect timeout
+    /// is lowered to it when longer)
+    #[arg(long, value_name = "SECS", value_parser = number::<f64>, allow_hyphen_values = true)]
+    pub timeout: Option<f64>,
+    /// Further attempts per URL after an error (sets [crawler] max_retries)
+    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true)]
+    pub retries: Option<u32>,
+    /// Links followed from a seed, at most (sets [crawl] max_depth)
+    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true)]
+    pub depth: Option<u32>,
+    /// Pages fetched in a --follow crawl, at most (sets [crawl] max_pages)
+    #[arg(long, value_name = "N", value_parser = number::<u64>, allow_hyphen_values = true)]
+    pub max_pages: Option<u64>,
     /// Fetch every line of --urls, repeats too (by default a URL on an earlier line is
     /// fetched once; each repeat gets a record with skipped "duplicate")
     #[arg(long, overrides_with = "no_dedupe")]
@@ -316,6 +338,75 @@ pub struct RunArgs {
     pub no_dedupe: bool,
     /// `--exit`, `--proxy` and `--proxies`, in that order; empty when none was given.
     pub exits: Vec<ExitArg>,
+    /// The everyday settings given as flags.
+    pub overrides: Overrides,
+}
+
+/// Settings given as flags, each over its config key (see [`Overrides::apply`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    pub concurrency: Option<u32>,
+    pub max_rps: Option<f64>,
+    pub initial_rps: Option<f64>,
+    pub timeout: Option<f64>,
+    pub retries: Option<u32>,
+    pub depth: Option<u32>,
+    pub max_pages: Option<u64>,
+}
+
+impl Overrides {
+    /// The flag that sets each config key, for messages.
+    pub const FLAGS: [(&'static str, &'static str); 8] = [
+        ("crawler.concurrency", "--concurrency"),
+        ("limiter.max_rps", "--max-rps"),
+        ("limiter.initial_rps", "--initial-rps"),
+        ("crawler.timeout_ms", "--timeout"),
+        ("crawler.connect_timeout_ms", "--timeout"),
+        ("crawler.max_retries", "--retries"),
+        ("crawl.max_depth", "--depth"),
+        ("crawl.max_pages", "--max-pages"),
+    ];
+
+    /// Put the flags' values into `s`. A key bounded by another moves to agree, as a
+    /// default does (`--timeout 2` lowers a longer connect timeout to 2 s; `--max-rps`
+    /// below the starting rate lowers the starting rate, and the floor with it); checking
+    /// the result is `Settings::validate`'s job.
+    pub fn apply(&self, s: &mut exitcrawl::config::Settings) {
+        if let Some(n) = self.concurrency {
+            s.crawler.concurrency = n;
+        }
+        if let Some(secs) = self.timeout {
+            let ms = (secs * 1000.0).round();
+            s.crawler.timeout_ms = if ms.is_finite() && ms >= 0.0 {
+                ms as u64
+            } else {
+                0
+            };
+            s.crawler.connect_timeout_ms = s.crawler.connect_timeout_ms.min(s.crawler.timeout_ms);
+        }
+        if let Some(n) = self.retries {
+            s.crawler.max_retries = n;
+        }
+        if let Some(rps) = self.initial_rps {
+            s.limiter.initial_rps = rps;
+            if rps > s.limiter.max_rps && self.max_rps.is_none() {
+                s.limiter.max_rps = rps;
+            }
+        }
+        if let Some(rps) = self.max_rps {
+            s.limiter.max_rps = rps;
+            if self.initial_rps.is_none() && s.limiter.initial_rps > rps {
+                s.limiter.initial_rps = rps;
+            }
+        }
+        s.limiter.min_rps = s.limiter.min_rps.min(s.limiter.initial_rps);
+        if let Some(n) = self.depth {
+            s.crawl.max_depth = Some(n);
+        }
+        if let Some(n) = self.max_pages {
+            s.crawl.max_pages = Some(n);
+        }
+    }
 }
 
 /// An exit from the command line.
@@ -430,6 +521,15 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         sitemaps: f.sitemap,
         no_dedupe: f.no_dedupe,
         exits,
+        overrides: Overrides {
+            concurrency: f.concurrency,
+            max_rps: f.max_rps,
+            initial_rps: f.initial_rps,
+            timeout: f.timeout,
+            retries: f.retries,
+            depth: f.depth,
+            max_pages: f.max_pages,
+        },
     })))
 }
 
@@ -597,6 +697,12 @@ fn grace(v: &str) -> Result<Duration, String> {
 
 fn positive_secs(v: &str) -> Result<Duration, String> {
     seconds(v, true, "more than 0, at most 86400")
+}
+
+/// A number; its range is checked with the settings, naming the flag.
+fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{v:?} is not a number of the kind this flag takes"))
 }
 
 fn positive_count(v: &str) -> Result<u64, String> {

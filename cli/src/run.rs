@@ -16,7 +16,7 @@ use exitcrawl_actors::{Crawler, CrawlerHandle, FollowTotals, Resume};
 use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};
-use super::args::{ExitArg, RunArgs};
+use super::args::{ExitArg, Overrides, RunArgs};
 use super::consumer::{frontier_crawl, FrontierOptions};
 use super::ended::Ended;
 use super::fetch::Ctx;
@@ -113,9 +113,17 @@ fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure
             .retain(|n, _| !n.eq_ignore_ascii_case(name));
         settings.crawler.headers.insert(name.clone(), value.clone());
     }
-    settings
-        .validate()
-        .map_err(|e| Failure::Usage(format!("with the command line's flags: {e}")))?;
+    args.overrides.apply(&mut settings);
+    settings.validate().map_err(|e| {
+        let flag = Overrides::FLAGS
+            .iter()
+            .find(|(key, _)| e.key() == Some(*key))
+            .map(|(key, flag)| format!("{flag} (sets {key}): "));
+        Failure::Usage(match flag {
+            Some(flag) => format!("{flag}{e}"),
+            None => format!("with the command line's flags: {e}"),
+        })
+    })?;
     if args.ignore_robots {
         settings.crawl.robots = false;
         say(

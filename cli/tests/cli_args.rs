@@ -119,3 +119,68 @@ fn bad_values_name_the_flag_the_value_and_what_is_allowed() {
         stderr(&o)
     );
 }
+
+/// The everyday settings as flags: each sets its key (here `--retries 0`: one attempt at a
+/// closed port, where the default would make four), and a value out of range exits 2
+/// naming the flag and the key it sets.
+#[test]
+fn everyday_flags_set_their_keys_and_name_themselves_when_out_of_range() {
+    let dir = TempDir::new("everyday-flags");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let urls = dir.file("urls.txt", &format!("http://127.0.0.1:{port}/x\n"));
+    let out = dir.path("out.jsonl");
+    let o = run(&[
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--ignore-robots",
+        "--retries",
+        "0",
+        "--timeout",
+        "2",
+        "--concurrency",
+        "4",
+        "--max-rps",
+        "50",
+    ]);
+    assert_ok(&o);
+    let recs = cli_support::records(&out);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["attempts"], 1, "{}", recs[0]);
+    assert!(recs[0]["error"].is_string(), "{}", recs[0]);
+
+    for (args, flag, range) in [
+        (
+            &["--concurrency", "0"][..],
+            "--concurrency (sets crawler.concurrency)",
+            "1..=100000",
+        ),
+        (
+            &["--max-rps", "-1"][..],
+            "--max-rps (sets limiter.max_rps)",
+            "",
+        ),
+        (
+            &["--retries", "101"][..],
+            "--retries (sets crawler.max_retries)",
+            "0..=100",
+        ),
+        (
+            &["--timeout", "0"][..],
+            "--timeout (sets crawler.timeout_ms)",
+            "",
+        ),
+    ] {
+        let mut all = vec!["--urls", "-"];
+        all.extend_from_slice(args);
+        let o = run(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(flag) && err.contains(range), "{args:?}: {err}");
+    }
+}
