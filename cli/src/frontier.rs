@@ -18,7 +18,13 @@ const ENQUEUE_BATCH: usize = 10_000;
 
 /// The consumer name: `hostname-pid`.
 pub fn consumer_name() -> String {
-    let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
+    let host = hostname().unwrap_or_else(|| "host".into());
+    format!("{host}-{}", std::process::id())
+}
+
+/// This machine's name, if it has one.
+pub fn hostname() -> Option<String> {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
         .find_map(|p| {
             std::fs::read_to_string(p)
@@ -27,8 +33,6 @@ pub fn consumer_name() -> String {
                 .filter(|h| !h.is_empty())
         })
         .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "host".into());
-    format!("{host}-{}", std::process::id())
 }
 
 /// What kind of failure `e` is, for [`RedisWait`].

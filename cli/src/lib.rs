@@ -47,6 +47,7 @@ mod list;
 mod logging;
 mod origin;
 mod output;
+mod overrides;
 mod paths;
 mod progress;
 mod record;

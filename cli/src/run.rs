@@ -55,12 +55,8 @@ fn exits_of(args: &[ExitArg]) -> Vec<ExitSettings> {
 /// The default-route exit's name: this host's name, in the characters an exit name may
 /// have.
 fn default_exit_name() -> String {
-    let host = ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
-        .unwrap_or_default();
+    let host = super::frontier::hostname().unwrap_or_default();
     let name: String = host
-        .trim()
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
         .take(64)

@@ -1,0 +1,124 @@
+//! The flags that stand for settings: the exits (`--exit`, `--proxy`, `--proxies`) and
+//! the everyday keys (`--concurrency`, `--max-rps`, …), each put over its config key by the
+//! program once the configuration is read.
+
+use std::net::IpAddr;
+use std::path::Path;
+
+/// An exit from the command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExitArg {
+    /// `--exit IP`.
+    Source(std::net::IpAddr),
+    /// `--proxy URL`, or a line of `--proxies FILE`.
+    Proxy(exitcrawl::proxy::ProxyUrl),
+}
+
+/// Settings given as flags, each over its config key (see [`Overrides::apply`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    pub concurrency: Option<u32>,
+    pub max_rps: Option<f64>,
+    pub initial_rps: Option<f64>,
+    pub timeout: Option<f64>,
+    pub retries: Option<u32>,
+    pub depth: Option<u32>,
+    pub max_pages: Option<u64>,
+}
+
+impl Overrides {
+    /// The flag that sets each config key, for messages.
+    pub const FLAGS: [(&'static str, &'static str); 8] = [
+        ("crawler.concurrency", "--concurrency"),
+        ("limiter.max_rps", "--max-rps"),
+        ("limiter.initial_rps", "--initial-rps"),
+        ("crawler.timeout_ms", "--timeout"),
+        ("crawler.connect_timeout_ms", "--timeout"),
+        ("crawler.max_retries", "--retries"),
+        ("crawl.max_depth", "--depth"),
+        ("crawl.max_pages", "--max-pages"),
+    ];
+
+    /// Put the flags' values into `s`. A key bounded by another moves to agree, as a
+    /// default does (`--timeout 2` lowers a longer connect timeout to 2 s; `--max-rps`
+    /// below the starting rate lowers the starting rate, and the floor with it); checking
+    /// the result is `Settings::validate`'s job.
+    pub fn apply(&self, s: &mut exitcrawl::config::Settings) {
+        if let Some(n) = self.concurrency {
+            s.crawler.concurrency = n;
+        }
+        if let Some(secs) = self.timeout {
+            let ms = (secs * 1000.0).round();
+            s.crawler.timeout_ms = if ms.is_finite() && ms >= 0.0 {
+                ms as u64
+            } else {
+                0
+            };
+            s.crawler.connect_timeout_ms = s.crawler.connect_timeout_ms.min(s.crawler.timeout_ms);
+        }
+        if let Some(n) = self.retries {
+            s.crawler.max_retries = n;
+        }
+        if let Some(rps) = self.initial_rps {
+            s.limiter.initial_rps = rps;
+            if rps > s.limiter.max_rps && self.max_rps.is_none() {
+                s.limiter.max_rps = rps;
+            }
+        }
+        if let Some(rps) = self.max_rps {
+            s.limiter.max_rps = rps;
+            if self.initial_rps.is_none() && s.limiter.initial_rps > rps {
+                s.limiter.initial_rps = rps;
+            }
+        }
+        s.limiter.min_rps = s.limiter.min_rps.min(s.limiter.initial_rps);
+        if let Some(n) = self.depth {
+            s.crawl.max_depth = Some(n);
+        }
+        if let Some(n) = self.max_pages {
+            s.crawl.max_pages = Some(n);
+        }
+    }
+}
+
+/// The exits given as flags: `--exit`, then `--proxy`, then the lines of `--proxies`.
+pub(super) fn exit_args(
+    demo: bool,
+    sources: &[IpAddr],
+    proxies: &[String],
+    proxies_file: Option<&Path>,
+) -> Result<Vec<ExitArg>, String> {
+    if demo && (!sources.is_empty() || !proxies.is_empty() || proxies_file.is_some()) {
+        return Err("--demo builds its own exits: drop --exit/--proxy/--proxies".into());
+    }
+    let mut exits: Vec<ExitArg> = sources.iter().copied().map(ExitArg::Source).collect();
+    for p in proxies {
+        exits.push(ExitArg::Proxy(
+            proxy_url(p).map_err(|e| format!("--proxy: {e}"))?,
+        ));
+    }
+    if let Some(file) = proxies_file {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("--proxies {}: {e}", file.display()))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let proxy = proxy_url(line)
+                .map_err(|e| format!("--proxies {} line {}: {e}", file.display(), n + 1))?;
+            exits.push(ExitArg::Proxy(proxy));
+        }
+    }
+    Ok(exits)
+}
+
+pub(super) fn source_ip(v: &str) -> Result<IpAddr, String> {
+    v.parse()
+        .map_err(|_| format!("{v:?} is not an IP address (expected e.g. 127.0.0.2 or ::1)"))
+}
+
+fn proxy_url(v: &str) -> Result<exitcrawl::proxy::ProxyUrl, String> {
+    v.parse()
+        .map_err(|e| format!("\"{}\" {e}", exitcrawl::redact::mask_url(v)))
+}
