@@ -145,6 +145,46 @@ async fn retry_after_is_a_floor_for_that_exit_and_host() {
 }
 
 #[actix_rt::test]
+async fn a_retry_after_binds_from_the_moment_it_is_read_through_every_exit() {
+    // One bucket of 3 for the host, whatever the client, slow to refill; every answer
+    // (the 429 too) takes 30 ms. Four exits, one request in flight each, paced far
+    // faster than that: an answer frees its exit, and the next request is due at once.
+    let latency = Duration::from_millis(30);
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::new(1, Duration::from_secs(10), 3)),
+        retry_after: RetryAfter::Fixed(1),
+        latency,
+        ..SiteConfig::default()
+    });
+    let mut s = paused_settings(exits(4, 1));
+    s.limiter.algorithm = Algorithm::Aimd;
+    s.limiter.initial_rps = 1000.0;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<_> = (0..8).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let _ = fetch_all(&h, urls).await;
+    let log = site.requests();
+    let first_429 = log
+        .iter()
+        .filter(|r| r.status == 429)
+        .min_by_key(|r| r.arrived)
+        .expect("a 429 was sent");
+    // Requests sent before the 429 was read arrive before it is read (paused time: no
+    // time on the wire). One sent when it is read, or in the second after, ignored it.
+    let read = first_429.arrived + latency;
+    let ignored: Vec<_> = log
+        .iter()
+        .filter(|r| r.arrived >= read && r.arrived < read + Duration::from_secs(1))
+        .collect();
+    assert!(
+        ignored.is_empty(),
+        "requests sent inside the Retry-After second: {ignored:?}"
+    );
+    assert!(log
+        .iter()
+        .any(|r| r.arrived >= read + Duration::from_secs(1)));
+}
+
+#[actix_rt::test]
 async fn a_dead_exit_is_skipped_and_reported() {
     let site = TestSite::start(SiteConfig::default());
     let mut ex = exits(1, 8);

@@ -12,6 +12,8 @@
 //!    requests already on their way is back, the share of it accepted, which the burst
 //!    cannot inflate (`refusals.rs`). On a host too slow for a round to say anything, what
 //!    got through between two throttles is its rate, whatever its burst (`between.rs`).
+//!    While a thin host is learned, the token buckets that explain every answer so far
+//!    bound the estimate from both sides (`fit.rs`), whatever a pause wasted.
 //! 3. **Hold.** A throttle without `Retry-After` pauses the key for a short hold
 //!    (`max(srtt, 2 intervals)`, at most `hold`), so the requests already on their way don't
 //!    all hit the wall; `Retry-After` is a floor: no send before it expires.
@@ -48,6 +50,8 @@ pub mod classify;
 mod config;
 pub mod coupling;
 mod errors;
+mod estimate;
+mod fit;
 pub mod fleet;
 mod latency;
 mod lockout;
@@ -63,6 +67,7 @@ use crate::limiter::interval_of;
 use between::Between;
 pub use config::AimdConfig;
 use errors::ErrorSignal;
+use fit::BucketFit;
 use latency::{LatencySignal, Reading};
 use lockout::Lockout;
 use meter::Meter;
@@ -171,6 +176,10 @@ pub struct Controller {
     refusals: Refusals,
     /// What got through since an earlier throttle, the burst aside.
     between: Between,
+    /// The token buckets that explain the first answers, while a host is learned.
+    fit: Option<Box<BucketFit>>,
+    /// The fastest refill the fit allows, while it speaks.
+    fit_ceiling: Option<f64>,
     srtt: Option<f64>,
     latency: LatencySignal,
     /// The round median that led to the last latency cut, while rounds stay elevated.
@@ -204,9 +213,6 @@ impl Controller {
     /// The throttles (counted after their cut) during which a host is being learned: what
     /// got through between them may correct slow start's estimate (see [`between`]).
     const LEARNING: u64 = 3;
-    /// Requests a probe cycle spans after an estimate from what got through between
-    /// throttles (see `lower_between`).
-    const LEARNED_CYCLE: f64 = 10.0;
     /// A slow start from the host prior doubles at most once per this many answers.
     pub const SS_ANSWERS: f64 = 4.0;
 
@@ -228,6 +234,8 @@ impl Controller {
             last_retry_after: Duration::ZERO,
             refusals: Refusals::default(),
             between: Between::default(),
+            fit: Some(Box::default()),
+            fit_ceiling: None,
             srtt: None,
             latency: LatencySignal::new(cfg.latency_tolerance, cfg.latency_floor),
             latency_cut_at: None,
@@ -337,6 +345,7 @@ impl Controller {
             }
             Signal::Throttle { retry_after } => {
                 self.errors.observe(false);
+                self.fit_record(r.sent_at, false);
                 if let Some(ra) = retry_after {
                     self.extend_pause(now + ra);
                     // Priced up to a minute: a longer pause is a quota's window or a
@@ -367,6 +376,7 @@ impl Controller {
                     if let Some(est) = since_last.filter(|_| self.decreases <= Self::LEARNING) {
                         self.lower_between(est, now);
                     }
+                    self.fit_estimate(now);
                 } else {
                     self.between.answer(r.sent_at, false, r.limited);
                     if let Some(est) = self.refusals.answer(r.sent_at, false, r.limited) {
@@ -380,6 +390,7 @@ impl Controller {
     }
 
     fn on_success(&mut self, r: &Response, fresh: bool, now: Instant) {
+        self.fit_record(r.sent_at, true);
         self.accepted.record(now);
         self.accepted_long.record(now);
         self.between.answer(r.sent_at, true, r.limited);
@@ -555,6 +566,9 @@ impl Controller {
         if let Some(c) = self.lockout.ceiling() {
             max = max.min(c);
         }
+        if let Some(c) = self.fit_ceiling {
+            max = max.min(c);
+        }
         rate.clamp(self.cfg.min_rps, max.max(self.cfg.min_rps))
     }
 
@@ -646,85 +660,6 @@ impl Controller {
         self.last_eval = now;
     }
 
-    /// What the site accepted just now — over the last second, or the last ten on a site
-    /// too slow for a second to say much — kept between half and all of the current
-    /// rate: slow start overshoots (a site's burst hides its limit for a while), so the
-    /// rate reached says less than what actually got through.
-    fn accepted_estimate(&mut self, now: Instant) -> f64 {
-        let (short, n) = self.accepted.rate(now, self.created);
-        let accepted = if n >= 8 {
-            // Slow start ramps within that second; the best of its last few tenths says
-            // more about what the site takes now than their average.
-            let (peak, m) = self.accepted.peak(3, now);
-            if m >= 8 {
-                short.max(peak)
-            } else {
-                short
-            }
-        } else {
-            self.accepted_long.rate(now, self.created).0
-        };
-        accepted.clamp(self.rate / 2.0, self.rate)
-    }
-
-    /// The round after slow start's first refusal says the rate is `est` (see
-    /// [`refusals`]): an estimate above it came from the burst, and so did the rate cut
-    /// from it. Only ever lowers them.
-    fn lower_estimate(&mut self, est: f64, now: Instant) {
-        // Off by more than a cut corrects: an estimate's noise around a right one must
-        // not ratchet it down.
-        if self.phase != Phase::Probe || !est.is_finite() || est >= self.cfg.decrease * self.w_max {
-            return;
-        }
-        self.w_max = est.max(self.cfg.min_rps);
-        let cut = self.clamp(self.cfg.decrease * self.w_max, now);
-        if cut < self.rate {
-            // The cycle starts again from the cut, its length following the estimate.
-            self.enter_probe(self.w_max, now, false);
-            self.rate = cut;
-        }
-    }
-
-    /// What got through since the last throttle says the rate is `est` (see [`between`]).
-    /// Lowered to it, the probe cycle spans [`Controller::LEARNED_CYCLE`] requests (at
-    /// least `probe_time`), not priced by the pause nor stretched to `probe_requests`: a
-    /// pause longer than the site's burst lasts wastes refill the span counted, so `est`
-    /// may be low, and the cycle must find that out within a few requests, not in the
-    /// minutes a slow host's cycle lasts.
-    fn lower_between(&mut self, est: f64, now: Instant) {
-        let before = self.w_max;
-        self.lower_estimate(est, now);
-        if self.w_max < before {
-            self.k = self
-                .cfg
-                .probe_time
-                .as_secs_f64()
-                .max(Self::LEARNED_CYCLE / self.w_max);
-            self.epoch = now;
-        }
-    }
-
-    /// How far to go below the site's rate to drain a queue whose answers take `median`
-    /// instead of the quiet base: Gradient2's `base / current`, between one half and `most`.
-    /// A queue that doubled the latency is gone within a few round trips at half the rate;
-    /// one that barely shows needs only the gentle cut.
-    fn drain_factor(&self, median: f64, most: f64) -> f64 {
-        match self.latency.base() {
-            Some(b) if median > 0.0 => (b / median).clamp(0.5, most),
-            _ => most,
-        }
-    }
-
-    /// What a server with a queue delivered over the last half second: its capacity, as
-    /// long as the queue stood that long (a longer span would reach back to before it
-    /// formed and underestimate). Kept between half and all of the current rate.
-    fn delivered(&mut self, now: Instant) -> f64 {
-        match self.accepted.rate_last(5, now, self.created) {
-            (r, n) if n >= 16 => r.clamp(self.rate / 2.0, self.rate),
-            _ => self.accepted_estimate(now),
-        }
-    }
-
     fn decrease(&mut self, now: Instant, cause: Cause) {
         let at_throttle = self.rate;
         let w_max = match self.phase {
@@ -785,366 +720,4 @@ impl Controller {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::clock::{Clock, FakeClock};
-
-    const MS: Duration = Duration::from_millis(1);
-
-    pub(super) fn ok(sent_at: Instant) -> Response {
-        Response {
-            sent_at,
-            latency: 50 * MS,
-            signal: Signal::Success,
-            limited: true,
-        }
-    }
-
-    pub(super) fn throttled(sent_at: Instant, retry_after: Option<Duration>) -> Response {
-        Response {
-            sent_at,
-            latency: 50 * MS,
-            signal: Signal::Throttle { retry_after },
-            limited: true,
-        }
-    }
-
-    /// A controller after 1 s of answers, 50 ms each, one per 10 ms, at a 250 ms doubling
-    /// time.
-    pub(super) fn ramped(c: &FakeClock) -> Controller {
-        let cfg = AimdConfig {
-            doubling: Duration::from_millis(250),
-            ..AimdConfig::default()
-        };
-        let mut ctl = Controller::new(cfg, c.now());
-        for _ in 0..100 {
-            c.advance(10 * MS);
-            ctl.on_response(&ok(c.now() - 50 * MS), c.now());
-        }
-        ctl
-    }
-
-    #[test]
-    fn slow_start_doubles_per_doubling_time() {
-        let c = FakeClock::new();
-        let ctl = ramped(&c);
-        // 1 s at a 250 ms doubling time: 5 → 80.
-        assert!((ctl.rate() - 80.0).abs() < 1.0, "rate {}", ctl.rate());
-        assert_eq!(ctl.phase(), Phase::SlowStart);
-    }
-
-    #[test]
-    fn one_decrease_per_round_trip() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        for _ in 0..100 {
-            c.advance(10 * MS);
-            ctl.on_response(&ok(c.now() - 50 * MS), c.now());
-        }
-        let sent_before = c.now() - 50 * MS;
-        let adj = ctl.on_response(&throttled(sent_before, None), c.now());
-        assert!(adj.is_some());
-        assert_eq!(ctl.decreases(), 1);
-        let after_first = ctl.rate();
-        // 99 more 429s for requests sent before the decrease: no further cut.
-        for _ in 0..99 {
-            c.advance(MS / 2);
-            ctl.on_response(&throttled(sent_before, None), c.now());
-        }
-        assert_eq!(ctl.decreases(), 1);
-        assert_eq!(ctl.rate(), after_first);
-        // A 429 for a request sent after the decrease is news.
-        c.advance(MS);
-        ctl.on_response(&throttled(c.now(), None), c.now());
-        assert_eq!(ctl.decreases(), 2);
-        assert!(ctl.rate() < after_first);
-    }
-
-    #[test]
-    fn throttle_holds_the_key_and_retry_after_is_a_floor() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        c.advance(MS);
-        let adj = ctl.on_response(&throttled(c.now(), None), c.now()).unwrap();
-        let hold = adj.pause_until.unwrap() - c.now();
-        assert!(hold > Duration::ZERO && hold <= 250 * MS, "hold {hold:?}");
-        c.advance(MS);
-        let adj = ctl
-            .on_response(
-                &throttled(c.now() - MS, Some(Duration::from_secs(7))),
-                c.now(),
-            )
-            .unwrap();
-        assert_eq!(adj.pause_until, Some(c.now() + Duration::from_secs(7)));
-        // A later, shorter Retry-After does not shorten it.
-        ctl.on_response(&throttled(c.now(), Some(Duration::from_secs(1))), c.now());
-        assert_eq!(
-            ctl.pause_until(c.now()),
-            Some(c.now() + Duration::from_secs(7))
-        );
-    }
-
-    #[test]
-    fn rate_stays_within_bounds() {
-        let c = FakeClock::new();
-        let cfg = AimdConfig {
-            min_rps: 2.0,
-            max_rps: 20.0,
-            ..AimdConfig::default()
-        };
-        let mut ctl = Controller::new(cfg, c.now());
-        for _ in 0..1000 {
-            c.advance(10 * MS);
-            ctl.on_response(&ok(c.now()), c.now());
-        }
-        assert_eq!(ctl.rate(), 20.0);
-        for _ in 0..100 {
-            c.advance(10 * MS);
-            ctl.on_response(&throttled(c.now(), None), c.now());
-        }
-        assert_eq!(ctl.rate(), 2.0);
-    }
-
-    #[test]
-    fn announced_limits_cap_the_rate_and_pause_when_used_up() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        for _ in 0..200 {
-            c.advance(10 * MS);
-            ctl.on_response(&ok(c.now()), c.now());
-        }
-        assert!(ctl.rate() > 100.0);
-        let hint = Pacing {
-            pause_for: None,
-            min_interval: Some(100 * MS),
-            max_rps: None,
-        };
-        let adj = ctl.on_hint(&hint, c.now()).unwrap();
-        assert!((adj.rps - 10.0).abs() < 1e-9);
-        let hint = Pacing {
-            pause_for: Some(Duration::from_secs(3)),
-            min_interval: None,
-            max_rps: None,
-        };
-        let adj = ctl.on_hint(&hint, c.now()).unwrap();
-        assert_eq!(adj.pause_until, Some(c.now() + Duration::from_secs(3)));
-    }
-
-    #[test]
-    fn rising_latency_ends_slow_start_and_overload_cuts_the_rate() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        for _ in 0..50 {
-            c.advance(10 * MS);
-            ctl.on_response(&ok(c.now()), c.now());
-        }
-        let before = ctl.rate();
-        for _ in 0..30 {
-            c.advance(10 * MS);
-            let r = Response {
-                sent_at: c.now(),
-                latency: 80 * MS,
-                signal: Signal::Success,
-                limited: true,
-            };
-            ctl.on_response(&r, c.now());
-        }
-        // Slow start ends near what the site accepted (answers arrive at 100/s here),
-        // without counting a cut.
-        assert_eq!(ctl.phase(), Phase::Probe);
-        assert!(
-            ctl.rate() >= 50.0 && ctl.rate() <= before.max(100.0) * 1.01,
-            "{} vs {before}",
-            ctl.rate()
-        );
-        assert_eq!(ctl.decreases(), 0);
-        // A round takes 32 answers at this rate and round trip.
-        for _ in 0..64 {
-            c.advance(10 * MS);
-            let r = Response {
-                sent_at: c.now(),
-                latency: 200 * MS,
-                signal: Signal::Success,
-                limited: true,
-            };
-            ctl.on_response(&r, c.now());
-        }
-        assert!(ctl.decreases() >= 1);
-    }
-
-    #[test]
-    fn neutral_responses_change_nothing() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        let r = Response {
-            sent_at: c.now(),
-            latency: MS,
-            signal: Signal::Neutral,
-            limited: true,
-        };
-        c.advance(MS);
-        assert_eq!(ctl.on_response(&r, c.now()), None);
-        assert_eq!(ctl.rate(), 5.0);
-    }
-
-    fn answer(sent_at: Instant, latency: Duration, signal: Signal) -> Response {
-        Response {
-            sent_at,
-            latency,
-            signal,
-            limited: true,
-        }
-    }
-
-    /// Feeds `n` answers 10 ms apart; `signal(i)` says what each one is.
-    fn feed(
-        ctl: &mut Controller,
-        c: &FakeClock,
-        n: u32,
-        latency: impl Fn(u32) -> Duration,
-        signal: impl Fn(u32) -> Signal,
-    ) {
-        for i in 0..n {
-            c.advance(10 * MS);
-            let l = latency(i);
-            ctl.on_response(&answer(c.now() - l, l, signal(i)), c.now());
-        }
-    }
-
-    #[test]
-    fn a_steady_share_of_faulty_pages_does_not_slow_the_host() {
-        let run = |errors: bool| {
-            let c = FakeClock::new();
-            let mut ctl = Controller::new(AimdConfig::default(), c.now());
-            feed(
-                &mut ctl,
-                &c,
-                3000,
-                |_| 50 * MS,
-                |i| {
-                    if errors && i % 10 == 3 {
-                        Signal::Error
-                    } else {
-                        Signal::Success
-                    }
-                },
-            );
-            (ctl.rate(), ctl.decreases())
-        };
-        let (clean, _) = run(false);
-        let (faulty, cuts) = run(true);
-        assert_eq!(cuts, 0, "10 % errors cut the rate");
-        assert!(faulty >= 0.85 * clean, "{faulty} vs {clean}");
-    }
-
-    #[test]
-    fn errors_that_take_over_do_slow_the_host() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        feed(&mut ctl, &c, 500, |_| 50 * MS, |_| Signal::Success);
-        let before = ctl.rate();
-        feed(
-            &mut ctl,
-            &c,
-            300,
-            |_| 50 * MS,
-            |i| {
-                if i % 4 == 0 {
-                    Signal::Success
-                } else {
-                    Signal::Error
-                }
-            },
-        );
-        assert!(ctl.decreases() >= 1);
-        assert!(ctl.rate() < before);
-    }
-
-    #[test]
-    fn noisy_latency_with_a_heavy_tail_does_not_stop_slow_start() {
-        use crate::rng::{RandomSource, SplitMix64};
-        let c = FakeClock::new();
-        let mut rng = SplitMix64::new(5);
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        let lat: Vec<Duration> = (0..300)
-            .map(|_| {
-                let mut l = 50.0 * (1.0 + 0.9 * rng.next_signed());
-                if rng.next_f64() < 0.02 {
-                    l *= 10.0;
-                }
-                Duration::from_secs_f64(l / 1e3)
-            })
-            .collect();
-        feed(&mut ctl, &c, 300, |i| lat[i as usize], |_| Signal::Success);
-        assert_eq!(ctl.phase(), Phase::SlowStart);
-        assert!(ctl.rate() > 200.0, "rate {}", ctl.rate());
-    }
-
-    #[test]
-    fn a_site_that_refuses_everything_is_waited_out_and_leaves_a_ceiling() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Success);
-        let before = ctl.rate();
-        // A penalty box: 403 for everything, for 3 s.
-        feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Refused);
-        assert!(ctl.locked_out());
-        let pause = ctl.pause_until(c.now()).expect("waiting for a probe");
-        assert!(pause > c.now() + Duration::from_millis(500));
-        c.advance(Duration::from_secs(200));
-        ctl.on_response(&answer(c.now(), 50 * MS, Signal::Success), c.now());
-        assert!(!ctl.locked_out());
-        assert_eq!(ctl.bans(), 1);
-        let ceiling = ctl.ceiling().expect("a ban leaves a ceiling");
-        assert!(ceiling <= before / 2.0, "{ceiling} vs {before}");
-        assert!(ctl.rate() <= ceiling);
-    }
-
-    #[test]
-    fn a_used_up_quota_that_says_when_it_resets_leaves_no_ceiling() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Success);
-        let ra = Some(Duration::from_secs(30));
-        feed(
-            &mut ctl,
-            &c,
-            100,
-            |_| 50 * MS,
-            |_| Signal::Throttle { retry_after: ra },
-        );
-        c.advance(Duration::from_secs(30));
-        feed(&mut ctl, &c, 10, |_| 50 * MS, |_| Signal::Success);
-        assert_eq!(ctl.bans(), 0);
-        assert_eq!(ctl.ceiling(), None);
-    }
-
-    #[test]
-    fn a_site_that_got_slower_for_good_is_not_cut_for() {
-        let c = FakeClock::new();
-        let mut ctl = Controller::new(AimdConfig::default(), c.now());
-        // Up to speed against a 100/s limit, latency 20 ms.
-        feed(
-            &mut ctl,
-            &c,
-            2000,
-            |_| 20 * MS,
-            |i| {
-                if i % 200 == 199 {
-                    Signal::Throttle { retry_after: None }
-                } else {
-                    Signal::Success
-                }
-            },
-        );
-        let before = ctl.capacity_estimate();
-        // The site takes 4x longer from now on, whatever the rate.
-        feed(&mut ctl, &c, 3000, |_| 80 * MS, |_| Signal::Success);
-        assert!(
-            ctl.rate() >= 0.9 * before,
-            "rate {} vs estimate {before}",
-            ctl.rate()
-        );
-        assert!(ctl.latency_base().unwrap() >= 70 * MS);
-    }
-}
+mod tests;

@@ -96,6 +96,9 @@ impl Scheduler {
         let latency_ms = latency.as_secs_f64() * 1e3;
         let ended = if throttle {
             p.throttled += 1;
+            if let Some(ra) = hints.retry_after {
+                self.honour_retry_after(&p.host, i, now.into_std() + ra);
+            }
             tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
             let refusing_for = self.refusing.throttled(&p.host, now.into_std());
             Ended::Throttled(Throttle {
@@ -294,6 +297,29 @@ impl Scheduler {
         self.metrics.body_wire_bytes.inc_by(answer.wire_bytes);
         self.metrics.body_bytes.inc_by(answer.body.len() as u64);
         (throttle, hints, asked)
+    }
+
+    /// A throttle's Retry-After binds from the moment it is read: the limiter's pause for
+    /// it comes a mailbox hop later, and a request sent to the host meanwhile meets the
+    /// same wall (and is one more 429 the site counts). The pause goes on the key the
+    /// limiter charges throttles to first: the exit's own lane where it has one, else the
+    /// host's budget.
+    fn honour_retry_after(&mut self, host: &Arc<str>, i: usize, until: std::time::Instant) {
+        let Some(pacing) = self.hosts.get(host).map(|h| &h.pacing) else {
+            return;
+        };
+        let own = pacing.keys.get(i).and_then(Option::as_ref);
+        let key = match own {
+            Some(k) if k.borrow().limiter.is_some() => Some(k),
+            _ => pacing.host_key.as_ref().or(own),
+        };
+        if let Some(k) = key {
+            let k = &mut *k.borrow_mut();
+            k.pause_until = Some(k.pause_until.map_or(until, |q| q.max(until)));
+            if let Some(l) = k.limiter.as_mut() {
+                l.drain(until);
+            }
+        }
     }
 
     /// Cut the pauses `hints` ask for to `crawler.max_retry_after_ms`; a longer one is

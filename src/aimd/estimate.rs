@@ -1,0 +1,153 @@
+//! What the site takes: the controller's estimates of a host's capacity.
+//!
+//! Each estimator speaks where the others are weak: what was accepted over the last
+//! second (slow start's overshoot), what a queue delivered (latency), the round after a
+//! cut (`refusals`), what got through between throttles (`between`), and the buckets that
+//! explain a thin host's first answers (`fit`). Every one only ever moves the estimate
+//! within what it can know.
+
+use std::time::Instant;
+
+use super::{Controller, Phase};
+
+impl Controller {
+    /// Requests a probe cycle spans after an estimate from what got through between
+    /// throttles (see `lower_between`).
+    pub(super) const LEARNED_CYCLE: f64 = 10.0;
+    /// The fit of a host's first answers speaks while its fastest refill lasts longer than
+    /// this many round trips' worth of tokens: under one token per two round trips, the
+    /// network cannot reorder arrivals by a token.
+    pub(super) const FIT_TOKENS_PER_RTT: f64 = 0.5;
+    /// A fit whose fastest refill is within this factor of its slowest has pinned the
+    /// rate: the estimate goes no higher than the middle of the range.
+    pub(super) const FIT_PINNED: f64 = 1.5;
+
+    /// What the site accepted just now — over the last second, or the last ten on a site
+    /// too slow for a second to say much — kept between half and all of the current
+    /// rate: slow start overshoots (a site's burst hides its limit for a while), so the
+    /// rate reached says less than what actually got through.
+    pub(super) fn accepted_estimate(&mut self, now: Instant) -> f64 {
+        let (short, n) = self.accepted.rate(now, self.created);
+        let accepted = if n >= 8 {
+            // Slow start ramps within that second; the best of its last few tenths says
+            // more about what the site takes now than their average.
+            let (peak, m) = self.accepted.peak(3, now);
+            if m >= 8 {
+                short.max(peak)
+            } else {
+                short
+            }
+        } else {
+            self.accepted_long.rate(now, self.created).0
+        };
+        accepted.clamp(self.rate / 2.0, self.rate)
+    }
+
+    /// The round after slow start's first refusal says the rate is `est` (see
+    /// [`refusals`]): an estimate above it came from the burst, and so did the rate cut
+    /// from it. Only ever lowers them.
+    pub(super) fn lower_estimate(&mut self, est: f64, now: Instant) {
+        // Off by more than a cut corrects: an estimate's noise around a right one must
+        // not ratchet it down.
+        if self.phase != Phase::Probe || !est.is_finite() || est >= self.cfg.decrease * self.w_max {
+            return;
+        }
+        self.w_max = est.max(self.cfg.min_rps);
+        let cut = self.clamp(self.cfg.decrease * self.w_max, now);
+        if cut < self.rate {
+            // The cycle starts again from the cut, its length following the estimate.
+            self.enter_probe(self.w_max, now, false);
+            self.rate = cut;
+        }
+    }
+
+    /// What got through since the last throttle says the rate is `est` (see [`between`]).
+    /// Lowered to it, the probe cycle spans [`Controller::LEARNED_CYCLE`] requests (at
+    /// least `probe_time`), not priced by the pause nor stretched to `probe_requests`: a
+    /// pause longer than the site's burst lasts wastes refill the span counted, so `est`
+    /// may be low, and the cycle must find that out within a few requests, not in the
+    /// minutes a slow host's cycle lasts.
+    pub(super) fn lower_between(&mut self, est: f64, now: Instant) {
+        let before = self.w_max;
+        self.lower_estimate(est, now);
+        if self.w_max < before {
+            self.k = self
+                .cfg
+                .probe_time
+                .as_secs_f64()
+                .max(Self::LEARNED_CYCLE / self.w_max);
+            self.epoch = now;
+        }
+    }
+
+    /// The fit listens to a host's first [`BucketFit::EVENTS`] answers, and speaks no more
+    /// once it holds them: by then a thin host is learned and a fast one is the other
+    /// estimators'.
+    pub(super) fn fit_record(&mut self, sent_at: Instant, ok: bool) {
+        if let Some(f) = &mut self.fit {
+            f.record(sent_at, ok);
+            if !f.open() {
+                self.fit = None;
+                self.fit_ceiling = None;
+            }
+        }
+    }
+
+    /// While a thin host is learned: keep the estimate within the refills that explain
+    /// every answer so far (see [`fit`]), and the rate under the fastest of them, which
+    /// would only be throttled. A fast host's first throttle comes after the fit stopped
+    /// listening, and a host learned no longer needs it.
+    pub(super) fn fit_estimate(&mut self, now: Instant) {
+        let Some(fit) = self.fit.as_deref() else {
+            return;
+        };
+        if self.decreases > Self::LEARNING {
+            self.fit = None;
+            self.fit_ceiling = None;
+            return;
+        }
+        let hi = 2.0 * self.w_max.max(self.rate);
+        let Some((lo, hi)) = fit.bounds(self.cfg.min_rps, hi) else {
+            return;
+        };
+        // The fit takes the order requests were sent in for the order they arrived: true
+        // only while a token takes longer than the network's reordering, which the
+        // round trip bounds.
+        if hi * self.srtt.unwrap_or(f64::INFINITY) > Self::FIT_TOKENS_PER_RTT {
+            self.fit_ceiling = None;
+            return;
+        }
+        self.fit_ceiling = Some(hi);
+        let top = if hi <= Self::FIT_PINNED * lo {
+            (lo + hi) / 2.0
+        } else {
+            hi
+        };
+        let w_max = self.w_max.clamp(lo, top);
+        if (w_max - self.w_max).abs() > 1e-9 {
+            self.w_max = w_max;
+            self.rate = self.clamp(self.cfg.decrease * w_max, now);
+        }
+    }
+
+    /// How far to go below the site's rate to drain a queue whose answers take `median`
+    /// instead of the quiet base: Gradient2's `base / current`, between one half and `most`.
+    /// A queue that doubled the latency is gone within a few round trips at half the rate;
+    /// one that barely shows needs only the gentle cut.
+    pub(super) fn drain_factor(&self, median: f64, most: f64) -> f64 {
+        match self.latency.base() {
+            Some(b) if median > 0.0 => (b / median).clamp(0.5, most),
+            _ => most,
+        }
+    }
+
+    /// What a server with a queue delivered over the last half second: its capacity, as
+    /// long as the queue stood that long (a longer span would reach back to before it
+    /// formed and underestimate). Kept between half and all of the current rate.
+    pub(super) fn delivered(&mut self, now: Instant) -> f64 {
+        match self.accepted.rate_last(5, now, self.created) {
+            (r, n) if n >= 16 => r.clamp(self.rate / 2.0, self.rate),
+            _ => self.accepted_estimate(now),
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! The controller's own tests, on the fake clock.
+use super::*;
+use crate::clock::{Clock, FakeClock};
+
+const MS: Duration = Duration::from_millis(1);
+
+pub(super) fn ok(sent_at: Instant) -> Response {
+    Response {
+        sent_at,
+        latency: 50 * MS,
+        signal: Signal::Success,
+        limited: true,
+    }
+}
+
+pub(super) fn throttled(sent_at: Instant, retry_after: Option<Duration>) -> Response {
+    Response {
+        sent_at,
+        latency: 50 * MS,
+        signal: Signal::Throttle { retry_after },
+        limited: true,
+    }
+}
+
+/// A controller after 1 s of answers, 50 ms each, one per 10 ms, at a 250 ms doubling
+/// time.
+pub(super) fn ramped(c: &FakeClock) -> Controller {
+    let cfg = AimdConfig {
+        doubling: Duration::from_millis(250),
+        ..AimdConfig::default()
+    };
+    let mut ctl = Controller::new(cfg, c.now());
+    for _ in 0..100 {
+        c.advance(10 * MS);
+        ctl.on_response(&ok(c.now() - 50 * MS), c.now());
+    }
+    ctl
+}
+
+#[test]
+fn slow_start_doubles_per_doubling_time() {
+    let c = FakeClock::new();
+    let ctl = ramped(&c);
+    // 1 s at a 250 ms doubling time: 5 → 80.
+    assert!((ctl.rate() - 80.0).abs() < 1.0, "rate {}", ctl.rate());
+    assert_eq!(ctl.phase(), Phase::SlowStart);
+}
+
+#[test]
+fn one_decrease_per_round_trip() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    for _ in 0..100 {
+        c.advance(10 * MS);
+        ctl.on_response(&ok(c.now() - 50 * MS), c.now());
+    }
+    let sent_before = c.now() - 50 * MS;
+    let adj = ctl.on_response(&throttled(sent_before, None), c.now());
+    assert!(adj.is_some());
+    assert_eq!(ctl.decreases(), 1);
+    let after_first = ctl.rate();
+    // 99 more 429s for requests sent before the decrease: no further cut.
+    for _ in 0..99 {
+        c.advance(MS / 2);
+        ctl.on_response(&throttled(sent_before, None), c.now());
+    }
+    assert_eq!(ctl.decreases(), 1);
+    assert_eq!(ctl.rate(), after_first);
+    // A 429 for a request sent after the decrease is news.
+    c.advance(MS);
+    ctl.on_response(&throttled(c.now(), None), c.now());
+    assert_eq!(ctl.decreases(), 2);
+    assert!(ctl.rate() < after_first);
+}
+
+#[test]
+fn throttle_holds_the_key_and_retry_after_is_a_floor() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    c.advance(MS);
+    let adj = ctl.on_response(&throttled(c.now(), None), c.now()).unwrap();
+    let hold = adj.pause_until.unwrap() - c.now();
+    assert!(hold > Duration::ZERO && hold <= 250 * MS, "hold {hold:?}");
+    c.advance(MS);
+    let adj = ctl
+        .on_response(
+            &throttled(c.now() - MS, Some(Duration::from_secs(7))),
+            c.now(),
+        )
+        .unwrap();
+    assert_eq!(adj.pause_until, Some(c.now() + Duration::from_secs(7)));
+    // A later, shorter Retry-After does not shorten it.
+    ctl.on_response(&throttled(c.now(), Some(Duration::from_secs(1))), c.now());
+    assert_eq!(
+        ctl.pause_until(c.now()),
+        Some(c.now() + Duration::from_secs(7))
+    );
+}
+
+#[test]
+fn rate_stays_within_bounds() {
+    let c = FakeClock::new();
+    let cfg = AimdConfig {
+        min_rps: 2.0,
+        max_rps: 20.0,
+        ..AimdConfig::default()
+    };
+    let mut ctl = Controller::new(cfg, c.now());
+    for _ in 0..1000 {
+        c.advance(10 * MS);
+        ctl.on_response(&ok(c.now()), c.now());
+    }
+    assert_eq!(ctl.rate(), 20.0);
+    for _ in 0..100 {
+        c.advance(10 * MS);
+        ctl.on_response(&throttled(c.now(), None), c.now());
+    }
+    assert_eq!(ctl.rate(), 2.0);
+}
+
+#[test]
+fn announced_limits_cap_the_rate_and_pause_when_used_up() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    for _ in 0..200 {
+        c.advance(10 * MS);
+        ctl.on_response(&ok(c.now()), c.now());
+    }
+    assert!(ctl.rate() > 100.0);
+    let hint = Pacing {
+        pause_for: None,
+        min_interval: Some(100 * MS),
+        max_rps: None,
+    };
+    let adj = ctl.on_hint(&hint, c.now()).unwrap();
+    assert!((adj.rps - 10.0).abs() < 1e-9);
+    let hint = Pacing {
+        pause_for: Some(Duration::from_secs(3)),
+        min_interval: None,
+        max_rps: None,
+    };
+    let adj = ctl.on_hint(&hint, c.now()).unwrap();
+    assert_eq!(adj.pause_until, Some(c.now() + Duration::from_secs(3)));
+}
+
+#[test]
+fn rising_latency_ends_slow_start_and_overload_cuts_the_rate() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    for _ in 0..50 {
+        c.advance(10 * MS);
+        ctl.on_response(&ok(c.now()), c.now());
+    }
+    let before = ctl.rate();
+    for _ in 0..30 {
+        c.advance(10 * MS);
+        let r = Response {
+            sent_at: c.now(),
+            latency: 80 * MS,
+            signal: Signal::Success,
+            limited: true,
+        };
+        ctl.on_response(&r, c.now());
+    }
+    // Slow start ends near what the site accepted (answers arrive at 100/s here),
+    // without counting a cut.
+    assert_eq!(ctl.phase(), Phase::Probe);
+    assert!(
+        ctl.rate() >= 50.0 && ctl.rate() <= before.max(100.0) * 1.01,
+        "{} vs {before}",
+        ctl.rate()
+    );
+    assert_eq!(ctl.decreases(), 0);
+    // A round takes 32 answers at this rate and round trip.
+    for _ in 0..64 {
+        c.advance(10 * MS);
+        let r = Response {
+            sent_at: c.now(),
+            latency: 200 * MS,
+            signal: Signal::Success,
+            limited: true,
+        };
+        ctl.on_response(&r, c.now());
+    }
+    assert!(ctl.decreases() >= 1);
+}
+
+#[test]
+fn neutral_responses_change_nothing() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    let r = Response {
+        sent_at: c.now(),
+        latency: MS,
+        signal: Signal::Neutral,
+        limited: true,
+    };
+    c.advance(MS);
+    assert_eq!(ctl.on_response(&r, c.now()), None);
+    assert_eq!(ctl.rate(), 5.0);
+}
+
+fn answer(sent_at: Instant, latency: Duration, signal: Signal) -> Response {
+    Response {
+        sent_at,
+        latency,
+        signal,
+        limited: true,
+    }
+}
+
+/// Feeds `n` answers 10 ms apart; `signal(i)` says what each one is.
+fn feed(
+    ctl: &mut Controller,
+    c: &FakeClock,
+    n: u32,
+    latency: impl Fn(u32) -> Duration,
+    signal: impl Fn(u32) -> Signal,
+) {
+    for i in 0..n {
+        c.advance(10 * MS);
+        let l = latency(i);
+        ctl.on_response(&answer(c.now() - l, l, signal(i)), c.now());
+    }
+}
+
+#[test]
+fn a_steady_share_of_faulty_pages_does_not_slow_the_host() {
+    let run = |errors: bool| {
+        let c = FakeClock::new();
+        let mut ctl = Controller::new(AimdConfig::default(), c.now());
+        feed(
+            &mut ctl,
+            &c,
+            3000,
+            |_| 50 * MS,
+            |i| {
+                if errors && i % 10 == 3 {
+                    Signal::Error
+                } else {
+                    Signal::Success
+                }
+            },
+        );
+        (ctl.rate(), ctl.decreases())
+    };
+    let (clean, _) = run(false);
+    let (faulty, cuts) = run(true);
+    assert_eq!(cuts, 0, "10 % errors cut the rate");
+    assert!(faulty >= 0.85 * clean, "{faulty} vs {clean}");
+}
+
+#[test]
+fn errors_that_take_over_do_slow_the_host() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    feed(&mut ctl, &c, 500, |_| 50 * MS, |_| Signal::Success);
+    let before = ctl.rate();
+    feed(
+        &mut ctl,
+        &c,
+        300,
+        |_| 50 * MS,
+        |i| {
+            if i % 4 == 0 {
+                Signal::Success
+            } else {
+                Signal::Error
+            }
+        },
+    );
+    assert!(ctl.decreases() >= 1);
+    assert!(ctl.rate() < before);
+}
+
+#[test]
+fn noisy_latency_with_a_heavy_tail_does_not_stop_slow_start() {
+    use crate::rng::{RandomSource, SplitMix64};
+    let c = FakeClock::new();
+    let mut rng = SplitMix64::new(5);
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    let lat: Vec<Duration> = (0..300)
+        .map(|_| {
+            let mut l = 50.0 * (1.0 + 0.9 * rng.next_signed());
+            if rng.next_f64() < 0.02 {
+                l *= 10.0;
+            }
+            Duration::from_secs_f64(l / 1e3)
+        })
+        .collect();
+    feed(&mut ctl, &c, 300, |i| lat[i as usize], |_| Signal::Success);
+    assert_eq!(ctl.phase(), Phase::SlowStart);
+    assert!(ctl.rate() > 200.0, "rate {}", ctl.rate());
+}
+
+#[test]
+fn a_site_that_refuses_everything_is_waited_out_and_leaves_a_ceiling() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Success);
+    let before = ctl.rate();
+    // A penalty box: 403 for everything, for 3 s.
+    feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Refused);
+    assert!(ctl.locked_out());
+    let pause = ctl.pause_until(c.now()).expect("waiting for a probe");
+    assert!(pause > c.now() + Duration::from_millis(500));
+    c.advance(Duration::from_secs(200));
+    ctl.on_response(&answer(c.now(), 50 * MS, Signal::Success), c.now());
+    assert!(!ctl.locked_out());
+    assert_eq!(ctl.bans(), 1);
+    let ceiling = ctl.ceiling().expect("a ban leaves a ceiling");
+    assert!(ceiling <= before / 2.0, "{ceiling} vs {before}");
+    assert!(ctl.rate() <= ceiling);
+}
+
+#[test]
+fn a_used_up_quota_that_says_when_it_resets_leaves_no_ceiling() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    feed(&mut ctl, &c, 300, |_| 50 * MS, |_| Signal::Success);
+    let ra = Some(Duration::from_secs(30));
+    feed(
+        &mut ctl,
+        &c,
+        100,
+        |_| 50 * MS,
+        |_| Signal::Throttle { retry_after: ra },
+    );
+    c.advance(Duration::from_secs(30));
+    feed(&mut ctl, &c, 10, |_| 50 * MS, |_| Signal::Success);
+    assert_eq!(ctl.bans(), 0);
+    assert_eq!(ctl.ceiling(), None);
+}
+
+#[test]
+fn a_site_that_got_slower_for_good_is_not_cut_for() {
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    // Up to speed against a 100/s limit, latency 20 ms.
+    feed(
+        &mut ctl,
+        &c,
+        2000,
+        |_| 20 * MS,
+        |i| {
+            if i % 200 == 199 {
+                Signal::Throttle { retry_after: None }
+            } else {
+                Signal::Success
+            }
+        },
+    );
+    let before = ctl.capacity_estimate();
+    // The site takes 4x longer from now on, whatever the rate.
+    feed(&mut ctl, &c, 3000, |_| 80 * MS, |_| Signal::Success);
+    assert!(
+        ctl.rate() >= 0.9 * before,
+        "rate {} vs estimate {before}",
+        ctl.rate()
+    );
+    assert!(ctl.latency_base().unwrap() >= 70 * MS);
+}
