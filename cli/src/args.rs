@@ -153,11 +153,11 @@ pub struct Flags {
     /// stopped by Ctrl-C gets status null, error "interrupted")
     #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
     pub out: Option<PathBuf>,
-    /// Append to --out instead of truncating it, and skip the URLs that already have a
-    /// final record there (one whose error is not "interrupted"); interrupted URLs are
-    /// fetched again. When a URL has several records, the LAST one counts. With --follow:
-    /// URLs with a record are not fetched again, and the links the recorded pages found
-    /// are crawled on
+    /// Append to --out, skip the URLs that already have a final record there (one whose
+    /// error is not "interrupted") and fetch the rest; at the end --out is rewritten
+    /// (atomically) with one record per URL, its last final one, and the summary counts the
+    /// whole crawl. With --follow: URLs with a record are not fetched again, and the links
+    /// the recorded pages found are crawled on
     #[arg(long, overrides_with = "resume")]
     pub resume: bool,
     /// One JSON object at the end ('-' = stdout): total, ok, failed, throttled, requests,

@@ -21,7 +21,7 @@
 //! - [`fetch`]: one URL from robots.txt to its record;
 //! - [`list`]: the streaming loop over a URL list; [`follow`]: `--follow`;
 //!   [`frontier`]: `--enqueue` and the frontier's Redis, [`consumer`]: `--frontier`;
-//!   [`dedupe`]: `--dedupe`;
+//!   [`dedupe`]: one record per URL (`--dedupe`, and `--out` after `--resume`);
 //! - [`signals`], [`progress`], [`logging`], [`demo`]; [`term`]: stderr, above the
 //!   progress bar; [`run`] puts a crawl together, [`ended`]: how it ended.
 //!
