@@ -8,7 +8,8 @@
 //! docs/cli.md).
 //!
 //! One concept per file:
-//! - [`args`]: clap parsing, `--help`, the rules between flags;
+//! - [`args`]: clap parsing, `--help`, the rules between flags; [`values`]: the flags'
+//!   value parsers;
 //! - [`source`]: the URL source (file, stdin, demo, a frontier's address) read on its own
 //!   thread; [`seen`]: its duplicates, in bounded memory;
 //! - [`record`]: the JSONL record and the running totals; [`summary`]: the summary;
@@ -59,6 +60,7 @@ mod signals;
 mod source;
 mod summary;
 mod term;
+mod values;
 mod warc;
 mod warc_repair;
 

@@ -486,7 +486,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         skip,
         dedupe: !args.no_dedupe && !s.follow,
     };
-    let (urls, read) = spawn_reader(s.input, s.site.as_ref(), opts);
+    let (urls, read) = spawn_reader(s.input, &args.given, s.site.as_ref(), opts);
     let totals = Rc::new(Totals::default());
     let summary = Rc::new(SummaryWriter {
         path: args.summary.clone(),

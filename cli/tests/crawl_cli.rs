@@ -252,7 +252,7 @@ fn bad_arguments_exit_2_and_help_lists_flags() {
     // No config is needed (the default route is the exit), but URLs are.
     let o = crawl(&["--out", "-"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("missing --urls"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("missing URLs"), "{}", stderr(&o));
 
     let o = crawl(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
