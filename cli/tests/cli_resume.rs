@@ -178,7 +178,8 @@ fn a_compaction_that_cannot_be_written_leaves_out_whole_and_says_so() {
     let site = slow_site();
     let dir = TempDir::new("resume-fails");
     let config = dir.file("crawl.toml", CONFIG);
-    let all: Vec<String> = (0..40).map(|i| site.url(&format!("/f/{i}"))).collect();
+    // 50 to fetch, 4 at a time, 300 ms each: about 4 s, the first records out after 1 s.
+    let all: Vec<String> = (0..60).map(|i| site.url(&format!("/f/{i}"))).collect();
     // An earlier run's --out: the first ten URLs done, the eleventh interrupted.
     let mut earlier = String::new();
     for u in &all[..10] {
@@ -216,10 +217,10 @@ fn a_compaction_that_cannot_be_written_leaves_out_whole_and_says_so() {
         err.contains("could not compact --out") && err.contains("it is left as it was"),
         "{err}"
     );
-    // --out is the earlier file with this run's 30 records after it: nothing lost.
+    // --out is the earlier file with this run's 50 records after it: nothing lost.
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.starts_with(&earlier), "{text}");
-    assert_eq!(text.lines().count(), 11 + 30);
+    assert_eq!(text.lines().count(), 11 + 50);
     // The summary still counts the whole crawl, one per URL.
     let sum = json(&summary);
     assert_eq!(sum["total"], all.len() as u64, "{sum}");
