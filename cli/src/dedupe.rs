@@ -183,10 +183,11 @@ impl Compaction {
     /// Read the records file at `path`. `None`: it is not a regular file (a device, a
     /// pipe), which is left alone.
     pub fn read(path: &Path) -> io::Result<Option<Compaction>> {
-        let file = File::open(path)?;
-        if !file.metadata()?.is_file() {
+        // Asked before opening: opening a FIFO for reading would wait for a writer.
+        if !std::fs::metadata(path)?.is_file() {
             return Ok(None);
         }
+        let file = File::open(path)?;
         let mut picker: Picker<(Span, Option<RecordCounts>)> = Picker::default();
         let (mut records, mut unreadable) = (0u64, 0u64);
         let visited = visit_lines(BufReader::new(&file), |v| match v {
