@@ -149,6 +149,11 @@ impl Archive {
             .map_err(|e| format!("writing --warc {}: {e}", warc.current().display()))
     }
 
+    /// The WARC file being written, with `--warc`.
+    pub fn warc_file(&self) -> Option<PathBuf> {
+        self.warc.as_ref().map(WarcWriter::current)
+    }
+
     /// Flush the WARC file (the body files are whole as soon as they are written).
     pub fn finish(&mut self) -> Result<(), String> {
         match self.warc.as_mut() {

@@ -15,6 +15,9 @@ use clap_complete::Shell;
 use super::overrides::{exit_args, source_ip};
 pub use super::overrides::{ExitArg, Overrides};
 use super::source::{FrontierUrl, UrlSource};
+use super::values::{
+    byte_size, grace, number, path, positive_count, positive_secs, socket_addr, text,
+};
 
 /// URLs the demo generates unless `--demo-urls` says otherwise.
 pub const DEFAULT_DEMO_URLS: u64 = 3000;
@@ -26,8 +29,6 @@ pub const DEFAULT_CLAIM_IDLE: Duration = Duration::from_secs(30);
 pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(5);
 /// Default `--redis-wait`.
 pub const DEFAULT_REDIS_WAIT: Duration = exitcrawl::frontier::DEFAULT_REDIS_WAIT;
-/// Longest `--grace`, `--claim-idle`, `--idle-exit`.
-const MAX_SECS: f64 = 86_400.0;
 
 /// Text after the flags in `--help`.
 const AFTER_HELP: &str = "\
@@ -81,6 +82,7 @@ EXIT STATUS:
 pub fn usage(name: &str) -> String {
     [
         "[--config FILE] --urls FILE [--out FILE [--resume]] [--summary FILE] [OPTIONS]",
+        "[--config FILE] URL... [--urls FILE] [--out FILE [--resume]] [OPTIONS]",
         "--demo [--demo-urls N] [--out FILE] [--summary FILE] [OPTIONS]",
         "[--config FILE] --urls SEEDS --follow [--ignore-robots] [--out FILE] [OPTIONS]",
         "[--config FILE] --sitemap URL [--urls SEEDS] [--follow] [--out FILE] [OPTIONS]",
@@ -148,16 +150,20 @@ pub struct Flags {
     /// URLs, one per line ('-' = stdin); blank lines and # comments skipped
     #[arg(long, value_name = "FILE", value_parser = text, allow_hyphen_values = true)]
     pub urls: Option<String>,
+    /// URLs to crawl, each as if it were a line of a --urls file; with --urls too, both
+    /// are crawled (these first)
+    #[arg(value_name = "URL")]
+    pub given: Vec<String>,
     /// JSONL, one record per URL as results arrive ('-' = stdout): url, status, exit,
     /// attempts, elapsed_ms, bytes, error, skipped, final_url, content_type, sha256 (a URL
     /// stopped by Ctrl-C gets status null, error "interrupted")
     #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
     pub out: Option<PathBuf>,
-    /// Append to --out instead of truncating it, and skip the URLs that already have a
-    /// final record there (one whose error is not "interrupted"); interrupted URLs are
-    /// fetched again. When a URL has several records, the LAST one counts. With --follow:
-    /// URLs with a record are not fetched again, and the links the recorded pages found
-    /// are crawled on
+    /// Append to --out, skip the URLs that already have a final record there (one whose
+    /// error is not "interrupted") and fetch the rest; at the end --out is rewritten
+    /// (atomically) with one record per URL, its last final one, and the summary counts the
+    /// whole crawl. With --follow: URLs with a record are not fetched again, and the links
+    /// the recorded pages found are crawled on
     #[arg(long, overrides_with = "resume")]
     pub resume: bool,
     /// One JSON object at the end ('-' = stdout): total, ok, failed, throttled, requests,
@@ -318,6 +324,8 @@ pub struct RunArgs {
     /// `None` in demo mode (the demo builds its own settings).
     pub config: Option<PathBuf>,
     pub urls: UrlSource,
+    /// URLs given as arguments: lines read before `urls`.
+    pub given: Vec<String>,
     pub out: Option<PathBuf>,
     pub summary: Option<PathBuf>,
     pub resume: bool,
@@ -369,22 +377,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         || f.user_agent.is_some()
         || !f.sitemap.is_empty();
     if !f.dedupe.is_empty() {
-        if f.demo
-            || f.config.is_some()
-            || f.urls.is_some()
-            || f.frontier.is_some()
-            || f.enqueue.is_some()
-            || keeps
-        {
-            return Err("--dedupe only goes with --out FILE".into());
-        }
-        let out = f
-            .out
-            .ok_or("--dedupe needs --out FILE (the merged results)")?;
-        return Ok(Command::Dedupe {
-            inputs: f.dedupe,
-            out,
-        });
+        return dedupe_command(f, keeps);
     }
     if let Some(file) = f.enqueue {
         let frontier = f
@@ -393,6 +386,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         if f.demo
             || f.config.is_some()
             || f.urls.is_some()
+            || !f.given.is_empty()
             || f.out.is_some()
             || f.follow
             || keeps
@@ -427,6 +421,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
     Ok(Command::Run(Box::new(RunArgs {
         config: f.config,
         urls,
+        given: f.given,
         out: f.out,
         summary: f.summary,
         resume: f.resume,
@@ -457,6 +452,27 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
             max_pages: f.max_pages,
         },
     })))
+}
+
+/// `--dedupe FILE... --out FILE`, alone.
+fn dedupe_command(f: Flags, keeps: bool) -> Result<Command, String> {
+    if f.demo
+        || f.config.is_some()
+        || f.urls.is_some()
+        || !f.given.is_empty()
+        || f.frontier.is_some()
+        || f.enqueue.is_some()
+        || keeps
+    {
+        return Err("--dedupe only goes with --out FILE".into());
+    }
+    let out = f
+        .out
+        .ok_or("--dedupe needs --out FILE (the merged results)")?;
+    Ok(Command::Dedupe {
+        inputs: f.dedupe,
+        out,
+    })
 }
 
 /// `-H 'Name: value'` each, checked as `[crawler.headers]` entries are; a message that
@@ -515,8 +531,11 @@ fn check_keep_flags(f: &Flags) -> Result<(), String> {
 /// Where a crawl's URLs come from: the frontier, the demo or `--urls`.
 fn url_source(f: &Flags) -> Result<UrlSource, String> {
     if let Some(fr) = &f.frontier {
-        if f.demo || f.urls.is_some() {
-            return Err("--frontier pulls its URLs from Redis: drop --urls/--demo".into());
+        if f.demo || f.urls.is_some() || !f.given.is_empty() {
+            return Err(
+                "--frontier pulls its URLs from Redis: drop --urls/--demo and the URL arguments"
+                    .into(),
+            );
         }
         if f.config.is_none() {
             return Err("--frontier needs --config FILE".into());
@@ -530,9 +549,11 @@ fn url_source(f: &Flags) -> Result<UrlSource, String> {
         return Ok(UrlSource::Frontier(fr.clone()));
     }
     if f.demo {
-        if f.config.is_some() || f.urls.is_some() || !f.sitemap.is_empty() {
+        if f.config.is_some() || f.urls.is_some() || !f.sitemap.is_empty() || !f.given.is_empty() {
             return Err(
-                "--demo builds its own settings and URLs: drop --config/--urls/--sitemap".into(),
+                "--demo builds its own settings and URLs: drop --config/--urls/--sitemap \
+                 and the URL arguments"
+                    .into(),
             );
         }
         if f.resume {
@@ -546,80 +567,14 @@ fn url_source(f: &Flags) -> Result<UrlSource, String> {
         return Err("--demo-urls only goes with --demo".into());
     }
     match f.urls.as_deref() {
-        None if !f.sitemap.is_empty() => Ok(UrlSource::Nothing),
-        None => Err("missing --urls FILE (or - for stdin, or --sitemap URL)".into()),
+        None if !f.sitemap.is_empty() || !f.given.is_empty() => Ok(UrlSource::Nothing),
+        None => Err(
+            "missing URLs: give them as arguments, or --urls FILE (or - for stdin), or \
+             --sitemap URL"
+                .into(),
+        ),
         Some(u) => Ok(UrlSource::from_arg(u)),
     }
-}
-
-// Value parsers: clap puts "invalid value 'V' for '--flag <X>': " before each message.
-
-fn text(v: &str) -> Result<String, String> {
-    if v.is_empty() {
-        return Err("an empty value (a file, or - for stdin)".into());
-    }
-    Ok(v.to_string())
-}
-
-fn path(v: &str) -> Result<PathBuf, String> {
-    text(v).map(PathBuf::from)
-}
-
-/// Seconds in `(0 or more, MAX_SECS]`; the message says which rule `v` broke and what
-/// is allowed (`range`).
-fn seconds(v: &str, min_exclusive: bool, range: &str) -> Result<Duration, String> {
-    let s: f64 = match v.trim().parse() {
-        Ok(s) if f64::is_finite(s) => s,
-        _ => return Err(format!("{v:?} is not a number of seconds ({range})")),
-    };
-    let low_ok = if min_exclusive { s > 0.0 } else { s >= 0.0 };
-    if low_ok && s <= MAX_SECS {
-        Ok(Duration::from_secs_f64(s))
-    } else {
-        Err(format!("{v} seconds is out of range ({range})"))
-    }
-}
-
-fn grace(v: &str) -> Result<Duration, String> {
-    seconds(v, false, "0 to 86400")
-}
-
-fn positive_secs(v: &str) -> Result<Duration, String> {
-    seconds(v, true, "more than 0, at most 86400")
-}
-
-/// A number; its range is checked with the settings, naming the flag.
-fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{v:?} is not a number of the kind this flag takes"))
-}
-
-fn positive_count(v: &str) -> Result<u64, String> {
-    v.parse()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{v:?} is not a positive integer"))
-}
-
-fn socket_addr(v: &str) -> Result<SocketAddr, String> {
-    v.parse()
-        .map_err(|_| format!("{v:?} is not a socket address (e.g. 127.0.0.1:9100)"))
-}
-
-/// Bytes, or with a K/M/G suffix (1024-based); at least 1, at most 1 TiB.
-pub fn byte_size(v: &str) -> Result<u64, String> {
-    let bad = || format!("{v:?} is not a size: bytes, or a number with K, M or G (1 to 1024G)");
-    let t = v.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
-        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
-        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    n.checked_mul(mult)
-        .filter(|b| (1..=1u64 << 40).contains(b))
-        .ok_or_else(bad)
 }
 
 #[cfg(test)]
@@ -636,16 +591,6 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(byte_size("4096"), Ok(4096));
-        assert_eq!(byte_size("2K"), Ok(2048));
-        assert_eq!(byte_size("1g"), Ok(1 << 30));
-        assert!(byte_size("0").is_err());
-        assert!(byte_size("1T").is_err());
-        assert!(byte_size("-1").unwrap_err().contains("K, M or G"));
     }
 
     #[test]

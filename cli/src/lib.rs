@@ -8,7 +8,8 @@
 //! docs/cli.md).
 //!
 //! One concept per file:
-//! - [`args`]: clap parsing, `--help`, the rules between flags;
+//! - [`args`]: clap parsing, `--help`, the rules between flags; [`values`]: the flags'
+//!   value parsers;
 //! - [`source`]: the URL source (file, stdin, demo, a frontier's address) read on its own
 //!   thread; [`seen`]: its duplicates, in bounded memory;
 //! - [`record`]: the JSONL record and the running totals; [`summary`]: the summary;
@@ -21,7 +22,7 @@
 //! - [`fetch`]: one URL from robots.txt to its record;
 //! - [`list`]: the streaming loop over a URL list; [`follow`]: `--follow`;
 //!   [`frontier`]: `--enqueue` and the frontier's Redis, [`consumer`]: `--frontier`;
-//!   [`dedupe`]: `--dedupe`;
+//!   [`dedupe`]: one record per URL (`--dedupe`, and `--out` after `--resume`);
 //! - [`signals`], [`progress`], [`logging`], [`demo`]; [`term`]: stderr, above the
 //!   progress bar; [`run`] puts a crawl together, [`ended`]: how it ended.
 //!
@@ -59,6 +60,7 @@ mod signals;
 mod source;
 mod summary;
 mod term;
+mod values;
 mod warc;
 mod warc_repair;
 

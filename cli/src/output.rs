@@ -213,13 +213,18 @@ impl Replacement {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
+        // The new file takes the old one's mode (a results file kept private stays so).
+        if let Ok(m) = target.metadata() {
+            f.set_permissions(m.permissions())?;
+        }
         Ok(Replacement {
             out: BufWriter::new(f),
             rename: Some((tmp, target)),
         })
     }
 
-    /// Put the new content in place.
+    /// Put the new content in place: synced, renamed over the target, and the directory
+    /// synced so that the rename itself survives a power cut.
     pub fn commit(mut self) -> io::Result<()> {
         self.out.flush()?;
         let Some((tmp, target)) = self.rename.take() else {
@@ -233,7 +238,8 @@ impl Replacement {
         if done.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
-        done
+        done?;
+        sync_dir(&target)
     }
 }
 
@@ -252,6 +258,20 @@ impl Drop for Replacement {
         if let Some((tmp, _)) = self.rename.take() {
             let _ = std::fs::remove_file(tmp);
         }
+    }
+}
+
+/// Sync the directory holding `path` (its entries: a rename into it). Where a directory
+/// cannot be opened as a file (not Unix), there is nothing to sync.
+fn sync_dir(path: &Path) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if cfg!(unix) {
+        File::open(dir)?.sync_all()
+    } else {
+        Ok(())
     }
 }
 

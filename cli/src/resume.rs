@@ -25,6 +25,62 @@ pub struct SeenRecord {
     pub links: Vec<String>,
 }
 
+/// The fields of a record the summary of a resumed crawl counts besides
+/// [`SeenRecord`]'s, read from the line again, leniently: a value of another type counts
+/// as absent and a repeated key's last value counts, so that they never make a line stop
+/// being a record (what is a record is [`SeenRecord`]'s to say).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    pub status: Option<u16>,
+    pub throttled: u32,
+}
+
+impl Counted {
+    /// Of the record on `line` (nothing, should it not read).
+    pub fn of(line: &[u8]) -> Counted {
+        serde_json::from_slice(line).unwrap_or_default()
+    }
+}
+
+impl<'de> Deserialize<'de> for Counted {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Counted;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a record's fields")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Counted, A::Error> {
+                let mut c = Counted::default();
+                while let Some(key) = m.next_key::<String>()? {
+                    match key.as_str() {
+                        "status" => {
+                            let v: serde_json::Value = m.next_value()?;
+                            c.status = v.as_u64().and_then(|s| u16::try_from(s).ok());
+                        }
+                        "throttled" => {
+                            let v: serde_json::Value = m.next_value()?;
+                            c.throttled = v
+                                .as_u64()
+                                .map_or(0, |t| u32::try_from(t).unwrap_or(u32::MAX));
+                        }
+                        _ => {
+                            m.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(c)
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
 /// What `--resume` found in `--out`.
 #[derive(Debug, Default)]
 pub struct ResumeState {
@@ -53,11 +109,91 @@ pub struct ResumeState {
 /// record, so this one neither finishes nor reopens it.
 pub const DUPLICATE: &str = "duplicate";
 
+/// `skipped` of a record robots.txt kept from being fetched.
+pub const ROBOTS: &str = "robots";
+
 impl SeenRecord {
     /// A record that says the URL was on an earlier line (see [`DUPLICATE`]).
     pub fn is_duplicate(&self) -> bool {
         self.skipped.as_deref() == Some(DUPLICATE)
     }
+
+    /// A record that says the Ctrl-C stopped its fetch: `--resume` fetches it again.
+    pub fn is_interrupted(&self) -> bool {
+        self.error.as_deref() == Some(INTERRUPTED)
+    }
+
+    /// Which of a URL's records counts, lowest first: a duplicate's (it only points at
+    /// another), an interrupted one (fetched again by `--resume`), a final one (not).
+    pub fn rank(&self) -> u8 {
+        if self.is_duplicate() {
+            0
+        } else if self.is_interrupted() {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// Where a line is in its file: its first byte and its length, newline included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// One complete, non-blank line of a records file.
+pub enum Visit<'a> {
+    /// A record, its line as read, and where.
+    Record(SeenRecord, &'a [u8], Span),
+    /// Not a record: line `line` (from 1), why, and where.
+    Unreadable(u64, &'a serde_json::Error, Span),
+}
+
+/// What [`visit_lines`] did not hand over.
+pub struct Visited {
+    /// Bytes of the complete lines (the file's length less an unfinished last line).
+    pub complete_len: u64,
+    /// Bytes of an unfinished last line (no newline): not read as a record.
+    pub truncated: u64,
+}
+
+/// Hand each complete line of `input` to `f`, read as a record or not; blank lines are
+/// skipped, an unfinished last line is counted in `truncated`, not handed over. The one
+/// reader of records files: `--resume`, and the compaction after it.
+pub fn visit_lines(mut input: impl BufRead, mut f: impl FnMut(Visit<'_>)) -> io::Result<Visited> {
+    let mut complete_len = 0u64;
+    let mut buf = Vec::new();
+    let mut line = 0u64;
+    loop {
+        buf.clear();
+        let n = input.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') {
+            return Ok(Visited {
+                complete_len,
+                truncated: n as u64,
+            });
+        }
+        let span = Span {
+            offset: complete_len,
+            len: n as u64,
+        };
+        complete_len += n as u64;
+        line += 1;
+        match serde_json::from_slice::<SeenRecord>(&buf) {
+            Ok(r) => f(Visit::Record(r, &buf, span)),
+            Err(_) if buf.iter().all(u8::is_ascii_whitespace) => {}
+            Err(e) => f(Visit::Unreadable(line, &e, span)),
+        }
+    }
+    Ok(Visited {
+        complete_len,
+        truncated: 0,
+    })
 }
 
 impl ResumeState {
@@ -73,6 +209,7 @@ impl ResumeState {
         if r.skipped.is_none() && !invalid_seed {
             self.pages += 1;
         }
+        let interrupted_now = r.is_interrupted();
         for link in r.links {
             if link.contains("***") {
                 self.masked_links += 1;
@@ -84,7 +221,7 @@ impl ResumeState {
                 parent: Some(r.url.clone()),
             });
         }
-        if r.error.as_deref() == Some(INTERRUPTED) {
+        if interrupted_now {
             self.done.remove(&r.url);
             interrupted.insert(r.url);
         } else {
@@ -113,37 +250,21 @@ pub fn read_resume(path: &Path) -> io::Result<ResumeState> {
 
 /// What the records of `input` say, and the length of its complete lines (an unfinished
 /// last line is counted in `truncated`, not read).
-pub fn read_records(mut input: impl BufRead) -> io::Result<(ResumeState, u64)> {
+pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
     let mut state = ResumeState::default();
     let mut interrupted = HashSet::new();
-    let mut complete_len = 0u64;
-    let mut buf = Vec::new();
-    let mut line = 0u64;
-    loop {
-        buf.clear();
-        let n = input.read_until(b'\n', &mut buf)?;
-        if n == 0 {
-            break;
-        }
-        if buf.last() != Some(&b'\n') {
-            state.truncated = n as u64;
-            break;
-        }
-        complete_len += n as u64;
-        line += 1;
-        match serde_json::from_slice::<SeenRecord>(&buf) {
-            Ok(r) => state.add(r, &mut interrupted),
-            Err(_) if buf.iter().all(u8::is_ascii_whitespace) => {}
-            Err(e) => {
-                state.unreadable += 1;
-                if state.first_unreadable.is_none() {
-                    state.first_unreadable = Some(not_a_record(line, &e));
-                }
+    let visited = visit_lines(input, |v| match v {
+        Visit::Record(r, _, _) => state.add(r, &mut interrupted),
+        Visit::Unreadable(line, e, _) => {
+            state.unreadable += 1;
+            if state.first_unreadable.is_none() {
+                state.first_unreadable = Some(not_a_record(line, e));
             }
         }
-    }
+    })?;
+    state.truncated = visited.truncated;
     state.interrupted = interrupted.len() as u64;
-    Ok((state, complete_len))
+    Ok((state, visited.complete_len))
 }
 
 /// Where line `line` stops being a record, and why: serde_json's reason without its

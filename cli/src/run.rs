@@ -18,6 +18,7 @@ use exitcrawl_testsite::TestSite;
 use super::archive::{Archive, ArchiveOptions, Resolver};
 use super::args::{ExitArg, Overrides, RunArgs};
 use super::consumer::{frontier_crawl, FrontierOptions};
+use super::dedupe::{Compaction, RecordCounts};
 use super::ended::Ended;
 use super::fetch::Ctx;
 use super::follow::{follow_crawl, FollowWriter};
@@ -29,7 +30,7 @@ use super::resume::read_resume;
 use super::robots::RobotsGate;
 use super::signals::{spawn_signals, OnForcedExit, Stop};
 use super::source::{spawn_reader, Lines, ReadOptions, UrlInput, UrlSource};
-use super::summary::SummaryWriter;
+use super::summary::{Summary, SummaryWriter};
 use super::term::{say, BAR};
 use super::warc::WarcName;
 use super::{demo, list, Failure};
@@ -141,8 +142,21 @@ fn shown_headers(s: &Settings) -> String {
     shown.join(", ")
 }
 
+/// What `--resume` goes on from: the URLs to skip (list mode) or what the crawl goes on
+/// from (`--follow`), and what to say of it once the outputs are open.
+struct Resuming {
+    skip: HashSet<String>,
+    resume: Resume,
+    said: Option<String>,
+}
+
 /// `--resume`: the URLs to skip (list mode) or what the crawl goes on from (`--follow`).
-fn prepare_resume(args: &RunArgs, follow: bool) -> Result<(HashSet<String>, Resume), Failure> {
+fn prepare_resume(args: &RunArgs, follow: bool) -> Result<Resuming, Failure> {
+    let none = || Resuming {
+        skip: HashSet::new(),
+        resume: Resume::default(),
+        said: None,
+    };
     if let (UrlSource::Frontier(_), Some(path)) = (&args.urls, &args.out) {
         // A consumer always appends (Redis knows what is done): only an unfinished last
         // line, from a consumer killed mid-write, is cut.
@@ -154,10 +168,10 @@ fn prepare_resume(args: &RunArgs, follow: bool) -> Result<(HashSet<String>, Resu
                 path.display()
             ));
         }
-        return Ok((HashSet::new(), Resume::default()));
+        return Ok(none());
     }
     let (true, Some(path)) = (args.resume, &args.out) else {
-        return Ok((HashSet::new(), Resume::default()));
+        return Ok(none());
     };
     let state = read_resume(path)
         .map_err(|e| Failure::Usage(format!("--resume {}: {e}", path.display())))?;
@@ -175,14 +189,18 @@ fn prepare_resume(args: &RunArgs, follow: bool) -> Result<(HashSet<String>, Resu
             path.display()
         ));
     }
-    say(&format!(
+    let said = Some(format!(
         "--resume: {} records, {} URLs done, {} interrupted to fetch again",
         state.records,
         state.done.len(),
         state.interrupted
     ));
     if !follow {
-        return Ok((state.done, Resume::default()));
+        return Ok(Resuming {
+            skip: state.done,
+            resume: Resume::default(),
+            said,
+        });
     }
     if state.masked_links > 0 {
         say(&format!(
@@ -196,7 +214,71 @@ fn prepare_resume(args: &RunArgs, follow: bool) -> Result<(HashSet<String>, Resu
         pages: state.pages,
         pending: state.links,
     };
-    Ok((HashSet::new(), resume))
+    Ok(Resuming {
+        skip: HashSet::new(),
+        resume,
+        said,
+    })
+}
+
+/// After a resumed run: `--out` compacted to one record per URL. Returns what its records
+/// count (for the summary; also when the compaction could not be written), and why the
+/// compaction failed, if it did (`--out` is then as the run left it).
+fn compact_out(args: &RunArgs) -> (Option<RecordCounts>, Option<String>) {
+    let (true, Some(path), false) = (
+        args.resume,
+        &args.out,
+        matches!(args.urls, UrlSource::Frontier(_)),
+    ) else {
+        return (None, None);
+    };
+    let failed = |records: String, e: &std::io::Error| {
+        format!(
+            "--resume: could not compact --out {}: {e}; it is left as it was ({records}; \
+             `{} --dedupe {} --out FILE` writes one record per URL)",
+            path.display(),
+            super::prog(),
+            path.display()
+        )
+    };
+    let compaction = match Compaction::read(path) {
+        Ok(Some(c)) => c,
+        Ok(None) => return (None, None),
+        Err(e) => return (None, Some(failed("not read".into(), &e))),
+    };
+    let counts = compaction.counts;
+    let (records, lines, unreadable, truncated) = (
+        compaction.records,
+        compaction.lines(),
+        compaction.unreadable,
+        compaction.truncated,
+    );
+    if let Err(e) = compaction.write() {
+        return (
+            Some(counts),
+            Some(failed(
+                format!("{records} records, several for some URLs"),
+                &e,
+            )),
+        );
+    }
+    let mut kept = String::new();
+    if unreadable > 0 {
+        kept.push_str(&format!(
+            ", and the {unreadable} lines that are not records where they were"
+        ));
+    }
+    if truncated > 0 {
+        kept.push_str(&format!(
+            "; an unfinished last line ({truncated} bytes) left out"
+        ));
+    }
+    say(&format!(
+        "--resume: --out {} compacted: {records} records to {} (one per URL){kept}",
+        path.display(),
+        lines as u64 - unreadable
+    ));
+    (Some(counts), None)
 }
 
 /// The outputs once the run goes ahead: `--out` (truncated by now, unless appended to)
@@ -233,6 +315,10 @@ fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
     .filter_map(|(flag, p)| Some(Named { flag, path: p? }))
     .collect();
     check_distinct(&inputs, &outputs).map_err(Failure::Usage)?;
+    // A resumed run replaces --out with its compaction at the end, as --summary.
+    if let (true, Some(p)) = (args.resume, &args.out) {
+        probe_atomic(p).map_err(|e| Failure::Usage(format!("--out {}: {e}", p.display())))?;
+    }
     if let Some(p) = &args.summary {
         if p.as_os_str() != "-" {
             probe_atomic(p)
@@ -375,7 +461,7 @@ struct Started {
 
 async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<Ended, Failure> {
     let handle = &s.handle;
-    let (skip, resume) = match prepare_resume(&args, s.follow) {
+    let resuming = match prepare_resume(&args, s.follow) {
         Ok(r) => r,
         Err(e) => {
             if let Some(o) = out {
@@ -385,6 +471,14 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         }
     };
     let outputs = open_outputs(&args, out, handle.settings())?;
+    let warc_file = outputs.archive.borrow().warc_file();
+    if let Some(said) = &resuming.said {
+        match &warc_file {
+            Some(w) => say(&format!("{said}; WARC continues in {}", w.display())),
+            None => say(said),
+        }
+    }
+    let (skip, resume) = (resuming.skip, resuming.resume);
     if let Some(addr) = handle.metrics_addr() {
         say(&format!("metrics on http://{addr}/metrics"));
     }
@@ -392,7 +486,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         skip,
         dedupe: !args.no_dedupe && !s.follow,
     };
-    let (urls, read) = spawn_reader(s.input, s.site.as_ref(), opts);
+    let (urls, read) = spawn_reader(s.input, &args.given, s.site.as_ref(), opts);
     let totals = Rc::new(Totals::default());
     let summary = Rc::new(SummaryWriter {
         path: args.summary.clone(),
@@ -415,6 +509,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         exits = handle.settings().exits.len(),
         concurrency = handle.settings().crawler.concurrency,
         resume = args.resume,
+        warc = ?warc_file,
         user_agent = %handle.settings().crawler.user_agent,
         headers = %shown_headers(handle.settings()),
         "crawl started"
@@ -454,29 +549,57 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         handle.shutdown(SHUTDOWN_GRACE),
     )
     .await;
+    conclude(
+        &args,
+        s.site.as_ref(),
+        &summary,
+        ended,
+        follow_totals.as_ref(),
+    )
+    .await
+}
+
+/// The end of a run whose outputs are closed: `--out` compacted after `--resume`, the
+/// summary (over the whole crawl when resumed) and what to say.
+async fn conclude(
+    args: &RunArgs,
+    site: Option<&TestSite>,
+    summary: &SummaryWriter,
+    ended: Ended,
+    follow_totals: Option<&FollowTotals>,
+) -> Result<Ended, Failure> {
+    let (counts, compact_failed) = compact_out(args);
+    let mut sum = summary.summary(follow_totals).await;
+    if let Some(c) = &counts {
+        sum = sum.over_records(c);
+    }
     tracing::info!(
-        total = totals.total.get(),
-        ok = totals.ok.get(),
-        interrupted = totals.interrupted.get(),
+        total = sum.total,
+        ok = sum.ok,
+        interrupted = sum.interrupted,
+        resumed = sum.resumed,
         elapsed_s = clock::since(summary.started).as_secs_f64(),
         "crawl finished"
     );
-    summary.write(&summary.summary(follow_totals.as_ref()).await)?;
-    if let Some(site) = &s.site {
+    summary.write(&sum)?;
+    if let Some(site) = site {
         demo::report(site);
     }
     if ended == Ended::Interrupted {
-        say_interrupted(&args, &totals);
+        say_interrupted(args, &sum);
     }
-    Ok(ended)
+    match compact_failed {
+        Some(e) => Err(Failure::Output(e)),
+        None => Ok(ended),
+    }
 }
 
-/// What an interrupted run recorded, and how to go on.
-fn say_interrupted(args: &RunArgs, totals: &Totals) {
+/// What an interrupted run recorded (the whole crawl's, when resumed), and how to go on.
+fn say_interrupted(args: &RunArgs, sum: &Summary) {
     say(&format!(
         "interrupted: {} URLs recorded, {} of them interrupted; {}",
-        totals.total.get(),
-        totals.interrupted.get(),
+        sum.total,
+        sum.interrupted,
         if matches!(args.urls, UrlSource::Frontier(_)) {
             "the rest are in the frontier: run the same command again to go on (--out is \
              appended to)"

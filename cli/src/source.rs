@@ -49,7 +49,7 @@ pub enum UrlSource {
     Demo(u64),
     /// A shared Redis frontier (`--frontier` without `--enqueue`).
     Frontier(FrontierUrl),
-    /// No URL list: the crawl is seeded by `--sitemap` alone.
+    /// No URL list: the crawl's URLs are its arguments, or `--sitemap` alone seeds it.
     Nothing,
 }
 
@@ -262,12 +262,26 @@ pub struct ReadOptions {
     pub dedupe: bool,
 }
 
-/// Start a thread feeding `input`'s URLs into a bounded channel.
+/// Start a thread feeding `input`'s URLs into a bounded channel, after the URLs `given`
+/// as arguments: each of those is read as a line before the input's, so that repeats,
+/// `--resume`, blank and bad lines are all as in a list.
 pub fn spawn_reader(
     input: UrlInput,
+    given: &[String],
     demo_site: Option<&TestSite>,
     opts: ReadOptions,
 ) -> (Lines, Arc<ReadStats>) {
+    let given_lines = given
+        .iter()
+        .filter(|u| url_line(u.as_bytes()).is_some())
+        .count() as u64;
+    let mut text = Vec::new();
+    for u in given {
+        text.extend_from_slice(u.as_bytes());
+        text.push(b'\n');
+    }
+    let given_bytes = text.len() as u64;
+    let given = io::Cursor::new(text);
     let (tx, rx) = mpsc::channel(READ_AHEAD_BATCHES);
     let out = Batcher {
         tx,
@@ -291,28 +305,40 @@ pub fn spawn_reader(
             });
             stats
         }
-        UrlInput::None => Arc::new(ReadStats::default()),
+        UrlInput::None if given_bytes == 0 => Arc::new(ReadStats::default()),
+        UrlInput::None => {
+            let stats = Arc::new(ReadStats::default());
+            stats.total.store(given_lines, Ordering::Relaxed);
+            let st = Arc::clone(&stats);
+            std::thread::spawn(move || feed_lines(LineReader::new(given), out, &st, &opts));
+            stats
+        }
         UrlInput::Stdin => {
             let stats = Arc::new(ReadStats::default());
             let st = Arc::clone(&stats);
             std::thread::spawn(move || {
-                feed_lines(LineReader::new(io::stdin().lock()), out, &st, &opts)
+                feed_lines(
+                    LineReader::new(given.chain(io::stdin().lock())),
+                    out,
+                    &st,
+                    &opts,
+                )
             });
             stats
         }
         UrlInput::File { path, file, size } => {
             let stats = Arc::new(ReadStats {
-                size,
+                size: if size > 0 { size + given_bytes } else { 0 },
                 ..ReadStats::default()
             });
             let st = Arc::clone(&stats);
             std::thread::spawn(move || {
                 if size > 0 && size <= PRECOUNT_MAX_BYTES {
                     if let Some(n) = count_url_lines(&path) {
-                        st.total.store(n, Ordering::Relaxed);
+                        st.total.store(n + given_lines, Ordering::Relaxed);
                     }
                 }
-                feed_lines(LineReader::new(file), out, &st, &opts)
+                feed_lines(LineReader::new(given.chain(file)), out, &st, &opts)
             });
             stats
         }

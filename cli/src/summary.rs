@@ -18,6 +18,7 @@ use exitcrawl_actors::metrics::{Metrics, OutcomeLabels};
 use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals};
 use serde::Serialize;
 
+use super::dedupe::RecordCounts;
 use super::output::{write_atomic, write_stdout};
 use super::record::Totals;
 use super::source::ReadStats;
@@ -26,7 +27,8 @@ use super::Failure;
 /// The `--summary` object.
 #[derive(Debug, Serialize)]
 pub struct Summary {
-    /// URLs read (and recorded) by this run.
+    /// URLs read (and recorded) by this run; after `--resume`, the records of the
+    /// compacted `--out` (see `resumed`).
     pub total: u64,
     /// Final answer 2xx.
     pub ok: u64,
@@ -52,6 +54,10 @@ pub struct Summary {
     pub skipped_duplicate: u64,
     /// robots.txt fetches sent (their attempts count in `requests`).
     pub robots_fetches: u64,
+    /// `--resume`: `total`, `ok`, `failed`, `throttled`, `interrupted`, `skipped_robots`
+    /// and `skipped_duplicate` count the records of the compacted `--out`, one per URL —
+    /// the whole crawl over every run; the other figures are this run's.
+    pub resumed: bool,
     pub elapsed_s: f64,
     pub per_exit: Vec<ExitSummary>,
     /// `--follow` only: the crawl's discovery counters.
@@ -176,11 +182,25 @@ impl Summary {
             skipped_robots: t.skipped_robots.get(),
             skipped_duplicate: t.skipped_duplicate.get(),
             robots_fetches: t.robots_fetches.get(),
+            resumed: false,
             elapsed_s: elapsed.as_secs_f64(),
             per_exit,
             follow: None,
             frontier: None,
         }
+    }
+
+    /// A resumed crawl's figures: over the records `--out` keeps, one per URL.
+    pub fn over_records(mut self, c: &RecordCounts) -> Self {
+        self.resumed = true;
+        self.total = c.total;
+        self.ok = c.ok;
+        self.failed = c.total - c.ok;
+        self.throttled = c.throttled;
+        self.interrupted = c.interrupted;
+        self.skipped_robots = c.skipped_robots;
+        self.skipped_duplicate = c.skipped_duplicate;
+        self
     }
 
     /// A `--frontier` consumer's counters.

@@ -252,7 +252,7 @@ fn bad_arguments_exit_2_and_help_lists_flags() {
     // No config is needed (the default route is the exit), but URLs are.
     let o = crawl(&["--out", "-"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("missing --urls"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("missing URLs"), "{}", stderr(&o));
 
     let o = crawl(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
@@ -506,16 +506,19 @@ fn sigint_records_interrupted_urls_and_resume_completes_the_job() {
         serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary written"))
             .expect("summary JSON");
     assert_eq!(sum["skipped"], done_first as u64);
-    assert_eq!(sum["total"], (all.len() - done_first) as u64);
+    // The summary covers the whole crawl: one record per URL over both runs.
+    assert_eq!(sum["total"], all.len() as u64);
     assert_eq!(sum["ok"], sum["total"]);
+    assert_eq!(sum["resumed"], true);
     assert_eq!(
         site.stats().requests - requests_before,
         (all.len() - done_first) as u64,
         "finished URLs are not fetched again"
     );
 
-    // The union of final records: every URL exactly once, and it is each URL's last.
+    // --out is compacted: every URL exactly once, its final record.
     let every = records(&out);
+    assert_eq!(every.len(), all.len(), "one record per URL");
     let mut finals: HashMap<&str, usize> = HashMap::new();
     let mut last: HashMap<&str, &Value> = HashMap::new();
     for r in &every {
@@ -874,7 +877,8 @@ fn credentials_are_masked_in_records_and_resume_matches_masked_urls() {
     assert_eq!(site.stats().requests, before);
     let sum: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert_eq!(sum["skipped"], 2);
-    assert_eq!(sum["total"], 0);
+    assert_eq!(sum["total"], 2, "the whole crawl: both URLs' records");
+    assert_eq!(records(&out).len(), 2);
     assert!(!std::fs::read_to_string(&out).unwrap().contains("SECRET"));
 }
 
