@@ -238,7 +238,8 @@ fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Ar
             local,
             max_concurrent: e.max_concurrent,
             share,
-            failing: false,
+            report_next: false,
+            answer_reported: None,
         });
     }
     (slots, arbiters)
@@ -286,6 +287,7 @@ fn health_options(settings: &Settings) -> HealthOptions {
             consecutive_failures: h.consecutive_failures,
             base_ejection: h.base_ejection(),
             max_ejection: h.max_ejection(),
+            passive_window: h.passive_window(),
             ..HealthPolicy::default()
         },
     }
@@ -312,6 +314,7 @@ fn start_scheduler(
 ) -> SchedulerParts {
     let names: Vec<_> = slots.iter().map(|s| s.name.to_string()).collect();
     let ips: Vec<_> = slots.iter().map(|s| s.source_ip).collect();
+    let enabled: Vec<_> = slots.iter().map(|s| s.enabled).collect();
     let health_opts = health_options(settings);
     let limiter_settings = settings.limiter.clone();
     let exit_names: Vec<Arc<str>> = settings
@@ -352,6 +355,7 @@ fn start_scheduler(
             health_metrics,
         )
         .with_start_failures(start_failures)
+        .with_enabled(enabled)
         .start();
         let mut s = Scheduler::new(sched_settings, slots, sched_metrics, prior);
         if let Some(r) = redis {

@@ -600,6 +600,12 @@ impl HealthSettings {
     pub fn max_ejection(&self) -> Duration {
         Duration::from_millis(self.max_ejection_ms)
     }
+    /// How recent a real answer through an exit must be for a failing health check of
+    /// that exit to be discounted: `interval_ms + timeout_ms`, so a check is weighed
+    /// against the real answers since the previous check began.
+    pub fn passive_window(&self) -> Duration {
+        self.interval() + self.timeout()
+    }
 }
 
 /// `[metrics]`: the optional Prometheus-style metrics endpoint.

@@ -175,11 +175,17 @@ impl Scheduler {
     ) {
         if let Some(e) = self.exits.get_mut(m.exit) {
             e.healthy = m.available;
+            e.report_next = true;
             if !m.available && m.error.is_some() {
                 e.health_error = m.error;
             }
         }
         let available = self.exits.iter().filter(|e| e.enabled && e.healthy).count();
+        // A probing exit takes fetches but has not shown it works: only an exit that
+        // recovered ends the stretch in which every exit is down.
+        if m.available && !m.probing {
+            self.all_down_since = None;
+        }
         self.metrics
             .exits_available_ratio
             .set(available as f64 / self.exits.len().max(1) as f64);
@@ -199,6 +205,7 @@ impl Scheduler {
         _m: AllExitsDown,
         ctx: &mut Context<SchedulerActor>,
     ) {
+        self.all_down_since.get_or_insert_with(Instant::now);
         self.dispatch(ctx);
     }
 
