@@ -108,10 +108,9 @@ impl Crawler {
         let redis = connect_redis(&settings)?;
         let (slots, arbiters) = start_exits(&settings, &metrics);
         let exit_addrs: Vec<_> = slots.iter().map(|s| s.addr.clone()).collect();
-        metrics.exits_available_ratio.set(
-            settings.exits.iter().filter(|e| e.enabled).count() as f64
-                / settings.exits.len().max(1) as f64,
-        );
+        metrics.exits_available_ratio.set(f64::from(u8::from(
+            settings.exits.iter().any(|e| e.enabled),
+        )));
         let lag = LagActor::new(Arc::clone(&metrics), Duration::from_millis(250)).start();
         let started = start_scheduler(
             &settings,

@@ -99,6 +99,28 @@ async fn a_disabled_exit_is_not_health_checked() {
     assert_eq!(checks("127.0.0.4"), 0, "the disabled exit was checked");
     let stats = h.stats().await;
     assert!(stats.iter().any(|s| s.name == "e4" && !s.enabled));
+    // Metrics: the disabled exit is not a working one, and not one the crawl is missing.
+    let text = h.metrics().encode();
+    let value = |prefix: &str, label: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(prefix) && l.contains(label))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    assert_eq!(
+        value("exitcrawl_exit_healthy{", "exit=\"e4\""),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        value("exitcrawl_exit_healthy{", "exit=\"e2\""),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value("exitcrawl_exits_available_ratio ", ""),
+        Some(1.0),
+        "{text}"
+    );
 }
 
 /// One exit cannot bind (it starts ejected), the other fails its check against a closed

@@ -186,9 +186,11 @@ impl Scheduler {
         if m.available && !m.probing {
             self.all_down_since = None;
         }
+        // Of the exits in service: a disabled exit is not one the crawl is missing.
+        let enabled = self.exits.iter().filter(|e| e.enabled).count();
         self.metrics
             .exits_available_ratio
-            .set(available as f64 / self.exits.len().max(1) as f64);
+            .set(available as f64 / enabled.max(1) as f64);
         if m.available {
             // An exit that failed locally for a fetch may work now.
             for state in self.hosts.values_mut() {
