@@ -110,21 +110,28 @@ fn the_example_config_as_shipped_crawls_a_local_site() {
     assert_eq!(requests_from(&site, "127.0.0.5"), Vec::<String>::new());
 }
 
-/// The shipped interval is 5 s; at 200 ms the crawl's few seconds hold many rounds of
-/// failing checks, more than enough to eject every exit had the checks counted.
+/// The shipped interval is 5 s; at 500 ms the crawl's seconds hold several rounds of
+/// failing checks, enough to eject every exit had the checks counted (three in a row),
+/// while each exit's answers (a few a second) stay well within the 1 s window.
 #[test]
 fn the_example_config_with_its_health_url_at_a_closed_port_still_crawls_and_warns_once() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("example-closed-health");
     let url = format!("http://127.0.0.1:{}/health", closed_port());
+    let started = std::time::Instant::now();
     let o = crawl_with_example(
         &dir,
         &site,
         &[
             ("EXITCRAWL__HEALTH__URL", &url),
-            ("EXITCRAWL__HEALTH__INTERVAL_MS", "200"),
-            ("EXITCRAWL__HEALTH__TIMEOUT_MS", "100"),
+            ("EXITCRAWL__HEALTH__INTERVAL_MS", "500"),
+            ("EXITCRAWL__HEALTH__TIMEOUT_MS", "500"),
         ],
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the crawl must outlast three check rounds: {:?}",
+        started.elapsed()
     );
     assert_all_ok(&dir, &o);
     let err = stderr(&o);
