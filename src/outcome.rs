@@ -266,8 +266,9 @@ pub enum AllDown {
     },
 }
 
-/// A fetch found every exit ejected or disabled at `since` and still does at `now`;
-/// exits are ejected for at most `max_ejection`.
+/// Every exit has been ejected or disabled since `since`, with none recovering, and still
+/// is at `now`; exits are ejected for at most `max_ejection`. The caller keeps `since`
+/// for the fleet, not per fetch: once it is past, every waiting fetch gives up at once.
 pub fn all_down(since: Instant, now: Instant, max_ejection: Duration) -> AllDown {
     let limit = max_ejection.min(ALL_DOWN_WAIT_MAX);
     let waited = now.saturating_duration_since(since);

@@ -108,10 +108,9 @@ impl Crawler {
         let redis = connect_redis(&settings)?;
         let (slots, arbiters) = start_exits(&settings, &metrics);
         let exit_addrs: Vec<_> = slots.iter().map(|s| s.addr.clone()).collect();
-        metrics.exits_available_ratio.set(
-            settings.exits.iter().filter(|e| e.enabled).count() as f64
-                / settings.exits.len().max(1) as f64,
-        );
+        metrics.exits_available_ratio.set(f64::from(u8::from(
+            settings.exits.iter().any(|e| e.enabled),
+        )));
         let lag = LagActor::new(Arc::clone(&metrics), Duration::from_millis(250)).start();
         let started = start_scheduler(
             &settings,
@@ -238,7 +237,8 @@ fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Ar
             local,
             max_concurrent: e.max_concurrent,
             share,
-            failing: false,
+            report_next: false,
+            answer_reported: None,
         });
     }
     (slots, arbiters)
@@ -286,6 +286,7 @@ fn health_options(settings: &Settings) -> HealthOptions {
             consecutive_failures: h.consecutive_failures,
             base_ejection: h.base_ejection(),
             max_ejection: h.max_ejection(),
+            passive_window: h.passive_window(),
             ..HealthPolicy::default()
         },
     }
@@ -312,6 +313,7 @@ fn start_scheduler(
 ) -> SchedulerParts {
     let names: Vec<_> = slots.iter().map(|s| s.name.to_string()).collect();
     let ips: Vec<_> = slots.iter().map(|s| s.source_ip).collect();
+    let enabled: Vec<_> = slots.iter().map(|s| s.enabled).collect();
     let health_opts = health_options(settings);
     let limiter_settings = settings.limiter.clone();
     let exit_names: Vec<Arc<str>> = settings
@@ -352,6 +354,7 @@ fn start_scheduler(
             health_metrics,
         )
         .with_start_failures(start_failures)
+        .with_enabled(enabled)
         .start();
         let mut s = Scheduler::new(sched_settings, slots, sched_metrics, prior);
         if let Some(r) = redis {

@@ -4,11 +4,18 @@
 //! never hold up a fetch. The actor pings every exit through that exit's own client (so a
 //! broken source address fails the check), feeds results and the scheduler's passive
 //! observations into the core's [`ExitHealth`] state machine, and reports transitions.
+//!
+//! A check that fails while the exit's real requests are answered does not count (the
+//! core's passive window decides): the health URL is what is wrong, and the first such
+//! check is warned about once for the whole crawl, naming the URL and the error. A
+//! disabled exit is not checked and does not count toward "all exits are down".
 
 use std::time::Duration;
 
 use actix::prelude::*;
-use exitcrawl::health::{fleet_state, ExitHealth, FleetState, HealthPolicy, Transition};
+use exitcrawl::health::{
+    fleet_state, CheckVerdict, ExitHealth, FleetState, HealthPolicy, Transition,
+};
 use exitcrawl::rng::SplitMix64;
 
 use crate::exit::ExitActor;
@@ -43,6 +50,10 @@ pub struct HealthActor {
     /// Exits found broken before any request (their source address would not bind),
     /// ejected as the actor starts.
     start_failures: Vec<(usize, String)>,
+    /// Per exit: in service (`enabled` in its config). A disabled exit is not checked.
+    enabled: Vec<bool>,
+    /// The health URL was warned about (a check failed while real requests succeeded).
+    warned_url: bool,
 }
 
 impl HealthActor {
@@ -57,6 +68,7 @@ impl HealthActor {
         metrics: std::sync::Arc<Metrics>,
     ) -> Self {
         let health = exits.iter().map(|_| ExitHealth::new(opts.policy)).collect();
+        let enabled = vec![true; exits.len()];
         let labels = names
             .iter()
             .zip(&ips)
@@ -74,7 +86,17 @@ impl HealthActor {
             metrics,
             labels,
             start_failures: Vec::new(),
+            enabled,
+            warned_url: false,
         }
+    }
+
+    /// Which exits are in service, in configuration order (default: all).
+    pub fn with_enabled(mut self, enabled: Vec<bool>) -> Self {
+        if enabled.len() == self.health.len() {
+            self.enabled = enabled;
+        }
+        self
     }
 
     /// Eject these exits (index, why) as soon as the actor starts: their source address
@@ -115,9 +137,15 @@ impl HealthActor {
         self.subscriber.do_send(HealthChanged {
             exit,
             available,
+            probing: self.health[exit].is_probing(),
             error,
         });
-        let down = matches!(fleet_state(&self.health), FleetState::AllDown { .. });
+        let serving = self
+            .health
+            .iter()
+            .zip(&self.enabled)
+            .filter_map(|(h, on)| on.then_some(h));
+        let down = matches!(fleet_state(serving), FleetState::AllDown { .. });
         if down && !self.was_all_down {
             tracing::error!("all exits are down");
             self.all_down.do_send(AllExitsDown);
@@ -125,6 +153,8 @@ impl HealthActor {
         self.was_all_down = down;
     }
 
+    /// What real traffic through `exit` said: answered (`None`) or failed by the exit's
+    /// own fault.
     fn observe(&mut self, exit: usize, error: Option<String>) {
         if exit >= self.health.len() {
             return;
@@ -137,6 +167,30 @@ impl HealthActor {
         self.apply(exit, t);
     }
 
+    /// What an active check through `exit` said.
+    fn checked(&mut self, exit: usize, error: Option<String>) {
+        let now = crate::clock::now();
+        let Some(e) = error else {
+            let t = self.health[exit].on_check_success(now);
+            self.apply(exit, t);
+            return;
+        };
+        match self.health[exit].on_check_failure(now, &e, &mut self.rng) {
+            CheckVerdict::Counted(t) => self.apply(exit, t),
+            CheckVerdict::Discounted { first } => {
+                if first && !self.warned_url {
+                    self.warned_url = true;
+                    tracing::warn!(
+                        url = self.opts.url.as_deref().unwrap_or(""),
+                        exit = %self.names[exit],
+                        error = %e,
+                        "the health check fails while real requests through the exit are answered: the health URL looks wrong ([health] url); exits stay in service while their real requests succeed"
+                    );
+                }
+            }
+        }
+    }
+
     fn round(&mut self, ctx: &mut Context<Self>) {
         let now = crate::clock::now();
         for i in 0..self.health.len() {
@@ -147,6 +201,9 @@ impl HealthActor {
             return;
         };
         for (i, exit) in self.exits.iter().enumerate() {
+            if !self.enabled[i] {
+                continue;
+            }
             let ping = Ping {
                 url: url.clone(),
                 timeout: self.opts.timeout,
@@ -159,7 +216,7 @@ impl HealthActor {
                     Ok(Err(e)) => Some(e),
                     Err(e) => Some(format!("health check: {e}")),
                 };
-                act.observe(i, error);
+                act.checked(i, error);
             }));
         }
     }

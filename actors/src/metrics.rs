@@ -228,7 +228,7 @@ impl Metrics {
         );
         self.registry.register(
             "exits_available_ratio",
-            "Available exits divided by configured exits",
+            "Available exits divided by enabled exits",
             self.exits_available_ratio.clone(),
         );
         self.registry.register(

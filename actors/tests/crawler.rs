@@ -335,49 +335,6 @@ async fn a_crawler_whose_exits_cannot_bind_does_not_start() {
     assert!(std::error::Error::source(&err).is_some());
 }
 
-/// Paused tokio time: one exit cannot bind (it starts ejected, for two minutes) and the
-/// other fails its health check against a closed port at once, so the bounded wait runs
-/// on the runtime's clock, in microseconds of real time.
-#[actix_rt::test]
-async fn with_every_exit_down_a_fetch_fails_after_a_bounded_wait() {
-    tokio::time::pause();
-    let mut ex = vec![
-        ExitSettings::new("d1", ip("192.0.2.10")),
-        ExitSettings::new("e2", ip("127.0.0.2")),
-    ];
-    for e in &mut ex {
-        e.max_concurrent = 4;
-    }
-    let mut s = settings(ex);
-    s.health.url = Some("http://127.0.0.1:9/health".into());
-    s.health.interval_ms = 100;
-    s.health.timeout_ms = 50;
-    s.health.consecutive_failures = 1;
-    s.health.base_ejection_ms = 120_000;
-    s.health.max_ejection_ms = 300_000;
-    let h = Crawler::start(s).expect("one exit can bind");
-    // d1 is ejected from the start, e2 after its first health check: the next fetch
-    // waits for an exit to come back, at most 30 s, then says so.
-    assert!(
-        eventually(Duration::from_secs(1), || {
-            let h = h.clone();
-            async move { h.stats().await.iter().all(|s| !s.healthy) }
-        })
-        .await
-    );
-    let t0 = tokio::time::Instant::now();
-    let err = h
-        .fetch(Fetch::get("http://127.0.0.1:9/b"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
-    let waited = t0.elapsed();
-    assert!(
-        waited >= Duration::from_secs(30) && waited < Duration::from_secs(32),
-        "{waited:?}"
-    );
-}
-
 #[actix_rt::test]
 async fn an_exit_token_bucket_and_a_disabled_exit_are_honoured() {
     let site = paused_site(SiteConfig::default());

@@ -81,6 +81,7 @@ impl<'a> FollowWriter<'a> {
             r.attempts,
             false,
         );
+        self.totals.note_error(r.error.as_deref());
         let kept = match answer {
             Some(a) => {
                 let peer = match self.resolver {

@@ -52,12 +52,13 @@ fn total_hint(read: &ReadStats) -> Option<(u64, bool)> {
 
 /// The per-exit part of the progress: each exit's pacing rate, the requests it sent
 /// since the last call, and EJECTED when it is out; for more than 8 exits, one part with
-/// counts and the first ejected names.
+/// counts and the first ejected names. A disabled exit is not shown: it sends nothing.
 fn exit_parts(
     stats: &[ExitStats],
     last_sent: &mut HashMap<String, u64>,
     period: Duration,
 ) -> Vec<String> {
+    let stats: Vec<&ExitStats> = stats.iter().filter(|s| s.enabled).collect();
     let per_s = period.as_secs_f64().max(1e-3);
     if stats.len() > 8 {
         let healthy = stats.iter().filter(|s| s.healthy).count();
@@ -225,4 +226,42 @@ fn bar_message(w: &Watched, done: u64, skipped: u64, rate: f64) -> String {
         msg.push_str(" · total estimated from the bytes read");
     }
     msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exit(name: &str, enabled: bool, healthy: bool) -> ExitStats {
+        ExitStats {
+            name: name.into(),
+            source_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            enabled,
+            healthy,
+            active: 0,
+            max: 8,
+            total: 5,
+            ok: 5,
+            throttled: 0,
+            errors: 0,
+            error_rate: 0.0,
+            consecutive_failures: 0,
+            latency_ewma: None,
+            last_error: None,
+            intervals: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_disabled_exit_is_not_shown() {
+        let stats = [exit("e2", true, true), exit("e5", false, true)];
+        let parts = exit_parts(&stats, &mut HashMap::new(), Duration::from_secs(5));
+        assert_eq!(parts, ["e2 pace - sent 1/s"]);
+        let many: Vec<_> = (0..9)
+            .map(|i| exit(&format!("x{i}"), true, i != 0))
+            .chain([exit("off", false, false)])
+            .collect();
+        let parts = exit_parts(&many, &mut HashMap::new(), Duration::from_secs(5));
+        assert_eq!(parts, ["exits healthy 8/9 sent 9/s ejected: x0"]);
+    }
 }

@@ -188,6 +188,9 @@ pub struct Totals {
     pub released: Cell<u64>,
     /// Frontier: entries taken over from consumers whose heartbeat expired.
     pub claimed: Cell<u64>,
+    /// Records whose fetch ended because no exit was in service for longer than the
+    /// crawler waits for one: the run then exits 1.
+    pub no_healthy_exit: Cell<u64>,
 }
 
 fn bump(c: &Cell<u64>, n: u64) {
@@ -197,6 +200,7 @@ fn bump(c: &Cell<u64>, n: u64) {
 impl Totals {
     pub fn add(&self, r: &Record) {
         self.count(r.is_ok(), r.throttled, r.attempts, r.is_interrupted());
+        self.note_error(r.error.as_deref());
         bump(
             &self.skipped_robots,
             u64::from(r.skipped == Some(SkipReason::Robots)),
@@ -213,6 +217,16 @@ impl Totals {
         bump(&self.throttled, u64::from(throttled));
         bump(&self.requests, u64::from(attempts));
         bump(&self.interrupted, u64::from(interrupted));
+    }
+
+    /// A record's `error`: counts the fetches that found no exit in service.
+    pub fn note_error(&self, error: Option<&str>) {
+        let prefix = FetchErrorKind::NoHealthyExit.as_str();
+        let none_left = error.is_some_and(|e| {
+            e.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with(':'))
+        });
+        bump(&self.no_healthy_exit, u64::from(none_left));
     }
 
     /// robots.txt fetches that took `requests` HTTP attempts.

@@ -553,7 +553,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         &args,
         s.site.as_ref(),
         &summary,
-        ended,
+        (ended, &totals),
         follow_totals.as_ref(),
     )
     .await
@@ -565,7 +565,7 @@ async fn conclude(
     args: &RunArgs,
     site: Option<&TestSite>,
     summary: &SummaryWriter,
-    ended: Ended,
+    (ended, totals): (Ended, &Totals),
     follow_totals: Option<&FollowTotals>,
 ) -> Result<Ended, Failure> {
     let (counts, compact_failed) = compact_out(args);
@@ -590,7 +590,22 @@ async fn conclude(
     }
     match compact_failed {
         Some(e) => Err(Failure::Output(e)),
-        None => Ok(ended),
+        None => Ok(no_exit_left(ended, totals)),
+    }
+}
+
+/// A crawl whose URLs all have their records, some of them because no exit was in
+/// service: the exits were down, not the sites, so the run fails (exit 1) and says so —
+/// a script must not take it for a finished crawl.
+fn no_exit_left(ended: Ended, totals: &Totals) -> Ended {
+    let none_left = totals.no_healthy_exit.get();
+    if ended == Ended::Complete && none_left > 0 {
+        Ended::Stopped(format!(
+            "every exit was out of service for longer than the crawler waits for one \
+             (min(health.max_ejection_ms, 30 s)): {none_left} URLs recorded as no_healthy_exit"
+        ))
+    } else {
+        ended
     }
 }
 

@@ -166,8 +166,10 @@ impl Summary {
         stats: Vec<ExitStats>,
         metrics: &Metrics,
     ) -> Self {
+        // A disabled exit sends nothing and is not one of the crawl's exits.
         let per_exit: Vec<ExitSummary> = stats
             .into_iter()
+            .filter(|s| s.enabled)
             .map(|s| ExitSummary::new(s, metrics))
             .collect();
         Summary {

@@ -557,12 +557,14 @@ pub struct HealthSettings {
     /// Deadline of one probe, in ms. Default 2000; 1..=`interval_ms`.
     #[serde(deserialize_with = "strict::int")]
     pub timeout_ms: u64,
-    /// Consecutive failures (connect errors, timeouts, resets — not HTTP errors, which
-    /// are the site's answer) that eject an exit. Default 3; 1..=1000.
+    /// Consecutive failures that eject an exit: real requests failing by the exit's own
+    /// fault (its address would not bind, its proxy refuses) and failed health checks
+    /// while the exit has no recent real answer (a check failing while real requests are
+    /// answered does not count). Default 3; 1..=1000.
     #[serde(deserialize_with = "strict::int")]
     pub consecutive_failures: u32,
-    /// First ejection length, in ms; each ejection in a row doubles it up to
-    /// `max_ejection_ms`. Default 30000; 1..=`max_ejection_ms`.
+    /// First ejection length, in ms; the n-th ejection in a row lasts n times this, up
+    /// to `max_ejection_ms`. Default 30000; 1..=`max_ejection_ms`.
     #[serde(deserialize_with = "strict::int")]
     pub base_ejection_ms: u64,
     /// Longest ejection, in ms. Default 300000; `base_ejection_ms`..=86400000.
@@ -599,6 +601,12 @@ impl HealthSettings {
     /// `max_ejection_ms` as a Duration.
     pub fn max_ejection(&self) -> Duration {
         Duration::from_millis(self.max_ejection_ms)
+    }
+    /// How recent a real answer through an exit must be for a failing health check of
+    /// that exit to be discounted: `interval_ms + timeout_ms`, so a check is weighed
+    /// against the real answers since the previous check began.
+    pub fn passive_window(&self) -> Duration {
+        self.interval() + self.timeout()
     }
 }
 

@@ -118,6 +118,8 @@ pub struct HealthChanged {
     pub exit: usize,
     /// May it take work now.
     pub available: bool,
+    /// Available only to be probed: it has not proved itself since its ejection.
+    pub probing: bool,
     /// The last error that counted against it.
     pub error: Option<String>,
 }

@@ -145,7 +145,6 @@ impl Scheduler {
             awaits_budget: false,
             excluded: Vec::new(),
             arrived: m.arrived,
-            no_exit_since: None,
             local_failure: None,
             waited: false,
             last_exit: None,

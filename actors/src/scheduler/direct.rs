@@ -398,7 +398,6 @@ impl Scheduler {
                     awaits_budget: false,
                     excluded: Vec::new(),
                     arrived,
-                    no_exit_since: None,
                     local_failure: None,
                     waited: false,
                     last_exit: Some(i),

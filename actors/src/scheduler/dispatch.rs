@@ -154,10 +154,10 @@ impl Scheduler {
                 ),
             },
             NoExitReason::AllUnavailable => {
-                let Some(head) = q.front_mut() else {
+                if q.is_empty() {
                     return Step::Empty;
-                };
-                let since = *head.no_exit_since.get_or_insert(now);
+                }
+                let since = *self.all_down_since.get_or_insert(now);
                 let max_ejection = self.settings.health.max_ejection();
                 let waited = match outcome::all_down(since.into_std(), now.into_std(), max_ejection)
                 {

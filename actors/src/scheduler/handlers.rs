@@ -175,14 +175,22 @@ impl Scheduler {
     ) {
         if let Some(e) = self.exits.get_mut(m.exit) {
             e.healthy = m.available;
+            e.report_next = true;
             if !m.available && m.error.is_some() {
                 e.health_error = m.error;
             }
         }
         let available = self.exits.iter().filter(|e| e.enabled && e.healthy).count();
+        // A probing exit takes fetches but has not shown it works: only an exit that
+        // recovered ends the stretch in which every exit is down.
+        if m.available && !m.probing {
+            self.all_down_since = None;
+        }
+        // Of the exits in service: a disabled exit is not one the crawl is missing.
+        let enabled = self.exits.iter().filter(|e| e.enabled).count();
         self.metrics
             .exits_available_ratio
-            .set(available as f64 / self.exits.len().max(1) as f64);
+            .set(available as f64 / enabled.max(1) as f64);
         if m.available {
             // An exit that failed locally for a fetch may work now.
             for state in self.hosts.values_mut() {
@@ -199,6 +207,7 @@ impl Scheduler {
         _m: AllExitsDown,
         ctx: &mut Context<SchedulerActor>,
     ) {
+        self.all_down_since.get_or_insert_with(Instant::now);
         self.dispatch(ctx);
     }
 

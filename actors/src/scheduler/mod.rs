@@ -121,9 +121,12 @@ pub(crate) struct ExitSlot {
     pub max_concurrent: u32,
     /// The exit's active count and token bucket, which it owns.
     pub share: ExitShare,
-    /// A failure was reported to the health actor and no success since: the next
-    /// success must be reported too (it resets the count, or recovers a probing exit).
-    pub failing: bool,
+    /// The health actor must hear this exit's next answer: a failure was reported and no
+    /// answer since (the answer resets the count), or the exit's health changed (a real
+    /// answer recovers a probing exit).
+    pub report_next: bool,
+    /// When an answer through this exit was last reported to the health actor.
+    pub answer_reported: Option<std::time::Instant>,
 }
 
 /// Distributed mode: the shared GCRA every request must pass.
@@ -190,6 +193,9 @@ pub(crate) struct Scheduler {
     rng: SplitMix64,
     tie: u64,
     wake: Option<(SpawnHandle, std::time::Instant)>,
+    /// Since when no exit in service has been available (each ejected): fleet-wide, so
+    /// that once the bound is past every waiting fetch ends at once, not one per bound.
+    all_down_since: Option<Instant>,
     shutting_down: bool,
     drained: Vec<oneshot::Sender<()>>,
     metrics: Arc<Metrics>,
@@ -254,6 +260,7 @@ impl Scheduler {
             rng: SplitMix64::new(0x5c4e_d01e),
             tie: 0,
             wake: None,
+            all_down_since: None,
             shutting_down: false,
             drained: Vec::new(),
             metrics,

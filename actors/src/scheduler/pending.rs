@@ -23,7 +23,6 @@ pub(super) struct Pending {
     /// requested. The first attempt takes it (cloning a `Uri` allocates); a retry parses
     /// the URL again.
     pub(super) uri: Option<Uri>,
-    pub(super) no_exit_since: Option<Instant>,
     /// The last failure on our side (nothing sent), said when no exit is left to try.
     pub(super) local_failure: Option<(FetchErrorKind, String)>,
     pub(super) waited: bool,

@@ -341,18 +341,28 @@ impl Scheduler {
         Some(asked)
     }
 
-    /// Passive health. Successes of an exit in good standing change nothing, so only
-    /// failures and the first success after them are reported (one message less per
-    /// fetch on the hot path).
+    /// Passive health. The health actor weighs failing checks against the exit's recent
+    /// answers, so it hears of them, but coarsely: at most one answer per exit every
+    /// quarter of the check interval (at most a second), plus the first answer after a
+    /// failure or a health change — one message per exit now and then, not per fetch.
     pub(super) fn observe(&mut self, exit: usize, error: Option<String>) {
+        let Some(h) = &self.health else { return };
         let slot = &mut self.exits[exit];
-        if error.is_none() && !slot.failing {
-            return;
+        if error.is_some() {
+            slot.report_next = true;
+        } else {
+            let now = crate::clock::now();
+            let every = (self.settings.health.interval() / 4).min(Duration::from_secs(1));
+            let fresh = slot
+                .answer_reported
+                .is_some_and(|at| now.saturating_duration_since(at) < every);
+            if fresh && !slot.report_next {
+                return;
+            }
+            slot.report_next = false;
+            slot.answer_reported = Some(now);
         }
-        slot.failing = error.is_some();
-        if let Some(h) = &self.health {
-            h.do_send(Observed { exit, error });
-        }
+        h.do_send(Observed { exit, error });
     }
 
     /// The core's verdict on an ended attempt; counts and logs what it decided.

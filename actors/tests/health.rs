@@ -1,0 +1,176 @@
+//! Health checks against real answers, on paused tokio time: a health URL that fails
+//! while the exits' real fetches are answered ejects nothing; a disabled exit is never
+//! checked; with every exit down, every waiting fetch ends once the fleet has been down
+//! for the bound, not one fetch per bound. Asserted from what the site saw and from the
+//! replies; every wait is bounded.
+
+mod support;
+
+use support::{eventually, exits, ip, paused_site, timeouts_for_paused_time};
+
+use std::time::Duration;
+
+use exitcrawl::config::{Algorithm, ExitSettings, Settings};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchErrorKind};
+use exitcrawl_testsite::{SiteConfig, HEALTH_PATH};
+use futures_util::future::join_all;
+
+/// Nothing listens on the discard port on loopback: a check there is refused at once.
+const CLOSED: &str = "http://127.0.0.1:9/health";
+
+fn settings(exits: Vec<ExitSettings>) -> Settings {
+    let mut s = Settings::with_exits(exits);
+    s.limiter.algorithm = Algorithm::None;
+    timeouts_for_paused_time(&mut s);
+    s.health.interval_ms = 100;
+    s.health.timeout_ms = 50;
+    s.health.consecutive_failures = 1;
+    s.health.base_ejection_ms = 60_000;
+    s.health.max_ejection_ms = 120_000;
+    s
+}
+
+async fn all_healthy(h: &CrawlerHandle) -> bool {
+    h.stats().await.iter().all(|s| s.healthy)
+}
+
+#[actix_rt::test]
+async fn a_failing_health_url_ejects_no_exit_whose_fetches_are_answered() {
+    let site = paused_site(SiteConfig::default());
+    let mut s = settings(exits(2, 8));
+    s.health.url = Some(CLOSED.into());
+    let h = Crawler::start(s).expect("start");
+    // 40 check rounds, each of which fails; one failure would eject an exit that had no
+    // answer within the last 150 ms. Four fetches every 50 ms keep both exits answering.
+    for round in 0..80 {
+        let replies =
+            join_all((0..4).map(|i| h.fetch(Fetch::get(site.url(&format!("/r/{round}/{i}"))))))
+                .await;
+        assert!(replies
+            .iter()
+            .all(|r| r.as_ref().is_ok_and(|r| r.status == 200)));
+        assert!(
+            all_healthy(&h).await,
+            "an exit was ejected in round {round}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let st = site.stats();
+    for e in ["127.0.0.2", "127.0.0.3"] {
+        assert!(st.peer(ip(e)).ok > 0, "{e} carried no fetch");
+    }
+    // With the traffic gone the failing checks count again: the exits go out, which
+    // shows the checks ran all along.
+    assert!(
+        eventually(Duration::from_secs(2), || {
+            let h = h.clone();
+            async move { h.stats().await.iter().all(|s| !s.healthy) }
+        })
+        .await,
+        "checks against a closed port never ejected an idle exit"
+    );
+}
+
+#[actix_rt::test]
+async fn a_disabled_exit_is_not_health_checked() {
+    let site = paused_site(SiteConfig::default());
+    let mut ex = exits(3, 8);
+    ex[2].enabled = false;
+    let mut s = settings(ex);
+    s.health.url = Some(site.url(HEALTH_PATH));
+    let h = Crawler::start(s).expect("start");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let checks = |peer: &str| {
+        site.requests()
+            .iter()
+            .filter(|r| r.path == HEALTH_PATH && r.peer == ip(peer))
+            .count()
+    };
+    assert!(
+        checks("127.0.0.2") >= 10,
+        "e2 checked {}",
+        checks("127.0.0.2")
+    );
+    assert!(
+        checks("127.0.0.3") >= 10,
+        "e3 checked {}",
+        checks("127.0.0.3")
+    );
+    assert_eq!(checks("127.0.0.4"), 0, "the disabled exit was checked");
+    let stats = h.stats().await;
+    assert!(stats.iter().any(|s| s.name == "e4" && !s.enabled));
+    // Metrics: the disabled exit is not a working one, and not one the crawl is missing.
+    let text = h.metrics().encode();
+    let value = |prefix: &str, label: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(prefix) && l.contains(label))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    assert_eq!(
+        value("exitcrawl_exit_healthy{", "exit=\"e4\""),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        value("exitcrawl_exit_healthy{", "exit=\"e2\""),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value("exitcrawl_exits_available_ratio ", ""),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+/// One exit cannot bind (it starts ejected), the other fails its check against a closed
+/// port with no traffic: every exit is down. Fetches queued then, and one handed in after
+/// the bound, all end by the bound, counted from when the fleet went down.
+#[actix_rt::test]
+async fn every_waiting_fetch_ends_once_the_fleet_has_been_down_for_the_bound() {
+    tokio::time::pause();
+    let ex = vec![
+        ExitSettings::new("d1", ip("192.0.2.10")),
+        ExitSettings::new("e2", ip("127.0.0.2")),
+    ];
+    let mut s = settings(ex);
+    s.health.url = Some(CLOSED.into());
+    s.health.base_ejection_ms = 120_000;
+    s.health.max_ejection_ms = 300_000;
+    let h = Crawler::start(s).expect("one exit can bind");
+    assert!(
+        eventually(Duration::from_secs(1), || {
+            let h = h.clone();
+            async move { h.stats().await.iter().all(|s| !s.healthy) }
+        })
+        .await
+    );
+    let down = tokio::time::Instant::now();
+    let fetches = (0..50).map(|i| {
+        let h = h.clone();
+        async move {
+            let r = h
+                .fetch(Fetch::get(format!("http://127.0.0.1:9/q/{i}")))
+                .await;
+            (r, down.elapsed())
+        }
+    });
+    let ended = join_all(fetches).await;
+    for (r, at) in &ended {
+        let err = r.as_ref().expect_err("no exit is in service");
+        assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
+        // min(max_ejection, 30 s) after the fleet went down (just before `down`).
+        assert!(
+            *at >= Duration::from_secs(29) && *at < Duration::from_secs(31),
+            "ended {at:?} after the fleet went down"
+        );
+    }
+    // Past the bound, a new fetch does not wait again.
+    let t = tokio::time::Instant::now();
+    let err = h
+        .fetch(Fetch::get("http://127.0.0.1:9/late"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
