@@ -38,6 +38,7 @@ mod archive;
 mod args;
 mod bodies;
 mod consumer;
+mod date;
 mod dedupe;
 mod demo;
 mod ended;

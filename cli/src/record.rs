@@ -2,14 +2,16 @@
 //! over the records written so far.
 //!
 //! Fields, in order: `url, status, exit, attempts` (requests sent, throttled ones
-//! included), `throttled` (how many of them were answered 429/503), `elapsed_ms, bytes` (decoded body
+//! included), `throttled` (how many of them were answered 429/503), `fetched_at` (when the
+//! record was made, RFC 3339 UTC with milliseconds), `elapsed_ms, bytes` (decoded body
 //! bytes), `wire_bytes` (the body as it came over the wire, compressed or not), `error`,
 //! then `skipped` (`"robots"`, `"duplicate"` or null), `final_url` (where the answer
 //! came from after redirects; null without an answer), `content_type` and `sha256` (of
 //! the body; null without an answer). Every URL is masked (`exitcrawl::redact`).
 
-use std::cell::Cell;
-use std::time::Duration;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
 
 use exitcrawl::redact::{mask_message, mask_url};
 use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
@@ -31,6 +33,9 @@ pub struct Record {
     pub attempts: u32,
     /// Of `attempts`, how many were answered with a throttle status (429/503).
     pub throttled: u32,
+    /// When the record was made (the fetch's end): RFC 3339, UTC, milliseconds.
+    #[serde(serialize_with = "rfc3339")]
+    pub fetched_at: SystemTime,
     pub elapsed_ms: u64,
     /// Body bytes of the final answer (decoded).
     pub bytes: u64,
@@ -62,6 +67,7 @@ impl Record {
             skipped: None,
             kept,
             throttled: r.throttled,
+            fetched_at: SystemTime::now(),
         }
     }
 
@@ -84,6 +90,7 @@ impl Record {
             skipped: None,
             kept: Kept::default(),
             throttled: e.throttled,
+            fetched_at: SystemTime::now(),
         }
     }
 
@@ -134,6 +141,7 @@ impl Record {
             skipped,
             kept: Kept::default(),
             throttled: 0,
+            fetched_at: SystemTime::now(),
         }
     }
 
@@ -144,6 +152,10 @@ impl Record {
     pub fn is_interrupted(&self) -> bool {
         self.error.as_deref() == Some(INTERRUPTED)
     }
+}
+
+fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&super::date::rfc3339_millis(*t))
 }
 
 /// `msg` with the credentials of `raw_url` (and of any URL-looking word) masked, and
@@ -191,6 +203,44 @@ pub struct Totals {
     /// Records whose fetch ended because no exit was in service for longer than the
     /// crawler waits for one: the run then exits 1.
     pub no_healthy_exit: Cell<u64>,
+    /// The records of fetched URLs, per host.
+    pub hosts: RefCell<HashMap<String, HostTally>>,
+}
+
+/// One host's records that were fetched (at least one attempt).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostTally {
+    pub urls: u64,
+    /// Attempts, throttled ones included.
+    pub requests: u64,
+    /// URLs whose final answer was 2xx.
+    pub ok: u64,
+    /// Throttle answers (429/503) over every attempt.
+    pub throttled: u64,
+    /// URLs fetched that did not end 2xx.
+    pub failed: u64,
+    pub first_at: Option<SystemTime>,
+    pub last_at: Option<SystemTime>,
+}
+
+impl HostTally {
+    fn add(&mut self, r: &Record) {
+        self.urls += 1;
+        self.requests += u64::from(r.attempts);
+        self.ok += u64::from(r.is_ok());
+        self.throttled += u64::from(r.throttled);
+        self.failed += u64::from(!r.is_ok());
+        let t = r.fetched_at;
+        self.first_at = Some(self.first_at.map_or(t, |f| f.min(t)));
+        self.last_at = Some(self.last_at.map_or(t, |l| l.max(t)));
+    }
+}
+
+/// The host of a record's URL, as the crawler keys its limits: the name, lowercase,
+/// without the port.
+fn host_of(url: &str) -> Option<String> {
+    let u = url::Url::parse(url).ok()?;
+    Some(u.host_str()?.trim_matches(['[', ']']).to_ascii_lowercase())
 }
 
 fn bump(c: &Cell<u64>, n: u64) {
@@ -200,6 +250,11 @@ fn bump(c: &Cell<u64>, n: u64) {
 impl Totals {
     pub fn add(&self, r: &Record) {
         self.count(r.is_ok(), r.throttled, r.attempts, r.is_interrupted());
+        if r.attempts > 0 {
+            if let Some(h) = host_of(&r.url) {
+                self.hosts.borrow_mut().entry(h).or_default().add(r);
+            }
+        }
         self.note_error(r.error.as_deref());
         bump(
             &self.skipped_robots,
@@ -250,12 +305,13 @@ mod tests {
 
     #[test]
     fn record_fields_in_order() {
-        let r = Record::robots("http://h/p?token=x", Duration::from_millis(3), None);
+        let mut r = Record::robots("http://h/p?token=x", Duration::from_millis(3), None);
+        r.fetched_at = std::time::UNIX_EPOCH + Duration::from_millis(1_700_000_000_007);
         let json = serde_json::to_string(&r).unwrap();
         assert_eq!(
             json,
             "{\"url\":\"http://h/p?token=***\",\"status\":null,\"exit\":null,\"attempts\":0,\
-             \"throttled\":0,\"elapsed_ms\":3,\"bytes\":0,\"wire_bytes\":0,\"error\":null,\"skipped\":\"robots\",\
+             \"throttled\":0,\"fetched_at\":\"2023-11-14T22:13:20.007Z\",\"elapsed_ms\":3,\"bytes\":0,\"wire_bytes\":0,\"error\":null,\"skipped\":\"robots\",\
              \"final_url\":null,\"content_type\":null,\"sha256\":null}"
         );
         let t = Totals::default();

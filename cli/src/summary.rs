@@ -6,6 +6,7 @@
 //! could be opened from its address — reached no site and is not a request: it is in
 //! `not_sent`); `requests` is their sum, so the two always add up.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -15,12 +16,13 @@ use std::time::{Duration, Instant};
 
 use exitcrawl_actors::clock;
 use exitcrawl_actors::metrics::{Metrics, OutcomeLabels};
-use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals};
+use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals, HostLimits};
 use serde::Serialize;
 
+use super::date::rfc3339_millis;
 use super::dedupe::RecordCounts;
 use super::output::{write_atomic, write_stdout};
-use super::record::Totals;
+use super::record::{HostTally, Totals};
 use super::source::ReadStats;
 use super::Failure;
 
@@ -60,6 +62,11 @@ pub struct Summary {
     pub resumed: bool,
     pub elapsed_s: f64,
     pub per_exit: Vec<ExitSummary>,
+    /// This run's fetched URLs per host, most requests first, at most
+    /// [`HostSummary::MAX`] of them.
+    pub hosts: Vec<HostSummary>,
+    /// Hosts left out of `hosts` (beyond [`HostSummary::MAX`]).
+    pub hosts_omitted: u64,
     /// `--follow` only: the crawl's discovery counters.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub follow: Option<FollowSummary>,
@@ -129,6 +136,65 @@ pub struct ExitSummary {
     pub healthy: bool,
 }
 
+/// One host's account: what this run fetched there, and where its limit settled.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct HostSummary {
+    pub host: String,
+    /// URLs fetched (at least one attempt).
+    pub urls: u64,
+    /// Attempts, throttled ones included.
+    pub requests: u64,
+    /// URLs whose final answer was 2xx.
+    pub ok: u64,
+    /// Throttle answers (429/503) over every attempt.
+    pub throttled: u64,
+    /// URLs fetched that did not end 2xx.
+    pub failed: u64,
+    /// The rate the limiter allowed the host at the end (its whole budget over every
+    /// exit), requests/s; `null` without an adaptive limit for it.
+    pub rate_rps: Option<f64>,
+    /// What its answers said about its limit: `unknown`, `host` or `per_ip` (scope
+    /// `auto`), or the configured scope; `null` without a limit for it.
+    pub scope: Option<String>,
+    /// When its first and last record were made (RFC 3339, UTC).
+    pub first_at: Option<String>,
+    pub last_at: Option<String>,
+}
+
+impl HostSummary {
+    /// Most hosts listed: a broad crawl's summary stays a line one can read.
+    pub const MAX: usize = 1000;
+
+    /// The busiest hosts of `tallies`, with what `limits` say of them.
+    fn list(tallies: &HashMap<String, HostTally>, limits: &[HostLimits]) -> (Vec<Self>, u64) {
+        let limit_of: HashMap<&str, &HostLimits> =
+            limits.iter().map(|l| (l.host.as_str(), l)).collect();
+        let mut v: Vec<_> = tallies.iter().collect();
+        v.sort_by(|a, b| b.1.requests.cmp(&a.1.requests).then(a.0.cmp(b.0)));
+        let omitted = v.len().saturating_sub(Self::MAX) as u64;
+        let hosts = v
+            .into_iter()
+            .take(Self::MAX)
+            .map(|(host, t)| {
+                let l = limit_of.get(host.as_str());
+                HostSummary {
+                    host: host.clone(),
+                    urls: t.urls,
+                    requests: t.requests,
+                    ok: t.ok,
+                    throttled: t.throttled,
+                    failed: t.failed,
+                    rate_rps: l.and_then(|l| l.lanes.first()).map(|lane| lane.rps),
+                    scope: l.map(|l| l.scope.clone()),
+                    first_at: t.first_at.map(rfc3339_millis),
+                    last_at: t.last_at.map(rfc3339_millis),
+                }
+            })
+            .collect();
+        (hosts, omitted)
+    }
+}
+
 const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
 
 impl ExitSummary {
@@ -187,9 +253,17 @@ impl Summary {
             resumed: false,
             elapsed_s: elapsed.as_secs_f64(),
             per_exit,
+            hosts: Vec::new(),
+            hosts_omitted: 0,
             follow: None,
             frontier: None,
         }
+    }
+
+    /// The per-host account of `t`, with the limiter's view of each host.
+    pub fn with_hosts(mut self, t: &Totals, limits: &[HostLimits]) -> Self {
+        (self.hosts, self.hosts_omitted) = HostSummary::list(&t.hosts.borrow(), limits);
+        self
     }
 
     /// A resumed crawl's figures: over the records `--out` keeps, one per URL.
@@ -259,13 +333,17 @@ impl SummaryWriter {
         let stats = actix_rt::time::timeout(Duration::from_secs(2), self.handle.stats())
             .await
             .unwrap_or_default();
+        let limits = actix_rt::time::timeout(Duration::from_secs(2), self.handle.limits())
+            .await
+            .unwrap_or_default();
         let summary = Summary::new(
             &self.totals,
             self.read.skipped.load(Ordering::Relaxed),
             clock::since(self.started),
             stats,
             self.handle.metrics(),
-        );
+        )
+        .with_hosts(&self.totals, &limits);
         let summary = match follow {
             Some(ft) => summary.with_follow(ft),
             None => summary,

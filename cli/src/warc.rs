@@ -27,6 +27,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 
+use super::date::warc_date;
+
 /// `--warc FILE`: the first file's name, and how the rotated ones are named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WarcName {
@@ -369,36 +371,6 @@ pub fn base32(bytes: &[u8]) -> String {
     out
 }
 
-/// `YYYY-MM-DDThh:mm:ssZ` (UTC).
-pub fn warc_date(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Year, month, day of a day count since 1970-01-01 (proleptic Gregorian; H. Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// Random (version 4) record IDs: a per-process random seed through splitmix64, so IDs
 /// never repeat within a run (splitmix64 is a bijection of its counter) and two runs
 /// share none but by a 2⁻⁶⁴ chance.
@@ -448,7 +420,6 @@ impl RecordIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn base32_vectors() {
@@ -467,15 +438,6 @@ mod tests {
         // sha1("") as WARC tools write it.
         let empty = sha1_smol::Sha1::from("").digest().bytes();
         assert_eq!(base32(&empty), "3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ");
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(warc_date(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        let t = UNIX_EPOCH + Duration::from_secs(951_782_400 + 86_399); // 2000-02-29, last second
-        assert_eq!(warc_date(t), "2000-02-29T23:59:59Z");
-        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        assert_eq!(warc_date(t), "2023-11-14T22:13:20Z");
     }
 
     #[test]
