@@ -37,6 +37,7 @@
 mod archive;
 mod args;
 mod bodies;
+mod closing;
 mod consumer;
 mod date;
 mod dedupe;

@@ -7,6 +7,7 @@
 //! `not_sent`); `requests` is their sum, so the two always add up.
 
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -368,7 +369,13 @@ impl SummaryWriter {
             None => {}
         }
         if self.stdout {
-            write_stdout(&json).map_err(to_stdout)?;
+            // A person reads the terminal; a script reads a pipe or a file.
+            let out = if std::io::stdout().is_terminal() {
+                super::closing::table(summary).into_bytes()
+            } else {
+                json
+            };
+            write_stdout(&out).map_err(to_stdout)?;
         }
         Ok(())
     }
