@@ -139,6 +139,20 @@ fn bucket_shapes(site: &SiteConfig) -> Vec<Shape> {
             faults: false,
         },
         Shape {
+            name: "host-300-retry-after-1",
+            what: "one bucket for the host, 300/s burst 30, `Retry-After: 1` on every 429; pages 20 ms",
+            site: SiteConfig {
+                limit: Limit::Global(Rate::per_second(300, 30)),
+                retry_after: RetryAfter::Fixed(1),
+                latency: ms(20),
+                ..site.clone()
+            },
+            capacity: Some(300.0),
+            urls: 9000,
+            warmup: Duration::from_secs(5),
+            faults: false,
+        },
+        Shape {
             name: "per-ip-60x4",
             what: "a bucket per source IP, 60/s burst 6 (240/s for four exits); pages 20 ms",
             site: SiteConfig {
