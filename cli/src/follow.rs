@@ -33,6 +33,8 @@ use super::term::say;
 struct FollowLine<'a> {
     #[serde(flatten)]
     record: &'a FollowRecord,
+    /// When the record was made: RFC 3339, UTC, milliseconds (as the list's records).
+    fetched_at: String,
     #[serde(flatten)]
     kept: Kept,
 }
@@ -75,12 +77,11 @@ impl<'a> FollowWriter<'a> {
             *l = mask_url(l);
         }
         r.error = r.error.as_deref().map(|e| mask_text(e, &raw));
-        self.totals.count(
-            r.status.is_some_and(|s| (200..300).contains(&s)),
-            r.throttled,
-            r.attempts,
-            false,
-        );
+        let ok = r.status.is_some_and(|s| (200..300).contains(&s));
+        self.totals.count(ok, r.throttled, r.attempts, false);
+        let fetched_at = std::time::SystemTime::now();
+        self.totals
+            .add_host(&r.url, (ok, r.attempts, r.throttled), fetched_at);
         self.totals.note_error(r.error.as_deref());
         let kept = match answer {
             Some(a) => {
@@ -93,7 +94,14 @@ impl<'a> FollowWriter<'a> {
             None => Kept::default(),
         };
         if let Some(w) = self.out.borrow_mut().as_mut() {
-            let mut written = write_line(w, &FollowLine { record: &r, kept });
+            let mut written = write_line(
+                w,
+                &FollowLine {
+                    record: &r,
+                    fetched_at: super::date::rfc3339_millis(fetched_at),
+                    kept,
+                },
+            );
             if written.is_ok() && clock::since(self.last_flush.get()) >= FLUSH_EVERY {
                 self.last_flush.set(clock::now());
                 written = w.flush();

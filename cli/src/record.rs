@@ -224,15 +224,15 @@ pub struct HostTally {
 }
 
 impl HostTally {
-    fn add(&mut self, r: &Record) {
+    /// A fetched URL's record: ended 2xx or not, its attempts and throttled answers.
+    fn add(&mut self, (ok, attempts, throttled): (bool, u32, u32), at: SystemTime) {
         self.urls += 1;
-        self.requests += u64::from(r.attempts);
-        self.ok += u64::from(r.is_ok());
-        self.throttled += u64::from(r.throttled);
-        self.failed += u64::from(!r.is_ok());
-        let t = r.fetched_at;
-        self.first_at = Some(self.first_at.map_or(t, |f| f.min(t)));
-        self.last_at = Some(self.last_at.map_or(t, |l| l.max(t)));
+        self.requests += u64::from(attempts);
+        self.ok += u64::from(ok);
+        self.throttled += u64::from(throttled);
+        self.failed += u64::from(!ok);
+        self.first_at = Some(self.first_at.map_or(at, |f| f.min(at)));
+        self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
     }
 }
 
@@ -250,11 +250,7 @@ fn bump(c: &Cell<u64>, n: u64) {
 impl Totals {
     pub fn add(&self, r: &Record) {
         self.count(r.is_ok(), r.throttled, r.attempts, r.is_interrupted());
-        if r.attempts > 0 {
-            if let Some(h) = host_of(&r.url) {
-                self.hosts.borrow_mut().entry(h).or_default().add(r);
-            }
-        }
+        self.add_host(&r.url, (r.is_ok(), r.attempts, r.throttled), r.fetched_at);
         self.note_error(r.error.as_deref());
         bump(
             &self.skipped_robots,
@@ -264,6 +260,17 @@ impl Totals {
             &self.skipped_duplicate,
             u64::from(r.skipped == Some(SkipReason::Duplicate)),
         );
+    }
+
+    /// A record of `url`'s host (ended 2xx or not, attempts, throttled answers) made at
+    /// `at`: counted in its host's account if it was fetched.
+    pub fn add_host(&self, url: &str, fetch: (bool, u32, u32), at: SystemTime) {
+        if fetch.1 == 0 {
+            return;
+        }
+        if let Some(h) = host_of(url) {
+            self.hosts.borrow_mut().entry(h).or_default().add(fetch, at);
+        }
     }
 
     pub fn count(&self, ok: bool, throttled: u32, attempts: u32, interrupted: bool) {

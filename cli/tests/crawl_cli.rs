@@ -672,6 +672,10 @@ fn follow_crawls_allowed_pages_once_and_obeys_robots() {
     assert_eq!(fetched_urls, want, "each allowed page exactly once");
     for r in &fetched {
         assert_eq!(r["status"], 200, "{r}");
+        assert!(
+            r["fetched_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{r}"
+        );
         for key in ["depth", "parent", "skipped", "new_links"] {
             assert!(r.get(key).is_some(), "record lacks {key}: {r}");
         }
@@ -707,6 +711,12 @@ fn follow_crawls_allowed_pages_once_and_obeys_robots() {
     };
     assert_eq!(n("total"), recs.len() as u64);
     assert_eq!(n("ok"), FOLLOW_PAGES as u64);
+    // The host's account: every page the site served, one request each.
+    let hosts = sum["hosts"].as_array().expect("hosts");
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(hosts[0]["urls"], FOLLOW_PAGES, "{hosts:?}");
+    assert_eq!(hosts[0]["ok"], FOLLOW_PAGES, "{hosts:?}");
+    assert_eq!(hosts[0]["requests"], FOLLOW_PAGES, "{hosts:?}");
     assert_eq!(n("discovered"), (FOLLOW_PAGES + FOLLOW_PAGES / 5) as u64);
     assert_eq!(n("skipped_robots"), skipped.len() as u64);
     assert_eq!(n("skipped_scope"), 0);
