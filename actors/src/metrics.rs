@@ -5,28 +5,27 @@
 //! registry holds atomics, so actors on any Arbiter update it without messages.
 //!
 //! Cardinality: per-exit labels are bounded by the configuration. Hosts are unbounded (a
-//! crawl may touch 100k domains), so no metric carries a host label unless
-//! `[metrics] host_labels` opts in with a cap; hosts beyond the cap fold into `other`.
+//! crawl may touch 100k domains), so every `host` label is `all` unless
+//! `[metrics] host_labels` opts in with a cap N: the first N distinct hosts the crawl
+//! meets keep their name, later ones fold into `other`. First-seen rather than busiest:
+//! a counter's series cannot move to another label once exported without its rate
+//! jumping, and the first hosts of a crawl are usually the ones it was started for.
 
 use std::collections::HashSet;
-use std::net::{IpAddr, SocketAddr};
-use std::rc::Rc;
+use std::net::IpAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use actix::clock::Instant;
-use actix::prelude::*;
-use actix_http::body::BoxBody;
-use actix_http::header::{HeaderValue, CONTENT_TYPE};
-use actix_http::{HttpServiceBuilder, Method, Request, Response, StatusCode};
-use actix_service::{fn_service, Service, ServiceFactory};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+mod endpoint;
+
+pub use endpoint::{serve, LagActor};
 
 /// Labels of per-exit metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -50,7 +49,22 @@ pub struct OutcomeLabels {
     pub class: &'static str,
 }
 
-/// Labels of the limiter rate gauge.
+/// Labels of `exitcrawl_requests_total`: an exit's outcome labels and the host.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Exit name.
+    pub exit: String,
+    /// Source address.
+    pub source_ip: String,
+    /// Host, or `all` when host labels are off, `other` past the cap.
+    pub host: String,
+    /// `ok`, `throttled` or `error`.
+    pub outcome: &'static str,
+    /// `2xx` … `5xx`, or `none` without an HTTP answer.
+    pub class: &'static str,
+}
+
+/// Labels of the limiter's per-key series (rate, pauses).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RateLabels {
     /// Exit name (`*` when the limiter scope does not key on exits).
@@ -80,8 +94,11 @@ pub struct Metrics {
     pub exit_active: Family<ExitLabels, Gauge>,
     /// `max_concurrent` per exit.
     pub exit_max_concurrent: Family<ExitLabels, Gauge>,
-    /// Requests by outcome and status class.
-    pub requests: Family<OutcomeLabels, Counter>,
+    /// Requests by host, outcome and status class (exported).
+    pub requests: Family<RequestLabels, Counter>,
+    /// Requests by exit, outcome and status class over every host: not exported (the
+    /// exported family sums to it), read by the end-of-crawl summary.
+    pub exit_requests: Family<OutcomeLabels, Counter>,
     /// Time to the response head, per exit.
     pub request_duration: Family<ExitLabels, Histogram>,
     /// Ejections per exit.
@@ -90,6 +107,11 @@ pub struct Metrics {
     pub consecutive_failures: Family<ExitLabels, Gauge>,
     /// Current limiter rate, requests/s.
     pub limiter_rate: Family<RateLabels, Gauge<f64, AtomicU64>>,
+    /// Pauses the limiter ordered per key: a Retry-After or a used-up rate-limit quota, the
+    /// hold after a throttle, a host refusing everything.
+    pub limiter_pauses: Family<RateLabels, Counter>,
+    /// Seconds of pause the limiter ordered per key, each second counted once.
+    pub limiter_pause_seconds: Family<RateLabels, Counter<f64, AtomicU64>>,
     /// Scope `auto`: 1 for what a host's answers say about its limit, 0 for the rest.
     pub limiter_scope: Family<ScopeLabels, Gauge>,
     /// Answer body bytes as they came over the wire (encoded, if they were).
@@ -130,12 +152,15 @@ impl Metrics {
             exit_active: Family::default(),
             exit_max_concurrent: Family::default(),
             requests: Family::default(),
+            exit_requests: Family::default(),
             request_duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 16))
             }),
             ejections: Family::default(),
             consecutive_failures: Family::default(),
             limiter_rate: Family::default(),
+            limiter_pauses: Family::default(),
+            limiter_pause_seconds: Family::default(),
             limiter_scope: Family::default(),
             body_wire_bytes: Counter::default(),
             body_bytes: Counter::default(),
@@ -177,7 +202,7 @@ impl Metrics {
         );
         self.registry.register(
             "requests",
-            "HTTP requests by outcome (ok, throttled, error) and status class",
+            "HTTP requests by host, outcome (ok, throttled, error) and status class",
             self.requests.clone(),
         );
         self.registry.register_with_unit(
@@ -204,6 +229,17 @@ impl Metrics {
             "limiter_rate",
             "Current limiter rate per key, requests per second",
             self.limiter_rate.clone(),
+        );
+        self.registry.register(
+            "limiter_pauses",
+            "Pauses the limiter ordered per key (Retry-After, used-up quota, hold after a throttle, refusals)",
+            self.limiter_pauses.clone(),
+        );
+        self.registry.register_with_unit(
+            "limiter_pause",
+            "Time the limiter ordered a key to send nothing, each second counted once",
+            prometheus_client::registry::Unit::Seconds,
+            self.limiter_pause_seconds.clone(),
         );
         self.registry.register(
             "limiter_scope",
@@ -293,19 +329,26 @@ impl Metrics {
         let _ = self.ejections.get_or_create(&l);
         let _ = self.request_duration.get_or_create(&l);
         for (outcome, status) in OUTCOMES {
-            let _ = self.requests.get_or_create(&OutcomeLabels {
+            let labels = OutcomeLabels {
                 exit: l.exit.clone(),
                 source_ip: l.source_ip.clone(),
                 outcome: outcome.label(),
                 class: class_label(status),
-            });
+            };
+            // With host labels on, no host is known yet: a host's series starts with
+            // its first request.
+            if self.host_cap == 0 {
+                let _ = self.requests.get_or_create(&with_host(&labels, "all"));
+            }
+            let _ = self.exit_requests.get_or_create(&labels);
         }
     }
 
     /// One exit's hot-path handles, looked up once: a labelled lookup hashes the label
     /// strings and takes a lock on every call; the handles are plain shared atomics.
     pub fn exit_handles(&self, l: &ExitLabels) -> ExitHandles {
-        let mut requests: [Option<Counter>; 11] = Default::default();
+        let mut totals: [Option<Counter>; 11] = Default::default();
+        let mut folded: [Option<Counter>; 11] = Default::default();
         for (outcome, status) in OUTCOMES {
             let labels = OutcomeLabels {
                 exit: l.exit.clone(),
@@ -313,13 +356,21 @@ impl Metrics {
                 outcome: outcome.label(),
                 class: class_label(status),
             };
-            requests[outcome_slot(outcome, status)] =
-                Some(self.requests.get_or_create(&labels).clone());
+            let slot = outcome_slot(outcome, status);
+            totals[slot] = Some(self.exit_requests.get_or_create(&labels).clone());
+            if self.host_cap == 0 {
+                folded[slot] = Some(
+                    self.requests
+                        .get_or_create(&with_host(&labels, "all"))
+                        .clone(),
+                );
+            }
         }
         ExitHandles {
             labels: l.clone(),
             duration: self.request_duration.get_or_create(l).clone(),
-            requests,
+            totals,
+            folded,
         }
     }
 
@@ -349,12 +400,45 @@ impl Metrics {
         "other".into()
     }
 
+    /// The limiter ordered `key` to send nothing until `until`, over a pause that ran to
+    /// `before` (`None`: none): count a pause when none was running at `now`, and the
+    /// seconds it adds beyond the one already running.
+    pub fn note_pause(
+        &self,
+        key: &RateLabels,
+        before: Option<std::time::Instant>,
+        until: std::time::Instant,
+        now: std::time::Instant,
+    ) {
+        let from = before.map_or(now, |b| b.max(now));
+        if until <= from {
+            return;
+        }
+        if from == now {
+            self.limiter_pauses.get_or_create(key).inc();
+        }
+        self.limiter_pause_seconds
+            .get_or_create(key)
+            .inc_by((until - from).as_secs_f64());
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// `labels` with a host.
+fn with_host(labels: &OutcomeLabels, host: &str) -> RequestLabels {
+    RequestLabels {
+        exit: labels.exit.clone(),
+        source_ip: labels.source_ip.clone(),
+        host: host.to_owned(),
+        outcome: labels.outcome,
+        class: labels.class,
     }
 }
 
@@ -419,28 +503,35 @@ pub struct ExitHandles {
     labels: ExitLabels,
     /// `exitcrawl_request_duration_seconds` of this exit.
     pub duration: Histogram,
-    /// Request counters by [`outcome_slot`]; the pairs of [`OUTCOMES`] are filled in.
+    /// This exit's request totals over every host, by [`outcome_slot`]; the pairs of
+    /// [`OUTCOMES`] are filled in.
     // An index, not a search by label strings: this is counted once per request.
-    requests: [Option<Counter>; 11],
+    totals: [Option<Counter>; 11],
+    /// The exported `host="all"` counters, by slot, when host labels are off.
+    folded: [Option<Counter>; 11],
 }
 
 impl ExitHandles {
-    /// Count one request with this outcome and status (`None`: no answer).
-    pub fn count(&self, metrics: &Metrics, outcome: Outcome, status: Option<u16>) {
-        match &self.requests[outcome_slot(outcome, status)] {
-            Some(counter) => {
-                counter.inc();
-            }
+    /// Count one request to `host` with this outcome and status (`None`: no answer).
+    pub fn count(&self, metrics: &Metrics, host: &str, outcome: Outcome, status: Option<u16>) {
+        let slot = outcome_slot(outcome, status);
+        let labels = || OutcomeLabels {
+            exit: self.labels.exit.clone(),
+            source_ip: self.labels.source_ip.clone(),
+            outcome: outcome.label(),
+            class: class_label(status),
+        };
+        match &self.totals[slot] {
+            Some(counter) => counter.inc(),
+            None => metrics.exit_requests.get_or_create(&labels()).inc(),
+        };
+        match &self.folded[slot] {
+            Some(counter) => counter.inc(),
             None => {
-                let labels = OutcomeLabels {
-                    exit: self.labels.exit.clone(),
-                    source_ip: self.labels.source_ip.clone(),
-                    outcome: outcome.label(),
-                    class: class_label(status),
-                };
-                metrics.requests.get_or_create(&labels).inc();
+                let labels = with_host(&labels(), &metrics.host_label(host));
+                metrics.requests.get_or_create(&labels).inc()
             }
-        }
+        };
     }
 }
 
@@ -455,82 +546,29 @@ pub fn status_class(status: u16) -> &'static str {
     }
 }
 
-/// Serve `GET /metrics` on `addr` from the current Arbiter. Returns the bound address
-/// (ask for port 0 to get a free one).
-pub fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
-    let std_listener = std::net::TcpListener::bind(addr)?;
-    std_listener.set_nonblocking(true)?;
-    let local = std_listener.local_addr()?;
-    let listener = tokio::net::TcpListener::from_std(std_listener)?;
-    actix_rt::spawn(async move {
-        let factory = HttpServiceBuilder::default().h1(fn_service(move |req: Request| {
-            let metrics = Arc::clone(&metrics);
-            async move { Ok::<_, std::convert::Infallible>(answer(&req, &metrics)) }
-        }));
-        let service = match factory.new_service(()).await {
-            Ok(s) => Rc::new(s),
-            Err(e) => {
-                tracing::error!(error = ?e, "metrics endpoint: cannot build the HTTP service");
-                return;
-            }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_pause_counts_once_and_each_second_once() {
+        let m = Metrics::new(0);
+        let key = RateLabels {
+            exit: "*".into(),
+            host: "all".into(),
         };
-        loop {
-            let Ok((stream, peer)) = listener.accept().await else {
-                actix_rt::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            };
-            let service = Rc::clone(&service);
-            actix_rt::spawn(async move {
-                let _ = service.call((stream, Some(peer))).await;
-            });
-        }
-    });
-    Ok(local)
-}
-
-fn answer(req: &Request, metrics: &Metrics) -> Response<BoxBody> {
-    if req.method() != Method::GET || req.path() != "/metrics" {
-        return Response::with_body(StatusCode::NOT_FOUND, BoxBody::new("not found\n"));
-    }
-    let mut res = Response::with_body(StatusCode::OK, BoxBody::new(metrics.encode()));
-    res.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-    );
-    res
-}
-
-/// Measures event-loop lag: a tick is due every `period`; how late it runs is the lag.
-pub struct LagActor {
-    metrics: Arc<Metrics>,
-    period: Duration,
-    due: Option<Instant>,
-}
-
-impl LagActor {
-    /// A lag meter ticking every `period`.
-    pub fn new(metrics: Arc<Metrics>, period: Duration) -> Self {
-        Self {
-            metrics,
-            period,
-            due: None,
-        }
-    }
-}
-
-impl Actor for LagActor {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Self::Context) {
-        self.due = Some(Instant::now() + self.period);
-        ctx.run_interval(self.period, |act, _ctx| {
-            let now = Instant::now();
-            if let Some(due) = act.due {
-                act.metrics
-                    .event_loop_lag
-                    .observe(now.saturating_duration_since(due).as_secs_f64());
-            }
-            act.due = Some(now + act.period);
-        });
+        let t0 = std::time::Instant::now();
+        let s = |n: u64| t0 + Duration::from_secs(n);
+        m.note_pause(&key, None, s(2), t0);
+        // Extended while running: no new pause, only the second beyond it.
+        m.note_pause(&key, Some(s(2)), s(3), s(1));
+        // Inside the running one: nothing.
+        m.note_pause(&key, Some(s(3)), s(2), s(1));
+        // After it ended: a new pause of 2 s.
+        m.note_pause(&key, Some(s(3)), s(6), s(4));
+        assert_eq!(m.limiter_pauses.get_or_create(&key).get(), 2);
+        let secs = m.limiter_pause_seconds.get_or_create(&key).get();
+        assert!((secs - 5.0).abs() < 1e-9, "{secs}");
     }
 }

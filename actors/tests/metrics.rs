@@ -119,3 +119,74 @@ async fn scraped_counters_match_the_crawl() {
         .all(|s| s.labels.get("host").is_none_or(|h| h == "all")));
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+#[actix_rt::test]
+async fn host_labels_name_the_first_hosts_and_fold_the_rest() {
+    let first = TestSite::start(SiteConfig::default());
+    let later = [
+        TestSite::start_at(SiteConfig::default(), ip("127.0.0.21")),
+        TestSite::start_at(SiteConfig::default(), ip("127.0.0.22")),
+    ];
+    let mut s = Settings::with_exits(vec![ExitSettings::new("e2", ip("127.0.0.2"))]);
+    s.limiter.algorithm = Algorithm::Aimd;
+    s.metrics.listen = Some("127.0.0.1:0".parse().expect("addr"));
+    s.metrics.host_labels = 1;
+    let h = Crawler::start(s).expect("start");
+    let addr = h.metrics_addr().expect("endpoint bound");
+    // The first host is done before the others start, so it is the one that keeps its name.
+    join_all((0..10).map(|i| h.fetch(Fetch::get(first.url(&format!("/f/{i}")))))).await;
+    join_all(
+        later
+            .iter()
+            .flat_map(|site| (0..10).map(move |i| site.url(&format!("/l/{i}"))))
+            .map(|u| h.fetch(Fetch::get(u))),
+    )
+    .await;
+
+    let text = awc::Client::default()
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .expect("scrape")
+        .body()
+        .limit(1 << 20)
+        .await
+        .expect("body");
+    let text = String::from_utf8(text.to_vec()).expect("utf-8");
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("parsable exposition");
+    let samples = &scrape.samples;
+    let hosts: std::collections::BTreeSet<_> = samples
+        .iter()
+        .filter(|s| s.metric == "exitcrawl_requests_total")
+        .filter_map(|s| s.labels.get("host"))
+        .collect();
+    assert_eq!(
+        hosts,
+        ["127.0.0.1", "other"].into_iter().collect(),
+        "one host named, the rest folded"
+    );
+    let named = sum(
+        samples,
+        "exitcrawl_requests_total",
+        &[("host", "127.0.0.1")],
+    );
+    let folded = sum(samples, "exitcrawl_requests_total", &[("host", "other")]);
+    assert_eq!(
+        named as u64,
+        first.stats().requests,
+        "the named host's requests"
+    );
+    assert_eq!(
+        folded as u64,
+        later.iter().map(|s| s.stats().requests).sum::<u64>(),
+        "the folded hosts' requests"
+    );
+    let total = h.stats().await.iter().map(|s| s.total).sum::<u64>();
+    assert_eq!((named + folded) as u64, total, "every request counted once");
+    assert!(samples
+        .iter()
+        .filter_map(|s| s.labels.get("host"))
+        .all(|h| h == "127.0.0.1" || h == "other"));
+    h.shutdown(Duration::from_secs(1)).await;
+}

@@ -207,7 +207,7 @@ impl ExitSummary {
                 outcome,
                 class,
             };
-            metrics.requests.get(&labels).map_or(0, |c| c.get())
+            metrics.exit_requests.get(&labels).map_or(0, |c| c.get())
         };
         let sum = |outcome| CLASSES.iter().map(|c| count(outcome, c)).sum::<u64>();
         let (answered, throttled, errors) = (sum("ok"), sum("throttled"), sum("error"));

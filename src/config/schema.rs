@@ -618,8 +618,8 @@ pub struct MetricsSettings {
     /// no metrics endpoint. Bind a non-loopback address only on purpose: the endpoint
     /// has no authentication.
     pub listen: Option<SocketAddr>,
-    /// How many distinct hosts may appear as a `host` label; the rest fold into `other`.
-    /// Default 0: no host labels at all (a crawl of 100k domains must not explode the
+    /// How many distinct hosts may appear as a `host` label: the first this many the
+    /// crawl meets; later ones fold into `other`. Default 0: every host is `all` (a crawl of 100k domains must not explode the
     /// metrics' cardinality). 0..=10000.
     #[serde(deserialize_with = "strict::int")]
     pub host_labels: u32,

@@ -325,8 +325,8 @@ impl Scheduler {
         self.metrics.queue_depth.set(self.queued);
     }
 
-    pub(super) fn count(&self, i: usize, outcome: Outcome, status: Option<u16>) {
-        self.handles[i].count(&self.metrics, outcome, status);
+    pub(super) fn count(&self, i: usize, host: &str, outcome: Outcome, status: Option<u16>) {
+        self.handles[i].count(&self.metrics, host, outcome, status);
     }
 
     pub(super) fn release(&mut self, i: usize, host: &Arc<str>) {

@@ -162,6 +162,7 @@ impl Scheduler {
                 }
             }
             if let Some(p) = m.pause_until {
+                self.metrics.note_pause(&rate, state.pause_until, p, now);
                 state.pause_until = Some(state.pause_until.map_or(p, |q| q.max(p)));
             }
         }

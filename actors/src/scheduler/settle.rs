@@ -164,7 +164,7 @@ impl Scheduler {
     ) -> Option<(Pending, Duration)> {
         let now = Instant::now();
         let exit_name = self.exits[i].name.clone();
-        self.count(i, Outcome::Error, None);
+        self.count(i, &p.host, Outcome::Error, None);
         if let Some(l) = &self.limiter {
             l.do_send(Failed {
                 exit: exit_name.clone(),
@@ -293,7 +293,7 @@ impl Scheduler {
         } else {
             Outcome::Ok
         };
-        self.count(i, outcome, Some(answer.status));
+        self.count(i, host, outcome, Some(answer.status));
         self.metrics.body_wire_bytes.inc_by(answer.wire_bytes);
         self.metrics.body_bytes.inc_by(answer.body.len() as u64);
         (throttle, hints, asked)
@@ -309,12 +309,24 @@ impl Scheduler {
             return;
         };
         let own = pacing.keys.get(i).and_then(Option::as_ref);
-        let key = match own {
-            Some(k) if k.borrow().limiter.is_some() => Some(k),
-            _ => pacing.host_key.as_ref().or(own),
+        let (key, exit) = match own {
+            Some(k) if k.borrow().limiter.is_some() => (Some(k), &*self.exits[i].name),
+            _ => match pacing.host_key.as_ref() {
+                Some(k) => (Some(k), "*"),
+                None => (own, &*self.exits[i].name),
+            },
         };
         if let Some(k) = key {
             let k = &mut *k.borrow_mut();
+            // Named as the limiter names its keys (an exit's lane by the exit, a host's
+            // budget `*`), so this pause and the limiter's own for the same Retry-After
+            // land on one series and count once.
+            let labels = RateLabels {
+                exit: exit.to_owned(),
+                host: self.metrics.host_label(host),
+            };
+            self.metrics
+                .note_pause(&labels, k.pause_until, until, crate::clock::now());
             k.pause_until = Some(k.pause_until.map_or(until, |q| q.max(until)));
             if let Some(l) = k.limiter.as_mut() {
                 l.drain(until);
