@@ -509,6 +509,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         handle: handle.clone(),
         totals: Rc::clone(&totals),
         read: Arc::clone(&read),
+        follow: s.follow,
     };
     let progress = spawn_progress(progress_mode(&args), watched);
     tracing::info!(
