@@ -1,5 +1,5 @@
-//! The command line: clap's derive for parsing and `--help`, then [`validate`] for the
-//! rules between flags (which flags go together), with the messages scripts already know.
+//! The command line after clap has parsed it (`flags`): [`validate`] checks the rules
+//! between flags (which flags go together), with the messages scripts already know.
 //!
 //! Every flag takes its value as `--flag VALUE` or `--flag=VALUE`; a value may start with
 //! `-` (`--urls -` is stdin); a valued flag given twice is an error, a switch given twice
@@ -9,15 +9,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
 
-use super::overrides::{exit_args, source_ip};
+pub use super::flags::{Cli, LogFormat};
+use super::flags::{Flags, Sub};
+use super::overrides::exit_args;
 pub use super::overrides::{ExitArg, Overrides};
 use super::source::{FrontierUrl, UrlSource};
-use super::values::{
-    byte_size, grace, number, path, positive_count, positive_secs, socket_addr, text,
-};
 
 /// URLs the demo generates unless `--demo-urls` says otherwise.
 pub const DEFAULT_DEMO_URLS: u64 = 3000;
@@ -29,277 +27,6 @@ pub const DEFAULT_CLAIM_IDLE: Duration = Duration::from_secs(30);
 pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(5);
 /// Default `--redis-wait`.
 pub const DEFAULT_REDIS_WAIT: Duration = exitcrawl::frontier::DEFAULT_REDIS_WAIT;
-
-/// Text after the flags in `--help`.
-const AFTER_HELP: &str = "\
-PROGRESS:
-    When stderr is a terminal: a progress bar with URLs done/total, ok/throttled/failed,
-    the rate and each exit's health. The total is exact for the demo and for a regular
-    --urls file up to 16 MiB (counted in a quick first pass); for a larger file it is an
-    estimate from the bytes read so far (shown with ~); for stdin it is the URLs read.
-    Otherwise: a status line every 5 s (every second with --demo).
-
-ROBOTS.TXT:
-    Obeyed in every mode unless [crawl] robots = false or --ignore-robots: fetched once
-    per site through the same exits, cached ([crawl] robots_ttl_ms); a disallowed URL gets
-    a record with skipped \"robots\" and is never fetched; Crawl-delay makes the site serial
-    and spaced. A robots.txt answered 5xx or 429 disallows the site until a retry a
-    minute later (error \"robots_unavailable: ...\"); one that gets no answer (closed
-    port, refused, TLS to a plain port) makes each URL's record that error.
-
-STOPPING:
-    Ctrl-C (or SIGTERM) stops reading URLs, lets in-flight fetches finish for --grace
-    seconds, records every URL sent but not finished as interrupted (URLs read ahead but
-    not yet sent get no record: --resume fetches them; the summary counts them in
-    left_queued), flushes --out, writes --summary and exits 130. A second Ctrl-C exits
-    at once (records already written stay; --resume completes the job). A --frontier consumer gives the URLs it did not finish
-    back to the queue; the same command goes on (it appends to --out).
-
-SECURITY:
-    Credentials in URLs are masked in --out, in WARC headers and on stderr: the password
-    of user:pass@ and the values of query parameters named like token, key, password,
-    secret, auth, sig become ***. --resume compares these masked forms. So are the values
-    of headers (-H, [crawler.headers]) named Authorization, Cookie or like token, key,
-    secret, password, auth, sig, in messages and WARC request records; Authorization,
-    Cookie and Proxy-Authorization are not sent past a redirect to another origin.
-
-PRIVATE ADDRESSES:
-    URLs you give (--urls, --sitemap) are trusted. A link found in a page, a URL listed
-    in a sitemap or a redirect that leads from a public address to a loopback, private
-    (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16, fe80::/10) or
-    unspecified address is refused, checked on the address connected to: its record says
-    error \"private address refused\". A crawl that starts on a private host follows its
-    own links there. [crawl] allow_private = true lifts the rule.
-
-EXIT STATUS:
-    0 the crawl ran (even if some URLs failed); 1 an output could not be written (or,
-    with --frontier/--enqueue, Redis failed or lost the queue, or a consumer stopped
-    because its fetches all failed on its own side);
-    2 bad arguments or configuration; 130 interrupted
-";
-
-/// Usage lines, with the program's name.
-pub fn usage(name: &str) -> String {
-    [
-        "[--config FILE] --urls FILE [--out FILE [--resume]] [--summary FILE] [OPTIONS]",
-        "[--config FILE] URL... [--urls FILE] [--out FILE [--resume]] [OPTIONS]",
-        "--demo [--demo-urls N] [--out FILE] [--summary FILE] [OPTIONS]",
-        "[--config FILE] --urls SEEDS --follow [--ignore-robots] [--out FILE] [OPTIONS]",
-        "[--config FILE] --sitemap URL [--urls SEEDS] [--follow] [--out FILE] [OPTIONS]",
-        "[--exit IP ...] [--proxy URL ...] [--proxies FILE] --urls FILE [OPTIONS]",
-        "--enqueue FILE --frontier redis://HOST:PORT/QUEUE [--recrawl]",
-        "--config FILE --frontier redis://HOST:PORT/QUEUE --out FILE [OPTIONS]",
-        "--dedupe FILE [--dedupe FILE ...] --out FILE",
-        "completions bash|zsh|fish",
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, l)| {
-        let pad = if i == 0 { "" } else { "       " };
-        format!("{pad}{name} {l}")
-    })
-    .collect::<Vec<_>>()
-    .join("\n")
-}
-
-/// The command line as clap parses it.
-#[derive(Debug, Parser)]
-#[command(
-    version,
-    about = "Fetch URLs through exitcrawl's exits: one JSON record per URL, a summary, and \
-             optionally the pages (WARC, content-addressed bodies)",
-    after_help = AFTER_HELP,
-    args_conflicts_with_subcommands = true,
-    disable_help_subcommand = true
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Option<Sub>,
-    #[command(flatten)]
-    pub flags: Flags,
-}
-
-/// Subcommands besides the crawl itself.
-#[derive(Debug, Subcommand)]
-pub enum Sub {
-    /// Print a shell completion script on stdout, e.g.
-    /// `exitcrawl completions bash > /etc/bash_completion.d/exitcrawl`
-    Completions {
-        /// The shell
-        #[arg(value_enum)]
-        shell: Shell,
-    },
-}
-
-/// `--log-format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines
-    #[default]
-    Text,
-    /// One JSON object a line
-    Json,
-}
-
-/// Every flag. Validity across flags is [`validate`]'s job.
-#[derive(Debug, Default, clap::Args)]
-pub struct Flags {
-    /// Settings (TOML); EXITCRAWL__SECTION__KEY environment overrides apply
-    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
-    pub config: Option<PathBuf>,
-    /// URLs, one per line ('-' = stdin); blank lines and # comments skipped
-    #[arg(long, value_name = "FILE", value_parser = text, allow_hyphen_values = true)]
-    pub urls: Option<String>,
-    /// URLs to crawl, each as if it were a line of a --urls file; with --urls too, both
-    /// are crawled (these first)
-    #[arg(value_name = "URL")]
-    pub given: Vec<String>,
-    /// JSONL, one record per URL as results arrive ('-' = stdout): url, status, exit,
-    /// attempts, elapsed_ms, bytes, error, skipped, final_url, content_type, sha256 (a URL
-    /// stopped by Ctrl-C gets status null, error "interrupted")
-    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
-    pub out: Option<PathBuf>,
-    /// Append to --out, skip the URLs that already have a final record there (one whose
-    /// error is not "interrupted") and fetch the rest; at the end --out is rewritten
-    /// (atomically) with one record per URL, its last final one, and the summary counts the
-    /// whole crawl. With --follow: URLs with a record are not fetched again, and the links
-    /// the recorded pages found are crawled on
-    #[arg(long, overrides_with = "resume")]
-    pub resume: bool,
-    /// One JSON object at the end ('-' = stdout): total, ok, failed, throttled, requests,
-    /// interrupted, skipped, skipped_robots, robots_fetches, elapsed_s, per_exit (without
-    /// --summary, the summary goes to stdout)
-    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
-    pub summary: Option<PathBuf>,
-    /// On Ctrl-C/SIGTERM, how long in-flight fetches may finish [default: 10]
-    #[arg(long, value_name = "SECS", value_parser = grace, allow_hyphen_values = true)]
-    pub grace: Option<Duration>,
-    /// Serve Prometheus metrics on http://ADDR/metrics (sets [metrics] listen), e.g.
-    /// 127.0.0.1:9100
-    #[arg(long, value_name = "ADDR", value_parser = socket_addr, allow_hyphen_values = true)]
-    pub metrics: Option<SocketAddr>,
-    /// No progress bar or status line
-    #[arg(long, overrides_with = "quiet")]
-    pub quiet: bool,
-    /// Logs on stderr; RUST_LOG filters them (default 'warn'), e.g. RUST_LOG=info
-    #[arg(long, value_name = "FMT", value_enum)]
-    pub log_format: Option<LogFormat>,
-    /// Start a rate-limited test site on 127.0.0.1 and crawl it through four exits bound
-    /// to 127.0.0.1..127.0.0.4; prints the summary
-    #[arg(long, overrides_with = "demo")]
-    pub demo: bool,
-    /// URLs the demo generates [default: 3000]
-    #[arg(long, value_name = "N", value_parser = positive_count, allow_hyphen_values = true)]
-    pub demo_urls: Option<u64>,
-    /// Crawl, not only fetch (sets [crawl] follow = true): the --urls are seeds, links
-    /// are followed within the [crawl] scope. Records gain depth, parent, new_links,
-    /// links; the summary gains discovered, skipped_scope, deduped. A Ctrl-C stops at
-    /// once (exit 130); --resume goes on
-    #[arg(long, overrides_with = "follow")]
-    pub follow: bool,
-    /// Do not fetch or obey robots.txt, in any mode (sets [crawl] robots = false);
-    /// prints a warning
-    #[arg(long, overrides_with = "ignore_robots")]
-    pub ignore_robots: bool,
-    /// A shared Redis frontier redis://HOST:PORT/QUEUE (one QUEUE is one crawl). With
-    /// --enqueue: push URLs into it. Otherwise (with --config, without --urls): pull URLs
-    /// from it, fetch, append the record to --out (flushed), then mark the URL done and
-    /// acknowledge it (at-least-once: merge the --out files with --dedupe)
-    #[arg(long, value_name = "URL", value_parser = FrontierUrl::parse, allow_hyphen_values = true)]
-    pub frontier: Option<FrontierUrl>,
-    /// Push the URLs of FILE ('-' = stdin) into --frontier, each once per crawl: a URL
-    /// already queued or done in it is skipped; prints 'enqueued N skipped M'
-    #[arg(long, value_name = "FILE", value_parser = text, allow_hyphen_values = true)]
-    pub enqueue: Option<String>,
-    /// With --enqueue: start the crawl over (drop its queue, done and enqueued sets)
-    /// before pushing; stop its consumers first
-    #[arg(long, overrides_with = "recrawl")]
-    pub recrawl: bool,
-    /// Frontier: a consumer silent for this long (no heartbeat; one is sent every SECS/4)
-    /// is dead, and the others take its entries over, all at once [default: 30]
-    #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_hyphen_values = true)]
-    pub claim_idle: Option<Duration>,
-    /// Frontier: exit once nothing is in flight, nothing is pending for any consumer and
-    /// nothing new came for this long [default: 5]
-    #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_hyphen_values = true)]
-    pub idle_exit: Option<Duration>,
-    /// Frontier: while Redis does not answer, retry with backoff for this long, then exit
-    /// 1 [default: 60]
-    #[arg(long, value_name = "SECS", value_parser = positive_secs, allow_hyphen_values = true)]
-    pub redis_wait: Option<Duration>,
-    /// Merge results files (repeatable, read in order) into --out FILE: one record per
-    /// URL, the last final (not interrupted) one, else the last one
-    #[arg(long, value_name = "FILE", value_parser = path, action = ArgAction::Append, allow_hyphen_values = true)]
-    pub dedupe: Vec<PathBuf>,
-    /// Keep the pages as WARC 1.1 (FILE ends in .warc.gz: one gzip member per record, or
-    /// .warc): a warcinfo record, then a request and a response record per answer
-    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
-    pub warc: Option<PathBuf>,
-    /// Start a new WARC file (FILE-00001.warc.gz, …) once the current one reaches this
-    /// size: bytes, or with a K, M or G suffix (powers of 1024)
-    #[arg(long, value_name = "BYTES", value_parser = byte_size, allow_hyphen_values = true)]
-    pub warc_max_bytes: Option<u64>,
-    /// Keep every answer's body in DIR, named by its sha256 (DIR/ab/abcd…): the record's
-    /// sha256 names the file; identical bodies are stored once
-    #[arg(long, value_name = "DIR", value_parser = path, allow_hyphen_values = true)]
-    pub bodies: Option<PathBuf>,
-    /// Send this header with every request: 'Name: value' (repeatable; adds to and
-    /// overrides [crawler.headers]). Values of Authorization, Cookie and secret-looking
-    /// names are masked wherever they are shown
-    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", action = ArgAction::Append, allow_hyphen_values = true)]
-    pub header: Vec<String>,
-    /// The User-Agent sent with every request (sets [crawler] user_agent; robots.txt is
-    /// matched against its product token)
-    #[arg(long, value_name = "UA", allow_hyphen_values = true)]
-    pub user_agent: Option<String>,
-    /// Seed the crawl from a sitemap, a sitemap index or a .xml.gz (repeatable; --urls
-    /// may then be left out). Every URL listed on the sitemap's host is fetched once,
-    /// within the [crawl] scope and robots.txt; records are those of --follow, with the
-    /// sitemap as parent and its lastmod. Links are followed only with --follow
-    #[arg(long, value_name = "URL", action = ArgAction::Append, value_parser = text, allow_hyphen_values = true)]
-    pub sitemap: Vec<String>,
-    /// An exit bound to this local source address (repeatable; replaces the config's
-    /// [[exits]]). With no --exit, --proxy, --proxies and no --config: one exit on the
-    /// default route, named after this host
-    #[arg(long = "exit", value_name = "IP", action = ArgAction::Append, value_parser = source_ip, allow_hyphen_values = true)]
-    pub exits: Vec<std::net::IpAddr>,
-    /// An exit through this proxy: http://[user:pass@]host:port (CONNECT),
-    /// socks5://… or socks5h://… (repeatable; replaces the config's [[exits]])
-    // Parsed after clap, as -H is: clap's own message would repeat the value, password
-    // and all.
-    #[arg(long = "proxy", value_name = "URL", action = ArgAction::Append, value_parser = text, allow_hyphen_values = true)]
-    pub proxies: Vec<String>,
-    /// Proxies, one URL per line (blank lines and # comments skipped), each an exit as
-    /// with --proxy
-    #[arg(long = "proxies", value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
-    pub proxies_file: Option<PathBuf>,
-    /// Most fetches in flight at once, all exits together (sets [crawler] concurrency)
-    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true)]
-    pub concurrency: Option<u32>,
-    /// Ceiling of each host's rate, req/s (sets [limiter] max_rps)
-    #[arg(long, value_name = "RPS", value_parser = number::<f64>, allow_hyphen_values = true)]
-    pub max_rps: Option<f64>,
-    /// Each host's starting rate, req/s (sets [limiter] initial_rps)
-    #[arg(long, value_name = "RPS", value_parser = number::<f64>, allow_hyphen_values = true)]
-    pub initial_rps: Option<f64>,
-    /// Whole-request deadline in seconds (sets [crawler] timeout_ms; the connect timeout
-    /// is lowered to it when longer)
-    #[arg(long, value_name = "SECS", value_parser = number::<f64>, allow_hyphen_values = true)]
-    pub timeout: Option<f64>,
-    /// Further attempts per URL after an error (sets [crawler] max_retries)
-    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true)]
-    pub retries: Option<u32>,
-    /// Links followed from a seed, at most (sets [crawl] max_depth)
-    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true)]
-    pub depth: Option<u32>,
-    /// Pages fetched in a --follow crawl, at most (sets [crawl] max_pages)
-    #[arg(long, value_name = "N", value_parser = number::<u64>, allow_hyphen_values = true)]
-    pub max_pages: Option<u64>,
-    /// Fetch every line of --urls, repeats too (by default a URL on an earlier line is
-    /// fetched once; each repeat gets a record with skipped "duplicate")
-    #[arg(long, overrides_with = "no_dedupe")]
-    pub no_dedupe: bool,
-}
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -580,7 +307,7 @@ fn url_source(f: &Flags) -> Result<UrlSource, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
     fn parse(args: &[&str]) -> Result<Command, String> {
         let cli = Cli::try_parse_from(std::iter::once("crawl").chain(args.iter().copied()))

@@ -129,6 +129,7 @@ pub async fn follow_crawl(
         }
     }
     writer.totals.read.set(seeds.len() as u64);
+    writer.totals.found.set(seeds.len() as u64);
     let mut opts = FollowOptions::from_settings(handle.settings());
     opts.sitemaps = sitemaps;
     // An interrupted crawl's future is dropped: its summary takes the figures so far.
@@ -143,6 +144,8 @@ pub async fn follow_crawl(
     let write = async {
         while let Some((r, a)) = rx.recv().await {
             writer.write(r, a).await?;
+            // The crawl's count as of this record, for the progress display.
+            writer.totals.found.set(so_far.borrow().discovered);
         }
         Ok::<_, String>(())
     };

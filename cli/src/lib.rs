@@ -8,8 +8,9 @@
 //! docs/cli.md).
 //!
 //! One concept per file:
-//! - [`args`]: clap parsing, `--help`, the rules between flags; [`values`]: the flags'
-//!   value parsers;
+//! - [`flags`]: the flags as clap parses them, under `--help`'s headings; [`help`]: the
+//!   text around them, wrapped to the terminal; [`args`]: the rules between flags;
+//!   [`values`]: the flags' value parsers;
 //! - [`source`]: the URL source (file, stdin, demo, a frontier's address) read on its own
 //!   thread; [`seen`]: its duplicates, in bounded memory;
 //! - [`record`]: the JSONL record and the running totals; [`summary`]: the summary;
@@ -44,8 +45,10 @@ mod dedupe;
 mod demo;
 mod ended;
 mod fetch;
+mod flags;
 mod follow;
 mod frontier;
+mod help;
 mod list;
 mod logging;
 mod origin;
@@ -112,14 +115,19 @@ pub fn main(name: &'static str) -> ExitCode {
     let mut cmd = Cli::command()
         .name(name)
         .bin_name(name)
-        .override_usage(args::usage(name));
+        .override_usage(help::usage(name))
+        .term_width(help::width());
     let parsed = cmd
         .try_get_matches_from_mut(std::env::args_os())
         .and_then(|mut m| Cli::from_arg_matches_mut(&mut m));
     let cli = match parsed {
         Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
+            let text = help::wrap(&e.render().to_string(), help::width(), name);
+            return print_help(&text, name);
+        }
         Err(e) => {
-            // --help and --version end here too (exit 0); argument errors exit 2.
+            // --version ends here too (exit 0); argument errors exit 2.
             let _ = e.print();
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
@@ -167,6 +175,19 @@ pub fn main(name: &'static str) -> ExitCode {
         }
         Err(Failure::Output(msg)) => {
             eprintln!("{name}: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `--help`/`-h` on stdout; a closed pipe (`| head`) is not an error.
+fn print_help(text: &str, name: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: writing the help: {e}");
             ExitCode::from(1)
         }
     }

@@ -1,6 +1,7 @@
 //! Progress on stderr: an indicatif bar when stderr is a terminal (kept in
 //! [`BAR`](super::term::BAR) for the messages printed above it), otherwise a status line
-//! every few seconds.
+//! every few seconds. `--help`'s PROGRESS section says what each field means; the words
+//! here are the ones it explains.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -32,6 +33,27 @@ pub struct Watched {
     pub handle: CrawlerHandle,
     pub totals: Rc<Totals>,
     pub read: Arc<ReadStats>,
+    /// A crawl that finds its URLs as it goes (`--follow`, `--sitemap`): its total is
+    /// [`Totals::found`], which grows, so it shows no percentage or eta.
+    pub follow: bool,
+}
+
+/// URLs done against what is known of the total: `done 120/3000`, `done 120/~3100`, or
+/// with `--follow` `38 done, 120 found`.
+fn done_of(w: &Watched, done: u64) -> String {
+    if w.follow {
+        return follow_counts(done, w.totals.found.get());
+    }
+    match total_hint(&w.read) {
+        Some((n, true)) => format!("done {done}/{n}"),
+        Some((n, false)) => format!("done {done}/~{n}"),
+        None => format!("done {done}/{}", w.totals.read.get()),
+    }
+}
+
+/// A crawl's progress while links are still being found: no total to reach.
+fn follow_counts(done: u64, found: u64) -> String {
+    format!("{done} done, {found} found")
 }
 
 /// The total to show: exact (demo, small file), estimated from the bytes read (large
@@ -50,8 +72,9 @@ fn total_hint(read: &ReadStats) -> Option<(u64, bool)> {
     Some((estimate.max(lines), bytes >= read.size))
 }
 
-/// The per-exit part of the progress: each exit's pacing rate, the requests it sent
-/// since the last call, and EJECTED when it is out; for more than 8 exits, one part with
+/// The per-exit part of the progress: the rate each exit's limiter allows (a ceiling:
+/// what is sent is lower whenever fewer URLs are ready), the requests it sent since the
+/// last call, and EJECTED when it is out; for more than 8 exits, one part with
 /// counts and the first ejected names. A disabled exit is not shown: it sends nothing.
 fn exit_parts(
     stats: &[ExitStats],
@@ -87,9 +110,9 @@ fn exit_parts(
         .map(|s| {
             let sent = s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0);
             format!(
-                "{} pace {} sent {:.0}/s{}",
+                "{} allowed {} sent {:.0}/s{}",
                 s.name,
-                pace(&s.intervals),
+                allowed(&s.intervals),
                 sent as f64 / per_s,
                 if s.healthy { "" } else { " EJECTED" },
             )
@@ -97,8 +120,8 @@ fn exit_parts(
         .collect()
 }
 
-/// The summed pacing rate of an exit's limiter keys, e.g. `48.5/s` (`-` when unpaced).
-fn pace(intervals: &[(String, Duration)]) -> String {
+/// The rate an exit's limiter keys allow now, summed, e.g. `48.5/s` (`-` when unpaced).
+fn allowed(intervals: &[(String, Duration)]) -> String {
     let rps: f64 = intervals
         .iter()
         .filter(|(_, i)| !i.is_zero())
@@ -136,17 +159,12 @@ async fn status_lines(period: Duration, w: Watched) {
         let stats = w.handle.stats().await;
         let t = &w.totals;
         let done = t.total.get();
-        let of = match total_hint(&w.read) {
-            Some((n, true)) => n.to_string(),
-            Some((n, false)) => format!("~{n}"),
-            None => t.read.get().to_string(),
-        };
         let skipped = w.read.skipped.load(Ordering::Relaxed);
         let _ = writeln!(
             std::io::stderr(),
-            "[{:>6.1}s] done {}/{of} ok {} throttled {} failed {}{} {:.1} URLs/s | {}",
+            "[{:>6.1}s] {} ok {} throttled {} failed {}{} {:.1} URLs/s | {}",
             clock::since(started).as_secs_f64(),
-            done + skipped,
+            done_of(&w, done + skipped),
             t.ok.get(),
             t.throttled.get(),
             done - t.ok.get(),
@@ -173,7 +191,10 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
     let unknown =
         ProgressStyle::with_template("{spinner} {elapsed_precise} {pos} done\n{wide_msg}")
             .expect("valid template");
-    bar.set_style(unknown);
+    // A growing total: counts only (a bar or an eta against it would be wrong).
+    let growing = ProgressStyle::with_template("{spinner} {elapsed_precise} {prefix}\n{wide_msg}")
+        .expect("valid template");
+    bar.set_style(if w.follow { growing } else { unknown });
     let mut tick = actix_rt::time::interval(TICK);
     let mut last_sent = HashMap::new();
     let mut rate_from = (clock::now(), 0u64);
@@ -182,7 +203,11 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
         tick.tick().await;
         let done = w.totals.total.get();
         let skipped = w.read.skipped.load(Ordering::Relaxed);
+        if w.follow {
+            bar.set_prefix(follow_counts(done, w.totals.found.get()));
+        }
         match total_hint(&w.read) {
+            _ if w.follow => {}
             Some((len, _)) => {
                 if !has_len {
                     bar.set_style(known.clone());
@@ -222,7 +247,7 @@ fn bar_message(w: &Watched, done: u64, skipped: u64, rate: f64) -> String {
         msg.push_str(&format!(" skipped {skipped}"));
     }
     msg.push_str(&format!(" · {rate:.1} URLs/s"));
-    if matches!(total_hint(&w.read), Some((_, false))) {
+    if !w.follow && matches!(total_hint(&w.read), Some((_, false))) {
         msg.push_str(" · total estimated from the bytes read");
     }
     msg
@@ -256,12 +281,31 @@ mod tests {
     fn a_disabled_exit_is_not_shown() {
         let stats = [exit("e2", true, true), exit("e5", false, true)];
         let parts = exit_parts(&stats, &mut HashMap::new(), Duration::from_secs(5));
-        assert_eq!(parts, ["e2 pace - sent 1/s"]);
+        assert_eq!(parts, ["e2 allowed - sent 1/s"]);
         let many: Vec<_> = (0..9)
             .map(|i| exit(&format!("x{i}"), true, i != 0))
             .chain([exit("off", false, false)])
             .collect();
         let parts = exit_parts(&many, &mut HashMap::new(), Duration::from_secs(5));
         assert_eq!(parts, ["exits healthy 8/9 sent 9/s ejected: x0"]);
+    }
+
+    #[test]
+    fn an_exit_shows_what_its_limiter_allows_beside_what_it_sent() {
+        let mut e = exit("lo1", true, true);
+        // Two hosts' keys, 50/s and 200/s: the exit may send 250/s.
+        e.intervals = vec![
+            ("a".into(), Duration::from_millis(20)),
+            ("b".into(), Duration::from_millis(5)),
+            ("idle".into(), Duration::ZERO),
+        ];
+        e.total = 240;
+        let parts = exit_parts(&[e], &mut HashMap::new(), Duration::from_secs(5));
+        assert_eq!(parts, ["lo1 allowed 250.0/s sent 48/s"]);
+    }
+
+    #[test]
+    fn a_crawl_that_finds_its_urls_shows_counts_not_a_fraction() {
+        assert_eq!(follow_counts(38, 120), "38 done, 120 found");
     }
 }

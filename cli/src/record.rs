@@ -189,6 +189,9 @@ pub struct Totals {
     pub robots_fetches: Cell<u64>,
     /// Input URLs read so far (≥ total: the difference is in flight, or was never sent).
     pub read: Cell<u64>,
+    /// `--follow`: URLs the crawl has taken on so far, seeds and found links (its
+    /// `discovered`), for the progress display.
+    pub found: Cell<u64>,
     /// URLs read ahead but not sent when the crawl was stopped: no record, so `--resume`
     /// fetches them.
     pub left_queued: Cell<u64>,

@@ -74,8 +74,14 @@ fn default_exit_name() -> String {
 fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure> {
     let (site, mut settings) = match &args.config {
         Some(path) => {
-            let s = Settings::load(path)
-                .map_err(|e| Failure::Usage(format!("config {}: {e}", path.display())))?;
+            // The flags' exits replace the file's before it is validated: a file without
+            // [[exits]] is complete with --exit or --proxy.
+            let s = Settings::load_adjusted(path, |s| {
+                if !args.exits.is_empty() {
+                    s.exits = exits_of(&args.exits);
+                }
+            })
+            .map_err(|e| Failure::Usage(format!("config {}: {e}", path.display())))?;
             (None, s)
         }
         None if matches!(args.urls, UrlSource::Demo(_)) => {
@@ -503,6 +509,7 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
         handle: handle.clone(),
         totals: Rc::clone(&totals),
         read: Arc::clone(&read),
+        follow: s.follow,
     };
     let progress = spawn_progress(progress_mode(&args), watched);
     tracing::info!(

@@ -3,7 +3,7 @@
 
 mod cli_support;
 
-use cli_support::{assert_ok, config, run, s, stderr, TempDir};
+use cli_support::{assert_ok, cmd, config, run, s, stderr, TempDir};
 
 const FLAGS: &[&str] = &[
     "--config",
@@ -64,6 +64,152 @@ fn help_version_and_completions() {
     let o = run(&["completions", "tcsh"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("tcsh") && stderr(&o).contains("bash"));
+}
+
+/// Each heading of `--help` and the flags under it, in order.
+const GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Input:",
+        &["--config", "--urls", "--sitemap", "--no-dedupe", "[URL]..."],
+    ),
+    (
+        "Output and archive:",
+        &[
+            "--out",
+            "--resume",
+            "--summary",
+            "--warc",
+            "--warc-max-bytes",
+            "--bodies",
+            "--dedupe",
+        ],
+    ),
+    (
+        "Exits and requests:",
+        &["--exit", "--proxy", "--proxies", "--header", "--user-agent"],
+    ),
+    (
+        "Politeness and limits:",
+        &[
+            "--concurrency",
+            "--max-rps",
+            "--initial-rps",
+            "--timeout",
+            "--retries",
+            "--ignore-robots",
+            "--grace",
+        ],
+    ),
+    ("Crawling:", &["--follow", "--depth", "--max-pages"]),
+    (
+        "Distributed (Redis frontier):",
+        &[
+            "--frontier",
+            "--enqueue",
+            "--recrawl",
+            "--claim-idle",
+            "--idle-exit",
+            "--redis-wait",
+        ],
+    ),
+    ("Observability:", &["--quiet", "--metrics", "--log-format"]),
+    ("Demo:", &["--demo", "--demo-urls"]),
+];
+
+/// `flag` (`-h` or `--help`) at `COLUMNS=columns`, checked to fit.
+fn help_at(flag: &str, columns: usize) -> String {
+    let o = cmd(&[flag])
+        .env("COLUMNS", columns.to_string())
+        .output()
+        .expect("run exitcrawl");
+    assert_ok(&o);
+    let help = String::from_utf8(o.stdout).expect("UTF-8 help");
+    for line in help.lines() {
+        assert!(
+            line.chars().count() <= columns,
+            "{flag} at {columns} columns: {} columns: {line:?}",
+            line.chars().count()
+        );
+    }
+    help
+}
+
+/// The sections of a help text: each heading with the lines under it, up to the next
+/// heading (a line that starts in column 0 and ends with ':') or other text in column 0.
+fn sections(help: &str) -> Vec<(&str, Vec<&str>)> {
+    let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+    for line in help.lines() {
+        if !line.starts_with(' ') && line.ends_with(':') {
+            out.push((line, Vec::new()));
+        } else if !line.is_empty() && !line.starts_with(' ') {
+            // Text in column 0 (the legend after the flags) ends a section.
+            out.push(("", Vec::new()));
+        } else if let Some((_, lines)) = out.last_mut() {
+            if !line.trim().is_empty() {
+                lines.push(line);
+            }
+        }
+    }
+    out
+}
+
+/// A flag's line (`  -o, --out <FILE>  …`, `      --resume`, `  [URL]...`): its long
+/// name; `None` for a line of help text.
+fn flag_of(line: &str) -> Option<&str> {
+    let indent = line.len() - line.trim_start().len();
+    let first = line.trim_start();
+    if indent > 6 || !(first.starts_with('-') || first.starts_with('[')) {
+        return None;
+    }
+    first
+        .split_whitespace()
+        .find(|w| w.starts_with("--") || w.starts_with('['))
+}
+
+#[test]
+fn help_is_grouped_under_headings_and_fits_the_terminal() {
+    for columns in [80, 60] {
+        let long = help_at("--help", columns);
+        let short = help_at("-h", columns);
+        for help in [&long, &short] {
+            let found = sections(help);
+            for (heading, flags) in GROUPS {
+                let (_, lines) = found
+                    .iter()
+                    .find(|(h, _)| h == heading)
+                    .unwrap_or_else(|| panic!("no heading {heading}:\n{help}"));
+                let listed: Vec<&str> = lines.iter().filter_map(|l| flag_of(l)).collect();
+                assert_eq!(&listed, flags, "under {heading}");
+            }
+        }
+        assert!(long.contains("NAME allowed R/s") && long.contains("38 done, 120 found"));
+        assert!(
+            short.contains("allowed"),
+            "-h has the progress legend: {short}"
+        );
+    }
+    // At 80 columns -h gives each flag one line: no line of help text under a heading.
+    let short = help_at("-h", 80);
+    for (heading, lines) in sections(&short) {
+        if GROUPS.iter().any(|(h, _)| *h == heading) {
+            for l in lines {
+                assert!(flag_of(l).is_some(), "under {heading}, not a flag: {l:?}");
+            }
+        }
+    }
+    // The short flags parse as their long forms.
+    let o = run(&[
+        "-c",
+        "/nonexistent/c.toml",
+        "-u",
+        "-",
+        "-o",
+        "-",
+        "-f",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/nonexistent/c.toml"), "{}", stderr(&o));
 }
 
 #[test]

@@ -106,6 +106,33 @@ fn exit_flags_replace_the_configs_exits() {
 }
 
 #[test]
+fn a_config_without_exits_is_complete_with_an_exit_flag() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("config-no-exits");
+    let urls = url_list(&dir, &site);
+    let cfg = dir.file("c.toml", "[limiter]\nalgorithm = \"none\"\n");
+    let out = dir.path("out.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--exit",
+        "127.0.0.2",
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--ignore-robots",
+    ]);
+    assert_ok(&o);
+    assert!(all_ok(&out).iter().all(|e| e == "127.0.0.2"));
+    assert_eq!(peers(&site), [(ip("127.0.0.2"), URLS)]);
+    // Without the flag the file is still incomplete: its exits are required.
+    let o = run(&["--config", s(&cfg), "--urls", s(&urls)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("exits: empty"), "{}", stderr(&o));
+}
+
+#[test]
 fn a_bad_exit_flag_is_a_usage_error_naming_the_flag() {
     let o = run(&["--urls", "-", "--proxy", "https://u:secret@10.0.0.5:3128"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -47,6 +47,17 @@ impl Settings {
     /// `EXITCRAWL__` that do not name a `[crawler]`, `[limiter]`, `[health]`, `[metrics]`
     /// or `[crawl]` key are errors rather than silently ignored.
     pub fn load(path: &Path) -> Result<Settings, ConfigError> {
+        Self::load_adjusted(path, |_| {})
+    }
+
+    /// [`load`](Settings::load), with `adjust` run on the settings before they are
+    /// validated: values that replace the file's (a program's `--exit` flags put in
+    /// place of its `[[exits]]`) are checked instead of the file's, so a file may leave
+    /// out what they supply.
+    pub fn load_adjusted(
+        path: &Path,
+        adjust: impl FnOnce(&mut Settings),
+    ) -> Result<Settings, ConfigError> {
         let mut env = Vec::new();
         for (name, value) in std::env::vars_os() {
             // Names that are not Unicode cannot be ours; values of ours must be.
@@ -66,7 +77,8 @@ impl Settings {
                 }
             }
         }
-        Self::load_with_env(path, env)
+        let text = read(path)?;
+        load_from(&text, Some(path.display().to_string()), env, adjust)
     }
 
     /// [`load`](Settings::load) with the environment given as name/value pairs instead of
@@ -76,16 +88,13 @@ impl Settings {
         path: &Path,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        load_from(&text, Some(path.display().to_string()), env)
+        let text = read(path)?;
+        load_from(&text, Some(path.display().to_string()), env, |_| {})
     }
 
     /// Parse and validate TOML text, without environment overrides.
     pub fn from_toml_str(toml: &str) -> Result<Settings, ConfigError> {
-        load_from(toml, None, std::iter::empty())
+        load_from(toml, None, std::iter::empty(), |_| {})
     }
 
     /// Parse TOML text, apply these environment overrides, validate.
@@ -93,7 +102,7 @@ impl Settings {
         toml: &str,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, ConfigError> {
-        load_from(toml, None, env)
+        load_from(toml, None, env, |_| {})
     }
 }
 
@@ -111,10 +120,18 @@ impl Source for Parsed {
     }
 }
 
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 fn load_from(
     text: &str,
     file: Option<String>,
     env: impl IntoIterator<Item = (String, String)>,
+    adjust: impl FnOnce(&mut Settings),
 ) -> Result<Settings, ConfigError> {
     let table = FileFormat::Toml
         .parse(file.as_ref(), text)
@@ -156,6 +173,7 @@ fn load_from(
         .try_deserialize()
         .map_err(|e| describe(e, &cfg))?;
     super::agree::agree(&mut settings, |key| cfg.get::<config::Value>(key).is_ok());
+    adjust(&mut settings);
     settings.validate().map_err(|e| match e {
         ConfigError::Invalid {
             key,
