@@ -177,6 +177,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
             retries: f.retries,
             depth: f.depth,
             max_pages: f.max_pages,
+            scope: f.scope,
         },
     })))
 }

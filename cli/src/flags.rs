@@ -13,7 +13,7 @@ use super::help::{AFTER_HELP, AFTER_SHORT_HELP};
 use super::overrides::source_ip;
 use super::source::FrontierUrl;
 use super::values::{
-    byte_size, grace, number, path, positive_count, positive_secs, socket_addr, text,
+    byte_size, crawl_scope, grace, number, path, positive_count, positive_secs, socket_addr, text,
 };
 
 // `--help`'s headings; the fields below are in the order they are shown.
@@ -227,6 +227,12 @@ pub struct Flags {
     /// Sets [crawl] max_depth
     #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true, help_heading = CRAWLING)]
     pub depth: Option<u32>,
+    /// Hosts links may lead to: same_host, same_domain, any
+    ///
+    /// In a --follow crawl (sets [crawl] scope): same_host (the seeds' hosts, the
+    /// default), same_domain (any host under a seed's registrable domain) or any
+    #[arg(long, value_name = "SCOPE", value_parser = crawl_scope, help_heading = CRAWLING)]
+    pub scope: Option<exitcrawl::config::CrawlScope>,
     /// Pages fetched, at most
     ///
     /// In a --follow crawl (sets [crawl] max_pages)

@@ -24,11 +24,12 @@ pub struct Overrides {
     pub retries: Option<u32>,
     pub depth: Option<u32>,
     pub max_pages: Option<u64>,
+    pub scope: Option<exitcrawl::config::CrawlScope>,
 }
 
 impl Overrides {
     /// The flag that sets each config key, for messages.
-    pub const FLAGS: [(&'static str, &'static str); 8] = [
+    pub const FLAGS: [(&'static str, &'static str); 9] = [
         ("crawler.concurrency", "--concurrency"),
         ("limiter.max_rps", "--max-rps"),
         ("limiter.initial_rps", "--initial-rps"),
@@ -37,6 +38,7 @@ impl Overrides {
         ("crawler.max_retries", "--retries"),
         ("crawl.max_depth", "--depth"),
         ("crawl.max_pages", "--max-pages"),
+        ("crawl.scope", "--scope"),
     ];
 
     /// Put the flags' values into `s`. A key bounded by another moves to agree, as a
@@ -74,6 +76,9 @@ impl Overrides {
         s.limiter.min_rps = s.limiter.min_rps.min(s.limiter.initial_rps);
         if let Some(n) = self.depth {
             s.crawl.max_depth = Some(n);
+        }
+        if let Some(scope) = self.scope {
+            s.crawl.scope = scope;
         }
         if let Some(n) = self.max_pages {
             s.crawl.max_pages = Some(n);
@@ -121,4 +126,25 @@ pub(super) fn source_ip(v: &str) -> Result<IpAddr, String> {
 fn proxy_url(v: &str) -> Result<exitcrawl::proxy::ProxyUrl, String> {
     v.parse()
         .map_err(|e| format!("\"{}\" {e}", exitcrawl::redact::mask_url(v)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exitcrawl::config::{CrawlScope, Settings};
+
+    #[test]
+    fn each_flag_sets_its_key() {
+        let mut s = Settings::with_exits(Vec::new());
+        Overrides {
+            scope: Some(CrawlScope::Any),
+            depth: Some(2),
+            ..Overrides::default()
+        }
+        .apply(&mut s);
+        assert_eq!(s.crawl.scope, CrawlScope::Any);
+        assert_eq!(s.crawl.max_depth, Some(2));
+        let keys: Vec<&str> = Overrides::FLAGS.iter().map(|f| f.0).collect();
+        assert!(keys.contains(&"crawl.scope"), "{keys:?}");
+    }
 }

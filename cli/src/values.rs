@@ -77,6 +77,19 @@ pub fn byte_size(v: &str) -> Result<u64, String> {
         .ok_or_else(bad)
 }
 
+/// `--scope`: a `[crawl] scope` value (`same-host` for `same_host` too).
+pub fn crawl_scope(v: &str) -> Result<exitcrawl::config::CrawlScope, String> {
+    use exitcrawl::config::CrawlScope;
+    let want = v.replace('-', "_");
+    CrawlScope::ALL
+        .into_iter()
+        .find(|c| c.as_str() == want)
+        .ok_or_else(|| {
+            let all: Vec<&str> = CrawlScope::ALL.iter().map(|c| c.as_str()).collect();
+            format!("{v:?} is not a scope (expected {})", all.join(", "))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,7 +100,10 @@ const GROUPS: &[(&str, &[&str])] = &[
             "--grace",
         ],
     ),
-    ("Crawling:", &["--follow", "--depth", "--max-pages"]),
+    (
+        "Crawling:",
+        &["--follow", "--depth", "--scope", "--max-pages"],
+    ),
     (
         "Distributed (Redis frontier):",
         &[
@@ -320,6 +323,11 @@ fn everyday_flags_set_their_keys_and_name_themselves_when_out_of_range() {
             &["--timeout", "0"][..],
             "--timeout (sets crawler.timeout_ms)",
             "",
+        ),
+        (
+            &["--scope", "galaxy"][..],
+            "--scope",
+            "same_host, same_domain, any",
         ),
     ] {
         let mut all = vec!["--urls", "-"];
