@@ -171,6 +171,10 @@ pub struct Flags {
     /// --summary, the summary goes to stdout)
     #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
     pub summary: Option<PathBuf>,
+    /// One self-contained HTML page at the end (and on Ctrl-C): timeline, busiest hosts,
+    /// exits, status classes, errors, slowest hosts; no script or network needed
+    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true)]
+    pub report: Option<PathBuf>,
     /// On Ctrl-C/SIGTERM, how long in-flight fetches may finish [default: 10]
     #[arg(long, value_name = "SECS", value_parser = grace, allow_hyphen_values = true)]
     pub grace: Option<Duration>,
@@ -328,6 +332,7 @@ pub struct RunArgs {
     pub given: Vec<String>,
     pub out: Option<PathBuf>,
     pub summary: Option<PathBuf>,
+    pub report: Option<PathBuf>,
     pub resume: bool,
     pub grace: Duration,
     pub metrics: Option<SocketAddr>,
@@ -424,6 +429,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         given: f.given,
         out: f.out,
         summary: f.summary,
+        report: f.report,
         resume: f.resume,
         grace: f.grace.unwrap_or(DEFAULT_STOP_GRACE),
         metrics: f.metrics,

@@ -82,6 +82,14 @@ impl<'a> FollowWriter<'a> {
             false,
         );
         self.totals.note_error(r.error.as_deref());
+        let at = std::time::SystemTime::now();
+        self.totals.observe(r.attempts, r.status, r.throttled, at);
+        if r.attempts > 0 {
+            self.totals
+                .breakdown
+                .borrow_mut()
+                .elapsed(r.elapsed_ms, &r.url);
+        }
         let kept = match answer {
             Some(a) => {
                 let peer = match self.resolver {

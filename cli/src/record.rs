@@ -18,6 +18,7 @@ use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
 use serde::Serialize;
 
 use super::archive::Kept;
+use super::breakdown::Breakdown;
 
 /// The `error` of a record whose fetch was stopped by Ctrl-C.
 pub const INTERRUPTED: &str = "interrupted";
@@ -205,6 +206,8 @@ pub struct Totals {
     pub no_healthy_exit: Cell<u64>,
     /// The records of fetched URLs, per host.
     pub hosts: RefCell<HashMap<String, HostTally>>,
+    /// What `--report` shows beyond the summary.
+    pub breakdown: RefCell<Breakdown>,
 }
 
 /// One host's records that were fetched (at least one attempt).
@@ -219,6 +222,8 @@ pub struct HostTally {
     pub throttled: u64,
     /// URLs fetched that did not end 2xx.
     pub failed: u64,
+    /// The sum of their records' `elapsed_ms`.
+    pub elapsed_ms: u64,
     pub first_at: Option<SystemTime>,
     pub last_at: Option<SystemTime>,
 }
@@ -230,6 +235,7 @@ impl HostTally {
         self.ok += u64::from(r.is_ok());
         self.throttled += u64::from(r.throttled);
         self.failed += u64::from(!r.is_ok());
+        self.elapsed_ms = self.elapsed_ms.saturating_add(r.elapsed_ms);
         let t = r.fetched_at;
         self.first_at = Some(self.first_at.map_or(t, |f| f.min(t)));
         self.last_at = Some(self.last_at.map_or(t, |l| l.max(t)));
@@ -256,6 +262,10 @@ impl Totals {
             }
         }
         self.note_error(r.error.as_deref());
+        self.observe(r.attempts, r.status, r.throttled, r.fetched_at);
+        if r.attempts > 0 {
+            self.breakdown.borrow_mut().elapsed(r.elapsed_ms, &r.url);
+        }
         bump(
             &self.skipped_robots,
             u64::from(r.skipped == Some(SkipReason::Robots)),
@@ -274,8 +284,20 @@ impl Totals {
         bump(&self.interrupted, u64::from(interrupted));
     }
 
-    /// A record's `error`: counts the fetches that found no exit in service.
+    /// A record made at `at` after `attempts` attempts, for the report's timeline and
+    /// status classes (records of unfetched URLs are not in them).
+    pub fn observe(&self, attempts: u32, status: Option<u16>, throttled: u32, at: SystemTime) {
+        if attempts > 0 {
+            self.breakdown.borrow_mut().fetched(at, status, throttled);
+        }
+    }
+
+    /// A record's `error`: counted by kind for the report, and the fetches that found no
+    /// exit in service.
     pub fn note_error(&self, error: Option<&str>) {
+        if let Some(e) = error {
+            self.breakdown.borrow_mut().error(e);
+        }
         let prefix = FetchErrorKind::NoHealthyExit.as_str();
         let none_left = error.is_some_and(|e| {
             e.strip_prefix(prefix)
