@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cli_support::{assert_ok, json, records, run, s, TempDir};
+use cli_support::{assert_ok, config, json, records, run, s, spawn, wait_bounded, TempDir};
 use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -246,4 +246,59 @@ fn check_in_chromium(dir: &TempDir, report: &Path) {
     assert_eq!(dom.matches("<polyline").count(), 3, "the timeline's lines");
     assert!(dom.contains("<table id=\"hosts\">"), "the hosts' table");
     assert_eq!(dom.matches("<tr class=\"host\"").count(), 3, "its rows");
+}
+
+#[test]
+fn ctrl_c_writes_the_report_of_what_was_recorded() {
+    // Each answer takes 300 ms: 40 URLs, 8 at a time, outlast the records awaited below.
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("report-int");
+    let cfg = dir.file("crawl.toml", &config(""));
+    let list: String = (0..40)
+        .map(|i| site.url(&format!("/r/{i}")) + "\n")
+        .collect();
+    let urls = dir.file("urls.txt", &list);
+    let (out, report) = (dir.path("out.jsonl"), dir.path("report.html"));
+    let child = spawn(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&dir.path("summary.json")),
+        "--report",
+        s(&report),
+        "--ignore-robots",
+        "--grace",
+        "0",
+    ]);
+    let until = Instant::now() + Duration::from_secs(20);
+    // Whole lines only: the program may be writing the next one.
+    let written = || std::fs::read(&out).map_or(0, |b| b.iter().filter(|c| **c == b'\n').count());
+    while written() < 8 {
+        assert!(Instant::now() < until, "no records yet");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let o = wait_bounded(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "{}", cli_support::stderr(&o));
+    let recs = records(&out);
+    assert!(recs.len() < 40, "the crawl was stopped: {}", recs.len());
+    let html = std::fs::read_to_string(&report).expect("the report after Ctrl-C");
+    let ok = recs.iter().filter(|r| r["status"] == 200).count() as u64;
+    let interrupted = recs.iter().filter(|r| r["error"] == "interrupted").count() as u64;
+    assert_eq!(num(&html, "id", "totals", "data-total"), recs.len() as u64);
+    assert_eq!(num(&html, "id", "totals", "data-ok"), ok);
+    assert_eq!(num(&html, "id", "totals", "data-interrupted"), interrupted);
+    assert_eq!(num(&html, "id", "timeline", "data-ok"), ok);
+    assert!(html.contains("interrupted"), "the page says so");
 }
