@@ -123,6 +123,12 @@ pub struct Flags {
     /// goes to stdout)
     #[arg(short, long, value_name = "FILE", value_parser = path, allow_hyphen_values = true, help_heading = OUTPUT)]
     pub summary: Option<PathBuf>,
+    /// One self-contained HTML page about the crawl
+    ///
+    /// Written at the end (and on Ctrl-C): timeline, busiest hosts, exits, status classes,
+    /// errors, slowest hosts; no script or network needed
+    #[arg(long, value_name = "FILE", value_parser = path, allow_hyphen_values = true, help_heading = OUTPUT)]
+    pub report: Option<PathBuf>,
     /// Keep the pages as WARC 1.1
     ///
     /// FILE ends in .warc.gz (one gzip member per record) or .warc: a warcinfo record,

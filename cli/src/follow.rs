@@ -80,9 +80,17 @@ impl<'a> FollowWriter<'a> {
         let ok = r.status.is_some_and(|s| (200..300).contains(&s));
         self.totals.count(ok, r.throttled, r.attempts, false);
         let fetched_at = std::time::SystemTime::now();
-        self.totals
-            .add_host(&r.url, (ok, r.attempts, r.throttled), fetched_at);
+        let fetched = (ok, r.attempts, r.throttled, r.elapsed_ms);
+        self.totals.add_host(&r.url, fetched, fetched_at);
         self.totals.note_error(r.error.as_deref());
+        self.totals
+            .observe(r.attempts, r.status, r.throttled, fetched_at);
+        if r.attempts > 0 {
+            self.totals
+                .breakdown
+                .borrow_mut()
+                .elapsed(r.elapsed_ms, &r.url);
+        }
         let kept = match answer {
             Some(a) => {
                 let peer = match self.resolver {

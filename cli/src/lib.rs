@@ -14,6 +14,8 @@
 //! - [`source`]: the URL source (file, stdin, demo, a frontier's address) read on its own
 //!   thread; [`seen`]: its duplicates, in bounded memory;
 //! - [`record`]: the JSONL record and the running totals; [`summary`]: the summary;
+//!   [`closing`]: its table on a terminal; [`report`]: `--report`'s HTML, from the
+//!   summary and the [`breakdown`] counted as records are written;
 //! - [`output`]: `--out`/`--summary` files; [`paths`]: no output is an input or another
 //!   output; [`resume`]: what `--resume` reads back;
 //! - [`robots`]: robots.txt and Crawl-delay for the list and frontier modes ([`origin`]:
@@ -38,6 +40,7 @@
 mod archive;
 mod args;
 mod bodies;
+mod breakdown;
 mod closing;
 mod consumer;
 mod date;
@@ -57,6 +60,7 @@ mod overrides;
 mod paths;
 mod progress;
 mod record;
+mod report;
 mod resume;
 mod robots;
 mod run;

@@ -18,6 +18,7 @@ use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
 use serde::Serialize;
 
 use super::archive::Kept;
+use super::breakdown::Breakdown;
 
 /// The `error` of a record whose fetch was stopped by Ctrl-C.
 pub const INTERRUPTED: &str = "interrupted";
@@ -208,7 +209,12 @@ pub struct Totals {
     pub no_healthy_exit: Cell<u64>,
     /// The records of fetched URLs, per host.
     pub hosts: RefCell<HashMap<String, HostTally>>,
+    /// What `--report` shows beyond the summary.
+    pub breakdown: RefCell<Breakdown>,
 }
+
+/// What a record says of its fetch: ended 2xx, attempts, throttled answers, `elapsed_ms`.
+pub type Fetched = (bool, u32, u32, u64);
 
 /// One host's records that were fetched (at least one attempt).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -222,14 +228,18 @@ pub struct HostTally {
     pub throttled: u64,
     /// URLs fetched that did not end 2xx.
     pub failed: u64,
+    /// The sum of their records' `elapsed_ms`.
+    pub elapsed_ms: u64,
     pub first_at: Option<SystemTime>,
     pub last_at: Option<SystemTime>,
 }
 
 impl HostTally {
-    /// A fetched URL's record: ended 2xx or not, its attempts and throttled answers.
-    fn add(&mut self, (ok, attempts, throttled): (bool, u32, u32), at: SystemTime) {
+    /// A fetched URL's record: ended 2xx or not, its attempts, throttled answers and
+    /// `elapsed_ms`.
+    fn add(&mut self, (ok, attempts, throttled, elapsed_ms): Fetched, at: SystemTime) {
         self.urls += 1;
+        self.elapsed_ms = self.elapsed_ms.saturating_add(elapsed_ms);
         self.requests += u64::from(attempts);
         self.ok += u64::from(ok);
         self.throttled += u64::from(throttled);
@@ -253,8 +263,13 @@ fn bump(c: &Cell<u64>, n: u64) {
 impl Totals {
     pub fn add(&self, r: &Record) {
         self.count(r.is_ok(), r.throttled, r.attempts, r.is_interrupted());
-        self.add_host(&r.url, (r.is_ok(), r.attempts, r.throttled), r.fetched_at);
+        let fetched = (r.is_ok(), r.attempts, r.throttled, r.elapsed_ms);
+        self.add_host(&r.url, fetched, r.fetched_at);
         self.note_error(r.error.as_deref());
+        self.observe(r.attempts, r.status, r.throttled, r.fetched_at);
+        if r.attempts > 0 {
+            self.breakdown.borrow_mut().elapsed(r.elapsed_ms, &r.url);
+        }
         bump(
             &self.skipped_robots,
             u64::from(r.skipped == Some(SkipReason::Robots)),
@@ -265,9 +280,9 @@ impl Totals {
         );
     }
 
-    /// A record of `url`'s host (ended 2xx or not, attempts, throttled answers) made at
-    /// `at`: counted in its host's account if it was fetched.
-    pub fn add_host(&self, url: &str, fetch: (bool, u32, u32), at: SystemTime) {
+    /// A record of `url`'s host (ended 2xx or not, attempts, throttled answers,
+    /// `elapsed_ms`) made at `at`: counted in its host's account if it was fetched.
+    pub fn add_host(&self, url: &str, fetch: Fetched, at: SystemTime) {
         if fetch.1 == 0 {
             return;
         }
@@ -284,8 +299,20 @@ impl Totals {
         bump(&self.interrupted, u64::from(interrupted));
     }
 
-    /// A record's `error`: counts the fetches that found no exit in service.
+    /// A record made at `at` after `attempts` attempts, for the report's timeline and
+    /// status classes (records of unfetched URLs are not in them).
+    pub fn observe(&self, attempts: u32, status: Option<u16>, throttled: u32, at: SystemTime) {
+        if attempts > 0 {
+            self.breakdown.borrow_mut().fetched(at, status, throttled);
+        }
+    }
+
+    /// A record's `error`: counted by kind for the report, and the fetches that found no
+    /// exit in service.
     pub fn note_error(&self, error: Option<&str>) {
+        if let Some(e) = error {
+            self.breakdown.borrow_mut().error(e);
+        }
         let prefix = FetchErrorKind::NoHealthyExit.as_str();
         let none_left = error.is_some_and(|e| {
             e.strip_prefix(prefix)

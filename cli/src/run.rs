@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io::{self, IsTerminal};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +33,7 @@ use super::source::{spawn_reader, Lines, ReadOptions, UrlInput, UrlSource};
 use super::summary::{Summary, SummaryWriter};
 use super::term::{say, BAR};
 use super::warc::WarcName;
-use super::{demo, list, Failure};
+use super::{demo, list, report, Failure};
 
 /// How long in-flight fetches may take to finish at the end of a complete run.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -314,6 +314,7 @@ fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
     let outputs: Vec<Named<'_>> = [
         ("--out", args.out.as_deref()),
         ("--summary", args.summary.as_deref()),
+        ("--report", args.report.as_deref()),
         ("--warc", args.warc.as_deref()),
         ("--bodies", args.bodies.as_deref()),
     ]
@@ -330,6 +331,9 @@ fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
             probe_atomic(p)
                 .map_err(|e| Failure::Usage(format!("--summary {}: {e}", p.display())))?;
         }
+    }
+    if let Some(p) = &args.report {
+        probe_atomic(p).map_err(|e| Failure::Usage(format!("--report {}: {e}", p.display())))?;
     }
     if let Some(w) = &args.warc {
         let file = WarcName::parse(w).map_err(Failure::Usage)?.file(0);
@@ -494,16 +498,9 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
     };
     let (urls, read) = spawn_reader(s.input, &args.given, s.site.as_ref(), opts);
     let totals = Rc::new(Totals::default());
-    let summary = Rc::new(SummaryWriter {
-        path: args.summary.clone(),
-        stdout: args.is_demo() || args.summary.is_none(),
-        totals: Rc::clone(&totals),
-        read: Arc::clone(&read),
-        started: clock::now(),
-        handle: handle.clone(),
-        frontier: matches!(args.urls, UrlSource::Frontier(_)),
-    });
-    let stop = spawn_signals(Rc::clone(&outputs.out), Some(forced_exit(&summary)))
+    let summary = summary_writer(&args, &totals, &read, handle);
+    let on_forced = forced_exit(&summary, args.report.clone());
+    let stop = spawn_signals(Rc::clone(&outputs.out), Some(on_forced))
         .map_err(|e| Failure::Usage(format!("cannot watch for Ctrl-C: {e}")))?;
     let watched = Watched {
         handle: handle.clone(),
@@ -566,6 +563,25 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
     .await
 }
 
+/// Where the summary goes and what it is made of (see [`SummaryWriter`]).
+fn summary_writer(
+    args: &RunArgs,
+    totals: &Rc<Totals>,
+    read: &Arc<super::source::ReadStats>,
+    handle: &CrawlerHandle,
+) -> Rc<SummaryWriter> {
+    Rc::new(SummaryWriter {
+        path: args.summary.clone(),
+        stdout: args.is_demo() || args.summary.is_none(),
+        totals: Rc::clone(totals),
+        read: Arc::clone(read),
+        started: clock::now(),
+        handle: handle.clone(),
+        for_terminal: super::closing::table,
+        frontier: matches!(args.urls, UrlSource::Frontier(_)),
+    })
+}
+
 /// The end of a run whose outputs are closed: `--out` compacted after `--resume`, the
 /// summary (over the whole crawl when resumed) and what to say.
 async fn conclude(
@@ -589,6 +605,9 @@ async fn conclude(
         "crawl finished"
     );
     summary.write(&sum)?;
+    if let Some(path) = &args.report {
+        report::write(path, &sum, totals)?;
+    }
     if let Some(site) = site {
         demo::report(site);
     }
@@ -631,15 +650,18 @@ fn say_interrupted(args: &RunArgs, sum: &Summary) {
     ));
 }
 
-/// A second Ctrl-C writes the summary of what is recorded by then.
-fn forced_exit(summary: &Rc<SummaryWriter>) -> OnForcedExit {
+/// A second Ctrl-C writes the summary and the report of what is recorded by then.
+fn forced_exit(summary: &Rc<SummaryWriter>, report: Option<PathBuf>) -> OnForcedExit {
     let summary = Rc::clone(summary);
     Rc::new(move || {
-        let summary = Rc::clone(&summary);
+        let (summary, report) = (Rc::clone(&summary), report.clone());
         Box::pin(async move {
-            if let Err(Failure::Output(e) | Failure::Usage(e)) =
-                summary.write(&summary.summary(None).await)
-            {
+            let sum = summary.summary(None).await;
+            let written = summary.write(&sum).and_then(|()| match &report {
+                Some(path) => report::write(path, &sum, &summary.totals),
+                None => Ok(()),
+            });
+            if let Err(Failure::Output(e) | Failure::Usage(e)) = written {
                 say(&e);
             }
         })

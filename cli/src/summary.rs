@@ -325,6 +325,8 @@ pub struct SummaryWriter {
     pub handle: CrawlerHandle,
     /// A `--frontier` consumer: its counters are added.
     pub frontier: bool,
+    /// What a terminal on stdout gets instead of the JSON line (the closing table).
+    pub for_terminal: fn(&Summary) -> String,
 }
 
 impl SummaryWriter {
@@ -371,7 +373,7 @@ impl SummaryWriter {
         if self.stdout {
             // A person reads the terminal; a script reads a pipe or a file.
             let out = if std::io::stdout().is_terminal() {
-                super::closing::table(summary).into_bytes()
+                (self.for_terminal)(summary).into_bytes()
             } else {
                 json
             };

@@ -1,0 +1,304 @@
+//! `--report FILE.html`: rendered from a real crawl of two local hosts (one limited) and a
+//! closed port, its figures read back from the `data-*` attributes and checked against
+//! what each host's server counted; then loaded by headless Chromium (the distribution's
+//! `/usr/bin/chromium`, which CI installs), which must draw it without console errors.
+
+mod cli_support;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use cli_support::{assert_ok, config, json, records, run, s, spawn, wait_bounded, TempDir};
+use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// A path with characters HTML gives a meaning to, that a request line may carry.
+const NASTY_PATH: &str = "/p/a&b'c";
+
+/// The value of `attr="…"` in the element whose opening tag has `key="value"`.
+fn attr(html: &str, key: &str, value: &str, attr: &str) -> Option<String> {
+    let at = html.find(&format!("{key}=\"{value}\""))?;
+    let tag_start = html[..at].rfind('<')?;
+    let tag = &html[tag_start..tag_start + html[tag_start..].find('>')?];
+    let rest = &tag[tag.find(&format!(" {attr}=\""))? + attr.len() + 3..];
+    Some(rest[..rest.find('"')?].to_owned())
+}
+
+fn num(html: &str, key: &str, value: &str, name: &str) -> u64 {
+    attr(html, key, value, name)
+        .unwrap_or_else(|| panic!("{name} of {key}={value} in the report"))
+        .parse()
+        .expect("a number")
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// A port on 127.0.1.3 nothing listens on.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.1.3:0").expect("bind");
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn the_report_shows_what_each_host_counted_and_chromium_draws_it() {
+    let limited = TestSite::start_at(
+        SiteConfig {
+            limit: Limit::Global(Rate::per_second(8, 1)),
+            retry_after: RetryAfter::Fixed(1),
+            ..SiteConfig::default()
+        },
+        "127.0.1.1".parse().unwrap(),
+    );
+    let open = TestSite::start_at(SiteConfig::default(), "127.0.1.2".parse().unwrap());
+    let dir = TempDir::new("report");
+    let mut list = String::new();
+    for i in 0..6 {
+        list += &(limited.url(&format!("/p/{i}")) + "\n");
+    }
+    for i in 0..2 {
+        list += &(open.url(&format!("/p/{i}")) + "\n");
+    }
+    list += &(open.url(NASTY_PATH) + "\n");
+    list += &format!("http://127.0.1.3:{}/gone\n", closed_port());
+    let urls = dir.file("urls.txt", &list);
+    let (out, summary, report) = (
+        dir.path("out.jsonl"),
+        dir.path("summary.json"),
+        dir.path("report.html"),
+    );
+    let o = run(&[
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--report",
+        s(&report),
+        "--ignore-robots",
+        "--initial-rps",
+        "20",
+        "--retries",
+        "0",
+        "--exit",
+        "127.0.0.2",
+        "--exit",
+        "127.0.0.3",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 10);
+    let html = std::fs::read_to_string(&report).expect("the report");
+    check_figures(&html, &limited, &open, &json(&summary));
+    check_escaped(&html, &recs);
+    check_in_chromium(&dir, &report);
+}
+
+/// The hosts' rows against their servers, the timeline and status classes against the
+/// records, the exits against the summary.
+fn check_figures(html: &str, limited: &TestSite, open: &TestSite, sum: &serde_json::Value) {
+    let mut throttled = 0;
+    for (site, name, pages) in [(limited, "127.0.1.1", 6), (open, "127.0.1.2", 3)] {
+        let seen = site.stats();
+        let row = |a| num(html, "data-host", name, a);
+        assert_eq!(row("data-urls"), pages, "{name}");
+        assert_eq!(row("data-ok"), pages, "{name}");
+        assert_eq!(row("data-requests"), seen.requests, "{name}: {seen:?}");
+        assert_eq!(row("data-throttled"), seen.limited, "{name}: {seen:?}");
+        throttled += seen.limited;
+    }
+    assert!(throttled > 0, "the limited host throttled");
+    assert_eq!(num(html, "id", "timeline", "data-ok"), 9);
+    assert_eq!(num(html, "id", "timeline", "data-failed"), 1);
+    assert_eq!(num(html, "id", "timeline", "data-throttled"), throttled);
+    assert_eq!(num(html, "data-class", "2xx", "data-count"), 9);
+    assert_eq!(num(html, "data-class", "none", "data-count"), 1);
+    assert_eq!(num(html, "data-kind", "connect_refused", "data-count"), 1);
+    assert_eq!(num(html, "id", "totals", "data-total"), 10);
+    assert_eq!(num(html, "id", "totals", "data-throttled"), throttled);
+    for e in sum["per_exit"].as_array().expect("per_exit") {
+        let name = e["name"].as_str().unwrap();
+        for field in ["requests", "ok", "throttled", "errors"] {
+            let shown = num(html, "data-exit", name, &format!("data-{field}"));
+            assert_eq!(Some(shown), e[field].as_u64(), "{name} {field}");
+        }
+    }
+}
+
+/// The URL with HTML's characters is shown, escaped; nothing of it is markup.
+fn check_escaped(html: &str, recs: &[serde_json::Value]) {
+    let nasty = recs
+        .iter()
+        .filter_map(|r| r["url"].as_str())
+        .find(|u| u.ends_with(NASTY_PATH))
+        .expect("the record of the nasty URL");
+    assert!(html.contains(&esc(nasty)), "{nasty} shown escaped");
+    assert!(!html.contains("a&b"), "a raw & in the report");
+    assert!(!html.contains("b'c"), "a raw ' in the report");
+    assert!(!html.to_ascii_lowercase().contains("<script"), "a script");
+    assert!(!html.contains(nasty), "{nasty} shown raw");
+}
+
+/// Run Chromium with `args` on `page`, stdout and stderr to files; killed after 60 s.
+fn chromium(dir: &TempDir, tag: &str, args: &[&str], page: &Path) -> (Output, PathBuf) {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is needed (apt-get install chromium; .ci/run installs it)"
+    );
+    let (so, se) = (
+        dir.path(&format!("{tag}.out")),
+        dir.path(&format!("{tag}.err")),
+    );
+    let profile = dir.path(&format!("{tag}-profile"));
+    let mut child = Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1200,2000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(File::create(&so).unwrap())
+        .stderr(File::create(&se).unwrap())
+        .spawn()
+        .expect("start chromium");
+    let until = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium {tag} ran over 60 s: {}", read(&se));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let o = Output {
+        status,
+        stdout: std::fs::read(&so).unwrap_or_default(),
+        stderr: std::fs::read(&se).unwrap_or_default(),
+    };
+    (o, so)
+}
+
+fn read(p: &Path) -> String {
+    String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned()
+}
+
+/// The console lines of Chromium's log that are errors.
+fn console_errors(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect()
+}
+
+fn check_in_chromium(dir: &TempDir, report: &Path) {
+    let png = dir.path("report.png");
+    let shot = format!("--screenshot={}", png.display());
+    let (o, _) = chromium(dir, "shot", &[&shot], report);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "chromium --screenshot: {log}");
+    assert_eq!(console_errors(&log), Vec::<&str>::new(), "{log}");
+    let bytes = std::fs::read(&png).expect("the screenshot");
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    let (w, h) = (
+        u32::from_be_bytes(bytes[16..20].try_into().unwrap()),
+        u32::from_be_bytes(bytes[20..24].try_into().unwrap()),
+    );
+    assert_eq!((w, h), (1200, 2000), "the window's size");
+    // A blank page of this size compresses to a few KB; the charts and tables do not.
+    assert!(
+        bytes.len() > 30_000,
+        "{} bytes: a near-empty page",
+        bytes.len()
+    );
+
+    let (o, _) = chromium(dir, "dom", &["--dump-dom"], report);
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "chromium --dump-dom: {log}");
+    assert_eq!(console_errors(&log), Vec::<&str>::new(), "{log}");
+    let dom = String::from_utf8_lossy(&o.stdout);
+    for id in ["timeline", "exit-share", "status-classes"] {
+        assert!(
+            dom.contains(&format!("<svg id=\"{id}\"")),
+            "svg {id} in the DOM"
+        );
+    }
+    assert_eq!(dom.matches("<polyline").count(), 3, "the timeline's lines");
+    assert!(dom.contains("<table id=\"hosts\">"), "the hosts' table");
+    assert_eq!(dom.matches("<tr class=\"host\"").count(), 3, "its rows");
+}
+
+#[test]
+fn ctrl_c_writes_the_report_of_what_was_recorded() {
+    // Each answer takes 300 ms: 40 URLs, 8 at a time, outlast the records awaited below.
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("report-int");
+    let cfg = dir.file("crawl.toml", &config(""));
+    let list: String = (0..40)
+        .map(|i| site.url(&format!("/r/{i}")) + "\n")
+        .collect();
+    let urls = dir.file("urls.txt", &list);
+    let (out, report) = (dir.path("out.jsonl"), dir.path("report.html"));
+    let child = spawn(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&dir.path("summary.json")),
+        "--report",
+        s(&report),
+        "--ignore-robots",
+        "--grace",
+        "0",
+    ]);
+    let until = Instant::now() + Duration::from_secs(20);
+    // Whole lines only: the program may be writing the next one.
+    let written = || std::fs::read(&out).map_or(0, |b| b.iter().filter(|c| **c == b'\n').count());
+    while written() < 8 {
+        assert!(Instant::now() < until, "no records yet");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let o = wait_bounded(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "{}", cli_support::stderr(&o));
+    let recs = records(&out);
+    assert!(recs.len() < 40, "the crawl was stopped: {}", recs.len());
+    let html = std::fs::read_to_string(&report).expect("the report after Ctrl-C");
+    let ok = recs.iter().filter(|r| r["status"] == 200).count() as u64;
+    let interrupted = recs.iter().filter(|r| r["error"] == "interrupted").count() as u64;
+    assert_eq!(num(&html, "id", "totals", "data-total"), recs.len() as u64);
+    assert_eq!(num(&html, "id", "totals", "data-ok"), ok);
+    assert_eq!(num(&html, "id", "totals", "data-interrupted"), interrupted);
+    assert_eq!(num(&html, "id", "timeline", "data-ok"), ok);
+    assert!(html.contains("interrupted"), "the page says so");
+}
