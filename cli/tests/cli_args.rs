@@ -78,6 +78,7 @@ const GROUPS: &[(&str, &[&str])] = &[
             "--out",
             "--resume",
             "--summary",
+            "--report",
             "--warc",
             "--warc-max-bytes",
             "--bodies",
