@@ -14,3 +14,19 @@ pub enum Ended {
     /// (exit 1). The records and the summary are written.
     Stopped(String),
 }
+
+impl Ended {
+    /// A crawl whose URLs all have their records, `none_left` of them because no exit was
+    /// in service: the exits were down, not the sites, so the run fails (exit 1) and says
+    /// so — a script must not take it for a finished crawl.
+    pub fn unless_exits_ran_out(self, none_left: u64) -> Ended {
+        if self == Ended::Complete && none_left > 0 {
+            Ended::Stopped(format!(
+                "every exit was out of service for longer than the crawler waits for one \
+                 (min(health.max_ejection_ms, 30 s)): {none_left} URLs recorded as no_healthy_exit"
+            ))
+        } else {
+            self
+        }
+    }
+}

@@ -23,7 +23,7 @@ use super::archive::{Archive, Kept, Resolver};
 use super::ended::Ended;
 use super::list::FLUSH_EVERY;
 use super::output::{flush, write_line, SharedOut};
-use super::record::{mask_text, Totals};
+use super::record::{mask_text, Counted, Totals};
 use super::signals::Stop;
 use super::source::Lines;
 use super::term::say;
@@ -77,20 +77,17 @@ impl<'a> FollowWriter<'a> {
             *l = mask_url(l);
         }
         r.error = r.error.as_deref().map(|e| mask_text(e, &raw));
-        let ok = r.status.is_some_and(|s| (200..300).contains(&s));
-        self.totals.count(ok, r.throttled, r.attempts, false);
         let fetched_at = std::time::SystemTime::now();
-        let fetched = (ok, r.attempts, r.throttled, r.elapsed_ms);
-        self.totals.add_host(&r.url, fetched, fetched_at);
-        self.totals.note_error(r.error.as_deref());
-        self.totals
-            .observe(r.attempts, r.status, r.throttled, fetched_at);
-        if r.attempts > 0 {
-            self.totals
-                .breakdown
-                .borrow_mut()
-                .elapsed(r.elapsed_ms, &r.url);
-        }
+        self.totals.add_fetch(&Counted {
+            url: &r.url,
+            status: r.status,
+            attempts: r.attempts,
+            throttled: r.throttled,
+            elapsed_ms: r.elapsed_ms,
+            error: r.error.as_deref(),
+            interrupted: false,
+            at: fetched_at,
+        });
         let kept = match answer {
             Some(a) => {
                 let peer = match self.resolver {

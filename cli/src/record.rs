@@ -146,10 +146,6 @@ impl Record {
         }
     }
 
-    pub fn is_ok(&self) -> bool {
-        self.status.is_some_and(|s| (200..300).contains(&s))
-    }
-
     pub fn is_interrupted(&self) -> bool {
         self.error.as_deref() == Some(INTERRUPTED)
     }
@@ -213,6 +209,19 @@ pub struct Totals {
     pub breakdown: RefCell<Breakdown>,
 }
 
+/// A record's figures, as [`Totals::add_fetch`] counts them.
+pub struct Counted<'a> {
+    pub url: &'a str,
+    pub status: Option<u16>,
+    pub attempts: u32,
+    pub throttled: u32,
+    pub elapsed_ms: u64,
+    pub error: Option<&'a str>,
+    pub interrupted: bool,
+    /// When the record was made.
+    pub at: SystemTime,
+}
+
 /// What a record says of its fetch: ended 2xx, attempts, throttled answers, `elapsed_ms`.
 pub type Fetched = (bool, u32, u32, u64);
 
@@ -262,14 +271,16 @@ fn bump(c: &Cell<u64>, n: u64) {
 
 impl Totals {
     pub fn add(&self, r: &Record) {
-        self.count(r.is_ok(), r.throttled, r.attempts, r.is_interrupted());
-        let fetched = (r.is_ok(), r.attempts, r.throttled, r.elapsed_ms);
-        self.add_host(&r.url, fetched, r.fetched_at);
-        self.note_error(r.error.as_deref());
-        self.observe(r.attempts, r.status, r.throttled, r.fetched_at);
-        if r.attempts > 0 {
-            self.breakdown.borrow_mut().elapsed(r.elapsed_ms, &r.url);
-        }
+        self.add_fetch(&Counted {
+            url: &r.url,
+            status: r.status,
+            attempts: r.attempts,
+            throttled: r.throttled,
+            elapsed_ms: r.elapsed_ms,
+            error: r.error.as_deref(),
+            interrupted: r.is_interrupted(),
+            at: r.fetched_at,
+        });
         bump(
             &self.skipped_robots,
             u64::from(r.skipped == Some(SkipReason::Robots)),
@@ -280,9 +291,23 @@ impl Totals {
         );
     }
 
+    /// One record's figures, whichever writer made it (the list's [`Record`], a follow
+    /// crawl's record): the totals, its host's account and the report's breakdown.
+    pub fn add_fetch(&self, c: &Counted) {
+        let ok = c.status.is_some_and(|s| (200..300).contains(&s));
+        self.count(ok, c.throttled, c.attempts, c.interrupted);
+        let fetched = (ok, c.attempts, c.throttled, c.elapsed_ms);
+        self.add_host(c.url, fetched, c.at);
+        self.note_error(c.error);
+        self.observe(c.attempts, c.status, c.throttled, c.at);
+        if c.attempts > 0 {
+            self.breakdown.borrow_mut().elapsed(c.elapsed_ms, c.url);
+        }
+    }
+
     /// A record of `url`'s host (ended 2xx or not, attempts, throttled answers,
     /// `elapsed_ms`) made at `at`: counted in its host's account if it was fetched.
-    pub fn add_host(&self, url: &str, fetch: Fetched, at: SystemTime) {
+    fn add_host(&self, url: &str, fetch: Fetched, at: SystemTime) {
         if fetch.1 == 0 {
             return;
         }
@@ -301,7 +326,7 @@ impl Totals {
 
     /// A record made at `at` after `attempts` attempts, for the report's timeline and
     /// status classes (records of unfetched URLs are not in them).
-    pub fn observe(&self, attempts: u32, status: Option<u16>, throttled: u32, at: SystemTime) {
+    fn observe(&self, attempts: u32, status: Option<u16>, throttled: u32, at: SystemTime) {
         if attempts > 0 {
             self.breakdown.borrow_mut().fetched(at, status, throttled);
         }

@@ -616,22 +616,7 @@ async fn conclude(
     }
     match compact_failed {
         Some(e) => Err(Failure::Output(e)),
-        None => Ok(no_exit_left(ended, totals)),
-    }
-}
-
-/// A crawl whose URLs all have their records, some of them because no exit was in
-/// service: the exits were down, not the sites, so the run fails (exit 1) and says so —
-/// a script must not take it for a finished crawl.
-fn no_exit_left(ended: Ended, totals: &Totals) -> Ended {
-    let none_left = totals.no_healthy_exit.get();
-    if ended == Ended::Complete && none_left > 0 {
-        Ended::Stopped(format!(
-            "every exit was out of service for longer than the crawler waits for one \
-             (min(health.max_ejection_ms, 30 s)): {none_left} URLs recorded as no_healthy_exit"
-        ))
-    } else {
-        ended
+        None => Ok(ended.unless_exits_ran_out(totals.no_healthy_exit.get())),
     }
 }
 
