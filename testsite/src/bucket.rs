@@ -64,7 +64,8 @@ impl TokenBucket {
 
     /// Take one token at `now`, or say how long until one is available.
     /// A `now` earlier than the last call is treated as no time passing.
-    pub(crate) fn take(&mut self, now: Instant) -> Result<(), Duration> {
+    /// Refill up to `now` at the rate so far.
+    fn refill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.last).as_nanos();
         if now > self.last {
             self.last = now;
@@ -73,6 +74,24 @@ impl TokenBucket {
             .level
             .saturating_add(elapsed.saturating_mul(self.tokens))
             .min(self.capacity);
+    }
+
+    /// From `now` on, refill at `rate` (same `per`): the tokens so far are kept, up to
+    /// the new depth.
+    pub(crate) fn set_rate(&mut self, rate: Rate, now: Instant) {
+        let tokens = u128::from(rate.tokens);
+        let capacity = u128::from(rate.burst) * self.per_ns;
+        if tokens == self.tokens && capacity == self.capacity {
+            return;
+        }
+        self.refill(now);
+        self.tokens = tokens;
+        self.capacity = capacity;
+        self.level = self.level.min(capacity);
+    }
+
+    pub(crate) fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        self.refill(now);
         if self.level >= self.per_ns {
             self.level -= self.per_ns;
             Ok(())
@@ -88,6 +107,24 @@ impl TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_rate_refills_from_the_change_and_keeps_tokens_up_to_its_depth() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(Rate::per_second(10, 5), t0);
+        assert!((0..5).all(|_| b.take(t0).is_ok()));
+        // 100 ms at 10/s gives one token; from then on 2/s: the next comes 500 ms later.
+        let t1 = t0 + Duration::from_millis(100);
+        b.set_rate(Rate::per_second(2, 5), t1);
+        assert!(b.take(t1).is_ok());
+        assert!(b.take(t1 + Duration::from_millis(499)).is_err());
+        assert!(b.take(t1 + Duration::from_millis(500)).is_ok());
+        // A full bucket moved to a shallower depth keeps only that many.
+        let t2 = t1 + Duration::from_secs(10);
+        b.set_rate(Rate::per_second(2, 2), t2);
+        assert!((0..2).all(|_| b.take(t2).is_ok()));
+        assert!(b.take(t2).is_err());
+    }
 
     #[test]
     fn burst_then_exact_refill() {

@@ -44,6 +44,17 @@ pub enum Limit {
     /// One token bucket shared by all peers (a site-wide capacity limit), answered like
     /// [`Limit::PerPeer`].
     Global(Rate),
+    /// One token bucket for the whole site, as [`Limit::Global`], whose rate changes at
+    /// set times since the site started: `rates[0]` until `at[0]`, `rates[1]` until
+    /// `at[1]`, then `rates[2]` — a site whose capacity drops and comes back, or rises.
+    /// At a change the bucket keeps its tokens, up to the new depth. Every rate must
+    /// have the same `per`.
+    GlobalSteps {
+        /// The rate before `at[0]`, until `at[1]`, and after.
+        rates: [Rate; 3],
+        /// When the rate changes, since the site started; `at[0] <= at[1]`.
+        at: [Duration; 2],
+    },
     /// Fixed windows, like an API's "N requests per minute": `limit` requests per `window`
     /// per key, counters reset at window edges aligned to the site's start
     /// ([`TestSite::started`](crate::TestSite::started)). Over the limit answers
@@ -118,6 +129,13 @@ impl Limit {
         match *self {
             Limit::None => {}
             Limit::PerPeer(rate) | Limit::Global(rate) => rate.validate(),
+            Limit::GlobalSteps { rates, at } => {
+                rates.iter().for_each(Rate::validate);
+                assert!(
+                    rates.iter().all(|r| r.per == rates[0].per) && at[0] <= at[1],
+                    "invalid test-site limit {self:?}: every rate needs the same per, and at[0] <= at[1]"
+                );
+            }
             Limit::PerPeerExcept {
                 rate, peer_rate, ..
             } => {
@@ -253,6 +271,11 @@ impl Limiter {
                 self.bucket(Some(ip), rate, now)
             }
             Limit::Global(rate) => self.bucket(None, rate, now),
+            Limit::GlobalSteps { rates, at } => {
+                let since = now.saturating_duration_since(self.start);
+                let i = at.iter().filter(|t| since >= **t).count();
+                self.bucket(None, rates[i], now)
+            }
             Limit::Window {
                 per_peer,
                 limit,
@@ -277,11 +300,12 @@ impl Limiter {
     }
 
     fn bucket(&mut self, key: Key, rate: Rate, now: Instant) -> Decision {
-        let taken = self
+        let bucket = self
             .buckets
             .entry(key)
-            .or_insert_with(|| TokenBucket::new(rate, now))
-            .take(now);
+            .or_insert_with(|| TokenBucket::new(rate, now));
+        bucket.set_rate(rate, now);
+        let taken = bucket.take(now);
         match taken {
             Ok(()) => Decision::Accept(None),
             Err(wait) => Decision::Reject {
@@ -421,6 +445,35 @@ mod tests {
         assert_eq!(l.decide(A, t1 + ms(150)), Decision::Accept(None));
         // Another peer has its own bucket.
         assert_eq!(l.decide(B, t1), Decision::Accept(None));
+    }
+
+    #[test]
+    fn capacity_steps_change_the_one_bucket_at_their_times() {
+        let t0 = Instant::now();
+        let shape = Limit::GlobalSteps {
+            rates: [
+                Rate::per_second(10, 1),
+                Rate::per_second(2, 1),
+                Rate::per_second(10, 1),
+            ],
+            at: [ms(1000), ms(3000)],
+        };
+        let mut l = Limiter::new(shape, t0);
+        let accepted = |l: &mut Limiter, from: Duration, to: Duration, every: Duration| {
+            let mut t = from;
+            let mut n = 0;
+            while t < to {
+                // Two peers, one bucket: the site's capacity, not each peer's.
+                for ip in [A, B] {
+                    n += u32::from(l.decide(ip, t0 + t) == Decision::Accept(None));
+                }
+                t += every;
+            }
+            n
+        };
+        assert_eq!(accepted(&mut l, ms(0), ms(1000), ms(50)), 10);
+        assert_eq!(accepted(&mut l, ms(1000), ms(3000), ms(50)), 4);
+        assert_eq!(accepted(&mut l, ms(3000), ms(4000), ms(50)), 10);
     }
 
     #[test]
