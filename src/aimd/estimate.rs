@@ -76,6 +76,7 @@ impl Controller {
                 .probe_time
                 .as_secs_f64()
                 .max(Self::LEARNED_CYCLE / self.w_max);
+            self.k_above = self.k;
             self.epoch = now;
         }
     }

@@ -163,6 +163,8 @@ pub struct Controller {
     w_max: f64,
     epoch: Instant,
     k: f64,
+    /// The cycle's scale above the estimate, seconds: K before a pause priced it.
+    k_above: f64,
     last_eval: Instant,
     last_decrease: Option<Instant>,
     pause_until: Option<Instant>,
@@ -226,6 +228,7 @@ impl Controller {
             w_max: rate,
             epoch: now,
             k: cfg.probe_time.as_secs_f64(),
+            k_above: cfg.probe_time.as_secs_f64(),
             last_eval: now,
             last_decrease: None,
             pause_until: None,
@@ -618,7 +621,11 @@ impl Controller {
                     self.ss_rtts = 8.0;
                     return;
                 }
-                let cubic = self.w_max + self.w_max * (1.0 - beta) * (t / self.k - 1.0).powi(3);
+                // Back to the estimate over K, which a pause may have stretched; above it
+                // at the scale of an unpriced cycle, so that a capacity that came back is
+                // found as fast as on a site whose throttles cost no pause.
+                let scale = if t < self.k { self.k } else { self.k_above };
+                let cubic = self.w_max + self.w_max * (1.0 - beta) * ((t - self.k) / scale).powi(3);
                 // Past the plateau, probe at least linearly, by `increase_rps` per second
                 // but never faster than the cubic's own scale (a tenth of w_max per K), so
                 // a slow site is not probed every few dozen requests. Before the plateau
@@ -626,7 +633,7 @@ impl Controller {
                 let slope = self
                     .cfg
                     .increase_rps
-                    .min((1.0 - beta) * self.w_max / self.k);
+                    .min((1.0 - beta) * self.w_max / self.k_above);
                 let additive = if t > self.k {
                     self.w_max + slope * (t - self.k)
                 } else {
@@ -644,12 +651,16 @@ impl Controller {
         // throttles ending a cycle stay a small fraction at any rate.
         // A site that answers throttles with Retry-After makes every probe's end cost that
         // pause: stretch the cycle until the pause is PAUSE_SHARE of it (a probe of a
-        // `Retry-After: 1` site every 33 s). The whole curve stretches: back to the estimate
-        // more slowly after a cut, and above it more gently, so the probe that ends the
-        // cycle overshoots little.
+        // `Retry-After: 1` site every 33 s). Only the way back to the estimate stretches:
+        // above it the curve keeps the scale of an unpriced cycle (`k_above`), since a
+        // throttle there costs one pause however fast the rate rose, and a capacity that
+        // came back must be found within seconds of the plateau, not a minute.
         let priced = self.last_retry_after.as_secs_f64() / Self::PAUSE_SHARE;
         let floor = self.cfg.probe_time.as_secs_f64().max(priced);
         self.k = (self.cfg.probe_requests / self.w_max).clamp(floor, floor.max(Self::MAX_K));
+        let unpriced = self.cfg.probe_time.as_secs_f64();
+        self.k_above =
+            (self.cfg.probe_requests / self.w_max).clamp(unpriced, unpriced.max(Self::MAX_K));
         // At the plateau: start the curve at t = K, where it is flat at w_max.
         self.epoch = if at_plateau {
             now.checked_sub(Duration::from_secs_f64(self.k))
@@ -686,6 +697,7 @@ impl Controller {
             // (CUBIC's growth above w_max scales with 1/K), so the queue a probe builds
             // before it is seen stays small.
             self.k *= Self::QUEUE_PROBE_STRETCH;
+            self.k_above *= Self::QUEUE_PROBE_STRETCH;
         }
         // Errors warn before the wall: a gentler cut (half of β's) is enough. Latency cuts
         // by what it takes to drain the queue that formed (see `drain_factor`).

@@ -360,3 +360,44 @@ fn a_site_that_got_slower_for_good_is_not_cut_for() {
     );
     assert!(ctl.latency_base().unwrap() >= 70 * MS);
 }
+
+#[test]
+fn a_priced_cycle_returns_slowly_and_probes_above_the_estimate_at_the_unpriced_scale() {
+    let c = FakeClock::new();
+    let mut ctl = ramped(&c);
+    ctl.on_response(
+        &throttled(c.now() - 50 * MS, Some(Duration::from_secs(1))),
+        c.now(),
+    );
+    let w = ctl.capacity_estimate();
+    let priced = 1.0 / Controller::PAUSE_SHARE;
+    let unpriced = (AimdConfig::default().probe_requests / w).max(2.0);
+    assert!(
+        unpriced < priced / 3.0,
+        "the test needs K priced well above K unpriced"
+    );
+    let answer_until = |ctl: &mut Controller, secs: f64, since: Instant| {
+        while c.now().saturating_duration_since(since).as_secs_f64() < secs {
+            c.advance(10 * MS);
+            ctl.on_response(&ok(c.now() - 50 * MS), c.now());
+        }
+    };
+    let cut = c.now();
+    // The way back to the estimate takes the priced cycle: the pause costs 3 % of it.
+    answer_until(&mut ctl, 0.9 * priced, cut);
+    assert_eq!(ctl.capacity_estimate(), w, "no throttle, no new estimate");
+    assert!(
+        ctl.rate() < w,
+        "back at {} before K (estimate {w})",
+        ctl.rate()
+    );
+    // Above it, growth follows the unpriced cycle: half again above within two of them
+    // (then the estimate is stale and slow start looks for the new capacity).
+    answer_until(&mut ctl, priced + 2.0 * unpriced, cut);
+    assert!(
+        ctl.rate() >= 1.5 * w || ctl.phase() == Phase::SlowStart,
+        "rate {} estimate {w} phase {:?}",
+        ctl.rate(),
+        ctl.phase()
+    );
+}
