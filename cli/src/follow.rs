@@ -86,6 +86,7 @@ impl<'a> FollowWriter<'a> {
             elapsed_ms: r.elapsed_ms,
             error: r.error.as_deref(),
             interrupted: false,
+            skipped: r.skipped,
             at: fetched_at,
         });
         let kept = match answer {

@@ -101,7 +101,7 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         h,
         "<h1>exitcrawl report</h1><p class=\"note\">Written {} after {:.1} s{}.</p>\
          <dl id=\"totals\" data-total=\"{}\" data-ok=\"{}\" data-failed=\"{}\" \
-         data-throttled=\"{}\" data-requests=\"{}\" data-interrupted=\"{}\">",
+         data-throttled=\"{}\" data-requests=\"{}\" data-interrupted=\"{}\" data-invalid=\"{}\">",
         rfc3339_millis(now),
         s.elapsed_s,
         if s.interrupted > 0 {
@@ -114,7 +114,8 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         s.failed,
         s.throttled,
         s.requests,
-        s.interrupted
+        s.interrupted,
+        s.invalid
     );
     for (name, v) in [
         ("URLs recorded", s.total),
@@ -123,6 +124,7 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         ("interrupted", s.interrupted),
         ("skipped by robots.txt", s.skipped_robots),
         ("duplicates", s.skipped_duplicate),
+        ("invalid lines", s.invalid),
         ("requests sent", s.requests),
         ("answered 429/503", s.throttled),
         ("hosts", s.hosts.len() as u64 + s.hosts_omitted),
@@ -357,6 +359,7 @@ mod tests {
             skipped: 0,
             skipped_robots: 0,
             skipped_duplicate: 0,
+            invalid: 0,
             robots_fetches: 0,
             resumed: false,
             elapsed_s: 1.0,

@@ -35,7 +35,9 @@ pub struct Summary {
     pub total: u64,
     /// Final answer 2xx.
     pub ok: u64,
-    /// `total - ok` (interrupted and robots-skipped URLs included).
+    /// Fetches that were tried and failed: errors (robots.txt unreachable included) and
+    /// final answers that are not 2xx. `total` is `ok + failed + interrupted +
+    /// skipped_robots + skipped_duplicate + invalid`.
     pub failed: u64,
     /// 429/503 answers over all attempts of all URLs.
     pub throttled: u64,
@@ -55,10 +57,13 @@ pub struct Summary {
     /// Lines of the list whose URL an earlier line had (each has a record, `skipped:
     /// "duplicate"`; not fetched).
     pub skipped_duplicate: u64,
+    /// Lines that are not a URL the crawler takes (each has a record, error
+    /// `invalid_url`; not fetched).
+    pub invalid: u64,
     /// robots.txt fetches sent (their attempts count in `requests`).
     pub robots_fetches: u64,
-    /// `--resume`: `total`, `ok`, `failed`, `throttled`, `interrupted`, `skipped_robots`
-    /// and `skipped_duplicate` count the records of the compacted `--out`, one per URL —
+    /// `--resume`: `total`, `ok`, `failed`, `throttled`, `interrupted`, `skipped_robots`,
+    /// `skipped_duplicate` and `invalid` count the records of the compacted `--out`, one per URL —
     /// the whole crawl over every run; the other figures are this run's.
     pub resumed: bool,
     pub elapsed_s: f64,
@@ -242,7 +247,7 @@ impl Summary {
         Summary {
             total: t.total.get(),
             ok: t.ok.get(),
-            failed: t.total.get() - t.ok.get(),
+            failed: t.failed.get(),
             throttled: t.throttled.get(),
             requests: per_exit.iter().map(|e| e.requests).sum(),
             interrupted: t.interrupted.get(),
@@ -250,6 +255,7 @@ impl Summary {
             skipped: skipped + t.skipped_done.get(),
             skipped_robots: t.skipped_robots.get(),
             skipped_duplicate: t.skipped_duplicate.get(),
+            invalid: t.invalid.get(),
             robots_fetches: t.robots_fetches.get(),
             resumed: false,
             elapsed_s: elapsed.as_secs_f64(),
@@ -272,11 +278,12 @@ impl Summary {
         self.resumed = true;
         self.total = c.total;
         self.ok = c.ok;
-        self.failed = c.total - c.ok;
+        self.failed = c.failed;
         self.throttled = c.throttled;
         self.interrupted = c.interrupted;
         self.skipped_robots = c.skipped_robots;
         self.skipped_duplicate = c.skipped_duplicate;
+        self.invalid = c.invalid;
         self
     }
 
