@@ -126,6 +126,7 @@ mod tests {
             failed: 0,
             rate_rps: Some(4.75),
             scope: Some("host".into()),
+            paused_ms: 0,
             first_at: None,
             last_at: None,
         }
@@ -156,6 +157,9 @@ mod tests {
                 errors: 0,
                 not_sent: 0,
                 healthy: true,
+                paused_ms: 0,
+                first_at: None,
+                last_at: None,
             }],
             hosts: (0..hosts)
                 .map(|i| host(&format!("h{i}.example"), 100 - i as u64))

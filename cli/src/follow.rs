@@ -80,6 +80,7 @@ impl<'a> FollowWriter<'a> {
         let fetched_at = std::time::SystemTime::now();
         self.totals.add_fetch(&Counted {
             url: &r.url,
+            exit: r.exit.as_deref(),
             status: r.status,
             attempts: r.attempts,
             throttled: r.throttled,

@@ -216,6 +216,8 @@ pub struct Totals {
     pub no_healthy_exit: Cell<u64>,
     /// The records of fetched URLs, per host.
     pub hosts: RefCell<HashMap<String, HostTally>>,
+    /// The records of fetched URLs, per exit of their final attempt.
+    pub exits: RefCell<HashMap<String, ExitTally>>,
     /// What `--report` shows beyond the summary.
     pub breakdown: RefCell<Breakdown>,
 }
@@ -223,6 +225,8 @@ pub struct Totals {
 /// A record's figures, as [`Totals::add_fetch`] counts them.
 pub struct Counted<'a> {
     pub url: &'a str,
+    /// The exit of the final attempt.
+    pub exit: Option<&'a str>,
     pub status: Option<u16>,
     pub attempts: u32,
     pub throttled: u32,
@@ -317,6 +321,13 @@ impl HostTally {
     }
 }
 
+/// When the records whose final attempt went through one exit were made.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ExitTally {
+    pub first_at: Option<SystemTime>,
+    pub last_at: Option<SystemTime>,
+}
+
 /// The host of a record's URL, as the crawler keys its limits: the name, lowercase,
 /// without the port.
 fn host_of(url: &str) -> Option<String> {
@@ -332,6 +343,7 @@ impl Totals {
     pub fn add(&self, r: &Record) {
         self.add_fetch(&Counted {
             url: &r.url,
+            exit: r.exit.as_deref(),
             status: r.status,
             attempts: r.attempts,
             throttled: r.throttled,
@@ -356,6 +368,12 @@ impl Totals {
         self.count_fate(fate);
         let fetched = (ok, c.attempts, c.throttled, c.elapsed_ms);
         self.add_host(c.url, fetched, c.at);
+        if let (Some(exit), true) = (c.exit, c.attempts > 0) {
+            let mut exits = self.exits.borrow_mut();
+            let e = exits.entry(exit.to_owned()).or_default();
+            e.first_at = Some(e.first_at.map_or(c.at, |f| f.min(c.at)));
+            e.last_at = Some(e.last_at.map_or(c.at, |l| l.max(c.at)));
+        }
         self.note_error(c.error);
         self.observe(c.attempts, c.status, c.throttled, c.at);
         if c.attempts > 0 {

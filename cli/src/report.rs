@@ -378,6 +378,7 @@ mod tests {
             failed: 0,
             rate_rps: Some(3.0),
             scope: Some(NASTY.into()),
+            paused_ms: 0,
             first_at: None,
             last_at: None,
         });
