@@ -388,6 +388,10 @@ impl Totals {
             return;
         }
         if let Some(h) = host_of(url) {
+            let (attempts, throttled) = (fetch.1, fetch.2);
+            self.breakdown
+                .borrow_mut()
+                .host_fetched(&h, at, attempts, throttled);
             self.hosts.borrow_mut().entry(h).or_default().add(fetch, at);
         }
     }
