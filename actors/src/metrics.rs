@@ -112,6 +112,10 @@ pub struct Metrics {
     pub limiter_pauses: Family<RateLabels, Counter>,
     /// Seconds of pause the limiter ordered per key, each second counted once.
     pub limiter_pause_seconds: Family<RateLabels, Counter<f64, AtomicU64>>,
+    /// The same seconds by the host's own name, whatever its label (`host` the host, `""`
+    /// for a key that names none): not exported (its cardinality is the crawl's hosts),
+    /// read by the end-of-crawl summary.
+    pub host_pause_seconds: Family<RateLabels, Counter<f64, AtomicU64>>,
     /// Scope `auto`: 1 for what a host's answers say about its limit, 0 for the rest.
     pub limiter_scope: Family<ScopeLabels, Gauge>,
     /// Answer body bytes as they came over the wire (encoded, if they were).
@@ -161,6 +165,7 @@ impl Metrics {
             limiter_rate: Family::default(),
             limiter_pauses: Family::default(),
             limiter_pause_seconds: Family::default(),
+            host_pause_seconds: Family::default(),
             limiter_scope: Family::default(),
             body_wire_bytes: Counter::default(),
             body_bytes: Counter::default(),
@@ -400,12 +405,13 @@ impl Metrics {
         "other".into()
     }
 
-    /// The limiter ordered `key` to send nothing until `until`, over a pause that ran to
-    /// `before` (`None`: none): count a pause when none was running at `now`, and the
-    /// seconds it adds beyond the one already running.
+    /// The limiter ordered `key` (of `host`, by its own name) to send nothing until
+    /// `until`, over a pause that ran to `before` (`None`: none): count a pause when none
+    /// was running at `now`, and the seconds it adds beyond the one already running.
     pub fn note_pause(
         &self,
         key: &RateLabels,
+        host: Option<&str>,
         before: Option<std::time::Instant>,
         until: std::time::Instant,
         now: std::time::Instant,
@@ -417,9 +423,13 @@ impl Metrics {
         if from == now {
             self.limiter_pauses.get_or_create(key).inc();
         }
-        self.limiter_pause_seconds
-            .get_or_create(key)
-            .inc_by((until - from).as_secs_f64());
+        let secs = (until - from).as_secs_f64();
+        self.limiter_pause_seconds.get_or_create(key).inc_by(secs);
+        let by_name = RateLabels {
+            exit: key.exit.clone(),
+            host: host.unwrap_or_default().to_owned(),
+        };
+        self.host_pause_seconds.get_or_create(&by_name).inc_by(secs);
     }
 
     /// The OpenMetrics text exposition.
@@ -560,15 +570,23 @@ mod tests {
         };
         let t0 = std::time::Instant::now();
         let s = |n: u64| t0 + Duration::from_secs(n);
-        m.note_pause(&key, None, s(2), t0);
+        let host = Some("h.example");
+        m.note_pause(&key, host, None, s(2), t0);
         // Extended while running: no new pause, only the second beyond it.
-        m.note_pause(&key, Some(s(2)), s(3), s(1));
+        m.note_pause(&key, host, Some(s(2)), s(3), s(1));
         // Inside the running one: nothing.
-        m.note_pause(&key, Some(s(3)), s(2), s(1));
+        m.note_pause(&key, host, Some(s(3)), s(2), s(1));
         // After it ended: a new pause of 2 s.
-        m.note_pause(&key, Some(s(3)), s(6), s(4));
+        m.note_pause(&key, host, Some(s(3)), s(6), s(4));
         assert_eq!(m.limiter_pauses.get_or_create(&key).get(), 2);
         let secs = m.limiter_pause_seconds.get_or_create(&key).get();
+        assert!((secs - 5.0).abs() < 1e-9, "{secs}");
+        // By the host's name, though its label is `all`.
+        let by_name = RateLabels {
+            exit: "*".into(),
+            host: "h.example".into(),
+        };
+        let secs = m.host_pause_seconds.get_or_create(&by_name).get();
         assert!((secs - 5.0).abs() < 1e-9, "{secs}");
     }
 }

@@ -4,9 +4,10 @@
 //!
 //! The timeline starts with one-second buckets; when a crawl outlasts
 //! [`Breakdown::MAX_BUCKETS`] of them, neighbouring buckets are merged in pairs and the
-//! bucket width doubles, so a run of any length keeps at most that many.
+//! bucket width doubles, so a run of any length keeps at most that many. Each host's
+//! requests and throttles over time ([`HostRate`]) are kept the same way, in fewer buckets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
 /// One bucket of the timeline: the fetched records made in it.
@@ -18,6 +19,69 @@ pub struct Bucket {
     pub throttled: u32,
     /// Records that did not end 2xx (another status, or no answer).
     pub failed: u32,
+}
+
+/// One bucket of a host's [`HostRate`] that has requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostBucket {
+    /// Which bucket: its start is `at × width` seconds after the start.
+    pub at: u64,
+    /// The attempts of the host's fetched records made in it.
+    pub requests: u32,
+    /// Throttle answers (429/503) among them.
+    pub throttled: u32,
+}
+
+/// A host's requests over time: only the buckets that have some, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRate {
+    /// Seconds per bucket: 1, doubled each time there would be more than
+    /// [`HostRate::MAX_BUCKETS`].
+    pub width: u64,
+    pub buckets: Vec<HostBucket>,
+}
+
+impl HostRate {
+    /// Most buckets kept per host: a chart's worth, so a broad crawl's many hosts stay small.
+    pub const MAX_BUCKETS: usize = 600;
+
+    fn add(&mut self, secs: u64, requests: u32, throttled: u32) {
+        loop {
+            let at = secs / self.width;
+            // Records come nearly in time order: the place is at or near the end.
+            let i = self.buckets.partition_point(|b| b.at < at);
+            if let Some(b) = self.buckets.get_mut(i).filter(|b| b.at == at) {
+                b.requests = b.requests.saturating_add(requests);
+                b.throttled = b.throttled.saturating_add(throttled);
+                return;
+            }
+            if self.buckets.len() < Self::MAX_BUCKETS {
+                let b = HostBucket {
+                    at,
+                    requests,
+                    throttled,
+                };
+                self.buckets.insert(i, b);
+                return;
+            }
+            self.coarsen();
+        }
+    }
+
+    fn coarsen(&mut self) {
+        self.width *= 2;
+        let mut merged: Vec<HostBucket> = Vec::with_capacity(self.buckets.len());
+        for b in &self.buckets {
+            match merged.last_mut() {
+                Some(m) if m.at == b.at / 2 => {
+                    m.requests = m.requests.saturating_add(b.requests);
+                    m.throttled = m.throttled.saturating_add(b.throttled);
+                }
+                _ => merged.push(HostBucket { at: b.at / 2, ..*b }),
+            }
+        }
+        self.buckets = merged;
+    }
 }
 
 /// The status classes of the final answers, in the order shown; `none` is no answer.
@@ -40,6 +104,7 @@ pub struct Breakdown {
     classes: [u64; 6],
     errors: BTreeMap<String, u64>,
     slowest: Vec<Slow>,
+    hosts: HashMap<String, HostRate>,
 }
 
 impl Default for Breakdown {
@@ -64,7 +129,29 @@ impl Breakdown {
             classes: [0; 6],
             errors: BTreeMap::new(),
             slowest: Vec::new(),
+            hosts: HashMap::new(),
         }
+    }
+
+    /// A fetched record of `host` made at `at`, after `attempts` attempts of which
+    /// `throttled` were throttle answers.
+    pub fn host_fetched(&mut self, host: &str, at: SystemTime, attempts: u32, throttled: u32) {
+        let secs = at.duration_since(self.start).map_or(0, |d| d.as_secs());
+        if !self.hosts.contains_key(host) {
+            let rate = HostRate {
+                width: 1,
+                buckets: Vec::new(),
+            };
+            self.hosts.insert(host.to_owned(), rate);
+        }
+        if let Some(r) = self.hosts.get_mut(host) {
+            r.add(secs, attempts, throttled);
+        }
+    }
+
+    /// `host`'s requests over time, if it was fetched.
+    pub fn host_rate(&self, host: &str) -> Option<&HostRate> {
+        self.hosts.get(host)
     }
 
     /// A fetched record (at least one attempt) made at `at`.
@@ -209,6 +296,37 @@ mod tests {
         assert_eq!(sum, 4);
         let classes: Vec<_> = b.classes().filter(|c| c.1 > 0).collect();
         assert_eq!(classes, [("2xx", 2), ("5xx", 1), ("none", 1)]);
+    }
+
+    #[test]
+    fn a_hosts_rate_sums_its_records_and_coarsens_past_the_cap() {
+        let start = SystemTime::UNIX_EPOCH;
+        let mut b = Breakdown::starting(start);
+        let at = |ms| start + Duration::from_millis(ms);
+        b.host_fetched("h", at(2500), 3, 2);
+        b.host_fetched("h", at(300), 1, 0);
+        b.host_fetched("h", at(2100), 1, 1);
+        let r = b.host_rate("h").expect("h");
+        assert_eq!(r.width, 1);
+        let got: Vec<_> = r
+            .buckets
+            .iter()
+            .map(|b| (b.at, b.requests, b.throttled))
+            .collect();
+        assert_eq!(got, [(0, 1, 0), (2, 4, 3)]);
+        for s in 0..HostRate::MAX_BUCKETS as u64 * 2 {
+            b.host_fetched("h", at(10_000 + s * 1000), 1, 0);
+        }
+        let r = b.host_rate("h").unwrap();
+        assert!(
+            r.width >= 2 && r.buckets.len() <= HostRate::MAX_BUCKETS,
+            "{}",
+            r.width
+        );
+        let sum: u32 = r.buckets.iter().map(|b| b.requests).sum();
+        assert_eq!(sum, 5 + HostRate::MAX_BUCKETS as u32 * 2);
+        assert!(r.buckets.windows(2).all(|w| w[0].at < w[1].at));
+        assert!(b.host_rate("other").is_none());
     }
 
     #[test]

@@ -12,14 +12,15 @@ const HOSTS: usize = 10;
 /// The table for `s`, ending with a newline.
 pub fn table(s: &Summary) -> String {
     let mut out = format!(
-        "{} URLs: {} ok, {} failed ({} interrupted, {} skipped by robots.txt, {} duplicates); \
-         {} requests, {} answered 429/503; {:.1} s\n",
+        "{} URLs: {} ok, {} failed, {} interrupted, {} skipped by robots.txt, {} duplicates, \
+         {} invalid; {} requests, {} answered 429/503; {:.1} s\n",
         s.total,
         s.ok,
         s.failed,
         s.interrupted,
         s.skipped_robots,
         s.skipped_duplicate,
+        s.invalid,
         s.requests,
         s.throttled,
         s.elapsed_s
@@ -125,6 +126,7 @@ mod tests {
             failed: 0,
             rate_rps: Some(4.75),
             scope: Some("host".into()),
+            paused_ms: 0,
             first_at: None,
             last_at: None,
         }
@@ -142,6 +144,7 @@ mod tests {
             skipped: 0,
             skipped_robots: 1,
             skipped_duplicate: 0,
+            invalid: 0,
             robots_fetches: 1,
             resumed: false,
             elapsed_s: 2.25,
@@ -154,6 +157,9 @@ mod tests {
                 errors: 0,
                 not_sent: 0,
                 healthy: true,
+                paused_ms: 0,
+                first_at: None,
+                last_at: None,
             }],
             hosts: (0..hosts)
                 .map(|i| host(&format!("h{i}.example"), 100 - i as u64))

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use super::output::{write_stdout, Replacement};
 use super::paths::{check_distinct, Named};
-use super::resume::{visit_lines, Counted, SeenRecord, Span, Visit, ROBOTS};
+use super::record::Fate;
+use super::resume::{visit_lines, Counted, SeenRecord, Span, Visit};
 use super::term::say;
 use super::Failure;
 
@@ -133,21 +134,30 @@ pub struct RecordCounts {
     pub total: u64,
     /// Of them, with a 2xx status.
     pub ok: u64,
+    /// Of them, fetches that failed ([`Fate::Failed`]).
+    pub failed: u64,
     /// Their `throttled` summed.
     pub throttled: u64,
     pub interrupted: u64,
     pub skipped_robots: u64,
     pub skipped_duplicate: u64,
+    /// Records of lines that are not a URL the crawler takes ([`Fate::Invalid`]).
+    pub invalid: u64,
 }
 
 impl RecordCounts {
     fn add(&mut self, r: &SeenRecord, c: Counted) {
         self.total += 1;
-        self.ok += u64::from(c.status.is_some_and(|s| (200..300).contains(&s)));
         self.throttled += u64::from(c.throttled);
-        self.interrupted += u64::from(r.is_interrupted());
-        self.skipped_robots += u64::from(r.skipped.as_deref() == Some(ROBOTS));
-        self.skipped_duplicate += u64::from(r.is_duplicate());
+        let figure = match Fate::of(c.status, r.error.as_deref(), r.skipped.as_deref()) {
+            Fate::Ok => &mut self.ok,
+            Fate::Failed => &mut self.failed,
+            Fate::Interrupted => &mut self.interrupted,
+            Fate::Robots => &mut self.skipped_robots,
+            Fate::Duplicate => &mut self.skipped_duplicate,
+            Fate::Invalid => &mut self.invalid,
+        };
+        *figure += 1;
     }
 }
 
@@ -155,10 +165,12 @@ impl std::ops::AddAssign for RecordCounts {
     fn add_assign(&mut self, o: RecordCounts) {
         self.total += o.total;
         self.ok += o.ok;
+        self.failed += o.failed;
         self.throttled += o.throttled;
         self.interrupted += o.interrupted;
         self.skipped_robots += o.skipped_robots;
         self.skipped_duplicate += o.skipped_duplicate;
+        self.invalid += o.invalid;
     }
 }
 
@@ -294,10 +306,12 @@ mod tests {
             RecordCounts {
                 total: 4,
                 ok: 0,
+                failed: 2,
                 throttled: 0,
                 interrupted: 1,
                 skipped_robots: 1,
                 skipped_duplicate: 0,
+                invalid: 0,
             }
         );
         assert_eq!(c.lines(), 5);

@@ -80,12 +80,14 @@ impl<'a> FollowWriter<'a> {
         let fetched_at = std::time::SystemTime::now();
         self.totals.add_fetch(&Counted {
             url: &r.url,
+            exit: r.exit.as_deref(),
             status: r.status,
             attempts: r.attempts,
             throttled: r.throttled,
             elapsed_ms: r.elapsed_ms,
             error: r.error.as_deref(),
             interrupted: false,
+            skipped: r.skipped,
             at: fetched_at,
         });
         let kept = match answer {

@@ -23,6 +23,13 @@ use super::breakdown::Breakdown;
 /// The `error` of a record whose fetch was stopped by Ctrl-C.
 pub const INTERRUPTED: &str = "interrupted";
 
+/// `skipped` of a record for a repeated line of the list: the URL's fate is in its other
+/// record, so this one neither finishes nor reopens it.
+pub const DUPLICATE: &str = "duplicate";
+
+/// `skipped` of a record robots.txt kept from being fetched.
+pub const ROBOTS: &str = "robots";
+
 /// One line of `--out` (URL list and frontier modes).
 #[derive(Debug, Serialize)]
 pub struct Record {
@@ -174,6 +181,10 @@ pub fn millis(d: Duration) -> u64 {
 pub struct Totals {
     pub total: Cell<u64>,
     pub ok: Cell<u64>,
+    /// Records whose fetch was tried and failed (see [`Fate::Failed`]).
+    pub failed: Cell<u64>,
+    /// Records of lines that are not a URL the crawler takes (see [`Fate::Invalid`]).
+    pub invalid: Cell<u64>,
     pub throttled: Cell<u64>,
     /// HTTP attempts of the records, plus robots.txt fetches.
     pub requests: Cell<u64>,
@@ -205,6 +216,8 @@ pub struct Totals {
     pub no_healthy_exit: Cell<u64>,
     /// The records of fetched URLs, per host.
     pub hosts: RefCell<HashMap<String, HostTally>>,
+    /// The records of fetched URLs, per exit of their final attempt.
+    pub exits: RefCell<HashMap<String, ExitTally>>,
     /// What `--report` shows beyond the summary.
     pub breakdown: RefCell<Breakdown>,
 }
@@ -212,14 +225,64 @@ pub struct Totals {
 /// A record's figures, as [`Totals::add_fetch`] counts them.
 pub struct Counted<'a> {
     pub url: &'a str,
+    /// The exit of the final attempt.
+    pub exit: Option<&'a str>,
     pub status: Option<u16>,
     pub attempts: u32,
     pub throttled: u32,
     pub elapsed_ms: u64,
     pub error: Option<&'a str>,
     pub interrupted: bool,
+    pub skipped: Option<SkipReason>,
     /// When the record was made.
     pub at: SystemTime,
+}
+
+/// The one figure of the summary, besides `total`, that a record counts in: the
+/// figures add up to `total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Final answer 2xx.
+    Ok,
+    /// The fetch was tried and failed: an error, or a final answer that is not 2xx.
+    Failed,
+    /// Stopped by Ctrl-C.
+    Interrupted,
+    /// `skipped: "robots"`.
+    Robots,
+    /// `skipped: "duplicate"`.
+    Duplicate,
+    /// A line that is not a URL the crawler takes (`invalid_url`, never sent).
+    Invalid,
+}
+
+impl Fate {
+    /// The fate of a record with these fields; `skipped` as the record spells it.
+    pub fn of(status: Option<u16>, error: Option<&str>, skipped: Option<&str>) -> Fate {
+        let invalid_prefix = FetchErrorKind::InvalidUrl.as_str();
+        match skipped {
+            Some(ROBOTS) => Fate::Robots,
+            Some(DUPLICATE) => Fate::Duplicate,
+            _ if status.is_some_and(|s| (200..300).contains(&s)) => Fate::Ok,
+            _ if error == Some(INTERRUPTED) => Fate::Interrupted,
+            _ if status.is_none()
+                && error.is_some_and(|e| {
+                    e.strip_prefix(invalid_prefix)
+                        .is_some_and(|rest| rest.starts_with(':'))
+                }) =>
+            {
+                Fate::Invalid
+            }
+            _ => Fate::Failed,
+        }
+    }
+}
+
+fn skip_name(s: Option<SkipReason>) -> Option<&'static str> {
+    s.map(|s| match s {
+        SkipReason::Robots => ROBOTS,
+        SkipReason::Duplicate => DUPLICATE,
+    })
 }
 
 /// What a record says of its fetch: ended 2xx, attempts, throttled answers, `elapsed_ms`.
@@ -258,6 +321,13 @@ impl HostTally {
     }
 }
 
+/// When the records whose final attempt went through one exit were made.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ExitTally {
+    pub first_at: Option<SystemTime>,
+    pub last_at: Option<SystemTime>,
+}
+
 /// The host of a record's URL, as the crawler keys its limits: the name, lowercase,
 /// without the port.
 fn host_of(url: &str) -> Option<String> {
@@ -273,22 +343,16 @@ impl Totals {
     pub fn add(&self, r: &Record) {
         self.add_fetch(&Counted {
             url: &r.url,
+            exit: r.exit.as_deref(),
             status: r.status,
             attempts: r.attempts,
             throttled: r.throttled,
             elapsed_ms: r.elapsed_ms,
             error: r.error.as_deref(),
             interrupted: r.is_interrupted(),
+            skipped: r.skipped,
             at: r.fetched_at,
         });
-        bump(
-            &self.skipped_robots,
-            u64::from(r.skipped == Some(SkipReason::Robots)),
-        );
-        bump(
-            &self.skipped_duplicate,
-            u64::from(r.skipped == Some(SkipReason::Duplicate)),
-        );
     }
 
     /// One record's figures, whichever writer made it (the list's [`Record`], a follow
@@ -296,8 +360,20 @@ impl Totals {
     pub fn add_fetch(&self, c: &Counted) {
         let ok = c.status.is_some_and(|s| (200..300).contains(&s));
         self.count(ok, c.throttled, c.attempts, c.interrupted);
+        let fate = if c.interrupted {
+            Fate::Interrupted
+        } else {
+            Fate::of(c.status, c.error, skip_name(c.skipped))
+        };
+        self.count_fate(fate);
         let fetched = (ok, c.attempts, c.throttled, c.elapsed_ms);
         self.add_host(c.url, fetched, c.at);
+        if let (Some(exit), true) = (c.exit, c.attempts > 0) {
+            let mut exits = self.exits.borrow_mut();
+            let e = exits.entry(exit.to_owned()).or_default();
+            e.first_at = Some(e.first_at.map_or(c.at, |f| f.min(c.at)));
+            e.last_at = Some(e.last_at.map_or(c.at, |l| l.max(c.at)));
+        }
         self.note_error(c.error);
         self.observe(c.attempts, c.status, c.throttled, c.at);
         if c.attempts > 0 {
@@ -312,11 +388,27 @@ impl Totals {
             return;
         }
         if let Some(h) = host_of(url) {
+            let (attempts, throttled) = (fetch.1, fetch.2);
+            self.breakdown
+                .borrow_mut()
+                .host_fetched(&h, at, attempts, throttled);
             self.hosts.borrow_mut().entry(h).or_default().add(fetch, at);
         }
     }
 
-    pub fn count(&self, ok: bool, throttled: u32, attempts: u32, interrupted: bool) {
+    fn count_fate(&self, fate: Fate) {
+        let figure = match fate {
+            Fate::Failed => &self.failed,
+            Fate::Invalid => &self.invalid,
+            Fate::Robots => &self.skipped_robots,
+            Fate::Duplicate => &self.skipped_duplicate,
+            // Counted by `count`.
+            Fate::Ok | Fate::Interrupted => return,
+        };
+        bump(figure, 1);
+    }
+
+    fn count(&self, ok: bool, throttled: u32, attempts: u32, interrupted: bool) {
         bump(&self.total, 1);
         bump(&self.ok, u64::from(ok));
         bump(&self.throttled, u64::from(throttled));
@@ -382,6 +474,31 @@ mod tests {
             (t.total.get(), t.ok.get(), t.skipped_robots.get()),
             (1, 0, 1)
         );
+    }
+
+    #[test]
+    fn each_record_has_one_fate() {
+        let of = Fate::of;
+        assert_eq!(of(Some(200), None, None), Fate::Ok);
+        assert_eq!(of(Some(404), None, None), Fate::Failed);
+        assert_eq!(of(Some(301), None, None), Fate::Failed);
+        assert_eq!(of(None, Some("timeout: no answer"), None), Fate::Failed);
+        assert_eq!(of(None, Some(INTERRUPTED), None), Fate::Interrupted);
+        assert_eq!(of(None, None, Some("robots")), Fate::Robots);
+        assert_eq!(
+            of(None, Some("connect_refused: x"), Some("robots")),
+            Fate::Robots
+        );
+        assert_eq!(of(None, None, Some("duplicate")), Fate::Duplicate);
+        assert_eq!(of(None, Some("invalid_url: bad port"), None), Fate::Invalid);
+        assert_eq!(of(None, Some("invalid_urlx"), None), Fate::Failed);
+        let t = Totals::default();
+        t.add(&Record::too_long("http://h/x", 20_000));
+        t.add(&Record::duplicate("http://h/x"));
+        t.add(&Record::interrupted("http://h/y", Duration::ZERO));
+        let figures = (t.total.get(), t.failed.get(), t.invalid.get());
+        assert_eq!(figures, (3, 0, 1));
+        assert_eq!((t.skipped_duplicate.get(), t.interrupted.get()), (1, 1));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! Its figures are the summary's (the hosts, the exits, the totals) and the
 //! [`Breakdown`](super::breakdown::Breakdown) counted as records were written (the
-//! timeline, status classes, error kinds, slowest URLs). Every row and chart carries its
+//! timeline, the busiest hosts' rates, status classes, error kinds, slowest URLs). Every row and chart carries its
 //! figures as `data-*` attributes, so a program can read the page back. Every string that
 //! came from outside (hosts, URLs, error kinds, exit names) is escaped.
 
@@ -14,6 +14,7 @@ use std::fmt::Write;
 use std::path::Path;
 use std::time::SystemTime;
 
+use super::breakdown::Breakdown;
 use super::date::rfc3339_millis;
 use super::output::write_atomic;
 use super::record::{HostTally, Totals};
@@ -24,6 +25,8 @@ use svg::Bar;
 /// Hosts in the busiest hosts' table, and in the slowest hosts'.
 const HOSTS: usize = 20;
 const SLOW_HOSTS: usize = 10;
+/// Hosts with a chart of their rate.
+const RATE_HOSTS: usize = 6;
 
 const STYLE: &str = "\
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fff;max-width:1160px}\
@@ -38,7 +41,8 @@ border-bottom:1px solid #eee}th{background:#f4f4f4}td.t,th.t{text-align:left}\
 background:#2e7d32}.bar.throttled,i.throttled{fill:#f9a825;background:#f9a825}\
 .bar.failed,i.failed{fill:#c62828;background:#c62828}.bar.plain{fill:#1565c0}\
 .bad{color:#c62828;font-weight:600}dl{display:grid;grid-template-columns:auto auto;\
-justify-content:start;gap:2px 14px}dt{color:#666}dd{margin:0}";
+justify-content:start;gap:2px 14px}dt{color:#666}dd{margin:0}i.plain{background:#1565c0}\
+.throttle-mark{stroke:#f9a825;stroke-width:2}h3{font-size:14px;margin:14px 0 2px}";
 
 /// Text as HTML (element content or a quoted attribute's value).
 pub fn esc(s: &str) -> String {
@@ -87,6 +91,7 @@ pub fn render(s: &Summary, t: &Totals, now: SystemTime) -> String {
          ({width} s per bucket).</p>"
     );
     hosts(&mut h, s);
+    host_rates(&mut h, s, &breakdown, width * buckets.len() as u64);
     exits(&mut h, s);
     statuses(&mut h, &breakdown.classes().collect::<Vec<_>>());
     errors(&mut h, &breakdown.errors());
@@ -101,7 +106,7 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         h,
         "<h1>exitcrawl report</h1><p class=\"note\">Written {} after {:.1} s{}.</p>\
          <dl id=\"totals\" data-total=\"{}\" data-ok=\"{}\" data-failed=\"{}\" \
-         data-throttled=\"{}\" data-requests=\"{}\" data-interrupted=\"{}\">",
+         data-throttled=\"{}\" data-requests=\"{}\" data-interrupted=\"{}\" data-invalid=\"{}\">",
         rfc3339_millis(now),
         s.elapsed_s,
         if s.interrupted > 0 {
@@ -114,7 +119,8 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         s.failed,
         s.throttled,
         s.requests,
-        s.interrupted
+        s.interrupted,
+        s.invalid
     );
     for (name, v) in [
         ("URLs recorded", s.total),
@@ -123,6 +129,7 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         ("interrupted", s.interrupted),
         ("skipped by robots.txt", s.skipped_robots),
         ("duplicates", s.skipped_duplicate),
+        ("invalid lines", s.invalid),
         ("requests sent", s.requests),
         ("answered 429/503", s.throttled),
         ("hosts", s.hosts.len() as u64 + s.hosts_omitted),
@@ -189,6 +196,40 @@ fn hosts(h: &mut String, s: &Summary) {
         let _ = write!(h, "<p class=\"note\">… and {more} more hosts.</p>");
     }
     h.push('\n');
+}
+
+/// The busiest hosts' requests per second over the crawl, with their throttles marked:
+/// `span_s` seconds on every chart's axis, so they line up with the timeline.
+fn host_rates(h: &mut String, s: &Summary, breakdown: &Breakdown, span_s: u64) {
+    let busiest: Vec<_> = s
+        .hosts
+        .iter()
+        .filter_map(|x| Some((x, breakdown.host_rate(&x.host)?)))
+        .take(RATE_HOSTS)
+        .collect();
+    if busiest.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Rate of the busiest hosts</h2>");
+    h.push_str(
+        "<p class=\"legend\"><span><i class=\"plain\"></i>requests/s</span>\
+         <span><i class=\"throttled\"></i>throttle answers (429/503)</span></p>",
+    );
+    for (x, rate) in busiest {
+        let _ = write!(
+            h,
+            "<h3>{}: {} requests, {} throttled, settled at {}/s</h3>{}",
+            esc(&x.host),
+            x.requests,
+            x.throttled,
+            opt_rate(x.rate_rps),
+            svg::host_rate(&x.host, rate, span_s)
+        );
+    }
+    h.push_str(
+        "<p class=\"note\">Requests per second (the attempts of the host's fetched records, \
+         by when each record was made); a mark at each second with throttle answers.</p>\n",
+    );
 }
 
 /// Each exit's share of the requests, and its health.
@@ -357,6 +398,7 @@ mod tests {
             skipped: 0,
             skipped_robots: 0,
             skipped_duplicate: 0,
+            invalid: 0,
             robots_fetches: 0,
             resumed: false,
             elapsed_s: 1.0,
@@ -375,6 +417,7 @@ mod tests {
             failed: 0,
             rate_rps: Some(3.0),
             scope: Some(NASTY.into()),
+            paused_ms: 0,
             first_at: None,
             last_at: None,
         });

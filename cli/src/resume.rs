@@ -9,7 +9,7 @@ use std::path::Path;
 use exitcrawl_actors::PendingLink;
 use serde::Deserialize;
 
-use super::record::INTERRUPTED;
+use super::record::{DUPLICATE, INTERRUPTED};
 
 /// The fields of an earlier record that `--resume` and `--dedupe` need (the last three:
 /// `--follow`).
@@ -104,13 +104,6 @@ pub struct ResumeState {
     /// `--follow`: links left out because they were masked.
     pub masked_links: u64,
 }
-
-/// `skipped` of a record for a repeated line of the list: the URL's fate is in its other
-/// record, so this one neither finishes nor reopens it.
-pub const DUPLICATE: &str = "duplicate";
-
-/// `skipped` of a record robots.txt kept from being fetched.
-pub const ROBOTS: &str = "robots";
 
 impl SeenRecord {
     /// A record that says the URL was on an earlier line (see [`DUPLICATE`]).

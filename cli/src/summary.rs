@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl_actors::clock;
-use exitcrawl_actors::metrics::{Metrics, OutcomeLabels};
+use exitcrawl_actors::metrics::{Metrics, OutcomeLabels, RateLabels};
 use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals, HostLimits};
 use serde::Serialize;
 
@@ -35,7 +35,9 @@ pub struct Summary {
     pub total: u64,
     /// Final answer 2xx.
     pub ok: u64,
-    /// `total - ok` (interrupted and robots-skipped URLs included).
+    /// Fetches that were tried and failed: errors (robots.txt unreachable included) and
+    /// final answers that are not 2xx. `total` is `ok + failed + interrupted +
+    /// skipped_robots + skipped_duplicate + invalid`.
     pub failed: u64,
     /// 429/503 answers over all attempts of all URLs.
     pub throttled: u64,
@@ -55,10 +57,13 @@ pub struct Summary {
     /// Lines of the list whose URL an earlier line had (each has a record, `skipped:
     /// "duplicate"`; not fetched).
     pub skipped_duplicate: u64,
+    /// Lines that are not a URL the crawler takes (each has a record, error
+    /// `invalid_url`; not fetched).
+    pub invalid: u64,
     /// robots.txt fetches sent (their attempts count in `requests`).
     pub robots_fetches: u64,
-    /// `--resume`: `total`, `ok`, `failed`, `throttled`, `interrupted`, `skipped_robots`
-    /// and `skipped_duplicate` count the records of the compacted `--out`, one per URL —
+    /// `--resume`: `total`, `ok`, `failed`, `throttled`, `interrupted`, `skipped_robots`,
+    /// `skipped_duplicate` and `invalid` count the records of the compacted `--out`, one per URL —
     /// the whole crawl over every run; the other figures are this run's.
     pub resumed: bool,
     pub elapsed_s: f64,
@@ -135,6 +140,13 @@ pub struct ExitSummary {
     /// address, or the host has no address of its family): moved to another exit.
     pub not_sent: u64,
     pub healthy: bool,
+    /// Pause the limiter ordered for this exit's own budgets (per-IP limits), over every
+    /// host, ms; a host's shared budget's pauses are that host's (`hosts[].paused_ms`).
+    pub paused_ms: u64,
+    /// When the first and last record whose final attempt went through it were made (RFC
+    /// 3339, UTC).
+    pub first_at: Option<String>,
+    pub last_at: Option<String>,
 }
 
 /// One host's account: what this run fetched there, and where its limit settled.
@@ -157,6 +169,10 @@ pub struct HostSummary {
     /// What its answers said about its limit: `unknown`, `host` or `per_ip` (scope
     /// `auto`), or the configured scope; `null` without a limit for it.
     pub scope: Option<String>,
+    /// Pause the limiter ordered for it (a `Retry-After`, a used-up quota, the hold after
+    /// a throttle), summed over its budgets (the host's and each exit's own), ms; each
+    /// moment of a budget's pause counted once.
+    pub paused_ms: u64,
     /// When its first and last record were made (RFC 3339, UTC).
     pub first_at: Option<String>,
     pub last_at: Option<String>,
@@ -167,7 +183,11 @@ impl HostSummary {
     pub const MAX: usize = 1000;
 
     /// The busiest hosts of `tallies`, with what `limits` say of them.
-    fn list(tallies: &HashMap<String, HostTally>, limits: &[HostLimits]) -> (Vec<Self>, u64) {
+    fn list(
+        tallies: &HashMap<String, HostTally>,
+        limits: &[HostLimits],
+        paused_ms: impl Fn(&str) -> u64,
+    ) -> (Vec<Self>, u64) {
         let limit_of: HashMap<&str, &HostLimits> =
             limits.iter().map(|l| (l.host.as_str(), l)).collect();
         let mut v: Vec<_> = tallies.iter().collect();
@@ -187,6 +207,7 @@ impl HostSummary {
                     failed: t.failed,
                     rate_rps: l.and_then(|l| l.lanes.first()).map(|lane| lane.rps),
                     scope: l.map(|l| l.scope.clone()),
+                    paused_ms: paused_ms(host),
                     first_at: t.first_at.map(rfc3339_millis),
                     last_at: t.last_at.map(rfc3339_millis),
                 }
@@ -221,7 +242,43 @@ impl ExitSummary {
             healthy: s.healthy,
             name: s.name,
             source_ip: s.source_ip,
+            paused_ms: 0,
+            first_at: None,
+            last_at: None,
         }
+    }
+}
+
+/// The pauses the limiter ordered, per budget, by the hosts' names.
+struct Pauses<'a> {
+    metrics: &'a Metrics,
+    /// The crawl's exits, and `*` (a host's budget shared by the exits).
+    lanes: Vec<String>,
+}
+
+impl Pauses<'_> {
+    fn ms(&self, exit: &str, host: &str) -> u64 {
+        let labels = RateLabels {
+            exit: exit.to_owned(),
+            host: host.to_owned(),
+        };
+        let secs = self
+            .metrics
+            .host_pause_seconds
+            .get(&labels)
+            .map_or(0.0, |c| c.get());
+        // Whole milliseconds of a count that is never negative.
+        (secs * 1000.0).round() as u64
+    }
+
+    /// `host`'s pauses over every budget.
+    fn host(&self, host: &str) -> u64 {
+        self.lanes.iter().map(|e| self.ms(e, host)).sum()
+    }
+
+    /// `exit`'s own budgets' pauses over `hosts`.
+    fn exit<'h>(&self, exit: &str, hosts: impl Iterator<Item = &'h String>) -> u64 {
+        hosts.map(|h| self.ms(exit, h)).sum()
     }
 }
 
@@ -242,7 +299,7 @@ impl Summary {
         Summary {
             total: t.total.get(),
             ok: t.ok.get(),
-            failed: t.total.get() - t.ok.get(),
+            failed: t.failed.get(),
             throttled: t.throttled.get(),
             requests: per_exit.iter().map(|e| e.requests).sum(),
             interrupted: t.interrupted.get(),
@@ -250,6 +307,7 @@ impl Summary {
             skipped: skipped + t.skipped_done.get(),
             skipped_robots: t.skipped_robots.get(),
             skipped_duplicate: t.skipped_duplicate.get(),
+            invalid: t.invalid.get(),
             robots_fetches: t.robots_fetches.get(),
             resumed: false,
             elapsed_s: elapsed.as_secs_f64(),
@@ -261,9 +319,21 @@ impl Summary {
         }
     }
 
-    /// The per-host account of `t`, with the limiter's view of each host.
-    pub fn with_hosts(mut self, t: &Totals, limits: &[HostLimits]) -> Self {
-        (self.hosts, self.hosts_omitted) = HostSummary::list(&t.hosts.borrow(), limits);
+    /// The per-host account of `t`, with the limiter's view of each host (its limits, and
+    /// from `metrics` its pauses); each exit's records and pauses.
+    pub fn with_hosts(mut self, t: &Totals, limits: &[HostLimits], metrics: &Metrics) -> Self {
+        let mut lanes: Vec<String> = self.per_exit.iter().map(|e| e.name.clone()).collect();
+        lanes.push("*".into());
+        let pauses = Pauses { metrics, lanes };
+        let tallies = t.hosts.borrow();
+        (self.hosts, self.hosts_omitted) = HostSummary::list(&tallies, limits, |h| pauses.host(h));
+        let exits = t.exits.borrow();
+        for e in &mut self.per_exit {
+            e.paused_ms = pauses.exit(&e.name, tallies.keys());
+            let tally = exits.get(&e.name).copied().unwrap_or_default();
+            e.first_at = tally.first_at.map(rfc3339_millis);
+            e.last_at = tally.last_at.map(rfc3339_millis);
+        }
         self
     }
 
@@ -272,11 +342,12 @@ impl Summary {
         self.resumed = true;
         self.total = c.total;
         self.ok = c.ok;
-        self.failed = c.total - c.ok;
+        self.failed = c.failed;
         self.throttled = c.throttled;
         self.interrupted = c.interrupted;
         self.skipped_robots = c.skipped_robots;
         self.skipped_duplicate = c.skipped_duplicate;
+        self.invalid = c.invalid;
         self
     }
 
@@ -346,7 +417,7 @@ impl SummaryWriter {
             stats,
             self.handle.metrics(),
         )
-        .with_hosts(&self.totals, &limits);
+        .with_hosts(&self.totals, &limits, self.handle.metrics());
         let summary = match follow {
             Some(ft) => summary.with_follow(ft),
             None => summary,

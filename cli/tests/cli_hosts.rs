@@ -78,3 +78,73 @@ fn the_summary_accounts_for_each_host_as_its_server_counted() {
         "the limited host throttled: {throttled}"
     );
 }
+
+#[test]
+fn each_host_is_paused_for_at_least_the_retry_after_of_each_throttle_it_sent() {
+    // One request at a time through one exit, so no two throttles share a pause: each
+    // 429 says Retry-After: 1, and the host is paused at least that long for each.
+    let limited = TestSite::start_at(
+        SiteConfig {
+            limit: Limit::Global(Rate::per_second(2, 1)),
+            retry_after: RetryAfter::Fixed(1),
+            ..SiteConfig::default()
+        },
+        "127.0.1.3".parse().unwrap(),
+    );
+    let open = TestSite::start_at(SiteConfig::default(), "127.0.1.4".parse().unwrap());
+    let dir = TempDir::new("hosts-paused");
+    let mut list = String::new();
+    for i in 0..4 {
+        list += &(limited.url(&format!("/p/{i}")) + "\n");
+        list += &(open.url(&format!("/p/{i}")) + "\n");
+    }
+    let urls = dir.file("urls.txt", &list);
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
+    let o = run(&[
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--ignore-robots",
+        "--initial-rps",
+        "20",
+        "--concurrency",
+        "1",
+        "--exit",
+        "127.0.0.2",
+    ]);
+    assert_ok(&o);
+    let sum = json(&summary);
+    let hosts = sum["hosts"].as_array().expect("hosts");
+    let host = |name: &str| {
+        hosts
+            .iter()
+            .find(|h| h["host"] == name)
+            .unwrap_or_else(|| panic!("{name} in {hosts:?}"))
+    };
+    let seen = limited.stats();
+    assert!(seen.limited > 0, "the site throttled: {seen:?}");
+    let paused = host("127.0.1.3")["paused_ms"].as_u64().expect("paused_ms");
+    assert!(
+        paused >= 1000 * seen.limited,
+        "paused {paused} ms for {} throttles: {sum}",
+        seen.limited
+    );
+    assert_eq!(host("127.0.1.3")["throttled"], seen.limited, "{sum}");
+    assert_eq!(open.stats().limited, 0);
+    assert_eq!(host("127.0.1.4")["paused_ms"], 0, "never throttled: {sum}");
+
+    // The exit: its requests are the sites', its records' times span the hosts'.
+    let exits = sum["per_exit"].as_array().expect("per_exit");
+    assert_eq!(exits.len(), 1, "{sum}");
+    let e = &exits[0];
+    assert_eq!(e["requests"], seen.requests + open.stats().requests, "{e}");
+    assert_eq!(e["throttled"], seen.limited, "{e}");
+    assert!(e["paused_ms"].as_u64().is_some_and(|p| p <= paused), "{e}");
+    let first = hosts.iter().filter_map(|h| h["first_at"].as_str()).min();
+    let last = hosts.iter().filter_map(|h| h["last_at"].as_str()).max();
+    assert_eq!(e["first_at"].as_str(), first, "{sum}");
+    assert_eq!(e["last_at"].as_str(), last, "{sum}");
+}

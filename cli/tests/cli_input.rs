@@ -590,7 +590,14 @@ fn summary_figures_add_up_and_ok_counts_2xx_only() {
     assert_eq!(over_exits("not_sent"), 0);
     assert_eq!(over_exits("throttled"), 0);
     assert_eq!(n(&sum["total"]), 42);
-    assert_eq!(n(&sum["failed"]), 42 - 20);
+    // failed: the fetches that failed (the 500s and 404s); the two lines the crawler
+    // does not take are `invalid`.
+    assert_eq!(n(&sum["failed"]), 20, "{sum}");
+    assert_eq!(n(&sum["invalid"]), 2, "{sum}");
+    assert_eq!(
+        n(&sum["total"]),
+        n(&sum["ok"]) + n(&sum["failed"]) + n(&sum["invalid"])
+    );
     for e in per_exit {
         assert!(n(&e["ok"]) <= n(&e["requests"]), "{e}");
     }

@@ -116,6 +116,7 @@ fn check_figures(html: &str, limited: &TestSite, open: &TestSite, sum: &serde_js
         throttled += seen.limited;
     }
     assert!(throttled > 0, "the limited host throttled");
+    check_host_rates(html, limited, open);
     assert_eq!(num(html, "id", "timeline", "data-ok"), 9);
     assert_eq!(num(html, "id", "timeline", "data-failed"), 1);
     assert_eq!(num(html, "id", "timeline", "data-throttled"), throttled);
@@ -131,6 +132,49 @@ fn check_figures(html: &str, limited: &TestSite, open: &TestSite, sum: &serde_js
             assert_eq!(Some(shown), e[field].as_u64(), "{name} {field}");
         }
     }
+}
+
+/// The rate chart of host `name`: its `<svg>` element, whole.
+fn rate_chart<'a>(html: &'a str, name: &str) -> &'a str {
+    html.match_indices("<svg class=\"chart host-rate\"")
+        .map(|(at, _)| &html[at..at + html[at..].find("</svg>").expect("closed")])
+        .find(|svg| svg[..svg.find('>').unwrap()].contains(&format!("data-host=\"{name}\"")))
+        .unwrap_or_else(|| panic!("a rate chart of {name}"))
+}
+
+/// The sum of `data-n` over the elements of `svg` that start with `open`.
+fn sum_n(svg: &str, open: &str) -> u64 {
+    svg.match_indices(open)
+        .map(|(at, _)| {
+            let tag = &svg[at..at + svg[at..].find('>').unwrap()];
+            let v = &tag[tag.find(" data-n=\"").expect("data-n") + 9..];
+            v[..v.find('"').unwrap()].parse::<u64>().expect("a number")
+        })
+        .sum()
+}
+
+/// Each host's rate chart: its bars add up to the requests its server saw, its throttle
+/// marks to the throttles it sent.
+fn check_host_rates(html: &str, limited: &TestSite, open: &TestSite) {
+    for (site, name) in [(limited, "127.0.1.1"), (open, "127.0.1.2")] {
+        let seen = site.stats();
+        let svg = rate_chart(html, name);
+        let head = |a: &str| {
+            let v = &svg[svg.find(&format!(" {a}=\"")).expect(a) + a.len() + 3..];
+            v[..v.find('"').unwrap()].parse::<u64>().expect("a number")
+        };
+        assert_eq!(head("data-requests"), seen.requests, "{name}: {svg}");
+        assert_eq!(head("data-throttled"), seen.limited, "{name}: {svg}");
+        let bars = sum_n(svg, "<rect class=\"bar plain rate\"");
+        assert_eq!(bars, seen.requests, "{name}'s bars: {svg}");
+        let marks = sum_n(svg, "<line class=\"throttle-mark\"");
+        assert_eq!(marks, seen.limited, "{name}'s throttle marks: {svg}");
+    }
+    assert!(
+        rate_chart(html, "127.0.1.1").contains("<line class=\"throttle-mark\""),
+        "the limited host's throttles are marked"
+    );
+    assert!(!rate_chart(html, "127.0.1.2").contains("throttle-mark"));
 }
 
 /// The URL with HTML's characters is shown, escaped; nothing of it is markup.
@@ -246,6 +290,15 @@ fn check_in_chromium(dir: &TempDir, report: &Path) {
     assert_eq!(dom.matches("<polyline").count(), 3, "the timeline's lines");
     assert!(dom.contains("<table id=\"hosts\">"), "the hosts' table");
     assert_eq!(dom.matches("<tr class=\"host\"").count(), 3, "its rows");
+    assert_eq!(
+        dom.matches("<svg class=\"chart host-rate\"").count(),
+        3,
+        "a rate chart per host"
+    );
+    assert!(
+        dom.contains("<line class=\"throttle-mark\""),
+        "throttles marked"
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cli_support::{json, records, s, spawn, stderr, wait_bounded, TempDir};
-use exitcrawl_testsite::{SiteConfig, TestSite};
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
 
 /// Four at a time, no retries, robots.txt off (the site's requests are the list's).
@@ -225,4 +225,131 @@ fn a_compaction_that_cannot_be_written_leaves_out_whole_and_says_so() {
     let sum = json(&summary);
     assert_eq!(sum["total"], all.len() as u64, "{sum}");
     assert_eq!(sum["ok"], all.len() as u64, "{sum}");
+}
+
+/// The summary's figures a record counts in, one each: together they are `total`.
+const FATES: [&str; 6] = [
+    "ok",
+    "failed",
+    "interrupted",
+    "skipped_robots",
+    "skipped_duplicate",
+    "invalid",
+];
+
+/// Which of [`FATES`] a record counts in, from its fields.
+fn fate(r: &Value) -> &'static str {
+    let error = r["error"].as_str().unwrap_or("");
+    match r["skipped"].as_str() {
+        Some("robots") => "skipped_robots",
+        Some("duplicate") => "skipped_duplicate",
+        _ if r["status"]
+            .as_u64()
+            .is_some_and(|s| (200..300).contains(&s)) =>
+        {
+            "ok"
+        }
+        _ if error == "interrupted" => "interrupted",
+        _ if r["status"].is_null() && error.starts_with("invalid_url:") => "invalid",
+        _ => "failed",
+    }
+}
+
+/// `sum`'s figures add up to its `total`, and each is the count of `recs` of its kind.
+fn assert_figures_add_up(sum: &Value, recs: &[Value]) {
+    let figure = |k: &str| sum[k].as_u64().unwrap_or_else(|| panic!("{k}: {sum}"));
+    let parts: u64 = FATES.iter().map(|k| figure(k)).sum();
+    assert_eq!(parts, figure("total"), "{sum}");
+    for k in FATES {
+        let n = recs.iter().filter(|r| fate(r) == k).count() as u64;
+        assert_eq!(figure(k), n, "{k}: {sum}");
+    }
+}
+
+#[test]
+fn summary_figures_add_up_to_total_with_every_kind_of_record_and_after_resume() {
+    // robots.txt keeps /private/ out; /gone/ answers 404; every answer takes 300 ms.
+    let pages = Pages::new(|_: &str, pq: &str| match pq {
+        "/robots.txt" => Some(Page::text("User-agent: *\nDisallow: /private/\n")),
+        p if p.starts_with("/gone/") => None,
+        _ => Some(Page::html("<p>page</p>")),
+    });
+    let site = TestSite::start(SiteConfig {
+        pages: Some(pages),
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("resume-fates");
+    let config = dir.file(
+        "crawl.toml",
+        &CONFIG.replace("robots = false", "robots = true"),
+    );
+    let mut list = vec![
+        site.url("/gone/0"),
+        site.url("/gone/1"),
+        site.url("/private/x"),
+        "not a url".to_string(),
+        "http://127.0.0.1:70000/".to_string(),
+        site.url("/gone/0"),
+    ];
+    list.extend((0..4).map(|i| site.url(&format!("/page/{i}"))));
+    // Enough behind them that Ctrl-C finds fetches in flight.
+    list.extend((0..40).map(|i| site.url(&format!("/later/{i}"))));
+    let urls = dir.file("urls.txt", &(list.join("\n") + "\n"));
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
+    let args = [
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--grace",
+        "0",
+    ];
+    let child = spawn(&args);
+    wait_for_lines(&out, 14, Duration::from_secs(20));
+    sigint(child.id());
+    let o = wait_bounded(child, Duration::from_secs(15));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    let sum = json(&summary);
+    let recs = records(&out);
+    assert_figures_add_up(&sum, &recs);
+    for k in FATES {
+        assert!(
+            sum[k].as_u64().unwrap() > 0,
+            "a record of each kind: {k}: {sum}"
+        );
+    }
+    assert_eq!(sum["invalid"], 2, "{sum}");
+    assert_eq!(sum["skipped_robots"], 1, "{sum}");
+    assert_eq!(sum["skipped_duplicate"], 1, "{sum}");
+    assert_eq!(sum["failed"], 2, "the two 404s: {sum}");
+    // What the site saw: each 404 once (the repeated line was not fetched), nothing of
+    // /private/.
+    let seen = requests_by_path(&site);
+    assert!(!seen.contains_key("/private/x"), "{seen:?}");
+    assert_eq!(seen.get("/gone/0"), Some(&1), "{seen:?}");
+    assert_eq!(seen.get("/gone/1"), Some(&1), "{seen:?}");
+
+    // Resumed: the interrupted URLs are fetched, the figures over the compacted --out
+    // still add up.
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let o = wait_bounded(spawn(&resume), Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let sum = json(&summary);
+    assert_eq!(sum["resumed"], true, "{sum}");
+    assert_figures_add_up(&sum, &records(&out));
+    assert_eq!(
+        sum["total"],
+        list.len() as u64 - 1,
+        "one record per URL: {sum}"
+    );
+    assert_eq!(sum["interrupted"], 0, "{sum}");
+    assert_eq!(sum["ok"], 44, "{sum}");
+    assert_eq!(sum["failed"], 2, "{sum}");
+    assert_eq!(sum["invalid"], 2, "{sum}");
 }

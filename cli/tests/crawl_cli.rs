@@ -209,7 +209,9 @@ fn crawls_a_url_file_and_writes_records_and_summary() {
     let n = |k: &str| sum[k].as_u64().unwrap_or_else(|| panic!("summary {k}"));
     assert_eq!(n("total"), records.len() as u64);
     assert_eq!(n("ok"), valid.len() as u64);
-    assert_eq!(n("failed"), n("total") - n("ok"));
+    // The invalid line is its own figure, not a failed fetch.
+    assert_eq!(n("invalid"), 1);
+    assert_eq!(n("failed"), n("total") - n("ok") - n("invalid"));
     let attempts: u64 = records
         .iter()
         .map(|r| r["attempts"].as_u64().unwrap())

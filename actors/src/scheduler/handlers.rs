@@ -162,7 +162,9 @@ impl Scheduler {
                 }
             }
             if let Some(p) = m.pause_until {
-                self.metrics.note_pause(&rate, state.pause_until, p, now);
+                let host = key.host.as_deref();
+                self.metrics
+                    .note_pause(&rate, host, state.pause_until, p, now);
                 state.pause_until = Some(state.pause_until.map_or(p, |q| q.max(p)));
             }
         }

@@ -325,8 +325,13 @@ impl Scheduler {
                 exit: exit.to_owned(),
                 host: self.metrics.host_label(host),
             };
-            self.metrics
-                .note_pause(&labels, k.pause_until, until, crate::clock::now());
+            self.metrics.note_pause(
+                &labels,
+                Some(&**host),
+                k.pause_until,
+                until,
+                crate::clock::now(),
+            );
             k.pause_until = Some(k.pause_until.map_or(until, |q| q.max(until)));
             if let Some(l) = k.limiter.as_mut() {
                 l.drain(until);

@@ -1,11 +1,12 @@
 //! The report's charts as inline SVG, drawn here so the page needs no script: the
-//! timeline, horizontal bar charts, and the small ok/throttled/other bar of a table row.
+//! timeline, a host's rate over time, horizontal bar charts, and the small
+//! ok/throttled/other bar of a table row.
 //! Every label goes through [`esc`].
 
 use std::fmt::Write;
 
 use super::esc;
-use crate::breakdown::Bucket;
+use crate::breakdown::{Bucket, HostRate};
 
 /// Most columns the timeline draws; more buckets are summed into wider columns.
 const COLUMNS: usize = 600;
@@ -73,6 +74,78 @@ pub fn timeline(width: u64, buckets: &[Bucket]) -> String {
             "<polyline class=\"line {class}\" fill=\"none\" points=\"{}\"/>",
             points.trim_end()
         );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// `host`'s requests per second over the crawl's first `span_s` seconds, one bar per bucket
+/// of `rate`, with a mark at each bucket that had throttle answers.
+pub fn host_rate(host: &str, rate: &HostRate, span_s: u64) -> String {
+    const H: f64 = 150.0;
+    let requests: u64 = rate.buckets.iter().map(|b| u64::from(b.requests)).sum();
+    let throttled: u64 = rate.buckets.iter().map(|b| u64::from(b.throttled)).sum();
+    let width = rate.width;
+    let span = span_s.max(rate.buckets.last().map_or(1, |b| (b.at + 1) * width));
+    let per_s = |n: u32| f64::from(n) / width as f64;
+    let peak = rate
+        .buckets
+        .iter()
+        .map(|b| per_s(b.requests))
+        .fold(0.0, f64::max);
+    let top = nice_ceiling(peak.max(1.0));
+    let mut svg = format!(
+        "<svg class=\"chart host-rate\" xmlns=\"http://www.w3.org/2000/svg\" \
+         viewBox=\"0 0 {WIDTH} {H}\" width=\"{WIDTH}\" height=\"{H}\" role=\"img\" \
+         data-host=\"{}\" data-requests=\"{requests}\" data-throttled=\"{throttled}\" \
+         data-bucket-s=\"{width}\" data-peak-rps=\"{peak:.2}\"><title>{} requests per \
+         second, throttles marked</title>",
+        esc(host),
+        esc(host)
+    );
+    let (bottom, right) = (H - BOTTOM, WIDTH - RIGHT);
+    let plot_w = right - LEFT;
+    let x = |s: u64| LEFT + plot_w * s as f64 / span as f64;
+    let _ = write!(
+        svg,
+        "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{right}\" y2=\"{TOP}\"/>\
+         <line class=\"grid\" x1=\"{LEFT}\" y1=\"{bottom}\" x2=\"{right}\" y2=\"{bottom}\"/>\
+         <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}/s</text>\
+         <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">0</text>\
+         <text class=\"tick\" x=\"{LEFT}\" y=\"{:.1}\">0 s</text>\
+         <text class=\"tick\" x=\"{right}\" y=\"{:.1}\" text-anchor=\"end\">{span} s</text>",
+        LEFT - 6.0,
+        TOP + 4.0,
+        short(top),
+        LEFT - 6.0,
+        bottom + 4.0,
+        bottom + 16.0,
+        bottom + 16.0,
+    );
+    for b in &rate.buckets {
+        let (x0, x1) = (x(b.at * width), x((b.at + 1) * width));
+        let h = (bottom - TOP) * per_s(b.requests) / top;
+        let _ = write!(
+            svg,
+            "<rect class=\"bar plain rate\" data-s=\"{}\" data-n=\"{}\" x=\"{x0:.1}\" \
+             y=\"{:.1}\" width=\"{:.1}\" height=\"{h:.1}\"/>",
+            b.at * width,
+            b.requests,
+            bottom - h,
+            (x1 - x0).max(1.0)
+        );
+        if b.throttled > 0 {
+            let mid = (x0 + x1) / 2.0;
+            let _ = write!(
+                svg,
+                "<line class=\"throttle-mark\" data-s=\"{}\" data-n=\"{}\" x1=\"{mid:.1}\" \
+                 y1=\"{TOP}\" x2=\"{mid:.1}\" y2=\"{bottom}\"><title>{} throttle answers \
+                 </title></line>",
+                b.at * width,
+                b.throttled,
+                b.throttled
+            );
+        }
     }
     svg.push_str("</svg>");
     svg
@@ -230,6 +303,33 @@ mod tests {
         let many = vec![b(1, 0, 0); COLUMNS * 3 + 1];
         let svg = timeline(2, &many);
         assert!(svg.contains(&format!("data-ok=\"{}\"", COLUMNS * 3 + 1)));
+    }
+
+    #[test]
+    fn a_host_rate_has_a_bar_per_bucket_and_a_mark_per_throttled_one() {
+        use crate::breakdown::HostBucket;
+        let b = |at, requests, throttled| HostBucket {
+            at,
+            requests,
+            throttled,
+        };
+        let rate = HostRate {
+            width: 2,
+            buckets: vec![b(0, 4, 0), b(3, 6, 2), b(4, 1, 1)],
+        };
+        let svg = host_rate("h<1>", &rate, 20);
+        assert!(svg.contains("data-host=\"h&lt;1&gt;\" data-requests=\"11\" data-throttled=\"3\""));
+        assert!(
+            svg.contains("data-bucket-s=\"2\" data-peak-rps=\"3.00\""),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("<rect class=\"bar plain rate\"").count(), 3);
+        assert_eq!(svg.matches("<line class=\"throttle-mark\"").count(), 2);
+        assert!(svg.contains("data-s=\"6\" data-n=\"2\""), "{svg}");
+        assert!(
+            !svg.contains("<polyline"),
+            "the timeline's lines stay the only ones"
+        );
     }
 
     #[test]
