@@ -17,9 +17,9 @@ use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::config::{Arbiters, Backend, ConfigError, ExitSettings, Settings};
 use exitcrawl::health::HealthPolicy;
 
+use crate::controller::LimiterActor;
 use crate::exit::{ExitActor, ExitCore, ExitOptions, ExitShare};
 use crate::health::{HealthActor, HealthOptions};
-use crate::limiter::LimiterActor;
 use crate::messages::{
     ExitStats, Fetch, FetchError, FetchResponse, GetLimits, GetStats, HostLimits, Shutdown,
 };

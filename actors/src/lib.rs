@@ -14,8 +14,8 @@
 //!   `Fetch`): picks the least-loaded healthy exit that may send to the host now (the
 //!   core's `select`), paces each limiter key, retries within a budget, replies exactly
 //!   once. One file per concept under `scheduler/`; its docs hold the layout.
-//! - `limiter` (internal): `LimiterActor` runs the core's adaptive controller per key and
-//!   broadcasts `SetInterval`.
+//! - `controller` (internal): `LimiterActor`, the actor of the core's adaptive controller
+//!   (`exitcrawl::aimd`), runs a controller per limiter key and broadcasts `SetInterval`.
 //! - `health` (internal): `HealthActor` pings exits on a timer, runs the health state
 //!   machine.
 //!
@@ -45,13 +45,13 @@
 
 mod body;
 pub mod clock;
+mod controller;
 pub mod crawler;
 mod cutoff;
 mod exit;
 pub mod follow;
 mod headers;
 mod health;
-mod limiter;
 pub mod messages;
 pub mod metrics;
 pub mod net;

@@ -56,7 +56,7 @@ fn exits_of(args: &[ExitArg]) -> Vec<ExitSettings> {
 /// The default-route exit's name: this host's name, in the characters an exit name may
 /// have.
 fn default_exit_name() -> String {
-    let host = super::frontier::hostname().unwrap_or_default();
+    let host = super::shared_frontier::hostname().unwrap_or_default();
     let name: String = host
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
