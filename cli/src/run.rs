@@ -12,7 +12,8 @@ use std::time::Duration;
 use exitcrawl::config::{ExitSettings, Settings};
 use exitcrawl::redact::mask_header;
 use exitcrawl_actors::clock;
-use exitcrawl_actors::{Crawler, CrawlerHandle, FollowTotals, Resume};
+use exitcrawl_actors::follow::{FollowTotals, Resume};
+use exitcrawl_actors::{Crawler, CrawlerHandle};
 use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};
