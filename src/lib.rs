@@ -21,7 +21,7 @@
 //!                     medians against a noise band), errors, lockout (quota windows,
 //!                     bans), meter; coupling.rs: a host's budget and its exits' own;
 //!                     classify.rs: what an answer or a failure means
-//!   sim/              closes the loop on fake time: host policy + pacers vs a modelled
+//!   sim/              (feature `sim`) closes the loop on fake time: host policy + pacers vs a modelled
 //!                     site (site.rs: the shapes real sites have), scenario files
 //!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
 //!   proxy.rs          proxy URLs an exit sends through (http CONNECT, socks5, socks5h)
@@ -36,7 +36,7 @@
 //!   config/           settings schema (serde), loading (file + env), validate()
 //!   discover/         crawling: URL normalise, link extraction, scope, dedupe,
 //!                     robots.txt + cache, sitemaps, per-host round-robin frontier
-//!   frontier.rs       a shared Redis frontier's consumer: reconnect deadline, local
+//!   shared_frontier.rs a shared Redis frontier's consumer: reconnect deadline, local
 //!                     failures and the delivery limit, heartbeat and claim timing
 //! actors/             crate exitcrawl-actors: actix actors that own I/O, timers, messages
 //! cli/                crate exitcrawl-cli: the `exitcrawl` program
@@ -61,7 +61,6 @@ pub mod config;
 pub mod cookies;
 pub mod decision;
 pub mod discover;
-pub mod frontier;
 pub mod headers;
 pub mod health;
 pub mod limiter;
@@ -72,6 +71,8 @@ pub mod redact;
 pub mod retry;
 pub mod rng;
 pub mod select;
+pub mod shared_frontier;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 pub use clock::{Clock, FakeClock, MonotonicClock};

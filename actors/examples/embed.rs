@@ -10,21 +10,21 @@
 //! 1. an actix `System` (here from `#[actix::main]`) — the crawler's actors run in it;
 //! 2. `Crawler::start(settings)` with two exits, 127.0.0.2 and 127.0.0.3 (on Linux every
 //!    address in 127.0.0.0/8 is local, so no setup is needed);
-//! 3. the application's own actor, `App`, which holds the scheduler's `Addr` and sends it
-//!    `Fetch` messages from `started()`; each reply comes back into the actor through
+//! 3. the application's own actor, `App`, which holds the `CrawlerHandle` and starts a
+//!    `handle.fetch(Fetch::get(url))` per URL from `started()`; each reply comes back into the actor through
 //!    `ctx.spawn(fut.into_actor(self).map(..))`, so the handler may touch the actor's state;
 //! 4. when every reply is in, the per-exit figures from `handle.stats()`, then the System
 //!    stops.
 //!
-//! The site is a local `TestSite` on 127.0.0.1 (loopback only, nothing leaves the machine).
+//! It uses only the root of `exitcrawl_actors` (and `exitcrawl::config` for the settings'
+//! tables). The site is a local `TestSite` on 127.0.0.1 (loopback only, nothing leaves the machine).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use exitcrawl::config::{Algorithm, ExitSettings, Settings};
-use exitcrawl_actors::SchedulerActor;
-use exitcrawl_actors::{Crawler, Fetch, FetchError, FetchResponse};
+use exitcrawl::config::{Algorithm, ExitSettings};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchError, FetchResponse, Settings};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 use tokio::sync::oneshot;
 
@@ -43,7 +43,7 @@ struct Summary {
 
 /// The application's own actor: it owns the crawl's work list and its results.
 struct App {
-    scheduler: Addr<SchedulerActor>,
+    handle: CrawlerHandle,
     urls: Vec<String>,
     pending: usize,
     summary: Summary,
@@ -51,10 +51,10 @@ struct App {
 }
 
 impl App {
-    fn on_reply(&mut self, reply: Result<Result<FetchResponse, FetchError>, MailboxError>) {
+    fn on_reply(&mut self, reply: Result<FetchResponse, FetchError>) {
         self.pending -= 1;
         match reply {
-            Ok(Ok(resp)) => {
+            Ok(resp) => {
                 if resp.status == 200 {
                     self.summary.ok += 1;
                 } else {
@@ -63,12 +63,8 @@ impl App {
                 *self.summary.per_exit.entry(resp.exit).or_default() += 1;
                 self.summary.max_attempts = self.summary.max_attempts.max(resp.attempts);
             }
-            Ok(Err(e)) => {
-                eprintln!("fetch failed: {e}");
-                self.summary.failed += 1;
-            }
             Err(e) => {
-                eprintln!("scheduler unreachable: {e}");
+                eprintln!("fetch failed: {e}");
                 self.summary.failed += 1;
             }
         }
@@ -88,7 +84,8 @@ impl Actor for App {
         // the exits. `into_actor` brings each reply back into `App` with `&mut self`.
         for url in std::mem::take(&mut self.urls) {
             self.pending += 1;
-            let fut = self.scheduler.send(Fetch::get(url));
+            let handle = self.handle.clone();
+            let fut = async move { handle.fetch(Fetch::get(url)).await };
             ctx.spawn(
                 fut.into_actor(self)
                     .map(|reply, act, _ctx| act.on_reply(reply)),
@@ -126,7 +123,7 @@ async fn main() {
     let urls = (0..URLS).map(|i| site.url(&format!("/page/{i}"))).collect();
     let started = Instant::now();
     let _app = App {
-        scheduler: handle.scheduler(),
+        handle: handle.clone(),
         urls,
         pending: 0,
         summary: Summary::default(),

@@ -17,9 +17,9 @@ use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::config::{Arbiters, Backend, ConfigError, ExitSettings, Settings};
 use exitcrawl::health::HealthPolicy;
 
+use crate::controller::LimiterActor;
 use crate::exit::{ExitActor, ExitCore, ExitOptions, ExitShare};
 use crate::health::{HealthActor, HealthOptions};
-use crate::limiter::LimiterActor;
 use crate::messages::{
     ExitStats, Fetch, FetchError, FetchResponse, GetLimits, GetStats, HostLimits, Shutdown,
 };
@@ -123,7 +123,7 @@ impl Crawler {
         Ok(CrawlerHandle {
             scheduler: started.scheduler,
             ingress: started.ingress,
-            exits: exit_addrs,
+            _exits: exit_addrs,
             limiter: started.limiter,
             _health: started.health,
             _arbiters: Arc::new(arbiters),
@@ -394,7 +394,8 @@ pub struct CrawlerHandle {
     scheduler: Addr<SchedulerActor>,
     /// `fetch`'s way in: the direct path or the queue.
     ingress: Ingress,
-    exits: Vec<Addr<ExitActor>>,
+    /// Keeps every exit's actor running for as long as a handle is held.
+    _exits: Vec<Addr<ExitActor>>,
     limiter: Option<Addr<LimiterActor>>,
     _health: Option<Addr<HealthActor>>,
     _arbiters: Arc<Vec<Arbiter>>,
@@ -409,11 +410,6 @@ impl CrawlerHandle {
     /// The scheduler: send it `Fetch` messages (from any actor or task).
     pub fn scheduler(&self) -> Addr<SchedulerActor> {
         self.scheduler.clone()
-    }
-
-    /// The exits' addresses, in configuration order.
-    pub fn exits(&self) -> &[Addr<ExitActor>] {
-        &self.exits
     }
 
     /// The metrics registry (what `/metrics` serves).

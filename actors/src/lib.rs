@@ -3,9 +3,28 @@
 //! The pure core (`exitcrawl`) decides; this crate carries the decisions out. It owns
 //! sockets, timers and mailboxes.
 //!
+//! # Public API
+//!
+//! - [`Crawler::start`] takes the [`Settings`] (the core's `exitcrawl::config::Settings`)
+//!   and returns a [`CrawlerHandle`]: [`fetch`](CrawlerHandle::fetch),
+//!   [`stats`](CrawlerHandle::stats) ([`ExitStats`]), [`limits`](CrawlerHandle::limits)
+//!   ([`HostLimits`], [`LaneLimits`]), [`metrics`](CrawlerHandle::metrics),
+//!   [`shutdown`](CrawlerHandle::shutdown); [`StartError`] says why it did not start.
+//! - [`Fetch`] (built with [`Fetch::get`] and its `with`-style methods) answers with a
+//!   [`FetchResponse`] (its [`Headers`]) or a [`FetchError`] of a [`FetchErrorKind`].
+//! - [`follow::crawl`] follows links from seeds through a handle, going on from an earlier
+//!   run with [`follow::FollowOptions::resume`].
+//! - [`http`], [`Method`] and [`HeaderMap`]: the `http` crate the HTTP types come from.
+//!
+//! Structs and enums that will grow are `#[non_exhaustive]`: build them with their
+//! constructors. The actors' own messages (intervals, health changes, all exits down) are
+//! internal and cannot be sent from outside. The modules `clock`, `metrics`, `net`,
+//! `process` and `redis` are what the `exitcrawl` program and the benchmarks build on;
+//! `ACCEPT_ENCODING` and `MAX_URL_BYTES` are facts of the wire the program records.
+//!
 //! # Layout
 //!
-//! - [`messages`]: every message, in one file. Commands are verbs (`Fetch`,
+//! - `messages` (internal): every message, in one file. Commands are verbs (`Fetch`,
 //!   `SetInterval`), reports are past tense (`Succeeded`, `Throttled`, `Failed`).
 //! - `exit` (internal): `ExitActor`, one per source IP; owns the exit's core (`ExitCore`:
 //!   the awc client bound to the source IP, the counters, and worker tasks that run
@@ -14,8 +33,8 @@
 //!   `Fetch`): picks the least-loaded healthy exit that may send to the host now (the
 //!   core's `select`), paces each limiter key, retries within a budget, replies exactly
 //!   once. One file per concept under `scheduler/`; its docs hold the layout.
-//! - `limiter` (internal): `LimiterActor` runs the core's adaptive controller per key and
-//!   broadcasts `SetInterval`.
+//! - `controller` (internal): `LimiterActor`, the actor of the core's adaptive controller
+//!   (`exitcrawl::aimd`), runs a controller per limiter key and broadcasts `SetInterval`.
 //! - `health` (internal): `HealthActor` pings exits on a timer, runs the health state
 //!   machine.
 //!
@@ -29,7 +48,7 @@
 //!   Arbiter in turn, instead of a task per request.
 //! - `cutoff`: ends the scheduler's direct-path attempts when a shutdown's grace period
 //!   is over, for a few instructions per fetch.
-//! - [`follow`]: `crawl_site` — follow links from seeds through a `CrawlerHandle`, with
+//! - [`follow`]: `crawl` — follow links from seeds through a `CrawlerHandle`, with
 //!   scope, dedupe, robots.txt and per-host politeness (`exitcrawl::discover`).
 //! - [`net`]: how one exit talks to the network — an awc client whose every TCP connection
 //!   leaves from the exit's own source IP, a shared DNS cache, and the classification of
@@ -45,14 +64,14 @@
 
 mod body;
 pub mod clock;
+mod controller;
 pub mod crawler;
 mod cutoff;
 mod exit;
 pub mod follow;
 mod headers;
 mod health;
-mod limiter;
-pub mod messages;
+mod messages;
 pub mod metrics;
 pub mod net;
 pub mod process;
@@ -61,10 +80,7 @@ mod scheduler;
 mod workers;
 
 pub use crawler::{Crawler, CrawlerHandle, StartError};
-pub use follow::{
-    crawl_site, resume_site, resume_site_answers, FollowOptions, FollowRecord, FollowTotals,
-    PendingLink, Resume, SkipReason,
-};
+pub use exitcrawl::config::Settings;
 pub use headers::Headers;
 /// The `http` crate this API's HTTP types come from (`Fetch::method`,
 /// `FetchResponse::headers`), re-exported so callers name the same version.

@@ -1,4 +1,4 @@
-//! `follow::crawl_site` against a generated local site with two virtual hosts on one port:
+//! `follow::crawl` against a generated local site with two virtual hosts on one port:
 //! `127.0.0.1:PORT` (300+ interlinked pages, a robots.txt disallowing `/private/`) and
 //! `localhost:PORT` (a few pages, `Crawl-delay: 1`, a disallowed subtree). Assertions are
 //! about what the server saw: every allowed in-scope page requested exactly once, no
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
-use exitcrawl_actors::follow::{crawl_site, FollowOptions, FollowRecord, SkipReason};
+use exitcrawl_actors::follow::{crawl, FollowOptions, FollowRecord, SkipReason};
 use exitcrawl_actors::Crawler;
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 
@@ -143,7 +143,7 @@ async fn crawls_allowed_in_scope_pages_once_obeys_robots_and_crawl_delay() {
     let started = Instant::now();
     let totals = tokio::time::timeout(
         Duration::from_secs(30),
-        crawl_site(&h, seeds, &opts, |r| records.push(r)),
+        crawl(&h, seeds, opts.clone(), |r, _| records.push(r)),
     )
     .await
     .expect("crawl finishes")
@@ -281,9 +281,11 @@ async fn page_budget_depth_and_deny_rules_bound_the_crawl() {
     let opts = FollowOptions::from_settings(&s);
     let h = Crawler::start(s).expect("start");
     let mut records = Vec::new();
-    let totals = crawl_site(&h, vec![site.url("/")], &opts, |r| records.push(r))
-        .await
-        .unwrap();
+    let totals = crawl(&h, vec![site.url("/")], opts.clone(), |r, _| {
+        records.push(r)
+    })
+    .await
+    .unwrap();
     let paths: Vec<String> = log.lock().unwrap().iter().map(|x| x.1.clone()).collect();
     assert_eq!(paths.iter().filter(|p| *p != "/robots.txt").count(), 20);
     assert!(!paths.iter().any(|p| p.ends_with("5.html")), "{paths:?}");
@@ -300,7 +302,7 @@ async fn page_budget_depth_and_deny_rules_bound_the_crawl() {
     s.crawl.robots = false;
     let opts = FollowOptions::from_settings(&s);
     let mut n = 0;
-    let totals = crawl_site(&h, vec![site.url("/")], &opts, |_| n += 1)
+    let totals = crawl(&h, vec![site.url("/")], opts.clone(), |_, _| n += 1)
         .await
         .unwrap();
     let paths: Vec<String> = log.lock().unwrap().iter().map(|x| x.1.clone()).collect();
@@ -343,9 +345,12 @@ async fn unreachable_robots_txt_is_retried_then_the_host_skipped() {
     let (s, opts) = robots_retried_quickly();
     let h = Crawler::start(s).expect("start");
     let mut records = Vec::new();
-    let totals = crawl_site(&h, vec![site.url("/a"), site.url("/b")], &opts, |r| {
-        records.push(r)
-    })
+    let totals = crawl(
+        &h,
+        vec![site.url("/a"), site.url("/b")],
+        opts.clone(),
+        |r, _| records.push(r),
+    )
     .await
     .unwrap();
     let paths: Vec<String> = log.lock().unwrap().iter().map(|x| x.1.clone()).collect();
@@ -377,9 +382,11 @@ async fn links_resolve_against_where_redirects_led() {
     let opts = FollowOptions::from_settings(&s);
     let h = Crawler::start(s).expect("start");
     let mut records = Vec::new();
-    crawl_site(&h, vec![site.url("/start")], &opts, |r| records.push(r))
-        .await
-        .unwrap();
+    crawl(&h, vec![site.url("/start")], opts.clone(), |r, _| {
+        records.push(r)
+    })
+    .await
+    .unwrap();
     let mut paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
     paths.sort();
     assert_eq!(
@@ -420,7 +427,7 @@ async fn links_past_a_pages_cap_are_counted() {
     s.crawl.max_depth = Some(0);
     let opts = FollowOptions::from_settings(&s);
     let h = Crawler::start(s).expect("start");
-    let totals = crawl_site(&h, vec![site.url("/")], &opts, |_| {})
+    let totals = crawl(&h, vec![site.url("/")], opts.clone(), |_, _| {})
         .await
         .unwrap();
     assert_eq!(
@@ -444,7 +451,7 @@ async fn robots_txt_that_gets_no_answer_fails_the_urls_not_skips_them() {
         format!("http://127.0.0.1:{port}/b"),
     ];
     let mut records = Vec::new();
-    let totals = crawl_site(&h, seeds, &opts, |r| records.push(r))
+    let totals = crawl(&h, seeds, opts.clone(), |r, _| records.push(r))
         .await
         .unwrap();
     assert_eq!(records.len(), 2, "{records:?}");

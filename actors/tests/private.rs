@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use exitcrawl::address::AddressRule;
 use exitcrawl::config::{Algorithm, Settings};
+use exitcrawl_actors::follow::{crawl, FollowOptions};
 use exitcrawl_actors::net::{build_client_reaching, ClientOptions, DnsCache, Reach};
-use exitcrawl_actors::{crawl_site, Crawler, Fetch, FetchErrorKind, FollowOptions};
+use exitcrawl_actors::{Crawler, Fetch, FetchErrorKind};
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use support::{exits, ip};
 
@@ -125,9 +126,11 @@ async fn a_crawl_refuses_a_public_page_link_into_the_private_network_but_follows
     let opts = FollowOptions::from_settings(h.settings());
 
     let mut records = Vec::new();
-    crawl_site(&h, vec![public.url("/")], &opts, |r| records.push(r))
-        .await
-        .expect("crawl");
+    crawl(&h, vec![public.url("/")], opts.clone(), |r, _| {
+        records.push(r)
+    })
+    .await
+    .expect("crawl");
     let secret = format!("{}/secret", private.base_url());
     let refused = records.iter().find(|r| r.url == secret).expect("a record");
     assert_eq!(refused.error.as_deref(), Some("private address refused"));
@@ -139,9 +142,11 @@ async fn a_crawl_refuses_a_public_page_link_into_the_private_network_but_follows
 
     // Seeded on the private host, the crawl follows its own links there.
     let mut records = Vec::new();
-    crawl_site(&h, vec![private.url("/")], &opts, |r| records.push(r))
-        .await
-        .expect("crawl");
+    crawl(&h, vec![private.url("/")], opts.clone(), |r, _| {
+        records.push(r)
+    })
+    .await
+    .expect("crawl");
     let ok: Vec<_> = records
         .iter()
         .filter(|r| r.status == Some(200))

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 mod support;
 
 use exitcrawl::Decision;
-use exitcrawl_actors::redis::{Frontier, Raised, RateMessage, RedisError, RedisGcra, SharedRates};
+use exitcrawl_actors::redis::{
+    Raised, RateMessage, RedisError, RedisGcra, SharedFrontier, SharedRates,
+};
 use support::RedisServer;
 
 /// Largest number of admissions (server times, µs, sorted) in any window of `w_us`
@@ -268,11 +270,11 @@ async fn frontier_dead_consumer_entries_claimed_each_url_done_once() {
     let urls: Vec<String> = (0..1000)
         .map(|i| format!("http://127.0.0.1/page/{i}"))
         .collect();
-    let producer = Frontier::open(&server.connect(), "q").await.unwrap();
+    let producer = SharedFrontier::open(&server.connect(), "q").await.unwrap();
     assert_eq!(producer.enqueue(&urls).await.unwrap(), 1000);
 
     // Consumer A completes 300 URLs, takes 40 more and dies without acknowledging them.
-    let a = Frontier::open(&server.connect(), "q").await.unwrap();
+    let a = SharedFrontier::open(&server.connect(), "q").await.unwrap();
     let mut a_done = 0;
     let mut a_lost = HashSet::new();
     for _ in 0..100 {
@@ -290,7 +292,7 @@ async fn frontier_dead_consumer_entries_claimed_each_url_done_once() {
     assert_eq!(a_lost.len(), 20, "a holds one batch of 20");
 
     // Consumer B takes the rest, then claims what A left pending for ≥ 200 ms.
-    let b = Frontier::open(&server.connect(), "q").await.unwrap();
+    let b = SharedFrontier::open(&server.connect(), "q").await.unwrap();
     let mut firsts: HashMap<String, u32> = HashMap::new();
     let mut claimed = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -325,7 +327,7 @@ async fn frontier_dead_consumer_entries_claimed_each_url_done_once() {
     assert_eq!(b.done_count().await.unwrap(), 1000, "every URL done once");
     assert_eq!(b.pending().await.unwrap(), 0, "everything acknowledged");
     // A URL completed twice counts once.
-    let again = exitcrawl_actors::redis::FrontierEntry {
+    let again = exitcrawl_actors::redis::SharedFrontierEntry {
         id: "0-1".into(),
         url: urls[0].clone(),
         tries: 0,
@@ -344,7 +346,7 @@ async fn frontier_enqueues_once_claims_only_from_the_dead_and_trims() {
     let urls: Vec<String> = (0..100)
         .map(|i| format!("http://127.0.0.1/p/{i}"))
         .collect();
-    let f = Frontier::open(&server.connect(), "q").await.unwrap();
+    let f = SharedFrontier::open(&server.connect(), "q").await.unwrap();
     assert!(f.created());
     assert_eq!(f.enqueue(&urls).await.unwrap(), 100);
     assert_eq!(
@@ -428,7 +430,7 @@ async fn outage_errors_fast_then_recovers_after_restart() {
     let redis = server.connect();
     let gcra = RedisGcra::new(redis.clone());
     let rates = SharedRates::new(redis.clone());
-    let frontier = Frontier::open(&redis, "q").await.unwrap();
+    let frontier = SharedFrontier::open(&redis, "q").await.unwrap();
     let mut sub = SharedRates::new(server.connect())
         .subscribe()
         .await
@@ -494,7 +496,7 @@ async fn outage_errors_fast_then_recovers_after_restart() {
     // The server came back without persistence: the queue is gone, and said so.
     let lost = frontier.enqueue(["http://x/"]).await.unwrap_err();
     assert_eq!(lost.code(), Some("NOGROUP"), "{lost}");
-    let frontier = Frontier::open(&redis, "q").await.unwrap();
+    let frontier = SharedFrontier::open(&redis, "q").await.unwrap();
     assert!(frontier.created());
     assert_eq!(frontier.enqueue(["http://x/"]).await.unwrap(), 1);
 

@@ -10,7 +10,8 @@ use std::io::Write;
 
 use bytes::Bytes;
 use exitcrawl::config::{Algorithm, Settings};
-use exitcrawl_actors::{crawl_site, Crawler, FollowOptions, FollowRecord};
+use exitcrawl_actors::follow::{self, FollowOptions, FollowRecord};
+use exitcrawl_actors::Crawler;
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use support::exits;
 
@@ -107,7 +108,7 @@ async fn crawl(s: Settings, seeds: Vec<String>, sitemaps: Vec<String>) -> Vec<Fo
     let mut opts = FollowOptions::from_settings(h.settings());
     opts.sitemaps = sitemaps;
     let mut records = Vec::new();
-    let totals = crawl_site(&h, seeds, &opts, |r| records.push(r))
+    let totals = follow::crawl(&h, seeds, opts.clone(), |r, _| records.push(r))
         .await
         .expect("crawl");
     assert_eq!(totals.sitemap_errors, 0, "{totals:?}");
@@ -138,7 +139,7 @@ async fn a_sitemap_index_seeds_every_listed_url_once_with_its_lastmod() {
     );
     assert_eq!(
         p("/private/x").skipped,
-        Some(exitcrawl_actors::SkipReason::Robots)
+        Some(exitcrawl_actors::follow::SkipReason::Robots)
     );
     assert_eq!(recs.len(), 4, "{records:?}");
 
@@ -219,7 +220,9 @@ async fn a_sitemap_larger_than_a_page_may_be_is_read_up_to_the_protocols_50_mb()
     let h = Crawler::start(s).expect("start");
     let mut opts = FollowOptions::from_settings(h.settings());
     opts.sitemaps = vec![site.url("/big.xml")];
-    let totals = crawl_site(&h, vec![], &opts, |_| {}).await.expect("crawl");
+    let totals = follow::crawl(&h, vec![], opts.clone(), |_, _| {})
+        .await
+        .expect("crawl");
     assert_eq!(totals.sitemap_errors, 0, "{totals:?}");
     assert_eq!(totals.sitemap_urls, 50_000, "{totals:?}");
 }

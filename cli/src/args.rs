@@ -26,7 +26,7 @@ pub const DEFAULT_CLAIM_IDLE: Duration = Duration::from_secs(30);
 /// Default `--idle-exit`.
 pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(5);
 /// Default `--redis-wait`.
-pub const DEFAULT_REDIS_WAIT: Duration = exitcrawl::frontier::DEFAULT_REDIS_WAIT;
+pub const DEFAULT_REDIS_WAIT: Duration = exitcrawl::shared_frontier::DEFAULT_REDIS_WAIT;
 
 /// What the command line asks for.
 #[derive(Debug)]

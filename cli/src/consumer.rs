@@ -1,6 +1,6 @@
 //! The `--frontier` consumer: take entries, fetch, write the record (flushed), then
 //! complete the entry in Redis — or put it back for another consumer when the failure
-//! was this consumer's own. The decisions are the core's (`exitcrawl::frontier`); this
+//! was this consumer's own. The decisions are the core's (`exitcrawl::shared_frontier`); this
 //! loop carries them out:
 //!
 //! - a heartbeat key per consumer, refreshed every `claim_idle / 4` by a task of its own;
@@ -18,18 +18,18 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use exitcrawl::frontier::{Blame, Fate, Liveness, LocalJudge, Next, RedisFault, RedisWait};
+use exitcrawl::shared_frontier::{Blame, Fate, Liveness, LocalJudge, Next, RedisFault, RedisWait};
 use exitcrawl_actors::clock;
-use exitcrawl_actors::redis::{Frontier, FrontierEntry, RedisError};
+use exitcrawl_actors::redis::{RedisError, SharedFrontier, SharedFrontierEntry};
 use exitcrawl_actors::FetchErrorKind;
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ended::Ended;
 use super::fetch::{fetch_one, settle, Ctx, Outcome};
-use super::frontier::{consumer_name, fatal_message, fault, open_frontier};
 use super::output::{write_line, SharedOut};
 use super::record::{mask_text, Totals};
+use super::shared_frontier::{consumer_name, fatal_message, fault, open_frontier};
 use super::signals::Stop;
 use super::source::FrontierUrl;
 use super::term::say;
@@ -54,18 +54,18 @@ pub struct FrontierOptions {
     pub redis_wait: Duration,
 }
 
-type Done = (FrontierEntry, Outcome, Duration);
+type Done = (SharedFrontierEntry, Outcome, Duration);
 
 /// What Redis is owed for an entry whose fetch ended.
 enum Owed {
     /// The record is written: mark the URL done and acknowledge the entry.
-    Complete(FrontierEntry),
+    Complete(SharedFrontierEntry),
     /// Back to the queue with this many local failures counted.
-    Requeue(FrontierEntry, u32),
+    Requeue(SharedFrontierEntry, u32),
 }
 
 impl Owed {
-    fn entry(&self) -> &FrontierEntry {
+    fn entry(&self) -> &SharedFrontierEntry {
         match self {
             Owed::Complete(e) | Owed::Requeue(e, _) => e,
         }
@@ -76,16 +76,16 @@ impl Owed {
 struct Consumer<'a> {
     ctx: &'a Ctx<'a>,
     f: &'a FrontierUrl,
-    frontier: Frontier,
+    frontier: SharedFrontier,
     name: String,
     o: &'a FrontierOptions,
     out: &'a SharedOut,
     totals: &'a Totals,
     in_flight: FuturesUnordered<LocalBoxFuture<'a, Done>>,
     /// The entries in flight, by id.
-    fetching: HashMap<String, FrontierEntry>,
+    fetching: HashMap<String, SharedFrontierEntry>,
     /// Entries taken over (claimed, or found pending for this consumer) waiting for a slot.
-    backlog: VecDeque<FrontierEntry>,
+    backlog: VecDeque<SharedFrontierEntry>,
     /// What Redis is owed, oldest first: kept while Redis is away.
     owed: VecDeque<Owed>,
     live: Liveness,
@@ -176,7 +176,7 @@ pub async fn frontier_crawl(
 /// Refreshes the consumer's heartbeat every `live.every`; failures are the main loop's to
 /// notice (its own calls fail too).
 fn spawn_heartbeat(
-    frontier: Frontier,
+    frontier: SharedFrontier,
     name: String,
     live: Liveness,
     ok: Rc<Cell<Instant>>,
@@ -342,7 +342,7 @@ impl<'a> Consumer<'a> {
             self.take_own_pending().await?;
         }
         let free = self.o.concurrency.saturating_sub(self.in_flight.len());
-        let mut got: Vec<FrontierEntry> =
+        let mut got: Vec<SharedFrontierEntry> =
             self.backlog.drain(..free.min(self.backlog.len())).collect();
         let mut blocked = false;
         if got.len() < free && self.stopped.is_none() && self.may_call() {
@@ -464,7 +464,7 @@ impl<'a> Consumer<'a> {
     }
 
     /// Fetch an entry unless its URL is already done in this crawl.
-    async fn start(&mut self, entry: FrontierEntry) -> Result<(), String> {
+    async fn start(&mut self, entry: SharedFrontierEntry) -> Result<(), String> {
         if self.may_call() {
             let r = self.frontier.is_done(&entry.url).await;
             if self.redis(r)? == Some(true) {
@@ -585,7 +585,7 @@ impl<'a> Consumer<'a> {
             return Ok(Ended::Stopped(self.abandon(why)));
         }
         self.in_flight = FuturesUnordered::new();
-        let left: Vec<FrontierEntry> = self
+        let left: Vec<SharedFrontierEntry> = self
             .fetching
             .drain()
             .map(|(_, e)| e)

@@ -11,10 +11,8 @@ use std::time::Instant;
 
 use exitcrawl::redact::mask_url;
 use exitcrawl_actors::clock;
-use exitcrawl_actors::{
-    resume_site_answers, CrawlerHandle, FetchResponse, FollowOptions, FollowRecord, FollowTotals,
-    Resume,
-};
+use exitcrawl_actors::follow::{self, FollowOptions, FollowRecord, FollowTotals, Resume};
+use exitcrawl_actors::{CrawlerHandle, FetchResponse};
 use futures_util::future::{join, select, Either};
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -142,10 +140,11 @@ pub async fn follow_crawl(
     // An interrupted crawl's future is dropped: its summary takes the figures so far.
     let so_far = std::rc::Rc::new(std::cell::RefCell::new(FollowTotals::default()));
     opts.so_far = Some(std::rc::Rc::clone(&so_far));
+    opts.resume = Some(resume);
     // Records come out of the crawl through a callback; keeping a page may wait (the
     // site's address for WARC), so they are written by a second future beside it.
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let crawl = resume_site_answers(handle, seeds, resume, &opts, move |r, a| {
+    let crawl = follow::crawl(handle, seeds, opts, move |r, a| {
         let _ = tx.send((r, a));
     });
     let write = async {

@@ -50,7 +50,6 @@ mod ended;
 mod fetch;
 mod flags;
 mod follow;
-mod frontier;
 mod help;
 mod list;
 mod logging;
@@ -65,6 +64,7 @@ mod resume;
 mod robots;
 mod run;
 mod seen;
+mod shared_frontier;
 mod signals;
 mod source;
 mod summary;
@@ -150,7 +150,7 @@ pub fn main(name: &'static str) -> ExitCode {
             frontier,
             recrawl,
         } => actix_rt::System::new()
-            .block_on(frontier::enqueue(&urls, &frontier, recrawl))
+            .block_on(shared_frontier::enqueue(&urls, &frontier, recrawl))
             .and_then(|n| {
                 let line = format!("enqueued {} skipped {}\n", n.added, n.skipped);
                 output::write_stdout(line.as_bytes())

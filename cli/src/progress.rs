@@ -258,23 +258,13 @@ mod tests {
     use super::*;
 
     fn exit(name: &str, enabled: bool, healthy: bool) -> ExitStats {
-        ExitStats {
-            name: name.into(),
-            source_ip: std::net::Ipv4Addr::LOCALHOST.into(),
-            enabled,
-            healthy,
-            active: 0,
-            max: 8,
-            total: 5,
-            ok: 5,
-            throttled: 0,
-            errors: 0,
-            error_rate: 0.0,
-            consecutive_failures: 0,
-            latency_ewma: None,
-            last_error: None,
-            intervals: Vec::new(),
-        }
+        let mut s = ExitStats::new(name, std::net::Ipv4Addr::LOCALHOST.into());
+        s.enabled = enabled;
+        s.healthy = healthy;
+        s.max = 8;
+        s.total = 5;
+        s.ok = 5;
+        s
     }
 
     #[test]

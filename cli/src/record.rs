@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use exitcrawl::redact::{mask_message, mask_url};
-use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse, SkipReason};
+use exitcrawl_actors::follow::SkipReason;
+use exitcrawl_actors::{FetchError, FetchErrorKind, FetchResponse};
 use serde::Serialize;
 
 use super::archive::Kept;

@@ -6,7 +6,7 @@ use std::fs::OpenOptions;
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 
-use exitcrawl_actors::PendingLink;
+use exitcrawl_actors::follow::PendingLink;
 use serde::Deserialize;
 
 use super::record::{DUPLICATE, INTERRUPTED};

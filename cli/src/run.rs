@@ -12,7 +12,8 @@ use std::time::Duration;
 use exitcrawl::config::{ExitSettings, Settings};
 use exitcrawl::redact::mask_header;
 use exitcrawl_actors::clock;
-use exitcrawl_actors::{Crawler, CrawlerHandle, FollowTotals, Resume};
+use exitcrawl_actors::follow::{FollowTotals, Resume};
+use exitcrawl_actors::{Crawler, CrawlerHandle};
 use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};
@@ -56,7 +57,7 @@ fn exits_of(args: &[ExitArg]) -> Vec<ExitSettings> {
 /// The default-route exit's name: this host's name, in the characters an exit name may
 /// have.
 fn default_exit_name() -> String {
-    let host = super::frontier::hostname().unwrap_or_default();
+    let host = super::shared_frontier::hostname().unwrap_or_default();
     let name: String = host
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))

@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl_actors::clock;
+use exitcrawl_actors::follow::FollowTotals;
 use exitcrawl_actors::metrics::{Metrics, OutcomeLabels, RateLabels};
-use exitcrawl_actors::{CrawlerHandle, ExitStats, FollowTotals, HostLimits};
+use exitcrawl_actors::{CrawlerHandle, ExitStats, HostLimits};
 use serde::Serialize;
 
 use super::date::rfc3339_millis;

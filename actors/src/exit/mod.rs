@@ -9,7 +9,6 @@
 //! just sends it and reports what happened.
 
 use std::cell::RefCell;
-use std::net::IpAddr;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -477,11 +476,6 @@ impl ExitActor {
             share: core.share.clone(),
             core: Some(core),
         }
-    }
-
-    /// The exit's source address.
-    pub fn source_ip(&self) -> IpAddr {
-        self.opts.client.source_ip
     }
 
     fn core(&mut self) -> &Rc<ExitCore> {

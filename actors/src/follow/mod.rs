@@ -2,7 +2,7 @@
 //!
 //! Every decision (what to fetch next and when, scope, dedupe, budget, robots.txt,
 //! Crawl-delay, sitemaps, resume) is made by the core's state machine,
-//! [`exitcrawl::discover::Crawl`], so it can be tested without a server; [`crawl_site`]
+//! [`exitcrawl::discover::Crawl`], so it can be tested without a server; [`crawl`]
 //! only carries its answers out with the crawler's own fetches, feeds the results back,
 //! and turns them into records. The data flow:
 //!
@@ -79,8 +79,10 @@ use crate::messages::{Fetch, FetchErrorKind, FetchResponse};
 /// `crawler.max_body_bytes` allows a page.
 pub const SITEMAP_MAX_BYTES: u64 = 52_428_800;
 
-/// How [`crawl_site`] crawls: the `[crawl]` table plus what comes from elsewhere.
+/// How [`crawl`] crawls: the `[crawl]` table plus what comes from elsewhere. Made with
+/// [`FollowOptions::from_settings`], then changed field by field.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FollowOptions {
     /// The `[crawl]` table (`follow = false`: fetch the seeds only, still obeying robots).
     pub crawl: CrawlSettings,
@@ -104,6 +106,8 @@ pub struct FollowOptions {
     /// Kept up to date with the crawl's counters as it goes, if set: what a caller that
     /// stops the crawl (drops its future) reports. Default none.
     pub so_far: Option<std::rc::Rc<std::cell::RefCell<FollowTotals>>>,
+    /// An earlier run to go on from (see [`crawl`]). Default none: a fresh crawl.
+    pub resume: Option<Resume>,
 }
 
 impl FollowOptions {
@@ -123,12 +127,16 @@ impl FollowOptions {
             sitemaps: Vec::new(),
             max_sitemap_bytes: SITEMAP_MAX_BYTES,
             so_far: None,
+            resume: None,
         }
     }
 }
 
 /// Crawl from `seeds` through `handle`, calling `on_record` once per fetched or
-/// robots-skipped URL as results arrive; returns the counters when nothing is left.
+/// robots-skipped URL as results arrive, with the answer the record was made from (`None`
+/// for robots-skipped URLs, invalid seeds and fetches without an answer: a caller that
+/// keeps pages, like the `exitcrawl` program's WARC output, keeps them from there);
+/// returns the counters when nothing is left.
 ///
 /// Scope: seeds are always fetched (subject to robots.txt) and define the hosts/domains
 /// of `same_host`/`same_domain`; discovered links go through [`Scope::check`], then the
@@ -136,42 +144,23 @@ impl FollowOptions {
 /// With `crawl.robots = false` robots.txt is neither fetched nor obeyed (a warning is
 /// logged; the caller should say so too).
 ///
+/// With [`FollowOptions::resume`] set, the crawl goes on from an earlier run's records:
+/// URLs in `resume.done` are not fetched again (seeds included), its pages count against
+/// `max_pages`, and its pending links join the frontier (after the seeds) unless done.
+/// Records and totals cover this run only, so appending them to the earlier ones gives
+/// each URL one record.
+///
 /// [`Scope::check`]: exitcrawl::discover::Scope::check
 ///
 /// Errors only for rules that do not compile (validated settings never do).
-pub async fn crawl_site(
+pub async fn crawl(
     handle: &CrawlerHandle,
     seeds: Vec<String>,
-    opts: &FollowOptions,
-    on_record: impl FnMut(FollowRecord),
-) -> Result<FollowTotals, FollowError> {
-    resume_site(handle, seeds, Resume::default(), opts, on_record).await
-}
-
-/// [`crawl_site`], going on from an earlier run's records: URLs in `resume.done` are not
-/// fetched again (seeds included), its pages count against `max_pages`, and its pending
-/// links join the frontier (after the seeds) unless done. Records and totals cover this
-/// run only, so appending them to the earlier ones gives each URL one record.
-pub async fn resume_site(
-    handle: &CrawlerHandle,
-    seeds: Vec<String>,
-    resume: Resume,
-    opts: &FollowOptions,
-    mut on_record: impl FnMut(FollowRecord),
-) -> Result<FollowTotals, FollowError> {
-    resume_site_answers(handle, seeds, resume, opts, move |r, _| on_record(r)).await
-}
-
-/// [`resume_site`], handing each record over with the answer it was made from (`None`
-/// for robots-skipped URLs, invalid seeds and fetches without an answer), for callers
-/// that keep the pages themselves (the `exitcrawl` program's WARC output).
-pub async fn resume_site_answers(
-    handle: &CrawlerHandle,
-    seeds: Vec<String>,
-    resume: Resume,
-    opts: &FollowOptions,
+    mut opts: FollowOptions,
     mut on_record: impl FnMut(FollowRecord, Option<FetchResponse>),
 ) -> Result<FollowTotals, FollowError> {
+    let resume = opts.resume.take().unwrap_or_default();
+    let opts = &opts;
     let robots = exitcrawl::discover::RobotsCache::new(&opts.robots_token, opts.robots_policy);
     let crawl = Crawl::new(&opts.crawl, robots)?
         .with_concurrency(opts.concurrency)

@@ -28,6 +28,7 @@ pub enum SkipReason {
 /// `url, status, exit, attempts, elapsed_ms, bytes, wire_bytes, error, depth, parent,
 /// skipped, …`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct FollowRecord {
     /// The normalised URL.
     pub url: String,

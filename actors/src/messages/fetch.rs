@@ -15,6 +15,7 @@ use crate::headers::Headers;
 /// Fetch one URL. Send it to the `SchedulerActor`; the reply comes when the fetch is done
 /// (after retries), and there is exactly one reply per `Fetch`, always.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Fetch {
     /// An absolute http(s) URL.
     pub url: String,
@@ -119,6 +120,7 @@ impl Message for Fetch {
 /// The site's final answer to a [`Fetch`] (any status: a 404 is an answer, not an error;
 /// a 429 or 503 is returned when retries did not overcome it).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FetchResponse {
     /// The URL as requested.
     pub url: String,
@@ -161,6 +163,7 @@ pub struct FetchResponse {
 
 /// What kind of failure ended a fetch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FetchErrorKind {
     /// The URL is not an absolute http(s) URL.
     InvalidUrl,
@@ -244,6 +247,7 @@ pub const PRIVATE_REFUSED: &str = "private address refused";
 
 /// A fetch that ended without an HTTP answer.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FetchError {
     /// What happened.
     pub kind: FetchErrorKind,

@@ -138,6 +138,7 @@ impl Message for AllExitsDown {
 
 /// One exit's figures.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ExitStats {
     /// Exit name.
     pub name: String,
@@ -173,6 +174,30 @@ pub struct ExitStats {
     pub intervals: Vec<(String, Duration)>,
 }
 
+impl ExitStats {
+    /// An exit that has sent nothing yet: enabled, healthy, `max` 0 and every count 0;
+    /// a starting point for figures made outside the crawler (a display's test data).
+    pub fn new(name: impl Into<String>, source_ip: std::net::IpAddr) -> Self {
+        ExitStats {
+            name: name.into(),
+            source_ip,
+            enabled: true,
+            healthy: true,
+            active: 0,
+            max: 0,
+            total: 0,
+            ok: 0,
+            throttled: 0,
+            errors: 0,
+            error_rate: 0.0,
+            consecutive_failures: 0,
+            latency_ewma: None,
+            last_error: None,
+            intervals: Vec::new(),
+        }
+    }
+}
+
 /// Ask the scheduler for every exit's figures.
 #[derive(Debug, Clone, Copy)]
 pub struct GetStats;
@@ -184,6 +209,7 @@ impl Message for GetStats {
 /// What the adaptive limiter knows about one host (scope `auto`), or one key (other
 /// scopes).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct HostLimits {
     /// The host (`*` for a key that does not name one).
     pub host: String,
@@ -197,6 +223,7 @@ pub struct HostLimits {
 
 /// One budget of a host: the host's whole, or one exit's own.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LaneLimits {
     /// The exit, for an exit's own budget.
     pub exit: Option<String>,

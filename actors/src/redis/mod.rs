@@ -7,7 +7,7 @@
 //!   `NOSCRIPT`) on the Redis server's clock, so machines with skewed clocks agree.
 //! - [`SharedRates`]: the adaptive controller's rate per key, stored in Redis and broadcast
 //!   on the `exitcrawl:intervals` pub/sub channel to every other process.
-//! - [`Frontier`]: a Redis stream with a consumer group (at-least-once delivery, stale
+//! - [`SharedFrontier`]: a Redis stream with a consumer group (at-least-once delivery, stale
 //!   entries of a dead consumer claimed by another) and a done-set for exactly-once
 //!   completion.
 //!
@@ -45,9 +45,9 @@
 //!   ([`RateMessage::Resubscribed`] says when);
 //! - report [`Redis::stats`] (outages, down-since) in their stats and metrics.
 
-mod frontier;
 mod gcra;
 mod rates;
+mod shared_frontier;
 mod upkeep;
 
 use std::error::Error as StdError;
@@ -59,9 +59,9 @@ use std::time::{Duration, Instant};
 
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-pub use frontier::{Frontier, FrontierEntry};
 pub use gcra::{Checked, RedisGcra};
 pub use rates::{Raised, RateMessage, RateSubscription, RateUpdate, SharedRates};
+pub use shared_frontier::{SharedFrontier, SharedFrontierEntry};
 pub use upkeep::{Claimed, CLAIM_MAX};
 
 /// The prefix of every key and channel.

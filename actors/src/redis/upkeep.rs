@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ::redis::Value;
 
-use super::frontier::{Frontier, FrontierEntry, GROUP};
+use super::shared_frontier::{SharedFrontier, SharedFrontierEntry, GROUP};
 use super::{eval_script, key, RedisError};
 
 /// For every consumer of the group but `ARGV[2]` whose heartbeat key (`ARGV[3]` + name)
@@ -80,11 +80,11 @@ return redis.call('XTRIM', KEYS[1], 'MINID', minid)
 /// is many dead consumers' worth.
 pub const CLAIM_MAX: usize = 10_000;
 
-/// What one [`Frontier::claim_dead`] pass did.
+/// What one [`SharedFrontier::claim_dead`] pass did.
 #[derive(Debug, Default)]
 pub struct Claimed {
     /// The dead consumers' entries, now pending for the claimer.
-    pub entries: Vec<FrontierEntry>,
+    pub entries: Vec<SharedFrontierEntry>,
     /// Dead consumers removed from the group.
     pub removed: u64,
 }
@@ -93,7 +93,7 @@ fn script(cell: &'static OnceLock<::redis::Script>, src: &str) -> &'static ::red
     cell.get_or_init(|| ::redis::Script::new(src))
 }
 
-impl Frontier {
+impl SharedFrontier {
     /// The key prefix of this queue's heartbeats; the consumer's name follows.
     fn alive_prefix(&self) -> String {
         format!("{}:", key("alive", &self.queue))
@@ -224,7 +224,7 @@ fn parse_claimed(reply: Value) -> Result<Claimed, RedisError> {
         };
         if let Some(url) = field("url") {
             let tries = field("tries").and_then(|t| t.parse().ok()).unwrap_or(0);
-            entries.push(FrontierEntry { id, url, tries });
+            entries.push(SharedFrontierEntry { id, url, tries });
         }
     }
     Ok(Claimed {

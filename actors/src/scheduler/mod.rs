@@ -71,10 +71,10 @@ use smallvec::SmallVec;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tracing_actix::ActorInstrument;
 
+use crate::controller::{LimitKey, LimiterActor};
 use crate::cutoff::CutOff;
 use crate::exit::{ExitActor, ExitCore, ExitShare, Hop};
 use crate::health::HealthActor;
-use crate::limiter::{LimitKey, LimiterActor};
 use crate::messages::{
     AllExitsDown, Answer, AttemptDone, AttemptReport, Attempted, ExitStats, Failed, Fetch,
     FetchError, FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Intake,

@@ -5,15 +5,15 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::time::Duration;
 
-use exitcrawl::frontier::{Next, RedisFault, RedisWait};
+use exitcrawl::shared_frontier::{Next, RedisFault, RedisWait};
 use exitcrawl_actors::clock;
-use exitcrawl_actors::redis::{Frontier, Redis, RedisError, RedisOptions};
+use exitcrawl_actors::redis::{Redis, RedisError, RedisOptions, SharedFrontier};
 
 use super::source::{url_line, FrontierUrl, UrlSource};
 use super::term::say;
 use super::Failure;
 
-/// URLs pushed per `Frontier::enqueue` call by `--enqueue`.
+/// URLs pushed per `SharedFrontier::enqueue` call by `--enqueue`.
 const ENQUEUE_BATCH: usize = 10_000;
 
 /// The consumer name: `hostname-pid`.
@@ -80,7 +80,10 @@ pub fn fatal_message(
 }
 
 /// Open the frontier, retrying an unreachable or loading Redis as [`RedisWait`] says.
-pub async fn open_frontier(f: &FrontierUrl, wait: &mut RedisWait) -> Result<Frontier, String> {
+pub async fn open_frontier(
+    f: &FrontierUrl,
+    wait: &mut RedisWait,
+) -> Result<SharedFrontier, String> {
     let opts = RedisOptions {
         outage_note: "the frontier waits for it (--redis-wait)",
         ..RedisOptions::default()
@@ -90,7 +93,7 @@ pub async fn open_frontier(f: &FrontierUrl, wait: &mut RedisWait) -> Result<Fron
     let mut said = false;
     let mut cause: Option<String> = None;
     loop {
-        let e = match Frontier::open(&redis, &f.queue).await {
+        let e = match SharedFrontier::open(&redis, &f.queue).await {
             Ok(fr) => {
                 wait.succeeded(clock::now());
                 return Ok(fr);

@@ -1,28 +1,28 @@
-//! `Frontier`: one URL queue shared by any number of crawler processes.
+//! `SharedFrontier`: one URL queue shared by any number of crawler processes.
 //!
 //! A Redis stream (`exitcrawl:frontier:{queue}`, one entry per URL, fields `url` and
 //! `tries`) read through the consumer group `exitcrawl`: each entry goes to one consumer
 //! and stays *pending* for it until acknowledged — at-least-once delivery. The queue name
-//! is the crawl: a URL is pushed once per crawl ([`Frontier::enqueue`] skips a URL already
-//! queued or done, through the set `exitcrawl:seen:{queue}`), and [`Frontier::recrawl`]
+//! is the crawl: a URL is pushed once per crawl ([`SharedFrontier::enqueue`] skips a URL already
+//! queued or done, through the set `exitcrawl:seen:{queue}`), and [`SharedFrontier::recrawl`]
 //! starts it over.
 //!
 //! Consumers keep a heartbeat key (`exitcrawl:alive:{queue}:{consumer}`, with a TTL); a
-//! consumer whose key expired is dead, and [`Frontier::claim_dead`] moves its whole
+//! consumer whose key expired is dead, and [`SharedFrontier::claim_dead`] moves its whole
 //! pending list to a live consumer in one step and removes it from the group. Nothing is
 //! taken from a live consumer, however long its entries have been pending.
-//! [`Frontier::trim`] drops the entries every consumer is done with.
+//! [`SharedFrontier::trim`] drops the entries every consumer is done with.
 //!
 //! At-least-once means a URL can be fetched twice (a consumer that died after its fetch
 //! and before the acknowledgement). The done-set `exitcrawl:done:{queue}` makes the
 //! *final record* exactly-once:
 //!
-//! 1. take an entry ([`next`](Frontier::next) or [`claim_dead`](Frontier::claim_dead));
-//! 2. skip it if [`is_done`](Frontier::is_done) (acknowledge it with
-//!    [`ack`](Frontier::ack));
-//! 3. fetch, then [`complete`](Frontier::complete) it — `SADD` to the done-set and `XACK`
+//! 1. take an entry ([`next`](SharedFrontier::next) or [`claim_dead`](SharedFrontier::claim_dead));
+//! 2. skip it if [`is_done`](SharedFrontier::is_done) (acknowledge it with
+//!    [`ack`](SharedFrontier::ack));
+//! 3. fetch, then [`complete`](SharedFrontier::complete) it — `SADD` to the done-set and `XACK`
 //!    in one transaction — or put it back for another consumer
-//!    ([`requeue`](Frontier::requeue)). The CLI writes the record before completing, so a
+//!    ([`requeue`](SharedFrontier::requeue)). The CLI writes the record before completing, so a
 //!    crash in between leaves a record whose URL is fetched again: its `--dedupe` merge
 //!    keeps one.
 
@@ -57,8 +57,8 @@ return added
 
 /// One URL handed to a consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FrontierEntry {
-    /// Stream entry id, for [`Frontier::ack`].
+pub struct SharedFrontierEntry {
+    /// Stream entry id, for [`SharedFrontier::ack`].
     pub id: String,
     /// The URL.
     pub url: String,
@@ -68,7 +68,7 @@ pub struct FrontierEntry {
 
 /// A shared frontier (see the module docs).
 #[derive(Debug, Clone)]
-pub struct Frontier {
+pub struct SharedFrontier {
     pub(super) redis: Redis,
     /// Own connection for `XREADGROUP … BLOCK`, which would stall other commands.
     blocking: Redis,
@@ -79,7 +79,7 @@ pub struct Frontier {
     created: bool,
 }
 
-impl Frontier {
+impl SharedFrontier {
     /// The frontier `queue` on `redis`; creates the stream and the group when missing
     /// (the group starts at the beginning, so URLs enqueued earlier are delivered).
     pub async fn open(redis: &Redis, queue: &str) -> Result<Self, RedisError> {
@@ -113,7 +113,7 @@ impl Frontier {
         Ok(f)
     }
 
-    /// Whether [`Frontier::open`] created the stream and its group (nothing was enqueued
+    /// Whether [`SharedFrontier::open`] created the stream and its group (nothing was enqueued
     /// in this crawl before, or Redis lost it).
     pub fn created(&self) -> bool {
         self.created
@@ -153,7 +153,7 @@ impl Frontier {
     /// Appends the `urls` this crawl has neither queued nor done yet (one script per 500
     /// URLs). Returns how many were added; the others were skipped. Not atomic across
     /// chunks: after an error, a prefix may be in (enqueueing again adds only the rest).
-    /// `NOGROUP` when the stream is gone (see [`Frontier::open`]).
+    /// `NOGROUP` when the stream is gone (see [`SharedFrontier::open`]).
     pub async fn enqueue<I, S>(&self, urls: I) -> Result<usize, RedisError>
     where
         I: IntoIterator<Item = S>,
@@ -179,7 +179,7 @@ impl Frontier {
     /// Puts `e` back at the end of the queue with `tries` counted, and acknowledges the
     /// old entry, in one transaction. `NOGROUP` when the stream is gone (`NOMKSTREAM`:
     /// a lost queue is not recreated without its group).
-    pub async fn requeue(&self, e: &FrontierEntry, tries: u32) -> Result<(), RedisError> {
+    pub async fn requeue(&self, e: &SharedFrontierEntry, tries: u32) -> Result<(), RedisError> {
         let mut pipe = ::redis::pipe();
         pipe.atomic()
             .cmd("XADD")
@@ -216,7 +216,7 @@ impl Frontier {
         consumer: &str,
         count: usize,
         block: Duration,
-    ) -> Result<Vec<FrontierEntry>, RedisError> {
+    ) -> Result<Vec<SharedFrontierEntry>, RedisError> {
         self.read_group(consumer, count, block, ">").await
     }
 
@@ -227,7 +227,7 @@ impl Frontier {
         &self,
         consumer: &str,
         count: usize,
-    ) -> Result<Vec<FrontierEntry>, RedisError> {
+    ) -> Result<Vec<SharedFrontierEntry>, RedisError> {
         self.read_group(consumer, count, Duration::ZERO, "0").await
     }
 
@@ -237,7 +237,7 @@ impl Frontier {
         count: usize,
         block: Duration,
         from: &str,
-    ) -> Result<Vec<FrontierEntry>, RedisError> {
+    ) -> Result<Vec<SharedFrontierEntry>, RedisError> {
         let mut cmd = ::redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(GROUP)
@@ -290,7 +290,7 @@ impl Frontier {
         consumer: &str,
         min_idle: Duration,
         count: usize,
-    ) -> Result<Vec<FrontierEntry>, RedisError> {
+    ) -> Result<Vec<SharedFrontierEntry>, RedisError> {
         let count = count.max(1);
         let mut out = Vec::new();
         let mut cursor = "0-0".to_string();
@@ -347,7 +347,7 @@ impl Frontier {
 
     /// Marks the entry's URL done and acknowledges the entry, in one `MULTI`/`EXEC`.
     /// `true` when this was the URL's first completion: write its final record then.
-    pub async fn complete(&self, e: &FrontierEntry) -> Result<bool, RedisError> {
+    pub async fn complete(&self, e: &SharedFrontierEntry) -> Result<bool, RedisError> {
         let mut pipe = ::redis::pipe();
         pipe.atomic()
             .cmd("SADD")
@@ -401,10 +401,10 @@ impl Frontier {
     }
 }
 
-fn entry(s: StreamId) -> Option<FrontierEntry> {
+fn entry(s: StreamId) -> Option<SharedFrontierEntry> {
     let url: String = s.get("url")?;
     let tries = s.get("tries").unwrap_or(0);
-    Some(FrontierEntry {
+    Some(SharedFrontierEntry {
         id: s.id,
         url,
         tries,
