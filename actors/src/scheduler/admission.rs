@@ -34,10 +34,7 @@ pub(super) fn check_port(port: &str) -> Result<(), String> {
 /// The URL parsed as sent, and its host in lowercase (shared with `hosts`' key when the
 /// host is already there, which saves an allocation per fetch to a busy host), or why it
 /// cannot be fetched.
-pub(super) fn parse_url(
-    url: &str,
-    hosts: &HashMap<Arc<str>, HostState>,
-) -> Result<(Uri, Arc<str>), String> {
+pub(super) fn parse_url(url: &str, hosts: &Queues) -> Result<(Uri, Arc<str>), String> {
     let uri = wire_uri(url)?;
     match uri.scheme_str() {
         Some("http") | Some("https") => {}
@@ -55,8 +52,8 @@ pub(super) fn parse_url(
     let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
         Arc::from(host.to_ascii_lowercase().as_str())
     } else {
-        match hosts.get_key_value(host) {
-            Some((known, _)) => Arc::clone(known),
+        match hosts.known(host) {
+            Some(known) => Arc::clone(known),
             None => Arc::from(host),
         }
     };
@@ -82,7 +79,7 @@ impl Scheduler {
             return Err((FetchErrorKind::InvalidUrl, m));
         }
         let parsed =
-            parse_url(&fetch.url, &self.hosts).map_err(|m| (FetchErrorKind::InvalidUrl, m))?;
+            parse_url(&fetch.url, &self.queues).map_err(|m| (FetchErrorKind::InvalidUrl, m))?;
         if self.shutting_down {
             return Err((FetchErrorKind::Shutdown, "crawler is shutting down".into()));
         }
@@ -91,7 +88,7 @@ impl Scheduler {
 
     /// The queue's slots: `CrawlerHandle::fetch` takes one before it hands a fetch in.
     pub(crate) fn queue_slots(&self) -> Arc<Semaphore> {
-        Arc::clone(&self.queue_slots)
+        Arc::clone(self.queues.slots())
     }
 }
 
@@ -158,13 +155,7 @@ impl Scheduler {
             );
             return;
         }
-        let state = self.hosts.entry(m.host.clone()).or_default();
-        state.queue.push_back(p);
-        if !state.ordered {
-            state.ordered = true;
-            self.order.push_back(m.host);
-        }
-        self.set_queued(1);
+        self.queues.push(p);
         self.dispatch(ctx);
     }
 }
@@ -175,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_port_outside_1_to_65535_is_refused_never_replaced() {
-        let hosts = HashMap::default();
+        let hosts = Queues::new(1, Default::default());
         for url in [
             "http://127.0.0.1:70000/page/1",
             "http://127.0.0.1:0/",

@@ -293,14 +293,13 @@ impl Scheduler {
             }
         };
         let now_std = arrived.into_std();
-        let (choice, hosts) = self.split();
-        // A lookup before the entry: a host already there (the common case) costs no
-        // reference-count round trip on its name.
-        let state = match hosts.get_mut(&*host) {
+        let (choice, queues) = self.split();
+        // A lookup before the entry (see `Queues::entry`).
+        let state = match queues.host_mut(&host) {
             Some(state) => state,
-            None => hosts.entry(Arc::clone(&host)).or_default(),
+            None => queues.entry(&host),
         };
-        if !state.queue.is_empty() {
+        if state.has_queued() {
             return Direct::Queue(Some((uri, host)));
         }
         let req = select::Request {
@@ -317,9 +316,7 @@ impl Scheduler {
             now_std,
         );
         let Selection::Exit(i) = selection else {
-            if state.idle() {
-                self.hosts.remove(&host);
-            }
+            self.queues.forget_if_idle(&host);
             return Direct::Queue(Some((uri, host)));
         };
         state.active[i] += 1;
@@ -413,7 +410,7 @@ impl Scheduler {
                 Err(rx)
             }
         };
-        if !self.order.is_empty() {
+        if self.queues.has_waiting() {
             self.hand_off(Handoff::Dispatch);
         }
         self.check_drained();
@@ -425,7 +422,7 @@ impl Scheduler {
     pub(super) fn abandon_direct(&mut self, i: usize, host: &Arc<str>) {
         self.release(i, host);
         self.metrics.urls_done.inc();
-        if !self.order.is_empty() {
+        if self.queues.has_waiting() {
             self.hand_off(Handoff::Dispatch);
         }
         self.check_drained();

@@ -7,33 +7,26 @@ impl Scheduler {
         let now = Instant::now();
         let concurrency = self.settings.crawler.concurrency;
         let mut wake: Option<Duration> = None;
-        let mut to_visit = self.order.len();
+        let mut to_visit = self.queues.round();
         while to_visit > 0 && self.in_flight < concurrency {
-            let Some(host) = self.order.pop_front() else {
+            let Some(host) = self.queues.next_host() else {
                 break;
             };
             to_visit -= 1;
             match self.try_host(&host, now, ctx) {
                 Step::Sent => {
-                    self.order.push_back(host);
-                    to_visit = self.order.len();
+                    self.queues.revisit(host);
+                    to_visit = self.queues.round();
                 }
-                // `try_host` took the host out of `order` (its count for the exit keeps
-                // the entry until the fetch ends).
-                Step::SentLast => to_visit = self.order.len(),
+                // `try_host` took the host out of the round-robin (its count for the exit
+                // keeps the entry until the fetch ends).
+                Step::SentLast => to_visit = self.queues.round(),
                 Step::Wait(d) => {
                     wake = Some(wake.map_or(d, |w| w.min(d)));
-                    self.order.push_back(host);
+                    self.queues.revisit(host);
                 }
-                Step::Busy => self.order.push_back(host),
-                Step::Empty => {
-                    if let Some(state) = self.hosts.get_mut(&host) {
-                        state.ordered = false;
-                        if state.idle() {
-                            self.hosts.remove(&host);
-                        }
-                    }
-                }
+                Step::Busy => self.queues.revisit(host),
+                Step::Empty => self.queues.leave(&host),
             }
         }
         if let Some(d) = wake {
@@ -64,11 +57,11 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) -> Step {
         let now_std = now.into_std();
-        let (choice, hosts) = self.split();
-        let Some(state) = hosts.get_mut(host) else {
+        let (choice, queues) = self.split();
+        let Some(state) = queues.host_mut(host) else {
             return Step::Empty;
         };
-        let Some(head) = state.queue.front_mut() else {
+        let (Some(head), active, pacing) = state.parts() else {
             return Step::Empty;
         };
         let req = select::Request {
@@ -77,25 +70,13 @@ impl Scheduler {
             exclude: &head.excluded,
             family: select::Family::of_host(host),
         };
-        let selection = choose(
-            choice,
-            (&mut state.active, &mut state.pacing),
-            host,
-            &req,
-            now_std,
-        );
+        let selection = choose(choice, (active, pacing), host, &req, now_std);
         match selection {
             Selection::Exit(i) => {
-                let Some(mut p) = state.queue.pop_front() else {
+                let Some((mut p, last)) = self.queues.pop(host, i) else {
                     return Step::Empty;
                 };
-                state.active[i] += 1;
-                let last = state.queue.is_empty();
                 p.waited |= !last;
-                if last {
-                    state.ordered = false;
-                }
-                self.set_queued(-1);
                 self.send(i, p, ctx);
                 if last {
                     Step::SentLast
@@ -113,7 +94,8 @@ impl Scheduler {
     }
 
     pub(super) fn no_exit(&mut self, host: &Arc<str>, reason: NoExitReason, now: Instant) -> Step {
-        let Some(q) = self.hosts.get_mut(host).map(|h| &mut h.queue) else {
+        // Called for a host with a fetch at the head of its queue.
+        let Some(head) = self.queues.host_mut(host).and_then(|s| s.parts().0) else {
             return Step::Empty;
         };
         let (kind, message) = match reason {
@@ -121,18 +103,14 @@ impl Scheduler {
                 FetchErrorKind::UnknownExit,
                 format!(
                     "preferred exit {:?} is not configured",
-                    q.front()
-                        .and_then(|p| p.fetch.preferred_exit.clone())
-                        .unwrap_or_default()
+                    head.fetch.preferred_exit.clone().unwrap_or_default()
                 ),
             ),
             NoExitReason::NoRegionMatch => (
                 FetchErrorKind::NoRegion,
                 format!(
                     "no exit in region {:?}",
-                    q.front()
-                        .and_then(|p| p.fetch.region.clone())
-                        .unwrap_or_default()
+                    head.fetch.region.clone().unwrap_or_default()
                 ),
             ),
             NoExitReason::NoFamilyMatch => (
@@ -142,7 +120,7 @@ impl Scheduler {
                     select::Family::of_host(host).unwrap_or_default().as_str()
                 ),
             ),
-            NoExitReason::AllExcluded => match q.front_mut().and_then(|p| p.local_failure.take()) {
+            NoExitReason::AllExcluded => match head.local_failure.take() {
                 // Every exit failed the same way: say how (a family mismatch, a bind error).
                 Some((kind, message)) => (
                     kind,
@@ -154,9 +132,6 @@ impl Scheduler {
                 ),
             },
             NoExitReason::AllUnavailable => {
-                if q.is_empty() {
-                    return Step::Empty;
-                }
                 let since = *self.all_down_since.get_or_insert(now);
                 let max_ejection = self.settings.health.max_ejection();
                 let waited = match outcome::all_down(since.into_std(), now.into_std(), max_ejection)
@@ -172,16 +147,14 @@ impl Scheduler {
                 )
             }
         };
-        if let Some(p) = q.pop_front() {
+        if let Some(p) = self.queues.pop_unsent(host) {
             p.fail(kind, message, &self.exits);
-            self.set_queued(-1);
         }
         Step::Sent
     }
 
     /// Send `p` through exit `i`; the host's count for the exit is already taken.
-    pub(super) fn send(&mut self, i: usize, mut p: Pending, ctx: &mut Context<SchedulerActor>) {
-        p.slot = None; // leaves the queue: frees a slot for a waiting Fetch
+    pub(super) fn send(&mut self, i: usize, p: Pending, ctx: &mut Context<SchedulerActor>) {
         self.reserve(i);
         match self.shared.clone() {
             Some(shared) => self.check_shared(i, p, shared, ctx),
@@ -320,11 +293,6 @@ impl Scheduler {
         }
     }
 
-    pub(super) fn set_queued(&mut self, delta: i64) {
-        self.queued += delta;
-        self.metrics.queue_depth.set(self.queued);
-    }
-
     pub(super) fn count(&self, i: usize, host: &str, outcome: Outcome, status: Option<u16>) {
         self.handles[i].count(&self.metrics, host, outcome, status);
     }
@@ -335,15 +303,8 @@ impl Scheduler {
         self.release_host(i, host);
     }
 
-    /// The host's own count for exit `i` (the counterpart of `state.active[i] += 1`).
+    /// The host's own count for exit `i` (the counterpart of the one a send takes).
     pub(super) fn release_host(&mut self, i: usize, host: &Arc<str>) {
-        if let Some(state) = self.hosts.get_mut(host) {
-            if let Some(n) = state.active.get_mut(i) {
-                *n = n.saturating_sub(1);
-            }
-            if state.idle() {
-                self.hosts.remove(host);
-            }
-        }
+        self.queues.release(i, host);
     }
 }

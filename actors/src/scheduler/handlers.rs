@@ -196,10 +196,8 @@ impl Scheduler {
             .set(available as f64 / enabled.max(1) as f64);
         if m.available {
             // An exit that failed locally for a fetch may work now.
-            for state in self.hosts.values_mut() {
-                for p in state.queue.iter_mut() {
-                    p.excluded.retain(|x| *x != m.exit);
-                }
+            for p in self.queues.queued_mut() {
+                p.excluded.retain(|x| *x != m.exit);
             }
         }
         self.dispatch(ctx);
@@ -282,18 +280,9 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) -> ResponseFuture<()> {
         self.shutting_down = true;
-        self.queue_slots.close();
         // Queued fetches end now; the hosts' in-flight counts stay until those end.
-        let mut queued: Vec<Pending> = Vec::new();
-        for state in self.hosts.values_mut() {
-            queued.extend(state.queue.drain(..));
-            state.ordered = false;
-        }
-        self.hosts.retain(|_, state| !state.idle());
+        let mut queued = self.queues.close();
         queued.extend(self.delayed.drain().map(|(_, p)| p));
-        self.order.clear();
-        self.queued = 0;
-        self.metrics.queue_depth.set(0);
         for p in queued {
             p.fail(
                 FetchErrorKind::Shutdown,
@@ -318,7 +307,7 @@ impl Scheduler {
             for e in &act.exits {
                 e.share.clear();
             }
-            act.hosts.clear();
+            act.queues.clear();
             act.check_drained();
         });
         Box::pin(async move {

@@ -21,18 +21,39 @@
 //! # Layout
 //! - `mod.rs`: the state ([`Scheduler`]), the exits as the scheduler sees them
 //!   ([`ExitSlot`]) and the mailbox ([`SchedulerActor`]);
+//! - `queues.rs`: [`Queues`], a part that owns its state: the hosts' queues, the
+//!   round-robin over the hosts with queued fetches, the hosts' in-flight counts and the
+//!   queue's slots (backpressure), behind a small API (push, next host, pop, release);
 //! - `admission.rs`: a URL checked and parsed; a `Fetch` message handed to the one way
 //!   in; a fetch with its queue slot put in its host's queue;
-//! - `pacing.rs`: the limiter keys' pacers, the hosts' queues and in-flight counts, and
-//!   [`choose`], the exit choice over the core's `select`;
-//! - `dispatch.rs`: the round-robin over hosts with queued fetches, the sends, and the
-//!   Redis check of distributed mode;
+//! - `pacing.rs`: the limiter keys' pacers and [`choose`], the exit choice over the
+//!   core's `select`;
+//! - `dispatch.rs`: the dispatch over the queues' round-robin, the sends, and the Redis
+//!   check of distributed mode;
 //! - `settle.rs`: an ended attempt delivered, retried, or moved to another exit, and what
 //!   the limiter and the health actor hear of it;
 //! - `handlers.rs`: the actor's messages and streams (interval changes, health, stats,
 //!   shutdown);
 //! - `direct.rs`: the way in ([`Ingress`]) and the direct path;
-//! - `pending.rs`: a fetch in the scheduler's hands, which always replies once.
+//! - `pending.rs`: a fetch in the scheduler's hands, which always replies once;
+//! - `turns.rs`: direct fetches handed in together take their turns in order.
+//!
+//! # How a fetch travels
+//! A queued fetch: `direct.rs` (`Ingress::fetch`, no direct path, a queue slot, the
+//! intake channel) → `handlers.rs` (the intake stream) → `admission.rs` (validated,
+//! `enqueue`) → [`Queues::push`] → `dispatch.rs` (`dispatch`, `try_host`: the next host,
+//! [`choose`] in `pacing.rs`, [`Queues::pop`], `send`, `launch`) → the exit → `handlers.rs`
+//! (the report stream) → `settle.rs` (the verdict: reply, retry later, or move) →
+//! `pending.rs` (the reply) → back to the dispatch for what waits.
+//!
+//! A direct fetch: `direct.rs` (`run_direct`: its turn, `admit_direct` with [`choose`],
+//! the exchange on the exit's core, `finish_direct`) → `settle.rs` only when the answer
+//! is not plain.
+//!
+//! Where this goes: each part owning its state and visited once, top to bottom: ingress
+//! (one way in) → queues → pacing (limiter keys, exit shares, the choice) → exit →
+//! in-flight (sent, delayed, retry budget, backoff) → one settle carrying out the core's
+//! verdict → reply. The queues are the first part cut out this way.
 //!
 //! Guarantees:
 //! - exactly one reply per `Fetch`: each pending fetch owns its reply channel (or, on the
@@ -48,7 +69,6 @@
 //!   attempts included.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -89,6 +109,7 @@ mod dispatch;
 mod handlers;
 mod pacing;
 mod pending;
+mod queues;
 mod settle;
 mod turns;
 
@@ -98,6 +119,7 @@ use direct::*;
 pub(crate) use direct::{register_local, Ingress};
 use pacing::*;
 use pending::*;
+use queues::Queues;
 
 type Reply = Result<FetchResponse, FetchError>;
 
@@ -162,12 +184,10 @@ pub(crate) struct Scheduler {
     /// learns it.
     prior: Arc<Mutex<HostPrior>>,
     exits: Vec<ExitSlot>,
-    /// Pacing per limiter key; hosts keep a handle to theirs (see [`HostState::keys`]).
+    /// Pacing per limiter key; hosts keep a handle to theirs (see [`HostPacing::keys`]).
     keys: HashMap<LimitKey, SharedKey>,
-    /// Hosts with fetches queued or in flight.
-    hosts: HashMap<Arc<str>, HostState>,
-    /// Round-robin over the hosts with queued fetches.
-    order: VecDeque<Arc<str>>,
+    /// The hosts' queues, their round-robin and the queue's slots.
+    queues: Queues,
     /// Scratch for `try_host`: when each exit may send next.
     ready: Vec<Duration>,
     delayed: HashMap<u64, Pending>,
@@ -179,7 +199,6 @@ pub(crate) struct Scheduler {
     reports: Option<ReportTo>,
     next_id: u64,
     in_flight: u32,
-    queue_slots: Arc<Semaphore>,
     limiter: Option<Addr<LimiterActor>>,
     health: Option<Addr<HealthActor>>,
     budget: RetryBudget,
@@ -201,8 +220,6 @@ pub(crate) struct Scheduler {
     metrics: Arc<Metrics>,
     handles: Vec<ExitHandles>,
     shared: Option<SharedLimits>,
-    /// Fetches waiting in the queues (not in flight, not waiting for a retry).
-    queued: i64,
     /// Every exit runs on this Arbiter: `CrawlerHandle::fetch` may take the direct path.
     all_local: bool,
     /// The direct path's way back to the actor, for what needs its timers.
@@ -225,7 +242,7 @@ impl Scheduler {
             .map(|e| metrics.exit_handles(&Metrics::exit(&e.name, e.source_ip)))
             .collect();
         let c = &settings.crawler;
-        let queue_slots = Arc::new(Semaphore::new(c.queue_capacity as usize));
+        let queues = Queues::new(c.queue_capacity as usize, metrics.queue_depth.clone());
         let budget = RetryBudget::new(c.retry_budget, 1.0, Duration::from_secs(10));
         let backoff = Backoff {
             base: c.retry_backoff_base(),
@@ -240,8 +257,7 @@ impl Scheduler {
             prior,
             exits,
             keys: HashMap::default(),
-            hosts: HashMap::default(),
-            order: VecDeque::new(),
+            queues,
             ready: Vec::new(),
             delayed: HashMap::default(),
             sent: HashMap::default(),
@@ -249,7 +265,6 @@ impl Scheduler {
             reports: None,
             next_id: 0,
             in_flight: 0,
-            queue_slots,
             limiter: None,
             health: None,
             budget,
@@ -266,7 +281,6 @@ impl Scheduler {
             metrics,
             handles,
             shared: None,
-            queued: 0,
             all_local: false,
             handoff: None,
             cut: Rc::new(CutOff::default()),
@@ -308,7 +322,7 @@ impl Scheduler {
     }
 
     /// What [`choose`] needs, borrowed apart from the hosts it is asked about.
-    fn split(&mut self) -> (Choice<'_>, &mut HashMap<Arc<str>, HostState>) {
+    fn split(&mut self) -> (Choice<'_>, &mut Queues) {
         let choice = Choice {
             exits: &mut self.exits,
             keys: &mut self.keys,
@@ -317,7 +331,7 @@ impl Scheduler {
             ready: &mut self.ready,
             tie: &mut self.tie,
         };
-        (choice, &mut self.hosts)
+        (choice, &mut self.queues)
     }
 }
 

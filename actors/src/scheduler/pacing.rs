@@ -53,19 +53,6 @@ impl KeyState {
     }
 }
 
-/// One host as the scheduler sees it. One map lookup per host visit finds its queue and
-/// its in-flight counts together: the per-fetch path makes one lookup, not several.
-#[derive(Default)]
-pub(super) struct HostState {
-    pub(super) queue: VecDeque<Pending>,
-    /// Fetches in flight to this host, by exit index.
-    pub(super) active: Vec<u32>,
-    /// The host is in `order`.
-    pub(super) ordered: bool,
-    /// Its pacing, found once instead of per visit.
-    pub(super) pacing: HostPacing,
-}
-
 /// A host's pacing as [`choose`] reads it: its limiter keys and how recently each exit
 /// sent to it.
 #[derive(Default)]
@@ -79,13 +66,6 @@ pub(super) struct HostPacing {
     pub(super) last_sent: Vec<u64>,
     /// Requests sent to this host.
     pub(super) sends: u64,
-}
-
-impl HostState {
-    /// Nothing queued, nothing in flight, not in `order`: the entry can go.
-    pub(super) fn idle(&self) -> bool {
-        !self.ordered && self.queue.is_empty() && self.active.iter().all(|n| *n == 0)
-    }
 }
 
 /// The pacing state of `key`, created on first use. `paced`: start with a pacer at the

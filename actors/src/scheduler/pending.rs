@@ -1,4 +1,11 @@
-use super::*;
+use std::sync::Arc;
+
+use actix::clock::Instant;
+use awc::http::Uri;
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
+
+use super::{ExitSlot, Reply};
+use crate::messages::{Fetch, FetchError, FetchErrorKind};
 
 pub(super) struct Pending {
     pub(super) fetch: Fetch,

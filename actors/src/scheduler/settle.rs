@@ -210,11 +210,7 @@ impl Scheduler {
     /// in flight settle on their own answers.
     fn give_up_host(&mut self, host: &Arc<str>, why: GaveUp) {
         tracing::warn!(host = %host, reason = %why, "giving up the host's waiting URLs");
-        let queued: Vec<Pending> = match self.hosts.get_mut(host) {
-            Some(state) => state.queue.drain(..).collect(),
-            None => Vec::new(),
-        };
-        self.set_queued(-(queued.len() as i64));
+        let queued = self.queues.drain_host(host);
         let delayed: Vec<u64> = self
             .delayed
             .iter()
@@ -305,7 +301,7 @@ impl Scheduler {
     /// limiter charges throttles to first: the exit's own lane where it has one, else the
     /// host's budget.
     fn honour_retry_after(&mut self, host: &Arc<str>, i: usize, until: std::time::Instant) {
-        let Some(pacing) = self.hosts.get(host).map(|h| &h.pacing) else {
+        let Some(pacing) = self.queues.host(host).map(|h| &h.pacing) else {
             return;
         };
         let own = pacing.keys.get(i).and_then(Option::as_ref);
@@ -442,14 +438,7 @@ impl Scheduler {
     }
 
     pub(super) fn requeue_front(&mut self, p: Pending) {
-        let host = p.host.clone();
-        let state = self.hosts.entry(host.clone()).or_default();
-        state.queue.push_front(p);
-        if !state.ordered {
-            state.ordered = true;
-            self.order.push_front(host);
-        }
-        self.set_queued(1);
+        self.queues.push_front(p);
     }
 
     pub(super) fn check_drained(&mut self) {
