@@ -29,6 +29,8 @@ use crate::messages::{Fetch, FetchError, FetchErrorKind, FetchResponse};
 /// The robots.txt cache of one crawler.
 pub(crate) struct RobotsGate {
     token: String,
+    /// Throttled answers a robots.txt fetch waits through: `crawler.max_retries`.
+    throttle_waits: u32,
     inner: Mutex<Inner>,
 }
 
@@ -83,6 +85,7 @@ impl RobotsGate {
                 turns: HashMap::new(),
             }),
             token,
+            throttle_waits: s.crawler.max_retries,
         })
     }
 
@@ -191,7 +194,7 @@ impl RobotsGate {
         // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309 §2.3.1.3),
         // not a page to wait for: throttles count like retries.
         let fetch = Fetch::get(robots_url(url).to_string())
-            .throttle_waits(3)
+            .throttle_waits(self.throttle_waits)
             .first_bytes(MAX_ROBOTS_BYTES as u64);
         let result = send(fetch).await;
         let now = clock::now();
