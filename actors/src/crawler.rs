@@ -16,6 +16,7 @@ use actix::prelude::*;
 use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::config::{Arbiters, Backend, ConfigError, ExitSettings, Settings};
 use exitcrawl::health::HealthPolicy;
+use futures_util::future::Either;
 
 use crate::controller::LimiterActor;
 use crate::exit::{ExitActor, ExitCore, ExitOptions, ExitShare};
@@ -26,6 +27,7 @@ use crate::messages::{
 use crate::metrics::{self, LagActor, Metrics};
 use crate::net::{ClientOptions, DnsCache};
 use crate::redis::{Redis, RedisGcra, RedisOptions, RedisStats, SharedRates};
+use crate::robots::RobotsGate;
 use crate::scheduler::{self, Channel, ExitSlot, Ingress, Scheduler, SchedulerActor, SharedLimits};
 
 /// Why the crawler could not start.
@@ -129,6 +131,8 @@ impl Crawler {
             _arbiters: Arc::new(arbiters),
             _lag: lag,
             redis,
+            robots: RobotsGate::new(&settings).map(Arc::new),
+            polite: false,
             settings,
             metrics,
             metrics_addr,
@@ -404,6 +408,10 @@ pub struct CrawlerHandle {
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
     metrics_addr: Option<std::net::SocketAddr>,
+    /// `[crawl] robots`: the crawler's robots.txt cache, shared by every clone.
+    robots: Option<Arc<RobotsGate>>,
+    /// This handle's fetches ask `robots` first (see [`CrawlerHandle::polite`]).
+    polite: bool,
 }
 
 impl CrawlerHandle {
@@ -440,13 +448,45 @@ impl CrawlerHandle {
     ///
     /// The fetch is admitted when the returned future is first polled; dropping the
     /// future before it ends gives back the share of the capacity it took.
+    ///
+    /// On a polite handle ([`Self::polite`]) the URL's origin's robots.txt is asked
+    /// first: a disallowed URL ends with [`FetchErrorKind::Robots`], unsent.
     pub fn fetch(
         &self,
         fetch: Fetch,
     ) -> impl std::future::Future<Output = Result<FetchResponse, FetchError>> + '_ {
         // Not an `async fn`: the scheduler's future is returned as it is, without a level
-        // of its own around it (see `scheduler::Ingress::fetch`).
-        self.ingress.fetch(fetch)
+        // of its own around it (see `scheduler::Ingress::fetch`), unless robots.txt is asked.
+        match self.robots.as_deref().filter(|_| self.polite) {
+            None => Either::Left(self.ingress.fetch(fetch)),
+            Some(gate) => Either::Right(self.polite_fetch(gate, fetch)),
+        }
+    }
+
+    /// This handle, with every [`Self::fetch`] obeying robots.txt (`polite = true`): the
+    /// origin's `/robots.txt` is fetched once (through this crawler, paced and counted
+    /// like any fetch) and cached for `[crawl] robots_ttl_ms`, for the user agent of
+    /// `[crawl] robots_user_agent` or `crawler.user_agent`; a Crawl-delay makes the
+    /// origin serial and spaced. `[crawl] robots = false` turns it off for every handle.
+    /// Clones share the cache, polite or not.
+    pub fn polite(&self, polite: bool) -> CrawlerHandle {
+        CrawlerHandle {
+            polite,
+            ..self.clone()
+        }
+    }
+
+    async fn polite_fetch(
+        &self,
+        gate: &RobotsGate,
+        fetch: Fetch,
+    ) -> Result<FetchResponse, FetchError> {
+        let spacing = gate.admit(&fetch, |f| self.ingress.fetch(f)).await?;
+        let result = self.ingress.fetch(fetch).await;
+        if let Some(s) = spacing {
+            s.answered();
+        }
+        result
     }
 
     /// Every exit's figures.

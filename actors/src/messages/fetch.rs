@@ -211,6 +211,10 @@ pub enum FetchErrorKind {
     /// pause longer than `crawler.max_retry_after_ms`: the URL was given up (its last
     /// answer, if any, was a throttle). The message says which, with the site's value.
     ThrottledOut,
+    /// robots.txt of the URL's origin disallows it for our user agent, or is unavailable
+    /// (a 5xx, 429 or no answer: disallowed until a retry); the message names the
+    /// robots.txt and the user agent. Nothing was sent to the URL.
+    Robots,
     /// Anything else (DNS, TLS, …); the message says what.
     Other,
 }
@@ -237,6 +241,7 @@ impl FetchErrorKind {
             FetchErrorKind::PrivateAddress => "private_address",
             FetchErrorKind::Shutdown => "shutdown",
             FetchErrorKind::ThrottledOut => "throttled_out",
+            FetchErrorKind::Robots => "robots",
             FetchErrorKind::Other => "other",
         }
     }

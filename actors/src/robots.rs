@@ -1,0 +1,265 @@
+//! robots.txt for [`crate::CrawlerHandle::fetch`] on a polite handle
+//! ([`crate::CrawlerHandle::polite`]): one cache per crawler, shared by every clone of the
+//! handle, answering "may this URL be fetched?" before any request goes to it.
+//!
+//! The policy is the core's [`RobotsCache`] (RFC 9309: 2xx parsed, 4xx allows all, 429,
+//! 5xx and no answer disallow all until a retry with backoff; kept `[crawl] robots_ttl_ms`),
+//! read with the runtime's clock. What this module adds is the I/O around it:
+//! - the first fetch to an origin fetches its `/robots.txt` through the crawler itself
+//!   (paced, retried and counted like any request, redirects followed as any fetch's);
+//!   the origin's other fetches wait for that one answer instead of asking again;
+//! - a disallowed URL (or one of an origin whose robots.txt is unavailable) ends with
+//!   [`FetchErrorKind::Robots`] and is never sent;
+//! - a Crawl-delay `d` makes the origin serial, each send at least `d` after the previous
+//!   answer (and after robots.txt's).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use exitcrawl::config::Settings;
+use exitcrawl::discover::robots::{origin_key, robots_url, MAX_ROBOTS_BYTES};
+use exitcrawl::discover::{RobotsCache, RobotsPolicy, RobotsState};
+use tokio::sync::{watch, OwnedMutexGuard};
+use url::{Position, Url};
+
+use crate::clock;
+use crate::messages::{Fetch, FetchError, FetchErrorKind, FetchResponse};
+
+/// The robots.txt cache of one crawler.
+pub(crate) struct RobotsGate {
+    token: String,
+    /// Throttled answers a robots.txt fetch waits through: `crawler.max_retries`.
+    throttle_waits: u32,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    cache: RobotsCache,
+    /// Origins whose robots.txt fetch is in flight: `true` is sent when it ends.
+    fetching: HashMap<String, watch::Receiver<bool>>,
+    /// Why an origin's last robots.txt fetch failed.
+    failures: HashMap<String, String>,
+    /// Crawl-delay origins: when the next send may go, behind a fair lock.
+    turns: HashMap<String, Arc<tokio::sync::Mutex<Option<Instant>>>>,
+}
+
+/// Where a URL stands with its origin's robots.txt.
+enum Step {
+    Allowed(Option<Duration>),
+    Disallowed,
+    Unavailable(String),
+    Fetch(watch::Sender<bool>),
+    Pending(watch::Receiver<bool>),
+}
+
+/// A Crawl-delay origin's turn: while held, no other fetch to the origin starts.
+pub(crate) struct Spacing {
+    next: OwnedMutexGuard<Option<Instant>>,
+    delay: Duration,
+}
+
+impl Spacing {
+    /// The answer is in: the origin's next send is `delay` from now.
+    pub(crate) fn answered(mut self) {
+        *self.next = Some(clock::now() + self.delay);
+    }
+}
+
+impl RobotsGate {
+    /// The gate of `[crawl] robots` (`None` when it is off).
+    pub(crate) fn new(s: &Settings) -> Option<RobotsGate> {
+        if !s.crawl.robots {
+            return None;
+        }
+        let policy = RobotsPolicy {
+            ttl: s.crawl.robots_ttl(),
+            ..RobotsPolicy::default()
+        };
+        let token = s.crawl.robots_token(&s.crawler.user_agent);
+        Some(RobotsGate {
+            inner: Mutex::new(Inner {
+                cache: RobotsCache::new(&token, policy),
+                fetching: HashMap::new(),
+                failures: HashMap::new(),
+                turns: HashMap::new(),
+            }),
+            token,
+            throttle_waits: s.crawler.max_retries,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admit `fetch`: `Ok` with the Crawl-delay turn to hold while it runs, or the error
+    /// that ends it unsent. `send` makes the robots.txt fetch.
+    pub(crate) async fn admit<F, Fut>(
+        &self,
+        fetch: &Fetch,
+        send: F,
+    ) -> Result<Option<Spacing>, FetchError>
+    where
+        F: Fn(Fetch) -> Fut,
+        Fut: std::future::Future<Output = Result<FetchResponse, FetchError>>,
+    {
+        let Ok(url) = Url::parse(&fetch.url) else {
+            // The crawler refuses it with its own reason.
+            return Ok(None);
+        };
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Ok(None);
+        }
+        let origin = origin_key(&url);
+        let path = &url[Position::BeforePath..Position::AfterQuery];
+        loop {
+            match self.look_up(&origin, path) {
+                Step::Allowed(delay) => return Ok(self.turn(&origin, delay).await),
+                Step::Disallowed => {
+                    let why = format!(
+                        "disallowed by {origin}/robots.txt for user-agent {:?}; not sent",
+                        self.token
+                    );
+                    return Err(FetchError::unsent(
+                        FetchErrorKind::Robots,
+                        why,
+                        fetch.url.clone(),
+                    ));
+                }
+                Step::Unavailable(why) => {
+                    let why = format!(
+                        "{origin}/robots.txt is unavailable ({why}): the site is disallowed until a retry; not sent"
+                    );
+                    return Err(FetchError::unsent(
+                        FetchErrorKind::Robots,
+                        why,
+                        fetch.url.clone(),
+                    ));
+                }
+                Step::Fetch(done) => {
+                    let mut guard = InFlight {
+                        gate: self,
+                        origin: &origin,
+                        done,
+                        answered: false,
+                    };
+                    let stopped = self.fetch_robots(&url, &origin, &send).await;
+                    guard.answered = !stopped;
+                    drop(guard);
+                    if stopped {
+                        return Err(FetchError::shutdown(
+                            fetch.url.clone(),
+                            "the crawler stopped during the robots.txt fetch",
+                        ));
+                    }
+                }
+                Step::Pending(mut rx) => {
+                    let _ = rx.wait_for(|done| *done).await;
+                }
+            }
+        }
+    }
+
+    fn look_up(&self, origin: &str, path: &str) -> Step {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        match inner.cache.lookup(origin, clock::now()) {
+            RobotsState::Known(r) if r.allowed_path(path) => Step::Allowed(r.crawl_delay()),
+            RobotsState::Known(_) => Step::Disallowed,
+            RobotsState::Fetch => {
+                let (tx, rx) = watch::channel(false);
+                inner.fetching.insert(origin.to_owned(), rx);
+                Step::Fetch(tx)
+            }
+            RobotsState::Wait(_) => match inner.fetching.get(origin) {
+                Some(rx) => Step::Pending(rx.clone()),
+                None => Step::Unavailable(
+                    inner
+                        .failures
+                        .get(origin)
+                        .cloned()
+                        .unwrap_or_else(|| "no answer yet".to_owned()),
+                ),
+            },
+        }
+    }
+
+    /// Fetch the origin's robots.txt and record the outcome; `true` if the crawler stopped.
+    async fn fetch_robots<F, Fut>(&self, url: &Url, origin: &str, send: &F) -> bool
+    where
+        F: Fn(Fetch) -> Fut,
+        Fut: std::future::Future<Output = Result<FetchResponse, FetchError>>,
+    {
+        // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309 §2.3.1.3),
+        // not a page to wait for: throttles count like retries.
+        let fetch = Fetch::get(robots_url(url).to_string())
+            .throttle_waits(self.throttle_waits)
+            .first_bytes(MAX_ROBOTS_BYTES as u64);
+        let result = send(fetch).await;
+        let now = clock::now();
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let cache = &mut inner.cache;
+        let failure = match result {
+            Ok(r) => {
+                cache.on_fetched(origin, r.status, &r.body, now);
+                (r.status == 429 || r.status >= 500).then(|| format!("it answered {}", r.status))
+            }
+            Err(e) if e.kind == FetchErrorKind::Shutdown => return true,
+            Err(e) => {
+                cache.on_network_error(origin, now);
+                Some(format!("{}: {}", e.kind.as_str(), e.message))
+            }
+        };
+        if let Some(why) = failure {
+            tracing::warn!(%origin, %why, "robots.txt unavailable; the origin's fetches fail until a retry");
+            inner.failures.insert(origin.to_owned(), why);
+            return false;
+        }
+        inner.failures.remove(origin);
+        if let RobotsState::Known(r) = cache.lookup(origin, now) {
+            if let Some(d) = r.crawl_delay().filter(|d| !d.is_zero()) {
+                // The first page waits a delay after robots.txt, as every later one does.
+                let lock = Arc::clone(inner.turns.entry(origin.to_owned()).or_default());
+                if let Ok(mut next) = lock.try_lock_owned() {
+                    *next = Some(now + d);
+                }
+            }
+        }
+        false
+    }
+
+    /// With a Crawl-delay: wait for the origin's turn and its time.
+    async fn turn(&self, origin: &str, delay: Option<Duration>) -> Option<Spacing> {
+        let delay = delay.filter(|d| !d.is_zero())?;
+        let lock = Arc::clone(self.lock().turns.entry(origin.to_owned()).or_default());
+        let next = lock.lock_owned().await;
+        if let Some(at) = *next {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        Some(Spacing { next, delay })
+    }
+}
+
+/// An origin's robots.txt fetch in flight. However it ends (an answer, or the future
+/// dropped), its waiting fetches look again; without an answer the origin is as if never
+/// looked up, so the next fetch asks again instead of every one waiting for the timeout.
+struct InFlight<'a> {
+    gate: &'a RobotsGate,
+    origin: &'a str,
+    done: watch::Sender<bool>,
+    answered: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.gate.lock();
+        inner.fetching.remove(self.origin);
+        if !self.answered {
+            inner.cache.forget(self.origin);
+        }
+        drop(inner);
+        let _ = self.done.send(true);
+    }
+}

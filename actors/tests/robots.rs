@@ -1,0 +1,155 @@
+//! `CrawlerHandle::fetch` on a polite handle obeys robots.txt: asserted on what the
+//! site saw (paths requested, robots.txt fetches counted, arrival times on paused time).
+
+mod support;
+
+use support::{exits, paused_site, timeouts_for_paused_time};
+
+use std::time::Duration;
+
+use exitcrawl::config::{Algorithm, Settings};
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchErrorKind};
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
+use futures_util::future::join_all;
+
+fn settings() -> Settings {
+    let mut s = Settings::with_exits(exits(1, 8));
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.retry_backoff_base_ms = 20;
+    s.crawler.retry_backoff_max_ms = 200;
+    s.crawler.max_retries = 1;
+    s.crawler.user_agent = "exitcrawl-test/1.0 (+http://127.0.0.1/)".into();
+    timeouts_for_paused_time(&mut s);
+    s
+}
+
+/// A site whose `/robots.txt` answers `status` with `body`; every other path is a page.
+fn site(status: u16, body: &'static str) -> TestSite {
+    let pages = Pages::new(move |_host: &str, pq: &str| {
+        if pq == "/robots.txt" {
+            let mut p = Page::text(body);
+            p.status = status;
+            return Some(p);
+        }
+        Some(Page::html("<p>page</p>"))
+    });
+    paused_site(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+fn paths(site: &TestSite) -> Vec<String> {
+    site.requests().into_iter().map(|r| r.path).collect()
+}
+
+fn count(site: &TestSite, path: &str) -> usize {
+    paths(site).iter().filter(|p| *p == path).count()
+}
+
+async fn fetch(h: &CrawlerHandle, site: &TestSite, path: &str) -> Result<u16, FetchErrorKind> {
+    h.fetch(Fetch::get(site.url(path)))
+        .await
+        .map(|r| r.status)
+        .map_err(|e| e.kind)
+}
+
+const RULES: &str =
+    "User-agent: otherbot\nDisallow: /\n\nUser-agent: exitcrawl-test\nDisallow: /private/\n";
+
+#[actix_rt::test]
+async fn a_disallowed_path_fails_unsent_and_an_allowed_one_is_fetched() {
+    let site = site(200, RULES);
+    let h = Crawler::start(settings()).expect("start").polite(true);
+    let err = h
+        .fetch(Fetch::get(site.url("/private/x")))
+        .await
+        .expect_err("disallowed");
+    assert_eq!(err.kind, FetchErrorKind::Robots);
+    assert_eq!(err.attempts, 0);
+    let text = err.to_string();
+    assert!(text.contains("/private/x"), "{text}");
+    assert!(text.contains("robots.txt"), "{text}");
+    assert!(text.contains("exitcrawl-test"), "{text}");
+    assert_eq!(fetch(&h, &site, "/public").await, Ok(200));
+    assert_eq!(paths(&site), ["/robots.txt", "/public"]);
+}
+
+#[actix_rt::test]
+async fn many_concurrent_fetches_to_a_new_origin_fetch_robots_txt_once() {
+    let site = site(200, RULES);
+    let h = Crawler::start(settings()).expect("start").polite(true);
+    let urls: Vec<_> = (0..40)
+        .map(|i| {
+            let dir = if i % 4 == 0 { "private" } else { "p" };
+            site.url(&format!("/{dir}/{i}"))
+        })
+        .collect();
+    let replies = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
+    let robots = replies
+        .iter()
+        .filter(|r| r.as_ref().is_err_and(|e| e.kind == FetchErrorKind::Robots))
+        .count();
+    assert_eq!(robots, 10);
+    assert_eq!(count(&site, "/robots.txt"), 1);
+    assert_eq!(site.requests().len(), 31);
+    assert!(!paths(&site).iter().any(|p| p.starts_with("/private/")));
+    // A clone shares the cache.
+    let again = h.clone();
+    assert_eq!(fetch(&again, &site, "/p/x").await, Ok(200));
+    assert_eq!(count(&site, "/robots.txt"), 1);
+}
+
+#[actix_rt::test]
+async fn a_404_robots_txt_allows_everything() {
+    let site = site(404, "no such file");
+    let h = Crawler::start(settings()).expect("start").polite(true);
+    assert_eq!(fetch(&h, &site, "/private/x").await, Ok(200));
+    assert_eq!(fetch(&h, &site, "/p/1").await, Ok(200));
+    assert_eq!(paths(&site), ["/robots.txt", "/private/x", "/p/1"]);
+}
+
+#[actix_rt::test]
+async fn a_500_robots_txt_disallows_the_site() {
+    let site = site(500, "oops");
+    let h = Crawler::start(settings()).expect("start").polite(true);
+    assert_eq!(fetch(&h, &site, "/p/1").await, Err(FetchErrorKind::Robots));
+    assert_eq!(fetch(&h, &site, "/p/2").await, Err(FetchErrorKind::Robots));
+    assert!(
+        paths(&site).iter().all(|p| p == "/robots.txt"),
+        "{:?}",
+        paths(&site)
+    );
+    assert!(count(&site, "/robots.txt") >= 1);
+}
+
+#[actix_rt::test]
+async fn the_opt_out_fetches_everything_and_never_asks_for_robots_txt() {
+    let site = site(200, "User-agent: *\nDisallow: /\n");
+    let mut s = settings();
+    s.crawl.robots = false;
+    let h = Crawler::start(s).expect("start").polite(true);
+    assert_eq!(fetch(&h, &site, "/a").await, Ok(200));
+    // A handle that is not polite does not ask either, whatever the setting.
+    let plain = Crawler::start(settings()).expect("start");
+    assert_eq!(fetch(&plain, &site, "/b").await, Ok(200));
+    assert_eq!(paths(&site), ["/a", "/b"]);
+}
+
+#[actix_rt::test]
+async fn crawl_delay_spaces_the_origins_requests() {
+    let site = site(200, "User-agent: *\nCrawl-delay: 2\n");
+    let h = Crawler::start(settings()).expect("start").polite(true);
+    let urls: Vec<_> = (0..4).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
+    assert!(replies
+        .iter()
+        .all(|r| r.as_ref().is_ok_and(|r| r.status == 200)));
+    let reqs = site.requests();
+    assert_eq!(reqs.len(), 5);
+    assert_eq!(reqs[0].path, "/robots.txt");
+    for w in reqs.windows(2) {
+        let gap = w[1].arrived.duration_since(w[0].arrived);
+        assert!(gap >= Duration::from_secs(2), "gap {gap:?} < Crawl-delay");
+    }
+}
