@@ -1064,7 +1064,7 @@ fn crawl_section_defaults_and_values() {
     assert_eq!(s.crawl.scope, CrawlScope::SameHost);
     assert_eq!(s.crawl.per_host_concurrency, 2);
     assert_eq!(
-        s.crawl.robots_token("exitcrawl/0.1.0 (+https://x)"),
+        exitcrawl::discover::robots::robots_token(&s.crawl, "exitcrawl/0.1.0 (+https://x)"),
         "exitcrawl"
     );
     let s = Settings::from_toml_str(&with_exit(
@@ -1075,7 +1075,10 @@ fn crawl_section_defaults_and_values() {
     assert!(s.crawl.follow);
     assert_eq!(s.crawl.scope, CrawlScope::SameDomain);
     assert_eq!((s.crawl.max_depth, s.crawl.max_pages), (Some(0), Some(10)));
-    assert_eq!(s.crawl.robots_token("ignored/1"), "my-bot");
+    assert_eq!(
+        exitcrawl::discover::robots::robots_token(&s.crawl, "ignored/1"),
+        "my-bot"
+    );
     let s = Settings::from_toml_str_with_env(
         ONE_EXIT,
         env(&[

@@ -76,7 +76,7 @@ impl RobotsGate {
             ttl: s.crawl.robots_ttl(),
             ..RobotsPolicy::default()
         };
-        let token = s.crawl.robots_token(&s.crawler.user_agent);
+        let token = exitcrawl::discover::robots::robots_token(&s.crawl, &s.crawler.user_agent);
         Some(RobotsGate {
             inner: Mutex::new(Inner {
                 cache: RobotsCache::new(&token, policy),

@@ -86,7 +86,7 @@ impl RobotsGate {
             ttl: s.crawl.robots_ttl(),
             ..RobotsPolicy::default()
         };
-        let token = s.crawl.robots_token(&s.crawler.user_agent);
+        let token = exitcrawl::discover::robots::robots_token(&s.crawl, &s.crawler.user_agent);
         RobotsGate {
             enabled: s.crawl.robots,
             cache: RefCell::new(RobotsCache::new(&token, policy)),

@@ -1,7 +1,10 @@
-//! No import circle between the program's modules: every `super::NAME` and `crate::NAME`
-//! outside a comment, in `src/NAME.rs`, is an edge from the file's module to module NAME
-//! (a braced list, `super::{a, b}`, gives one edge per item). The crate root (`lib.rs`),
-//! which declares every module, is not a node; `main.rs` only calls it.
+//! No import circle between the top-level modules of any crate of the workspace (the
+//! program here, the actors crate and the core): every `super::NAME` and `crate::NAME`
+//! outside a comment is an edge from the module it is in to module NAME (a braced list,
+//! `super::{a, b}`, gives one edge per item). A module is `src/NAME.rs` with everything
+//! under `src/NAME/`; there `super::` names the module's own parts, not the crate, except
+//! in `src/NAME/mod.rs`. The crate root (`lib.rs`), which declares every module, is not a
+//! node; `main.rs` only calls it.
 //!
 //! A circle fails the test with the modules on it, in import order.
 
@@ -11,17 +14,45 @@ use std::path::Path;
 /// Module name → the sibling modules it imports.
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
+/// The files under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("read a module folder") {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Module name → its text, for the crate whose sources are in `src`.
 fn modules(src: &Path) -> BTreeMap<String, String> {
-    std::fs::read_dir(src)
-        .expect("read src/")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-        .filter_map(|p| {
-            let name = p.file_stem()?.to_str()?.to_string();
+    let mut mods: BTreeMap<String, String> = BTreeMap::new();
+    for e in std::fs::read_dir(src).expect("read src/") {
+        let p = e.expect("dir entry").path();
+        let Some(name) = p.file_stem().and_then(|n| n.to_str()).map(str::to_string) else {
+            continue;
+        };
+        if p.is_dir() {
+            for f in rust_files(&p) {
+                let text = std::fs::read_to_string(&f).expect("read a module");
+                // Below the module's own mod.rs, `super::` stays inside the module.
+                let text = if f == p.join("mod.rs") {
+                    text
+                } else {
+                    text.replace("super::", "parent_::")
+                };
+                mods.entry(name.clone()).or_default().push_str(&text);
+            }
+        } else if p.extension().is_some_and(|x| x == "rs") && name != "lib" && name != "main" {
             let text = std::fs::read_to_string(&p).expect("read a module");
-            (name != "lib" && name != "main").then_some((name, text))
-        })
-        .collect()
+            mods.entry(name).or_default().push_str(&text);
+        }
+    }
+    mods
 }
 
 /// The first identifier of each item after `super::`/`crate::` at `rest`.
@@ -109,14 +140,31 @@ fn circle(g: &Graph) -> Option<Vec<String>> {
         .find_map(|n| visit(g, n, &mut Vec::new(), &mut done))
 }
 
-#[test]
-fn no_import_circle_between_modules() {
-    let mods = modules(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
-    assert!(mods.len() > 20, "read {} modules from src/", mods.len());
+fn assert_no_circle(crate_dir: &Path, at_least: usize) {
+    let src = crate_dir.join("src");
+    let mods = modules(&src);
+    assert!(
+        mods.len() >= at_least,
+        "read {} modules from {}",
+        mods.len(),
+        src.display()
+    );
     let g = graph(&mods);
     if let Some(c) = circle(&g) {
-        panic!("import circle: {}", c.join(" -> "));
+        panic!("import circle in {}: {}", src.display(), c.join(" -> "));
     }
+}
+
+#[test]
+fn no_import_circle_between_modules() {
+    assert_no_circle(Path::new(env!("CARGO_MANIFEST_DIR")), 20);
+}
+
+#[test]
+fn no_import_circle_in_the_actors_crate_nor_the_core() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    assert_no_circle(&workspace.join("actors"), 15);
+    assert_no_circle(&workspace, 15);
 }
 
 /// The checker itself finds a circle, through a braced list and across three modules,

@@ -118,14 +118,6 @@ impl CrawlSettings {
             None => rule,
         }
     }
-
-    /// The robots.txt token: `user_agent_token`, else the product token of `user_agent`.
-    pub fn robots_token(&self, user_agent: &str) -> String {
-        match &self.user_agent_token {
-            Some(t) => t.clone(),
-            None => crate::discover::robots::product_token(user_agent).to_owned(),
-        }
-    }
 }
 
 /// `[crawl] scope`: which hosts discovered links may lead to.
@@ -155,15 +147,6 @@ impl CrawlScope {
             CrawlScope::SameHost => "same_host",
             CrawlScope::SameDomain => "same_domain",
             CrawlScope::Any => "any",
-        }
-    }
-
-    /// The matching [`ScopeMode`](crate::discover::ScopeMode).
-    pub fn mode(self) -> crate::discover::ScopeMode {
-        match self {
-            CrawlScope::SameHost => crate::discover::ScopeMode::SameHost,
-            CrawlScope::SameDomain => crate::discover::ScopeMode::SameDomain,
-            CrawlScope::Any => crate::discover::ScopeMode::AnyHost,
         }
     }
 }

@@ -501,47 +501,8 @@ impl Default for RedisSettings {
     }
 }
 
-/// `[limiter] scope`: what one limiter (and one AIMD controller) covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scope {
-    /// `"auto"`: learned per host (the default). One budget for the host, spread evenly
-    /// over the exits, and a budget of its own for an exit whose throttles concentrate:
-    /// sites limit per client IP or per host and do not say which. See
-    /// [`crate::aimd::coupling`]. With a fixed algorithm it paces per host.
-    Auto,
-    /// `"exit_host"`: one per (exit, host) pair: every exit its own budget at each host.
-    ExitHost,
-    /// `"host"`: one per host, shared by all exits (for sites that limit the crawler as a
-    /// whole, e.g. by User-Agent).
-    Host,
-    /// `"exit"`: one per exit, shared by all hosts.
-    Exit,
-    /// `"global"`: one for everything.
-    Global,
-}
-
-impl Scope {
-    /// Every value, in documentation order.
-    pub const ALL: [Scope; 5] = [
-        Scope::Auto,
-        Scope::ExitHost,
-        Scope::Host,
-        Scope::Exit,
-        Scope::Global,
-    ];
-
-    /// The name used in the config file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Auto => "auto",
-            Scope::ExitHost => "exit_host",
-            Scope::Host => "host",
-            Scope::Exit => "exit",
-            Scope::Global => "global",
-        }
-    }
-}
+/// `[limiter] scope` is the limiter's own vocabulary.
+pub use crate::limiter::Scope;
 
 /// `[health]`: passive (from real fetches) and optional active health checking per exit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

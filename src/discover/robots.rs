@@ -41,6 +41,15 @@ pub struct Robots {
     delay: Option<Duration>,
 }
 
+/// The robots.txt token of a crawl: `[crawl] user_agent_token`, else the product token
+/// of `user_agent`.
+pub fn robots_token(crawl: &crate::config::CrawlSettings, user_agent: &str) -> String {
+    match &crawl.user_agent_token {
+        Some(t) => t.clone(),
+        None => product_token(user_agent).to_owned(),
+    }
+}
+
 /// The robots.txt product token of a User-Agent header value.
 pub fn product_token(user_agent: &str) -> &str {
     let ua = user_agent.trim();

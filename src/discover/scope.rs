@@ -19,6 +19,18 @@ use std::collections::HashSet;
 use regex::Regex;
 use url::{Host, Url};
 
+impl From<crate::config::CrawlScope> for ScopeMode {
+    /// `[crawl] scope`'s value as the mode it names.
+    fn from(scope: crate::config::CrawlScope) -> Self {
+        use crate::config::CrawlScope;
+        match scope {
+            CrawlScope::SameHost => ScopeMode::SameHost,
+            CrawlScope::SameDomain => ScopeMode::SameDomain,
+            CrawlScope::Any => ScopeMode::AnyHost,
+        }
+    }
+}
+
 /// Which hosts are in scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ScopeMode {

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::config::Scope;
+use serde::{Deserialize, Serialize};
 
 /// A limiter key: exit and/or host, as the scope says.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -70,6 +70,48 @@ impl LimitKey {
 /// multiply the load on the site by the number of processes.
 pub fn fallback_rps(rps: f64, processes: u32, min_rps: f64) -> f64 {
     (rps / f64::from(processes.max(1))).max(min_rps)
+}
+
+/// `[limiter] scope`: what one limiter (and one AIMD controller) covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// `"auto"`: learned per host (the default). One budget for the host, spread evenly
+    /// over the exits, and a budget of its own for an exit whose throttles concentrate:
+    /// sites limit per client IP or per host and do not say which. See
+    /// [`crate::aimd::coupling`]. With a fixed algorithm it paces per host.
+    Auto,
+    /// `"exit_host"`: one per (exit, host) pair: every exit its own budget at each host.
+    ExitHost,
+    /// `"host"`: one per host, shared by all exits (for sites that limit the crawler as a
+    /// whole, e.g. by User-Agent).
+    Host,
+    /// `"exit"`: one per exit, shared by all hosts.
+    Exit,
+    /// `"global"`: one for everything.
+    Global,
+}
+
+impl Scope {
+    /// Every value, in documentation order.
+    pub const ALL: [Scope; 5] = [
+        Scope::Auto,
+        Scope::ExitHost,
+        Scope::Host,
+        Scope::Exit,
+        Scope::Global,
+    ];
+
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Auto => "auto",
+            Scope::ExitHost => "exit_host",
+            Scope::Host => "host",
+            Scope::Exit => "exit",
+            Scope::Global => "global",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub mod token_bucket;
 
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
-pub use key::{fallback_rps, LimitKey};
+pub use key::{fallback_rps, LimitKey, Scope};
 pub use leaky_bucket::LeakyBucket;
 pub use sliding_log::SlidingLog;
 pub use sliding_window::SlidingWindow;

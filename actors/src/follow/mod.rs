@@ -117,7 +117,10 @@ impl FollowOptions {
         FollowOptions {
             crawl: s.crawl.clone(),
             concurrency: s.crawler.concurrency.max(1) as usize,
-            robots_token: s.crawl.robots_token(&s.crawler.user_agent),
+            robots_token: exitcrawl::discover::robots::robots_token(
+                &s.crawl,
+                &s.crawler.user_agent,
+            ),
             robots_policy: RobotsPolicy {
                 ttl: s.crawl.robots_ttl(),
                 ..RobotsPolicy::default()

@@ -94,7 +94,7 @@ impl std::error::Error for CrawlError {}
 
 /// The [`Scope`] the `[crawl]` table describes (seeds are added as they come in).
 pub fn build_scope(c: &CrawlSettings) -> Result<Scope, CrawlError> {
-    let mut scope = Scope::new(c.scope.mode());
+    let mut scope = Scope::new(c.scope.into());
     for (i, p) in c.allow.iter().enumerate() {
         scope = scope.allow(p).map_err(|e| CrawlError {
             key: format!("crawl.allow[{i}]"),
