@@ -1,0 +1,149 @@
+//! The rate's curve: slow start's growth, the cubic probe cycle and its pricing, and the
+//! cut a throttle, a queue or errors bring.
+
+use std::time::{Duration, Instant};
+
+use super::{Cause, Controller, Phase};
+
+impl Controller {
+    pub(super) fn doubling_time(&self) -> f64 {
+        let per_answers = if self.ramp_by_answers {
+            Self::SS_ANSWERS / self.rate
+        } else {
+            0.0
+        };
+        self.cfg
+            .doubling
+            .as_secs_f64()
+            .max(self.ss_rtts * self.srtt.unwrap_or(0.0))
+            .max(per_answers)
+    }
+
+    pub(super) fn grow(&mut self, now: Instant, limited: bool) {
+        let dt = now.saturating_duration_since(self.last_eval);
+        self.last_eval = now;
+        let frozen = self.latency.rising() || !limited || self.lockout.active();
+        match self.phase {
+            Phase::SlowStart => {
+                if frozen {
+                    return;
+                }
+                // Growth since the last answer, at the doubling time of now: a longer
+                // round trip slows the doubling from here on, it does not undo it.
+                let doubling = self.doubling_time();
+                let grown = self.rate * (dt.as_secs_f64() / doubling).exp2();
+                self.rate = self.clamp(grown, now);
+            }
+            Phase::Probe => {
+                if frozen {
+                    // Stop the cycle's clock, so growth resumes where it paused.
+                    self.epoch += dt;
+                    return;
+                }
+                let beta = self.cfg.decrease;
+                let t = now.saturating_duration_since(self.epoch).as_secs_f64();
+                if self.rate >= 1.5 * self.w_max {
+                    // Half again above the estimate, and no throttle nor queue on the way:
+                    // the estimate is stale (the site got faster, or slow start ended
+                    // early). Find the new capacity the fast way — but more gently than
+                    // the first time (a doubling per 8 round trips, not 2), as a queue or a
+                    // limit may be right above and the signal comes a round trip late.
+                    self.phase = Phase::SlowStart;
+                    self.ss_rtts = 8.0;
+                    return;
+                }
+                // Back to the estimate over K, which a pause may have stretched; above it
+                // at the scale of an unpriced cycle, so that a capacity that came back is
+                // found as fast as on a site whose throttles cost no pause.
+                let scale = if t < self.k { self.k } else { self.k_above };
+                let cubic = self.w_max + self.w_max * (1.0 - beta) * ((t - self.k) / scale).powi(3);
+                // Past the plateau, probe at least linearly, by `increase_rps` per second
+                // but never faster than the cubic's own scale (a tenth of w_max per K), so
+                // a slow site is not probed every few dozen requests. Before the plateau
+                // the curve alone rules, so a cycle always lasts K.
+                let slope = self
+                    .cfg
+                    .increase_rps
+                    .min((1.0 - beta) * self.w_max / self.k_above);
+                let additive = if t > self.k {
+                    self.w_max + slope * (t - self.k)
+                } else {
+                    0.0
+                };
+                self.rate = self.clamp(cubic.max(additive), now);
+            }
+        }
+    }
+
+    pub(super) fn enter_probe(&mut self, w_max: f64, now: Instant, at_plateau: bool) {
+        self.phase = Phase::Probe;
+        self.w_max = w_max.max(self.cfg.min_rps);
+        // K: long enough for `probe_requests` requests per cycle, so that the one or two
+        // throttles ending a cycle stay a small fraction at any rate.
+        // A site that answers throttles with Retry-After makes every probe's end cost that
+        // pause: stretch the cycle until the pause is PAUSE_SHARE of it (a probe of a
+        // `Retry-After: 1` site every 33 s). Only the way back to the estimate stretches:
+        // above it the curve keeps the scale of an unpriced cycle (`k_above`), since a
+        // throttle there costs one pause however fast the rate rose, and a capacity that
+        // came back must be found within seconds of the plateau, not a minute.
+        let priced = self.last_retry_after.as_secs_f64() / Self::PAUSE_SHARE;
+        let floor = self.cfg.probe_time.as_secs_f64().max(priced);
+        self.k = (self.cfg.probe_requests / self.w_max).clamp(floor, floor.max(Self::MAX_K));
+        let unpriced = self.cfg.probe_time.as_secs_f64();
+        self.k_above =
+            (self.cfg.probe_requests / self.w_max).clamp(unpriced, unpriced.max(Self::MAX_K));
+        // At the plateau: start the curve at t = K, where it is flat at w_max.
+        self.epoch = if at_plateau {
+            now.checked_sub(Duration::from_secs_f64(self.k))
+                .unwrap_or(now)
+        } else {
+            now
+        };
+        self.last_eval = now;
+    }
+
+    pub(super) fn decrease(&mut self, now: Instant, cause: Cause) {
+        let at_throttle = self.rate;
+        let w_max = match self.phase {
+            // What the site delivered is its capacity when a queue formed (as BBR's
+            // bottleneck bandwidth), whatever the pacer allowed (the crawler's concurrency
+            // may have held the rate far below it).
+            Phase::Probe if matches!(cause, Cause::Latency(_)) => self.delivered(now),
+            // What the site accepted when slow start overshot.
+            Phase::SlowStart => self.accepted_estimate(now),
+            Phase::Probe
+                if matches!(cause, Cause::Throttle { .. }) && at_throttle <= self.w_max =>
+            {
+                // Throttled below the last estimate: the capacity dropped (or the last
+                // estimate was high). CUBIC's fast convergence: release more room. Not for
+                // latency, whose signal comes early, at the capacity rather than above it.
+                at_throttle * (1.0 + self.cfg.decrease) / 2.0
+            }
+            Phase::Probe => at_throttle,
+        };
+        self.enter_probe(w_max, now, false);
+        if matches!(cause, Cause::Latency(_)) {
+            // A server that queues pays for every probe above its capacity with a queue,
+            // and the probe is seen only a round later: probe it four times as slowly
+            // (CUBIC's growth above w_max scales with 1/K), so the queue a probe builds
+            // before it is seen stays small.
+            self.k *= Self::QUEUE_PROBE_STRETCH;
+            self.k_above *= Self::QUEUE_PROBE_STRETCH;
+        }
+        // Errors warn before the wall: a gentler cut (half of β's) is enough. Latency cuts
+        // by what it takes to drain the queue that formed (see `drain_factor`).
+        let beta = match cause {
+            Cause::Latency(factor) => factor,
+            Cause::Errors => (1.0 + self.cfg.decrease) / 2.0,
+            Cause::Throttle { .. } => self.cfg.decrease,
+        };
+        self.rate = self.clamp(beta * self.w_max, now);
+        self.last_decrease = Some(now);
+        self.decreases += 1;
+        if cause == (Cause::Throttle { hold: true }) {
+            let srtt = self.srtt.map_or(Duration::ZERO, Duration::from_secs_f64);
+            let h = srtt.max(2 * self.interval()).min(self.cfg.hold);
+            self.extend_pause(now + h);
+        }
+    }
+}
