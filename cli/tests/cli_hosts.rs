@@ -3,21 +3,13 @@
 
 mod cli_support;
 
-use cli_support::{assert_ok, json, records, run, s, TempDir};
-use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
+use cli_support::{assert_ok, json, limited_and_open, records, run, s, TempDir};
+use exitcrawl_testsite::Rate;
 
 #[test]
 fn the_summary_accounts_for_each_host_as_its_server_counted() {
     // Two hosts: one limited (its first requests meet 429s), one not.
-    let limited = TestSite::start_at(
-        SiteConfig {
-            limit: Limit::Global(Rate::per_second(8, 1)),
-            retry_after: RetryAfter::Fixed(1),
-            ..SiteConfig::default()
-        },
-        "127.0.1.1".parse().unwrap(),
-    );
-    let open = TestSite::start_at(SiteConfig::default(), "127.0.1.2".parse().unwrap());
+    let (limited, open) = limited_and_open(Rate::per_second(8, 1), "127.0.1.1", "127.0.1.2");
     let dir = TempDir::new("hosts");
     let mut list = String::new();
     for i in 0..10 {
@@ -83,15 +75,7 @@ fn the_summary_accounts_for_each_host_as_its_server_counted() {
 fn each_host_is_paused_for_at_least_the_retry_after_of_each_throttle_it_sent() {
     // One request at a time through one exit, so no two throttles share a pause: each
     // 429 says Retry-After: 1, and the host is paused at least that long for each.
-    let limited = TestSite::start_at(
-        SiteConfig {
-            limit: Limit::Global(Rate::per_second(2, 1)),
-            retry_after: RetryAfter::Fixed(1),
-            ..SiteConfig::default()
-        },
-        "127.0.1.3".parse().unwrap(),
-    );
-    let open = TestSite::start_at(SiteConfig::default(), "127.0.1.4".parse().unwrap());
+    let (limited, open) = limited_and_open(Rate::per_second(2, 1), "127.0.1.3", "127.0.1.4");
     let dir = TempDir::new("hosts-paused");
     let mut list = String::new();
     for i in 0..4 {

@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cli_support::{assert_ok, config, json, records, run, s, spawn, wait_bounded, TempDir};
-use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
+use cli_support::{
+    assert_ok, config, json, limited_and_open, records, run, s, spawn, wait_bounded, TempDir,
+};
+use exitcrawl_testsite::{Rate, SiteConfig, TestSite};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// A path with characters HTML gives a meaning to, that a request line may carry.
@@ -49,15 +51,7 @@ fn closed_port() -> u16 {
 
 #[test]
 fn the_report_shows_what_each_host_counted_and_chromium_draws_it() {
-    let limited = TestSite::start_at(
-        SiteConfig {
-            limit: Limit::Global(Rate::per_second(8, 1)),
-            retry_after: RetryAfter::Fixed(1),
-            ..SiteConfig::default()
-        },
-        "127.0.1.1".parse().unwrap(),
-    );
-    let open = TestSite::start_at(SiteConfig::default(), "127.0.1.2".parse().unwrap());
+    let (limited, open) = limited_and_open(Rate::per_second(8, 1), "127.0.1.1", "127.0.1.2");
     let dir = TempDir::new("report");
     let mut list = String::new();
     for i in 0..6 {

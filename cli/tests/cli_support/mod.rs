@@ -167,3 +167,26 @@ pub fn run_list(
     let (o, out) = run_out(dir, cfg, urls, &args);
     (o, out, summary)
 }
+
+/// Two sites for a per-host account: one on `limited_ip` whose bucket is `rate` and whose
+/// every 429 says `Retry-After: 1`, and one without a limit on `open_ip`.
+pub fn limited_and_open(
+    rate: exitcrawl_testsite::Rate,
+    limited_ip: &str,
+    open_ip: &str,
+) -> (exitcrawl_testsite::TestSite, exitcrawl_testsite::TestSite) {
+    use exitcrawl_testsite::{Limit, RetryAfter, SiteConfig, TestSite};
+    let limited = TestSite::start_at(
+        SiteConfig {
+            limit: Limit::Global(rate),
+            retry_after: RetryAfter::Fixed(1),
+            ..SiteConfig::default()
+        },
+        limited_ip.parse().expect("a loopback address"),
+    );
+    let open = TestSite::start_at(
+        SiteConfig::default(),
+        open_ip.parse().expect("a loopback address"),
+    );
+    (limited, open)
+}
