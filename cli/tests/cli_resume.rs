@@ -6,11 +6,9 @@
 mod cli_support;
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cli_support::{json, records, s, spawn, stderr, wait_bounded, TempDir};
+use cli_support::{json, records, s, sigint, spawn, stderr, wait_bounded, wait_for_lines, TempDir};
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
 
@@ -43,32 +41,6 @@ fn slow_site() -> TestSite {
         latency: Duration::from_millis(300),
         ..SiteConfig::default()
     })
-}
-
-fn lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
-}
-
-/// Poll until `path` has at least `n` lines (records are flushed every second).
-fn wait_for_lines(path: &Path, n: usize, limit: Duration) {
-    let until = Instant::now() + limit;
-    while lines(path) < n {
-        assert!(
-            Instant::now() < until,
-            "{} has {} lines",
-            path.display(),
-            lines(path)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn sigint(pid: u32) {
-    let status = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
 }
 
 /// How many requests the site saw for each path.

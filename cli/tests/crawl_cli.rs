@@ -2,6 +2,8 @@
 //! crawl`) against a local test site (loopback only), check exit codes, the JSONL records
 //! and the summary. Every run is bounded: a handful of URLs, or `--demo-urls 200`.
 
+mod cli_support;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -10,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::{Arc, Mutex};
 
+use cli_support::{wait_bounded, wait_for_lines};
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
 
@@ -371,40 +374,6 @@ fn records(path: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
         .collect()
-}
-
-/// Wait for `child` to exit, at most `limit` (then kill it and fail).
-fn wait_bounded(mut child: Child, limit: Duration) -> Output {
-    let until = Instant::now() + limit;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > until {
-            let _ = child.kill();
-            let o = child.wait_with_output().expect("wait");
-            panic!(
-                "crawl did not exit within {limit:?}; stderr: {}",
-                stderr(&o)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("wait")
-}
-
-/// Poll until `path` has at least `n` lines (records are flushed every second).
-fn wait_for_lines(path: &Path, n: usize, limit: Duration) {
-    let until = Instant::now() + limit;
-    loop {
-        let lines = std::fs::read_to_string(path).map_or(0, |t| t.lines().count());
-        if lines >= n {
-            return;
-        }
-        assert!(
-            Instant::now() < until,
-            "{} has {lines} lines",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn signal(child: &Child, sig: &str) {

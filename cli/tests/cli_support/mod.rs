@@ -190,3 +190,29 @@ pub fn limited_and_open(
     );
     (limited, open)
 }
+
+/// Poll until `path` has at least `n` lines (records are flushed every second).
+pub fn wait_for_lines(path: &Path, n: usize, limit: Duration) {
+    let until = Instant::now() + limit;
+    loop {
+        let lines = std::fs::read_to_string(path).map_or(0, |t| t.lines().count());
+        if lines >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{} has {lines} lines",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Send SIGINT (Ctrl-C) to process `pid`.
+pub fn sigint(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
