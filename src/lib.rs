@@ -29,7 +29,8 @@
 //!   address.rs        which addresses count as private (loopback, RFC 1918, ULA, …)
 //!   cookies.rs        the cookie jar an exit keeps per host (`[crawler] cookies`)
 //!   retry.rs          backoff with full jitter, retry budget
-//!   outcome.rs        what becomes of an ended attempt: final, retried, refused by the
+//!   outcome.rs        the one failure vocabulary (whose fault a failure is); what
+//!                     becomes of an ended attempt: final, retried, refused by the
 //!                     retry budget, or moved to another exit
 //!   select.rs         which exit takes the next request
 //!   health.rs         per-exit health state machine (healthy → ejected → probing)

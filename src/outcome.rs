@@ -22,11 +22,32 @@ use std::time::{Duration, Instant};
 
 use crate::retry::RetryBudget;
 
-/// How a failed request ended without an HTTP answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoAnswer {
-    /// The site (or its path) refused the TCP connection.
-    Refused,
+/// How a request failed without an HTTP answer: the one vocabulary of failures, from the
+/// exit that saw it to the controller that learns from it and the verdict on the fetch.
+///
+/// Why sorted by whose fault it is: a site must not be backed off from, or counted an
+/// error against, for a failure on our side before anything was sent (a source IP that
+/// vanished, a v4 exit asked for a v6-only host, ports exhausted). Those move the fetch to
+/// another exit and let the health machine judge the exit ([`Failure::is_local`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// Failed on this host before anything was sent (bind failed, `EADDRNOTAVAIL`, ports
+    /// exhausted): the exit's fault, not the site's.
+    LocalConnect,
+    /// This process is out of file descriptors (`EMFILE`, `ENFILE`): nothing was sent, and
+    /// it is neither the site's fault nor the exit's: every exit would fail alike until
+    /// requests in flight give some back, so the exit is not ejected for it.
+    OutOfFiles,
+    /// The host has no address of the exit's family (an IPv4 exit, an IPv6-only host):
+    /// nothing was sent, and it is neither the exit's fault nor the site's: another exit
+    /// may reach it.
+    WrongFamily,
+    /// The exit's proxy could not be reached, refused the tunnel (407, 403, another
+    /// answer to `CONNECT`, a SOCKS5 refusal) or broke the handshake: nothing reached the
+    /// site, and it is the exit's fault.
+    Proxy,
+    /// The site (or something on the path) refused the TCP connection (RST to SYN).
+    ConnectRefused,
     /// Connect, or waiting for the answer, took too long.
     Timeout,
     /// The connection was reset or closed after it was established (a body cut short of
@@ -35,6 +56,31 @@ pub enum NoAnswer {
     /// Anything else (DNS, malformed framing, a body that does not decode, a body over the
     /// cap, the private-address rule): trying again would end the same way.
     Other,
+}
+
+impl Failure {
+    /// Nothing reached the site, so the failure must not count against it: the fetch
+    /// moves to another exit, and the attempt does not count.
+    pub fn is_local(self) -> bool {
+        matches!(
+            self,
+            Failure::LocalConnect | Failure::WrongFamily | Failure::OutOfFiles | Failure::Proxy
+        )
+    }
+
+    /// The exit itself failed: counts towards ejecting it.
+    pub fn is_exit_fault(self) -> bool {
+        matches!(self, Failure::LocalConnect | Failure::Proxy)
+    }
+
+    /// The site or the path to it failed in a way the next connection may not (refused,
+    /// reset, timed out): worth another try, and what the controller hears as an error.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            Failure::ConnectRefused | Failure::Timeout | Failure::Reset
+        )
+    }
 }
 
 /// How an attempt ended.
@@ -48,11 +94,9 @@ pub enum Ended {
     /// The site answered with a throttle status (429/503 by default,
     /// `limiter.throttle_statuses`).
     Throttled(Throttle),
-    /// The request reached out to the site but got no answer.
-    NoAnswer(NoAnswer),
-    /// Nothing was sent: the exit could not connect from its address, or the host has no
-    /// address of the exit's family. Not an attempt, not the site's doing.
-    NotSent,
+    /// No HTTP answer. A [local](Failure::is_local) failure sent nothing: not an
+    /// attempt, not the site's doing.
+    Failed(Failure),
 }
 
 /// What a throttle said, and what its host has said lately.
@@ -73,8 +117,7 @@ impl Ended {
         match self {
             Ended::Answer { status } => status >= 500,
             Ended::Throttled(_) => true,
-            Ended::NoAnswer(n) => n != NoAnswer::Other,
-            Ended::NotSent => false,
+            Ended::Failed(f) => f.is_transient(),
         }
     }
 }
@@ -178,7 +221,7 @@ pub fn decide(
     now: Instant,
 ) -> Verdict {
     match ended {
-        Ended::NotSent => Verdict::Move,
+        Ended::Failed(f) if f.is_local() => Verdict::Move,
         _ if !ended.wants_retry() || a.shutting_down => Verdict::Final,
         Ended::Throttled(_) if a.max_throttles.is_some_and(|m| a.throttled > m) => Verdict::Final,
         Ended::Throttled(t) => match t.retry_after {
@@ -324,11 +367,18 @@ mod tests {
         assert!(!answer(200).wants_retry());
         assert!(!answer(404).wants_retry());
         assert!(!answer(403).wants_retry());
-        for n in [NoAnswer::Refused, NoAnswer::Timeout, NoAnswer::Reset] {
-            assert!(Ended::NoAnswer(n).wants_retry(), "{n:?}");
+        for f in [Failure::ConnectRefused, Failure::Timeout, Failure::Reset] {
+            assert!(Ended::Failed(f).wants_retry(), "{f:?}");
         }
-        assert!(!Ended::NoAnswer(NoAnswer::Other).wants_retry());
-        assert!(!Ended::NotSent.wants_retry());
+        for f in [
+            Failure::Other,
+            Failure::LocalConnect,
+            Failure::OutOfFiles,
+            Failure::WrongFamily,
+            Failure::Proxy,
+        ] {
+            assert!(!Ended::Failed(f).wants_retry(), "{f:?}");
+        }
     }
 
     #[test]
@@ -349,14 +399,21 @@ mod tests {
     fn nothing_sent_moves_without_touching_the_budget() {
         let clock = FakeClock::new();
         let mut budget = RetryBudget::new(0.0, 0.0, Duration::from_secs(10));
-        let v = decide(
-            Ended::NotSent,
-            attempts(9),
-            &bounds(),
-            &mut budget,
-            clock.now(),
-        );
-        assert_eq!(v, Verdict::Move);
+        for f in [
+            Failure::LocalConnect,
+            Failure::OutOfFiles,
+            Failure::WrongFamily,
+            Failure::Proxy,
+        ] {
+            let v = decide(
+                Ended::Failed(f),
+                attempts(9),
+                &bounds(),
+                &mut budget,
+                clock.now(),
+            );
+            assert_eq!(v, Verdict::Move, "{f:?}");
+        }
         assert_eq!(budget.retries_in_window(), 0);
     }
 
@@ -367,7 +424,7 @@ mod tests {
         let ok = Ended::Answer { status: 200 };
         let v = decide(ok, attempts(1), &bounds(), &mut budget, clock.now());
         assert_eq!(v, Verdict::Final);
-        let broken = Ended::NoAnswer(NoAnswer::Other);
+        let broken = Ended::Failed(Failure::Other);
         let v = decide(broken, attempts(1), &bounds(), &mut budget, clock.now());
         assert_eq!(v, Verdict::Final);
         assert_eq!(budget.retries_in_window(), 0);
@@ -381,7 +438,7 @@ mod tests {
             shutting_down: true,
             ..attempts(1)
         };
-        let timeout = Ended::NoAnswer(NoAnswer::Timeout);
+        let timeout = Ended::Failed(Failure::Timeout);
         assert_eq!(
             decide(timeout, a, &bounds(), &mut budget, clock.now()),
             Verdict::Final

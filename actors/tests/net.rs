@@ -6,8 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use awc::error::{ConnectError, SendRequestError};
+use exitcrawl::outcome::Failure;
 use exitcrawl_actors::net::{
-    build_client, classify, connect_from, ClientOptions, DnsCache, FailureKind, SocketError, Stage,
+    build_client, classify, connect_from, ClientOptions, DnsCache, SocketError, Stage,
 };
 use exitcrawl_testsite::{FailMode, SiteConfig, TestSite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,7 +65,7 @@ async fn source_ip_not_on_host_fails_locally_with_eaddrnotavail() {
     let client = build_client(&opts(NOT_HERE), dns());
     let err = client.get(site.url("/")).send().await.unwrap_err();
 
-    assert_eq!(classify(&err), FailureKind::LocalConnect);
+    assert_eq!(classify(&err), Failure::LocalConnect);
     assert!(classify(&err).is_local());
     let se = socket_error(&err).expect("connector error inside");
     assert_eq!(se.stage, Stage::Bind);
@@ -88,7 +89,7 @@ async fn address_family_mismatch_fails_locally_with_a_clear_error() {
     let client = build_client(&opts(EXIT_A), dns());
     let url = format!("http://[::1]:{}/", site.port());
     let err = client.get(url).send().await.unwrap_err();
-    assert_eq!(classify(&err), FailureKind::WrongFamily);
+    assert_eq!(classify(&err), Failure::WrongFamily);
     assert!(classify(&err).is_local() && !classify(&err).is_exit_fault());
     assert_eq!(socket_error(&err).unwrap().stage, Stage::AddressFamily);
     assert!(err.to_string().contains("no IPv4 address"), "{err}");
@@ -96,7 +97,7 @@ async fn address_family_mismatch_fails_locally_with_a_clear_error() {
     // v6 exit, v4 target.
     let client = build_client(&opts(IpAddr::V6(Ipv6Addr::LOCALHOST)), dns());
     let err = client.get(site.url("/")).send().await.unwrap_err();
-    assert_eq!(classify(&err), FailureKind::WrongFamily);
+    assert_eq!(classify(&err), Failure::WrongFamily);
     assert!(err.to_string().contains("no IPv6 address"), "{err}");
 
     // And connect_from refuses a mismatch before any syscall.
@@ -157,7 +158,7 @@ async fn refused_connection_is_classified() {
         .send()
         .await
         .unwrap_err();
-    assert_eq!(classify(&err), FailureKind::ConnectRefused, "{err}");
+    assert_eq!(classify(&err), Failure::ConnectRefused, "{err}");
     assert_eq!(socket_error(&err).unwrap().stage, Stage::Connect);
 }
 
@@ -175,7 +176,7 @@ async fn slow_response_is_a_timeout() {
         dns(),
     );
     let err = client.get(site.url("/")).send().await.unwrap_err();
-    assert_eq!(classify(&err), FailureKind::Timeout, "{err}");
+    assert_eq!(classify(&err), Failure::Timeout, "{err}");
 }
 
 #[actix_rt::test]
@@ -187,7 +188,7 @@ async fn connection_closed_by_the_site_is_a_reset() {
     site.set_fail_peer(EXIT_A, true);
     let client = build_client(&opts(EXIT_A), dns());
     let err = client.get(site.url("/")).send().await.unwrap_err();
-    assert_eq!(classify(&err), FailureKind::Reset, "{err:?}");
+    assert_eq!(classify(&err), Failure::Reset, "{err:?}");
 }
 
 #[actix_rt::test]
@@ -291,5 +292,5 @@ async fn connect_timeout_when_the_accept_queue_is_full() {
         .send()
         .await
         .unwrap_err();
-    assert_eq!(classify(&err), FailureKind::Timeout, "{err}");
+    assert_eq!(classify(&err), Failure::Timeout, "{err}");
 }

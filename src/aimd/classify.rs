@@ -4,18 +4,8 @@
 
 use super::Signal;
 use crate::config::LimiterSettings;
+use crate::outcome::Failure;
 use std::time::Duration;
-
-/// How a request failed without an HTTP answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    /// No answer within the timeout.
-    Timeout,
-    /// The connection was reset or refused by the site's side.
-    Connection,
-    /// Our side failed (no exit could connect, a local error): nothing about the site.
-    Local,
-}
 
 /// The signal of an HTTP answer with `status`: a throttle status (`limiter.
 /// throttle_statuses`, 429 and 503 by default) is the site asking us to slow down; a 403
@@ -33,15 +23,22 @@ pub fn answer(status: u16, retry_after: Option<Duration>, limiter: &LimiterSetti
     }
 }
 
-/// The signal of a request that got no answer: an error (a throttle only where
-/// `throttle_on_timeout` / `throttle_on_reset` say so), or nothing for a local failure.
+/// The signal of a request that got no answer: a timeout, a reset or a refused
+/// connection is an error (a throttle only where `throttle_on_timeout` /
+/// `throttle_on_reset` say so); anything else says nothing about load: a local failure
+/// reached no site, and one that would end the same way again (DNS, a malformed answer)
+/// is about the page, not the pace.
 pub fn failure(f: Failure, limiter: &LimiterSettings) -> Signal {
     let throttle = Signal::Throttle { retry_after: None };
     match f {
         Failure::Timeout if limiter.throttle_on_timeout => throttle,
-        Failure::Connection if limiter.throttle_on_reset => throttle,
-        Failure::Timeout | Failure::Connection => Signal::Error,
-        Failure::Local => Signal::Neutral,
+        Failure::Reset | Failure::ConnectRefused if limiter.throttle_on_reset => throttle,
+        Failure::Timeout | Failure::Reset | Failure::ConnectRefused => Signal::Error,
+        Failure::LocalConnect
+        | Failure::OutOfFiles
+        | Failure::WrongFamily
+        | Failure::Proxy
+        | Failure::Other => Signal::Neutral,
     }
 }
 
@@ -62,9 +59,18 @@ mod tests {
         assert_eq!(answer(403, None, &l), Signal::Refused);
         assert_eq!(answer(404, None, &l), Signal::Success);
         assert_eq!(answer(200, None, &l), Signal::Success);
-        assert_eq!(failure(Failure::Timeout, &l), Signal::Error);
-        assert_eq!(failure(Failure::Connection, &l), Signal::Error);
-        assert_eq!(failure(Failure::Local, &l), Signal::Neutral);
+        for f in [Failure::Timeout, Failure::Reset, Failure::ConnectRefused] {
+            assert_eq!(failure(f, &l), Signal::Error, "{f:?}");
+        }
+        for f in [
+            Failure::LocalConnect,
+            Failure::OutOfFiles,
+            Failure::WrongFamily,
+            Failure::Proxy,
+            Failure::Other,
+        ] {
+            assert_eq!(failure(f, &l), Signal::Neutral, "{f:?}");
+        }
         l.throttle_on_timeout = true;
         l.throttle_statuses = vec![429, 503, 520];
         assert!(matches!(
@@ -72,5 +78,11 @@ mod tests {
             Signal::Throttle { .. }
         ));
         assert!(matches!(answer(520, None, &l), Signal::Throttle { .. }));
+        assert_eq!(failure(Failure::Reset, &l), Signal::Error);
+        l.throttle_on_reset = true;
+        for f in [Failure::Reset, Failure::ConnectRefused] {
+            assert!(matches!(failure(f, &l), Signal::Throttle { .. }), "{f:?}");
+        }
+        assert_eq!(failure(Failure::Other, &l), Signal::Neutral);
     }
 }

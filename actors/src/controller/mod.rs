@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
-use exitcrawl::aimd::classify::{self, Failure};
+use exitcrawl::aimd::classify;
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
 use exitcrawl::aimd::fleet::SharedKey;
 use exitcrawl::aimd::prior::HostPrior;
@@ -27,7 +27,6 @@ use crate::messages::{
     Failed, GetLimits, HostLimits, LaneLimits, SetInterval, Succeeded, Throttled,
 };
 use crate::metrics::{Metrics, ScopeLabels};
-use crate::net::FailureKind;
 use crate::redis::SharedRates;
 
 mod shared;
@@ -310,19 +309,10 @@ impl Handler<Failed> for LimiterActor {
     type Result = ();
 
     fn handle(&mut self, m: Failed, _ctx: &mut Self::Context) {
-        let failure = match m.kind {
-            FailureKind::Timeout => Failure::Timeout,
-            FailureKind::Reset | FailureKind::ConnectRefused => Failure::Connection,
-            FailureKind::LocalConnect
-            | FailureKind::Proxy
-            | FailureKind::WrongFamily
-            | FailureKind::OutOfFiles
-            | FailureKind::Other => Failure::Local,
-        };
         let r = Response {
             sent_at: m.sent_at,
             latency: m.latency,
-            signal: classify::failure(failure, &self.settings),
+            signal: classify::failure(m.kind, &self.settings),
             limited: true,
         };
         self.feed(&m.exit, &m.host, r, &ServerHints::default());

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use url::Url;
 
 use crate::messages::{AttemptFailure, FetchErrorKind};
-use crate::net::FailureKind;
+use exitcrawl::outcome::Failure;
 
 /// Where one hop of a request goes, and how.
 ///
@@ -76,7 +76,7 @@ impl Hop {
         location: &str,
     ) -> Result<(), AttemptFailure> {
         let unusable = |why: String| AttemptFailure {
-            kind: FailureKind::Other,
+            kind: Failure::Other,
             error: FetchErrorKind::Other,
             message: why,
         };

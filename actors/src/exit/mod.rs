@@ -32,8 +32,9 @@ use crate::headers::Headers;
 use crate::messages::{
     Answer, AttemptFailure, Attempted, Counters, FetchErrorKind, GetCounters, Ping, SendRequest,
 };
-use crate::net::{classify, refusal, ClientOptions, DnsCache, FailureKind};
+use crate::net::{classify, refusal, ClientOptions, DnsCache};
 use crate::workers::{Owner, Pool};
+use exitcrawl::outcome::Failure;
 
 impl Counters {
     /// Count one ended attempt.
@@ -286,7 +287,7 @@ impl ExitCore {
             };
             if redirects == max_redirects {
                 return Err(AttemptFailure {
-                    kind: FailureKind::Other,
+                    kind: Failure::Other,
                     error: FetchErrorKind::TooManyRedirects,
                     message: format!(
                         "too many redirects: more than {max_redirects} (last Location: {location})"
@@ -505,7 +506,7 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
             _ => FetchErrorKind::Other,
         };
         return AttemptFailure {
-            kind: FailureKind::Other,
+            kind: Failure::Other,
             error,
             message: refused.error.to_string(),
         };
@@ -514,20 +515,20 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
     let message = match (kind, err) {
         // awc words an EOF before the answer as a connect failure ("connector has been
         // disconnected"); say what the site did.
-        (FailureKind::Reset, _) => {
+        (Failure::Reset, _) => {
             format!("connection closed or reset by the site without a complete answer ({err})")
         }
-        (FailureKind::Other, SendRequestError::Response(e)) => {
+        (Failure::Other, SendRequestError::Response(e)) => {
             format!("malformed HTTP response: {e}")
         }
-        (FailureKind::OutOfFiles, _) => format!(
+        (Failure::OutOfFiles, _) => format!(
             "{err}: this process is out of file descriptors (raise `ulimit -n`, or lower \
              crawler.pool_hosts or crawler.concurrency)"
         ),
         _ => err.to_string(),
     };
     let error = match (kind, err) {
-        (FailureKind::Other, SendRequestError::Response(_)) => FetchErrorKind::Malformed,
+        (Failure::Other, SendRequestError::Response(_)) => FetchErrorKind::Malformed,
         _ => fetch_error(kind),
     };
     AttemptFailure {
@@ -538,15 +539,15 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
 }
 
 /// The record's kind of a send failure classed `kind`.
-fn fetch_error(kind: FailureKind) -> FetchErrorKind {
+fn fetch_error(kind: Failure) -> FetchErrorKind {
     match kind {
-        FailureKind::LocalConnect | FailureKind::OutOfFiles => FetchErrorKind::LocalConnect,
-        FailureKind::WrongFamily => FetchErrorKind::AddressFamily,
-        FailureKind::Proxy => FetchErrorKind::Proxy,
-        FailureKind::ConnectRefused => FetchErrorKind::ConnectRefused,
-        FailureKind::Timeout => FetchErrorKind::Timeout,
-        FailureKind::Reset => FetchErrorKind::Reset,
-        FailureKind::Other => FetchErrorKind::Other,
+        Failure::LocalConnect | Failure::OutOfFiles => FetchErrorKind::LocalConnect,
+        Failure::WrongFamily => FetchErrorKind::AddressFamily,
+        Failure::Proxy => FetchErrorKind::Proxy,
+        Failure::ConnectRefused => FetchErrorKind::ConnectRefused,
+        Failure::Timeout => FetchErrorKind::Timeout,
+        Failure::Reset => FetchErrorKind::Reset,
+        Failure::Other => FetchErrorKind::Other,
     }
 }
 
@@ -581,12 +582,12 @@ fn body_failure(err: &BodyError, limit: usize) -> AttemptFailure {
         // `Body::end` makes an answer of a full truncating body; never a failure.
         BodyError::TooLarge | BodyError::Full => {
             return AttemptFailure {
-                kind: FailureKind::Other,
+                kind: Failure::Other,
                 error: FetchErrorKind::BodyTooLarge,
                 message: format!("response body larger than the limit of {limit} bytes"),
             }
         }
-        BodyError::Undecodable { .. } => (FailureKind::Other, FetchErrorKind::DecodeError),
+        BodyError::Undecodable { .. } => (Failure::Other, FetchErrorKind::DecodeError),
         BodyError::Read(e) => read_failure(e),
     };
     AttemptFailure {
@@ -599,27 +600,25 @@ fn body_failure(err: &BodyError, limit: usize) -> AttemptFailure {
 /// How reading a body off the connection failed. A body cut short is the network's or
 /// the site's passing fault, worth another try (a reset to the scheduler and the limiter);
 /// framing garbage would come again, so it is not.
-fn read_failure(err: &PayloadError) -> (FailureKind, FetchErrorKind) {
+fn read_failure(err: &PayloadError) -> (Failure, FetchErrorKind) {
     use std::io::ErrorKind;
     let io = match err {
         // The connection closed before the length or the last chunk (the decoder patched
         // in patches/actix-http says so).
-        PayloadError::Incomplete(None) => {
-            return (FailureKind::Reset, FetchErrorKind::IncompleteBody)
-        }
+        PayloadError::Incomplete(None) => return (Failure::Reset, FetchErrorKind::IncompleteBody),
         // awc hands every read error on as `Incomplete(Some(..))`.
         PayloadError::Incomplete(Some(e)) | PayloadError::Io(e) => e,
-        _ => return (FailureKind::Reset, FetchErrorKind::Reset),
+        _ => return (Failure::Reset, FetchErrorKind::Reset),
     };
     match io.kind() {
         // awc's body timeout.
-        ErrorKind::TimedOut => (FailureKind::Timeout, FetchErrorKind::Timeout),
+        ErrorKind::TimedOut => (Failure::Timeout, FetchErrorKind::Timeout),
         // A TLS stream that ended without its close_notify: what came may be cut short.
-        ErrorKind::UnexpectedEof => (FailureKind::Reset, FetchErrorKind::IncompleteBody),
+        ErrorKind::UnexpectedEof => (Failure::Reset, FetchErrorKind::IncompleteBody),
         // actix-http's chunked decoder words a garbage chunk line so; a socket read never
         // does.
-        ErrorKind::InvalidInput => (FailureKind::Other, FetchErrorKind::Malformed),
-        _ => (FailureKind::Reset, FetchErrorKind::Reset),
+        ErrorKind::InvalidInput => (Failure::Other, FetchErrorKind::Malformed),
+        _ => (Failure::Reset, FetchErrorKind::Reset),
     }
 }
 

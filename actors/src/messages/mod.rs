@@ -16,7 +16,7 @@ use http::Method;
 
 use crate::headers::Headers;
 
-use crate::net::FailureKind;
+use exitcrawl::outcome::Failure;
 
 mod fetch;
 
@@ -100,7 +100,7 @@ pub struct Failed {
     /// Time until the failure.
     pub latency: Duration,
     /// What kind of failure.
-    pub kind: FailureKind,
+    pub kind: Failure,
 }
 
 impl Message for Failed {
@@ -441,7 +441,7 @@ impl Answer {
 /// No HTTP answer.
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptFailure {
-    pub kind: FailureKind,
+    pub kind: Failure,
     pub error: FetchErrorKind,
     pub message: String,
 }

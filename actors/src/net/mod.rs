@@ -10,7 +10,7 @@
 //!   bind `source_ip:0`, `TCP_NODELAY`, keepalive, non-blocking connect with a timeout.
 //! - [`DnsCache`]: resolve each host once per TTL for all exits, not once per connection.
 //! - [`build_client`]: the awc client for one exit, from [`ClientOptions`].
-//! - [`classify`]: [`FailureKind`] of a failed request, so a local failure moves the fetch
+//! - [`classify`]: the core's [`Failure`](exitcrawl::outcome::Failure) of a failed request, so a local failure moves the fetch
 //!   to another exit without counting against the site.
 //!
 //! `awc::Client` is `!Send` (it holds `Rc`s): build one per exit on the Arbiter that uses it,
@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use awc::http::Uri;
 
-pub use classify::{classify, classify_connect, refusal, FailureKind};
+pub use classify::{classify, classify_connect, refusal};
 pub use connector::{connect_from, test_bind, ExitConnector, Reach, SocketError, Stage};
 pub use dns::{DnsCache, ResolveFuture};
 pub(crate) use renew::Renewing;

@@ -101,7 +101,6 @@ use crate::messages::{
     Observed, Parsed, ReportTo, SendRequest, SetInterval, Shutdown, Succeeded, Throttled,
 };
 use crate::metrics::{ExitHandles, Metrics, Outcome, RateLabels};
-use crate::net::FailureKind;
 
 mod admission;
 mod direct;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::messages::{AttemptFailure, Delivery};
-use exitcrawl::outcome::{self, Attempts, Ended, GaveUp, Heard, NoAnswer, Throttle, Verdict};
+use exitcrawl::outcome::{self, Attempts, Ended, GaveUp, Heard, Throttle, Verdict};
 use exitcrawl::redact::mask_message;
 
 impl Scheduler {
@@ -177,13 +177,7 @@ impl Scheduler {
         // Refused, reset or timed out may be the site's doing, so they feed the limiter,
         // not the exit's health (else one dead site would eject every exit); the health
         // URL judges the exit's own path.
-        let no_answer = match f.kind {
-            FailureKind::ConnectRefused => NoAnswer::Refused,
-            FailureKind::Timeout => NoAnswer::Timeout,
-            FailureKind::Reset => NoAnswer::Reset,
-            _ => NoAnswer::Other,
-        };
-        match self.decide(&p, Ended::NoAnswer(no_answer), now) {
+        match self.decide(&p, Ended::Failed(f.kind), now) {
             Verdict::Retry => {
                 let delay = self.backoff.delay(p.errors(), None, &mut self.rng);
                 return Some((p, delay));
