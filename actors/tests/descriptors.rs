@@ -74,6 +74,10 @@ async fn out_of_descriptors_fails_the_fetch_and_ejects_no_exit() {
         let e = r.as_ref().expect_err("no socket, no answer");
         assert_eq!(e.kind, FetchErrorKind::LocalConnect, "{e}");
         assert!(e.message.contains("out of file descriptors"), "{e}");
+        // A local failure is not an attempt: the fetch moved to the other exit, which
+        // failed alike, before it ended.
+        assert_eq!(e.attempts, 0, "{e}");
+        assert!(e.message.contains("no exit could open a connection"), "{e}");
     }
     for exit in h.stats().await {
         assert!(exit.healthy, "{} ejected: {:?}", exit.name, exit.last_error);

@@ -56,21 +56,22 @@ impl Scheduler {
         let timing = (att.sent_at, att.latency);
         match att.result {
             Ok(answer) => self.settle_answer(i, p, timing, answer),
-            Err(f) if f.kind.is_local() => {
-                // Nothing reached the site: not an attempt, not the site's fault. A host
-                // without an address of the exit's family is not the exit's fault either.
-                p.attempts -= 1;
-                p.excluded.push(i);
-                tracing::warn!(exit = %self.exits[i].name, error = %mask_message(&f.message), "exit failed locally; moving the fetch");
-                if f.kind.is_exit_fault() {
-                    self.observe(i, Some(f.message.clone()));
-                }
-                p.local_failure = Some((f.error, f.message));
-                self.requeue_front(p);
-                None
-            }
             Err(f) => self.settle_failure(i, p, timing, f),
         }
+    }
+
+    /// Nothing reached the site through exit `i` (the verdict [`Verdict::Move`]): not an
+    /// attempt, not the site's fault. A host without an address of the exit's family is
+    /// not the exit's fault either.
+    fn move_to_another_exit(&mut self, i: usize, mut p: Pending, f: AttemptFailure) {
+        p.attempts -= 1;
+        p.excluded.push(i);
+        tracing::warn!(exit = %self.exits[i].name, error = %mask_message(&f.message), "exit failed locally; moving the fetch");
+        if f.kind.is_exit_fault() {
+            self.observe(i, Some(f.message.clone()));
+        }
+        p.local_failure = Some((f.error, f.message));
+        self.requeue_front(p);
     }
 
     /// An answer came back through exit `i`: deliver it, retry it (a 5xx, while attempts
@@ -152,9 +153,10 @@ impl Scheduler {
         None
     }
 
-    /// No answer through exit `i` (refused, reset, timed out, …): the limiter hears it;
-    /// a connection-level failure is retried while attempts are left (the retry budget
-    /// may delay it, never end it).
+    /// No answer through exit `i`: a local failure moves the fetch to another exit;
+    /// otherwise (refused, reset, timed out, …) the limiter hears it, and a
+    /// connection-level failure is retried while attempts are left (the retry budget may
+    /// delay it, never end it).
     fn settle_failure(
         &mut self,
         i: usize,
@@ -163,6 +165,11 @@ impl Scheduler {
         f: AttemptFailure,
     ) -> Option<(Pending, Duration)> {
         let now = Instant::now();
+        let verdict = self.decide(&p, Ended::Failed(f.kind), now);
+        if verdict == Verdict::Move {
+            self.move_to_another_exit(i, p, f);
+            return None;
+        }
         let exit_name = self.exits[i].name.clone();
         self.count(i, &p.host, Outcome::Error, None);
         if let Some(l) = &self.limiter {
@@ -177,7 +184,7 @@ impl Scheduler {
         // Refused, reset or timed out may be the site's doing, so they feed the limiter,
         // not the exit's health (else one dead site would eject every exit); the health
         // URL judges the exit's own path.
-        match self.decide(&p, Ended::Failed(f.kind), now) {
+        match verdict {
             Verdict::Retry => {
                 let delay = self.backoff.delay(p.errors(), None, &mut self.rng);
                 return Some((p, delay));
