@@ -431,6 +431,7 @@ async fn run(sh: &Shape, urls: usize) -> Outcome {
         })
         .collect();
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.crawler.concurrency = CONCURRENCY as u32;
     if !sh.faults {
         s.crawler.max_retries = 100;

@@ -145,6 +145,7 @@ fn settings(a: &Args, queue: u32) -> Settings {
         })
         .collect();
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.concurrency = a.concurrency;
     s.crawler.per_host_connections = per_exit;

@@ -257,6 +257,7 @@ fn crawler_settings(c: usize, arbiters: Arbiters) -> Settings {
     let mut exit = ExitSettings::new("e2", EXIT_IP);
     exit.max_concurrent = c32;
     let mut s = Settings::with_exits(vec![exit]);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.concurrency = c32;
     s.crawler.per_host_connections = c32;

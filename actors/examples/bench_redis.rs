@@ -103,6 +103,7 @@ fn crawl(
         .map(|p| {
             let ip: IpAddr = format!("127.0.0.{}", 2 + p).parse().expect("ip");
             let mut s = Settings::with_exits(vec![ExitSettings::new(format!("p{p}"), ip)]);
+            s.crawl.robots = false;
             configure(&mut s);
             let urls: Vec<String> = (0..per).map(|i| site.url(&format!("/p{p}/{i}"))).collect();
             thread::spawn(move || {

@@ -132,7 +132,7 @@ impl Crawler {
             _lag: lag,
             redis,
             robots: RobotsGate::new(&settings).map(Arc::new),
-            polite: false,
+            polite: true,
             settings,
             metrics,
             metrics_addr,
@@ -410,7 +410,8 @@ pub struct CrawlerHandle {
     metrics_addr: Option<std::net::SocketAddr>,
     /// `[crawl] robots`: the crawler's robots.txt cache, shared by every clone.
     robots: Option<Arc<RobotsGate>>,
-    /// This handle's fetches ask `robots` first (see [`CrawlerHandle::polite`]).
+    /// This handle's fetches ask `robots` first (see [`CrawlerHandle::polite`]); true
+    /// unless opted out, so an embedder's fetches obey robots.txt as the program's do.
     polite: bool,
 }
 
@@ -449,8 +450,9 @@ impl CrawlerHandle {
     /// The fetch is admitted when the returned future is first polled; dropping the
     /// future before it ends gives back the share of the capacity it took.
     ///
-    /// On a polite handle ([`Self::polite`]) the URL's origin's robots.txt is asked
-    /// first: a disallowed URL ends with [`FetchErrorKind::Robots`], unsent.
+    /// The URL's origin's robots.txt is asked first, unless `[crawl] robots = false` or
+    /// the handle opted out ([`Self::polite`]): a disallowed URL ends with
+    /// [`FetchErrorKind::Robots`], unsent.
     pub fn fetch(
         &self,
         fetch: Fetch,
@@ -463,12 +465,14 @@ impl CrawlerHandle {
         }
     }
 
-    /// This handle, with every [`Self::fetch`] obeying robots.txt (`polite = true`): the
-    /// origin's `/robots.txt` is fetched once (through this crawler, paced and counted
-    /// like any fetch) and cached for `[crawl] robots_ttl_ms`, for the user agent of
-    /// `[crawl] robots_user_agent` or `crawler.user_agent`; a Crawl-delay makes the
-    /// origin serial and spaced. `[crawl] robots = false` turns it off for every handle.
-    /// Clones share the cache, polite or not.
+    /// This handle, with every [`Self::fetch`] obeying robots.txt (`polite = true`, what
+    /// [`Crawler::start`] hands out) or not (`false`, for a caller that asks robots.txt
+    /// itself, as [`crate::follow::crawl`] does): the origin's `/robots.txt` is fetched
+    /// once (through this crawler, paced and counted like any fetch) and cached for
+    /// `[crawl] robots_ttl_ms`, for the user agent of `[crawl] robots_user_agent` or
+    /// `crawler.user_agent`; a Crawl-delay makes the origin serial and spaced.
+    /// `[crawl] robots = false` turns it off for every handle. Clones share the cache,
+    /// polite or not.
     pub fn polite(&self, polite: bool) -> CrawlerHandle {
         CrawlerHandle {
             polite,

@@ -55,8 +55,9 @@
 //!   connection failures (exit's fault or site's fault).
 //! - [`clock`]: the runtime's (tokio's) clock as the core's `Clock`; every timing
 //!   decision in the actors reads it, so a paused runtime pauses the whole crawler.
-//! - `robots`: robots.txt and Crawl-delay for a polite handle's fetches
-//!   ([`CrawlerHandle::polite`]), one cache per crawler over the core's `RobotsCache`.
+//! - `robots`: robots.txt and Crawl-delay for every fetch through a handle (on by
+//!   default; [`CrawlerHandle::polite`] opts out), one cache per crawler over the core's
+//!   `RobotsCache`.
 //! - [`process`]: opt-in process-wide settings for binaries (the allocator's heap
 //!   trimming, the open-file limit).
 //! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on

@@ -1,5 +1,5 @@
-//! robots.txt for [`crate::CrawlerHandle::fetch`] on a polite handle
-//! ([`crate::CrawlerHandle::polite`]): one cache per crawler, shared by every clone of the
+//! robots.txt for [`crate::CrawlerHandle::fetch`] (unless the handle opted out with
+//! [`crate::CrawlerHandle::polite`]): one cache per crawler, shared by every clone of the
 //! handle, answering "may this URL be fetched?" before any request goes to it.
 //!
 //! The policy is the core's [`RobotsCache`] (RFC 9309: 2xx parsed, 4xx allows all, 429,

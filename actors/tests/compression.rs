@@ -15,6 +15,7 @@ use exitcrawl_testsite::{Encoding, Fault, SiteConfig, TestSite, ENCODED_PAGE};
 
 fn settings() -> Settings {
     let mut s = Settings::with_exits(exits(1, 8));
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.max_retries = 0;
     s.crawler.timeout_ms = 10_000;

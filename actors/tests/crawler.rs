@@ -18,6 +18,7 @@ use futures_util::future::join_all;
 /// Settings for a local site: no pacing unless the test asks, short timeouts.
 fn settings(exits: Vec<ExitSettings>) -> Settings {
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.timeout_ms = 5_000;
     s.crawler.connect_timeout_ms = 2_000;

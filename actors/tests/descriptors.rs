@@ -47,6 +47,7 @@ async fn out_of_descriptors_fails_the_fetch_and_ejects_no_exit() {
     // descriptor is freed while the limit is low; `site` needs new sockets.
     let (warm, site) = (Raw::start(ok).await, Raw::start(ok).await);
     let mut s = Settings::with_exits(exits(2, 8));
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.max_retries = 0;
     let h = Crawler::start(s).unwrap();

@@ -30,6 +30,7 @@ type Reply = Result<FetchResponse, FetchError>;
 /// Short timeouts so hangs are bounded; retries with a measurable backoff.
 fn settings(exits: Vec<ExitSettings>) -> Settings {
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     // A hang or a reset is the fault under test here, not a sign of overload: keep them
     // from pausing the whole host (they still feed the limiter as failures).

@@ -25,6 +25,7 @@ const MAX_BODY: usize = 64 * 1024;
 
 fn settings() -> Settings {
     let mut s = Settings::with_exits(exits(1, 8));
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     // A reset is the case under test, not a sign of overload: keep it from pausing the host.
     s.limiter.throttle_on_reset = false;

@@ -20,6 +20,7 @@ const CLOSED: &str = "http://127.0.0.1:9/health";
 
 fn settings(exits: Vec<ExitSettings>) -> Settings {
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     timeouts_for_paused_time(&mut s);
     s.health.interval_ms = 100;

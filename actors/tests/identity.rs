@@ -14,6 +14,7 @@ use support::exits;
 
 fn settings(n: u8) -> Settings {
     let mut s = Settings::with_exits(exits(n, 8));
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.max_retries = 0;
     s

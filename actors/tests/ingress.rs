@@ -39,6 +39,7 @@ fn both_ways(h: &CrawlerHandle, urls: Vec<String>) -> Vec<LocalBoxFuture<'_, Rep
 
 fn settings(concurrency: u32, queue_capacity: u32) -> Settings {
     let mut s = Settings::with_exits(exits(2, concurrency));
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.concurrency = concurrency;
     s.crawler.queue_capacity = queue_capacity;
@@ -332,6 +333,7 @@ async fn a_fetch_handed_in_beside_a_throttle_waits_for_its_pause() {
     // retry; sent at once, it would have gone to a host that had just said "slow down".
     let mut site = TwoAtOnce::start();
     let mut s = Settings::with_exits(exits(1, 4));
+    s.crawl.robots = false;
     // A fixed rate with room to spare: nothing but the pause can delay the third fetch.
     s.limiter.algorithm = Algorithm::TokenBucket;
     s.limiter.initial_rps = 1000.0;

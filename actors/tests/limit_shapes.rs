@@ -29,6 +29,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 /// The default limiter (aimd, scope auto), generous retries so every URL ends 200.
 fn settings() -> Settings {
     let mut s = Settings::with_exits(exits(4, 64));
+    s.crawl.robots = false;
     s.crawler.concurrency = 64;
     s.crawler.max_retries = 50;
     s.crawler.retry_budget = 1.0;

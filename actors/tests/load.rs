@@ -37,6 +37,7 @@ async fn ten_thousand_urls_at_concurrency_1000_one_reply_each_bounded_queue() {
         })
         .collect();
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.concurrency = CONCURRENCY;
     s.crawler.per_host_connections = CONCURRENCY / u32::from(EXITS);

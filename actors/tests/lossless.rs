@@ -20,6 +20,7 @@ type Reply = Result<FetchResponse, exitcrawl_actors::FetchError>;
 
 fn settings(exits: Vec<ExitSettings>) -> Settings {
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     timeouts_for_paused_time(&mut s);
     s.crawler.retry_backoff_base_ms = 20;
     s.crawler.retry_backoff_max_ms = 200;

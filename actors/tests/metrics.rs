@@ -39,6 +39,7 @@ async fn scraped_counters_match_the_crawl() {
         ExitSettings::new("e2", ip("127.0.0.2")),
         ExitSettings::new("e3", ip("127.0.0.3")),
     ]);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::Aimd;
     s.limiter.initial_rps = 20.0;
     s.crawler.max_retries = 6;
@@ -128,6 +129,7 @@ async fn host_labels_name_the_first_hosts_and_fold_the_rest() {
         TestSite::start_at(SiteConfig::default(), ip("127.0.0.22")),
     ];
     let mut s = Settings::with_exits(vec![ExitSettings::new("e2", ip("127.0.0.2"))]);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::Aimd;
     s.metrics.listen = Some("127.0.0.1:0".parse().expect("addr"));
     s.metrics.host_labels = 1;

@@ -40,6 +40,7 @@ fn open(site: &Raw) -> usize {
 async fn an_exit_closes_idle_connections_to_the_hosts_it_has_left() {
     let sites = sites(HOSTS).await;
     let mut s = Settings::with_exits(exits(1, 8));
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.pool_hosts = POOL_HOSTS;
     // Longer than the test: awc's own expiry of idle connections plays no part.

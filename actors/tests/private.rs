@@ -22,6 +22,7 @@ const PRIVATE: &str = "127.0.0.9";
 
 fn settings(allow_private: bool) -> Settings {
     let mut s = Settings::with_exits(exits(1, 8));
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.max_retries = 0;
     s.crawl.allow_private = allow_private;

@@ -131,6 +131,7 @@ fn direct_exit(name: &str, source: &str) -> ExitSettings {
 
 fn settings(exits: Vec<ExitSettings>) -> Settings {
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.validate().expect("valid settings");
     s

@@ -11,6 +11,7 @@ use support::exits;
 
 fn settings() -> Settings {
     let mut s = Settings::with_exits(exits(1, 8));
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.max_retries = 0;
     s

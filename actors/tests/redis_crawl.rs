@@ -29,6 +29,7 @@ fn settings(redis_url: &str, ips: &[&str], algorithm: Algorithm, rps: f64) -> Se
         .map(|a| ExitSettings::new(format!("x{}", a.replace('.', "_")), ip(a)))
         .collect();
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.limiter.algorithm = algorithm;
     s.limiter.scope = Scope::Host;
     s.limiter.backend = Backend::Redis;

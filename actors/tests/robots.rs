@@ -1,5 +1,5 @@
-//! `CrawlerHandle::fetch` on a polite handle obeys robots.txt: asserted on what the
-//! site saw (paths requested, robots.txt fetches counted, arrival times on paused time).
+//! `CrawlerHandle::fetch` obeys robots.txt unless the handle or the settings opt out:
+//! asserted on what the site saw (paths requested, robots.txt fetches counted, arrival times on paused time).
 
 mod support;
 
@@ -60,7 +60,7 @@ const RULES: &str =
 #[actix_rt::test]
 async fn a_disallowed_path_fails_unsent_and_an_allowed_one_is_fetched() {
     let site = site(200, RULES);
-    let h = Crawler::start(settings()).expect("start").polite(true);
+    let h = Crawler::start(settings()).expect("start");
     let err = h
         .fetch(Fetch::get(site.url("/private/x")))
         .await
@@ -78,7 +78,7 @@ async fn a_disallowed_path_fails_unsent_and_an_allowed_one_is_fetched() {
 #[actix_rt::test]
 async fn many_concurrent_fetches_to_a_new_origin_fetch_robots_txt_once() {
     let site = site(200, RULES);
-    let h = Crawler::start(settings()).expect("start").polite(true);
+    let h = Crawler::start(settings()).expect("start");
     let urls: Vec<_> = (0..40)
         .map(|i| {
             let dir = if i % 4 == 0 { "private" } else { "p" };
@@ -103,7 +103,7 @@ async fn many_concurrent_fetches_to_a_new_origin_fetch_robots_txt_once() {
 #[actix_rt::test]
 async fn a_404_robots_txt_allows_everything() {
     let site = site(404, "no such file");
-    let h = Crawler::start(settings()).expect("start").polite(true);
+    let h = Crawler::start(settings()).expect("start");
     assert_eq!(fetch(&h, &site, "/private/x").await, Ok(200));
     assert_eq!(fetch(&h, &site, "/p/1").await, Ok(200));
     assert_eq!(paths(&site), ["/robots.txt", "/private/x", "/p/1"]);
@@ -112,7 +112,7 @@ async fn a_404_robots_txt_allows_everything() {
 #[actix_rt::test]
 async fn a_500_robots_txt_disallows_the_site() {
     let site = site(500, "oops");
-    let h = Crawler::start(settings()).expect("start").polite(true);
+    let h = Crawler::start(settings()).expect("start");
     assert_eq!(fetch(&h, &site, "/p/1").await, Err(FetchErrorKind::Robots));
     assert_eq!(fetch(&h, &site, "/p/2").await, Err(FetchErrorKind::Robots));
     assert!(
@@ -128,18 +128,25 @@ async fn the_opt_out_fetches_everything_and_never_asks_for_robots_txt() {
     let site = site(200, "User-agent: *\nDisallow: /\n");
     let mut s = settings();
     s.crawl.robots = false;
-    let h = Crawler::start(s).expect("start").polite(true);
+    let h = Crawler::start(s).expect("start");
     assert_eq!(fetch(&h, &site, "/a").await, Ok(200));
-    // A handle that is not polite does not ask either, whatever the setting.
-    let plain = Crawler::start(settings()).expect("start");
+    // A handle that opted out does not ask either, whatever the setting; a polite clone
+    // of it asks again.
+    let plain = Crawler::start(settings()).expect("start").polite(false);
     assert_eq!(fetch(&plain, &site, "/b").await, Ok(200));
     assert_eq!(paths(&site), ["/a", "/b"]);
+    let polite = plain.polite(true);
+    assert_eq!(
+        fetch(&polite, &site, "/c").await,
+        Err(FetchErrorKind::Robots)
+    );
+    assert_eq!(paths(&site), ["/a", "/b", "/robots.txt"]);
 }
 
 #[actix_rt::test]
 async fn crawl_delay_spaces_the_origins_requests() {
     let site = site(200, "User-agent: *\nCrawl-delay: 2\n");
-    let h = Crawler::start(settings()).expect("start").polite(true);
+    let h = Crawler::start(settings()).expect("start");
     let urls: Vec<_> = (0..4).map(|i| site.url(&format!("/p/{i}"))).collect();
     let replies = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
     assert!(replies

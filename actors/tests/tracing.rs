@@ -52,6 +52,7 @@ async fn throttle_events_carry_the_fetch_span_and_fields() {
         "e2",
         "127.0.0.2".parse::<IpAddr>().expect("ip"),
     )]);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::None;
     s.crawler.max_retries = 0;
     let h = Crawler::start(s).expect("start");

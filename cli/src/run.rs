@@ -433,7 +433,9 @@ pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
     let gate = RobotsGate::new(&settings);
     let resolver = args.warc.is_some().then(|| Resolver::new(&settings));
     let handle = match Crawler::start(settings) {
-        Ok(h) => h,
+        // The program asks robots.txt itself (`gate`, and `--follow`'s own), so that a
+        // disallowed URL gets its record in input order; the handle's gate is not asked.
+        Ok(h) => h.polite(false),
         Err(e) => {
             if let Some(o) = out {
                 o.abandon();

@@ -296,6 +296,7 @@ fn settings() -> Settings {
         })
         .collect();
     let mut s = Settings::with_exits(exits);
+    s.crawl.robots = false;
     s.crawler.concurrency = CONCURRENCY;
     s
 }

@@ -164,6 +164,9 @@ pub async fn crawl(
 ) -> Result<FollowTotals, FollowError> {
     let resume = opts.resume.take().unwrap_or_default();
     let opts = &opts;
+    // The crawl asks robots.txt itself (a disallowed link gets its record and never
+    // takes a frontier slot), so its fetches skip the handle's own gate.
+    let handle = &handle.polite(false);
     let robots = exitcrawl::discover::RobotsCache::new(&opts.robots_token, opts.robots_policy);
     let crawl = Crawl::new(&opts.crawl, robots)?
         .with_concurrency(opts.concurrency)

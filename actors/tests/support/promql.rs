@@ -213,6 +213,7 @@ pub async fn exposition_after_a_crawl(host_labels: u32) -> String {
         ExitSettings::new("e2", "127.0.0.2".parse().expect("ip")),
         ExitSettings::new("e3", "127.0.0.3".parse().expect("ip")),
     ]);
+    s.crawl.robots = false;
     s.limiter.algorithm = Algorithm::Aimd;
     s.limiter.initial_rps = 20.0;
     s.crawler.max_retries = 6;
