@@ -163,7 +163,7 @@ fn sample_queue_depth(
 ) -> actix_rt::task::JoinHandle<()> {
     actix_rt::spawn(async move {
         while !done.get() {
-            peak.set(peak.get().max(m.queue_depth.get()));
+            peak.set(peak.get().max(m.queue_depth()));
             actix_rt::time::sleep(Duration::from_millis(1)).await;
         }
     })

@@ -421,7 +421,8 @@ impl CrawlerHandle {
         self.scheduler.clone()
     }
 
-    /// The metrics registry (what `/metrics` serves).
+    /// The crawler's metrics, read-only: figures by method (`urls_done`, `queue_depth`,
+    /// `exit_requests`, …) or the whole OpenMetrics text `/metrics` serves (`encode`).
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
@@ -452,7 +453,7 @@ impl CrawlerHandle {
     ///
     /// The URL's origin's robots.txt is asked first, unless `[crawl] robots = false` or
     /// the handle opted out ([`Self::polite`]): a disallowed URL ends with
-    /// [`FetchErrorKind::Robots`], unsent.
+    /// [`FetchErrorKind::Robots`](crate::FetchErrorKind::Robots), unsent.
     pub fn fetch(
         &self,
         fetch: Fetch,

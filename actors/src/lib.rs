@@ -8,7 +8,8 @@
 //! - [`Crawler::start`] takes the [`Settings`] (the core's `exitcrawl::config::Settings`)
 //!   and returns a [`CrawlerHandle`]: [`fetch`](CrawlerHandle::fetch),
 //!   [`stats`](CrawlerHandle::stats) ([`ExitStats`]), [`limits`](CrawlerHandle::limits)
-//!   ([`HostLimits`], [`LaneLimits`]), [`metrics`](CrawlerHandle::metrics),
+//!   ([`HostLimits`], [`LaneLimits`]), [`metrics`](CrawlerHandle::metrics) (read-only:
+//!   figures by method, or the OpenMetrics text),
 //!   [`shutdown`](CrawlerHandle::shutdown); [`StartError`] says why it did not start.
 //! - [`Fetch`] (built with [`Fetch::get`] and its `with`-style methods) answers with a
 //!   [`FetchResponse`] (its [`Headers`]) or a [`FetchError`] of a [`FetchErrorKind`].
@@ -18,7 +19,8 @@
 //!
 //! Structs and enums that will grow are `#[non_exhaustive]`: build them with their
 //! constructors. The actors' own messages (intervals, health changes, all exits down) are
-//! internal and cannot be sent from outside. The modules `clock`, `metrics`, `net`,
+//! internal and cannot be sent from outside. `tests/public_root.rs` holds the list of
+//! public root names, so a new one is added on purpose. The modules `clock`, `metrics`, `net`,
 //! `process` and `redis` are what the `exitcrawl` program and the benchmarks build on;
 //! `ACCEPT_ENCODING` and `MAX_URL_BYTES` are facts of the wire the program records.
 //!
@@ -41,7 +43,7 @@
 //! Why the actors are internal: an embedding talks to the crawler through
 //! [`CrawlerHandle`] or by sending [`Fetch`] to the [`SchedulerActor`]; the other actors'
 //! messages are the crawler's own wiring, free to change.
-//! - [`crawler`]: `Crawler::start(settings) -> CrawlerHandle`, the embedding API.
+//! - `crawler`: `Crawler::start(settings) -> CrawlerHandle`, the embedding API (at the root).
 //! - `headers` ([`Headers`] public): an answer's headers, read as the `http` crate's
 //!   names and values without rebuilding awc's map for every answer.
 //! - `workers`: long-lived tasks that run an exit's requests from a scheduler on another
@@ -68,7 +70,7 @@
 mod body;
 pub mod clock;
 mod controller;
-pub mod crawler;
+mod crawler;
 mod cutoff;
 mod exit;
 pub mod follow;

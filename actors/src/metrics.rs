@@ -25,61 +25,61 @@ use prometheus_client::registry::Registry;
 
 mod endpoint;
 
-pub use endpoint::{serve, LagActor};
+pub(crate) use endpoint::{serve, LagActor};
 
 /// Labels of per-exit metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ExitLabels {
+pub(crate) struct ExitLabels {
     /// Exit name.
-    pub exit: String,
+    pub(crate) exit: String,
     /// Source address.
-    pub source_ip: String,
+    pub(crate) source_ip: String,
 }
 
 /// Labels of request counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
+pub(crate) struct OutcomeLabels {
     /// Exit name.
-    pub exit: String,
+    pub(crate) exit: String,
     /// Source address.
-    pub source_ip: String,
+    pub(crate) source_ip: String,
     /// `ok`, `throttled` or `error`.
-    pub outcome: &'static str,
+    pub(crate) outcome: &'static str,
     /// `2xx` … `5xx`, or `none` without an HTTP answer.
-    pub class: &'static str,
+    pub(crate) class: &'static str,
 }
 
 /// Labels of `exitcrawl_requests_total`: an exit's outcome labels and the host.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
+pub(crate) struct RequestLabels {
     /// Exit name.
-    pub exit: String,
+    pub(crate) exit: String,
     /// Source address.
-    pub source_ip: String,
+    pub(crate) source_ip: String,
     /// Host, or `all` when host labels are off, `other` past the cap.
-    pub host: String,
+    pub(crate) host: String,
     /// `ok`, `throttled` or `error`.
-    pub outcome: &'static str,
+    pub(crate) outcome: &'static str,
     /// `2xx` … `5xx`, or `none` without an HTTP answer.
-    pub class: &'static str,
+    pub(crate) class: &'static str,
 }
 
 /// Labels of the limiter's per-key series (rate, pauses).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RateLabels {
+pub(crate) struct RateLabels {
     /// Exit name (`*` when the limiter scope does not key on exits).
-    pub exit: String,
+    pub(crate) exit: String,
     /// Host, or `all` when host labels are off, `other` past the cap.
-    pub host: String,
+    pub(crate) host: String,
 }
 
 /// Labels of `exitcrawl_limiter_scope`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ScopeLabels {
+pub(crate) struct ScopeLabels {
     /// Host, or `all` when host labels are off, `other` past the cap.
-    pub host: String,
+    pub(crate) host: String,
     /// `unknown`, `host` or `per_ip`.
-    pub scope: String,
+    pub(crate) scope: String,
 }
 
 /// Every metric exitcrawl exports.
@@ -89,66 +89,66 @@ pub struct Metrics {
     host_cap: usize,
     hosts: Mutex<HashSet<String>>,
     /// 1 when the exit takes work, 0 when ejected or disabled.
-    pub exit_healthy: Family<ExitLabels, Gauge>,
+    pub(crate) exit_healthy: Family<ExitLabels, Gauge>,
     /// Requests in flight per exit.
-    pub exit_active: Family<ExitLabels, Gauge>,
+    pub(crate) exit_active: Family<ExitLabels, Gauge>,
     /// `max_concurrent` per exit.
-    pub exit_max_concurrent: Family<ExitLabels, Gauge>,
+    pub(crate) exit_max_concurrent: Family<ExitLabels, Gauge>,
     /// Requests by host, outcome and status class (exported).
-    pub requests: Family<RequestLabels, Counter>,
+    pub(crate) requests: Family<RequestLabels, Counter>,
     /// Requests by exit, outcome and status class over every host: not exported (the
     /// exported family sums to it), read by the end-of-crawl summary.
-    pub exit_requests: Family<OutcomeLabels, Counter>,
+    pub(crate) exit_requests: Family<OutcomeLabels, Counter>,
     /// Time to the response head, per exit.
-    pub request_duration: Family<ExitLabels, Histogram>,
+    pub(crate) request_duration: Family<ExitLabels, Histogram>,
     /// Ejections per exit.
-    pub ejections: Family<ExitLabels, Counter>,
+    pub(crate) ejections: Family<ExitLabels, Counter>,
     /// Failures in a row per exit.
-    pub consecutive_failures: Family<ExitLabels, Gauge>,
+    pub(crate) consecutive_failures: Family<ExitLabels, Gauge>,
     /// Current limiter rate, requests/s.
-    pub limiter_rate: Family<RateLabels, Gauge<f64, AtomicU64>>,
+    pub(crate) limiter_rate: Family<RateLabels, Gauge<f64, AtomicU64>>,
     /// Pauses the limiter ordered per key: a Retry-After or a used-up rate-limit quota, the
     /// hold after a throttle, a host refusing everything.
-    pub limiter_pauses: Family<RateLabels, Counter>,
+    pub(crate) limiter_pauses: Family<RateLabels, Counter>,
     /// Seconds of pause the limiter ordered per key, each second counted once.
-    pub limiter_pause_seconds: Family<RateLabels, Counter<f64, AtomicU64>>,
+    pub(crate) limiter_pause_seconds: Family<RateLabels, Counter<f64, AtomicU64>>,
     /// The same seconds by the host's own name, whatever its label (`host` the host, `""`
     /// for a key that names none): not exported (its cardinality is the crawl's hosts),
     /// read by the end-of-crawl summary.
-    pub host_pause_seconds: Family<RateLabels, Counter<f64, AtomicU64>>,
+    pub(crate) host_pause_seconds: Family<RateLabels, Counter<f64, AtomicU64>>,
     /// Scope `auto`: 1 for what a host's answers say about its limit, 0 for the rest.
-    pub limiter_scope: Family<ScopeLabels, Gauge>,
+    pub(crate) limiter_scope: Family<ScopeLabels, Gauge>,
     /// Answer body bytes as they came over the wire (encoded, if they were).
-    pub body_wire_bytes: Counter,
+    pub(crate) body_wire_bytes: Counter,
     /// Answer body bytes once decoded.
-    pub body_bytes: Counter,
+    pub(crate) body_bytes: Counter,
     /// Available exits / configured exits.
-    pub exits_available_ratio: Gauge<f64, AtomicU64>,
+    pub(crate) exits_available_ratio: Gauge<f64, AtomicU64>,
     /// Fetches waiting in the scheduler's queue.
-    pub queue_depth: Gauge,
+    pub(crate) queue_depth: Gauge,
     /// Fetches that got their reply.
-    pub urls_done: Counter,
+    pub(crate) urls_done: Counter,
     /// Fetches handed to the scheduler.
-    pub urls_total: Counter,
+    pub(crate) urls_total: Counter,
     /// Retries scheduled.
-    pub retries: Counter,
+    pub(crate) retries: Counter,
     /// Retries the retry budget deferred (each deferral once; the retry is made later).
-    pub retry_budget_refusals: Counter,
+    pub(crate) retry_budget_refusals: Counter,
     /// Fetches given up because their host refused everything for `give_up_after_ms`,
     /// or asked for a pause over `max_retry_after_ms`.
-    pub throttled_out: Counter,
+    pub(crate) throttled_out: Counter,
     /// Delay between when a timer tick was due and when it ran.
-    pub event_loop_lag: Histogram,
+    pub(crate) event_loop_lag: Histogram,
     /// Distributed mode: 1 while the last Redis check answered, 0 during an outage.
-    pub redis_up: Gauge,
+    pub(crate) redis_up: Gauge,
     /// Distributed mode: Redis checks that failed (the key paced locally instead).
-    pub redis_errors: Counter,
+    pub(crate) redis_errors: Counter,
 }
 
 impl Metrics {
     /// A registry with every metric. `host_cap`: how many distinct hosts may appear as
     /// labels (0: none, every host is `all`).
-    pub fn new(host_cap: usize) -> Arc<Self> {
+    pub(crate) fn new(host_cap: usize) -> Arc<Self> {
         let mut m = Self {
             host_cap,
             hosts: Mutex::new(HashSet::new()),
@@ -323,7 +323,7 @@ impl Metrics {
 
     /// Create every per-exit series at its initial value, so dashboards and alerts see
     /// the exit before its first request.
-    pub fn register_exit(&self, name: &str, ip: IpAddr, max_concurrent: u32, enabled: bool) {
+    pub(crate) fn register_exit(&self, name: &str, ip: IpAddr, max_concurrent: u32, enabled: bool) {
         let l = Self::exit(name, ip);
         self.exit_healthy.get_or_create(&l).set(i64::from(enabled));
         self.exit_active.get_or_create(&l).set(0);
@@ -351,7 +351,7 @@ impl Metrics {
 
     /// One exit's hot-path handles, looked up once: a labelled lookup hashes the label
     /// strings and takes a lock on every call; the handles are plain shared atomics.
-    pub fn exit_handles(&self, l: &ExitLabels) -> ExitHandles {
+    pub(crate) fn exit_handles(&self, l: &ExitLabels) -> ExitHandles {
         let mut totals: [Option<Counter>; 11] = Default::default();
         let mut folded: [Option<Counter>; 11] = Default::default();
         for (outcome, status) in OUTCOMES {
@@ -380,7 +380,7 @@ impl Metrics {
     }
 
     /// Labels of one exit.
-    pub fn exit(name: &str, ip: IpAddr) -> ExitLabels {
+    pub(crate) fn exit(name: &str, ip: IpAddr) -> ExitLabels {
         ExitLabels {
             exit: name.to_owned(),
             source_ip: ip.to_string(),
@@ -388,7 +388,7 @@ impl Metrics {
     }
 
     /// The label for `host`: itself while under the cap, `other` beyond, `all` when off.
-    pub fn host_label(&self, host: &str) -> String {
+    pub(crate) fn host_label(&self, host: &str) -> String {
         if self.host_cap == 0 {
             return "all".into();
         }
@@ -408,7 +408,7 @@ impl Metrics {
     /// The limiter ordered `key` (of `host`, by its own name) to send nothing until
     /// `until`, over a pause that ran to `before` (`None`: none): count a pause when none
     /// was running at `now`, and the seconds it adds beyond the one already running.
-    pub fn note_pause(
+    pub(crate) fn note_pause(
         &self,
         key: &RateLabels,
         host: Option<&str>,
@@ -430,6 +430,74 @@ impl Metrics {
             host: host.unwrap_or_default().to_owned(),
         };
         self.host_pause_seconds.get_or_create(&by_name).inc_by(secs);
+    }
+
+    /// Fetches handed to the crawler (`exitcrawl_urls_total`).
+    pub fn urls_total(&self) -> u64 {
+        self.urls_total.get()
+    }
+
+    /// Fetches that got their reply (`exitcrawl_urls_done_total`).
+    pub fn urls_done(&self) -> u64 {
+        self.urls_done.get()
+    }
+
+    /// Fetches waiting in the scheduler's queue now (`exitcrawl_queue_depth`).
+    pub fn queue_depth(&self) -> i64 {
+        self.queue_depth.get()
+    }
+
+    /// Retries scheduled.
+    pub fn retries(&self) -> u64 {
+        self.retries.get()
+    }
+
+    /// Retries the retry budget deferred (each deferral once; the retry is made later).
+    pub fn retry_budget_refusals(&self) -> u64 {
+        self.retry_budget_refusals.get()
+    }
+
+    /// Fetches given up because their host refused everything for `give_up_after_ms`,
+    /// or asked for a pause over `max_retry_after_ms`.
+    pub fn throttled_out(&self) -> u64 {
+        self.throttled_out.get()
+    }
+
+    /// Distributed mode: Redis checks that failed (the key paced locally instead).
+    pub fn redis_errors(&self) -> u64 {
+        self.redis_errors.get()
+    }
+
+    /// Requests through exit `exit` (from `source_ip`) over every host that ended
+    /// `outcome` (`ok`, `throttled`, `error`) with a status of `class` (`1xx` … `5xx`,
+    /// `none` without an answer): the label values of `exitcrawl_requests_total`.
+    pub fn exit_requests(
+        &self,
+        exit: &str,
+        source_ip: IpAddr,
+        outcome: &'static str,
+        class: &'static str,
+    ) -> u64 {
+        let labels = OutcomeLabels {
+            exit: exit.to_owned(),
+            source_ip: source_ip.to_string(),
+            outcome,
+            class,
+        };
+        self.exit_requests.get(&labels).map_or(0, |c| c.get())
+    }
+
+    /// Seconds of pause the limiter ordered for `host` on the budget of `exit` (`*` for a
+    /// budget the exits share), each second counted once, by the host's own name whatever
+    /// its metrics label.
+    pub fn host_pause_seconds(&self, exit: &str, host: &str) -> f64 {
+        let labels = RateLabels {
+            exit: exit.to_owned(),
+            host: host.to_owned(),
+        };
+        self.host_pause_seconds
+            .get(&labels)
+            .map_or(0.0, |c| c.get())
     }
 
     /// The OpenMetrics text exposition.
@@ -465,7 +533,7 @@ const OUTCOMES: [(Outcome, Option<u16>); 7] = [
 
 /// What became of one request: the `outcome` label of `exitcrawl_requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Answered with a status that is not a throttle.
     Ok,
     /// Answered with a throttle status.
@@ -476,7 +544,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The label value.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
             Outcome::Throttled => "throttled",
@@ -509,10 +577,10 @@ fn outcome_slot(outcome: Outcome, status: Option<u16>) -> usize {
 
 /// One exit's metric handles for the per-request path (see [`Metrics::exit_handles`]).
 #[derive(Debug, Clone)]
-pub struct ExitHandles {
+pub(crate) struct ExitHandles {
     labels: ExitLabels,
     /// `exitcrawl_request_duration_seconds` of this exit.
-    pub duration: Histogram,
+    pub(crate) duration: Histogram,
     /// This exit's request totals over every host, by [`outcome_slot`]; the pairs of
     /// [`OUTCOMES`] are filled in.
     // An index, not a search by label strings: this is counted once per request.
@@ -523,7 +591,13 @@ pub struct ExitHandles {
 
 impl ExitHandles {
     /// Count one request to `host` with this outcome and status (`None`: no answer).
-    pub fn count(&self, metrics: &Metrics, host: &str, outcome: Outcome, status: Option<u16>) {
+    pub(crate) fn count(
+        &self,
+        metrics: &Metrics,
+        host: &str,
+        outcome: Outcome,
+        status: Option<u16>,
+    ) {
         let slot = outcome_slot(outcome, status);
         let labels = || OutcomeLabels {
             exit: self.labels.exit.clone(),
@@ -546,7 +620,7 @@ impl ExitHandles {
 }
 
 /// The status class label of an HTTP status.
-pub fn status_class(status: u16) -> &'static str {
+pub(crate) fn status_class(status: u16) -> &'static str {
     match status {
         100..=199 => "1xx",
         200..=299 => "2xx",

@@ -149,7 +149,7 @@ async fn a_mixed_crawl_of_faults_ends_in_one_clear_reply_per_url() {
     let elapsed = t0.elapsed();
     let log = site.requests();
     let seen = by_path(&log);
-    let refusals = h.metrics().retry_budget_refusals.get();
+    let refusals = h.metrics().retry_budget_refusals();
 
     let mut per_fault: BTreeMap<String, usize> = BTreeMap::new();
     for (r, u) in replies.iter().zip(&urls) {

@@ -87,9 +87,9 @@ async fn both_ways_in_share_the_queue_and_each_fetch_gets_one_reply() {
     assert!(seen.values().all(|n| *n == 1), "{seen:?}");
     assert!(site.stats().peak_in_flight <= 2);
     let m = h.metrics();
-    assert_eq!(m.urls_total.get(), 32);
-    assert_eq!(m.urls_done.get(), 32);
-    assert_eq!(m.queue_depth.get(), 0);
+    assert_eq!(m.urls_total(), 32);
+    assert_eq!(m.urls_done(), 32);
+    assert_eq!(m.queue_depth(), 0);
 }
 
 #[actix_rt::test]
@@ -140,7 +140,7 @@ async fn shutdown_answers_every_fetch_queued_or_in_flight() {
         .expect("the scheduler still answers");
     assert_eq!(late.expect_err("shut down").kind, FetchErrorKind::Shutdown);
     let m = h.metrics();
-    assert_eq!(m.urls_done.get(), m.urls_total.get());
+    assert_eq!(m.urls_done(), m.urls_total());
 }
 
 #[actix_rt::test]
@@ -218,9 +218,9 @@ async fn a_fetch_its_caller_gives_up_on_gives_its_capacity_back() {
     .expect("answer");
     assert_eq!(next.status, 200);
     let m = h.metrics();
-    assert_eq!(m.urls_total.get(), 2);
+    assert_eq!(m.urls_total(), 2);
     assert_eq!(
-        m.urls_done.get(),
+        m.urls_done(),
         2,
         "the fetch dropped mid-flight counts as done"
     );

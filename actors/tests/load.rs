@@ -54,7 +54,7 @@ async fn ten_thousand_urls_at_concurrency_1000_one_reply_each_bounded_queue() {
         actix_rt::spawn(async move {
             // Bounded: the crawl's own timeout below ends it at the latest.
             for _ in 0..120_000 {
-                peak.set(peak.get().max(m.queue_depth.get()));
+                peak.set(peak.get().max(m.queue_depth()));
                 if done.get() {
                     break;
                 }
@@ -72,7 +72,7 @@ async fn ten_thousand_urls_at_concurrency_1000_one_reply_each_bounded_queue() {
     let elapsed = t0.elapsed();
     done.set(true);
     let _ = sampler.await;
-    let peak = peak.get().max(h.metrics().queue_depth.get());
+    let peak = peak.get().max(h.metrics().queue_depth());
 
     // Exactly one reply per URL, each for its own URL, all 200.
     assert_eq!(replies.len(), URLS);
@@ -106,7 +106,7 @@ async fn ten_thousand_urls_at_concurrency_1000_one_reply_each_bounded_queue() {
         "peak queue depth {peak} > {QUEUE_CAPACITY}"
     );
     assert!(peak > 0, "the queue was never sampled with work in it");
-    assert_eq!(h.metrics().queue_depth.get(), 0);
+    assert_eq!(h.metrics().queue_depth(), 0);
     eprintln!(
         "{URLS} URLs at concurrency {CONCURRENCY} through {EXITS} exits in {elapsed:?}; \
          peak queue depth {peak} (capacity {QUEUE_CAPACITY}), site peak in flight {}",

@@ -125,7 +125,7 @@ async fn a_retry_the_budget_cannot_afford_waits_for_it_and_is_not_lost() {
     let stats = site.stats();
     assert_eq!(stats.requests, 300 + 150, "each failing URL retried once");
     assert!(
-        h.metrics().retry_budget_refusals.get() > 0,
+        h.metrics().retry_budget_refusals() > 0,
         "the budget deferred nothing"
     );
     // The budget held: 140 of the retries had to wait for the reserve, 10 per window.

@@ -360,13 +360,13 @@ fn a_redis_outage_mid_crawl_is_survived_and_reported() {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(30) {
             let outage = h.redis_stats().is_some_and(|s| s.outages >= 1);
-            if outage && h.metrics().redis_errors.get() > 0 {
+            if outage && h.metrics().redis_errors() > 0 {
                 saw.store(true, Ordering::Release);
                 break;
             }
             actix_rt::time::sleep(Duration::from_millis(20)).await;
         }
-        (h.redis_stats(), h.metrics().redis_errors.get())
+        (h.redis_stats(), h.metrics().redis_errors())
     });
     // Redis goes away once the crawl is under way and comes back once the crawler has
     // counted the outage: events at the site and in the crawler, not fixed sleeps, since

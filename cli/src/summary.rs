@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use exitcrawl_actors::clock;
 use exitcrawl_actors::follow::FollowTotals;
-use exitcrawl_actors::metrics::{Metrics, OutcomeLabels, RateLabels};
+use exitcrawl_actors::metrics::Metrics;
 use exitcrawl_actors::{CrawlerHandle, ExitStats, HostLimits};
 use serde::Serialize;
 
@@ -223,13 +223,7 @@ const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
 impl ExitSummary {
     fn new(s: ExitStats, metrics: &Metrics) -> Self {
         let count = |outcome: &'static str, class: &'static str| {
-            let labels = OutcomeLabels {
-                exit: s.name.clone(),
-                source_ip: s.source_ip.to_string(),
-                outcome,
-                class,
-            };
-            metrics.exit_requests.get(&labels).map_or(0, |c| c.get())
+            metrics.exit_requests(&s.name, s.source_ip, outcome, class)
         };
         let sum = |outcome| CLASSES.iter().map(|c| count(outcome, c)).sum::<u64>();
         let (answered, throttled, errors) = (sum("ok"), sum("throttled"), sum("error"));
@@ -259,15 +253,7 @@ struct Pauses<'a> {
 
 impl Pauses<'_> {
     fn ms(&self, exit: &str, host: &str) -> u64 {
-        let labels = RateLabels {
-            exit: exit.to_owned(),
-            host: host.to_owned(),
-        };
-        let secs = self
-            .metrics
-            .host_pause_seconds
-            .get(&labels)
-            .map_or(0.0, |c| c.get());
+        let secs = self.metrics.host_pause_seconds(exit, host);
         // Whole milliseconds of a count that is never negative.
         (secs * 1000.0).round() as u64
     }
