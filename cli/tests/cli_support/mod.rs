@@ -1,5 +1,5 @@
 //! Running the `exitcrawl` binary in tests: a temporary directory, the command with a
-//! clean environment, and the JSONL it writes.
+//! clean environment, and the JSONL it writes; [`example`] runs the `crawl` example.
 
 #![allow(dead_code)]
 
@@ -8,6 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+pub mod example;
 
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);
@@ -47,7 +49,13 @@ impl Drop for TempDir {
 /// environment cannot change the settings under test.
 pub fn cmd(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_exitcrawl"));
-    cmd.args(args).env_remove("RUST_LOG");
+    cmd.args(args);
+    clean_env(cmd)
+}
+
+/// `cmd` without the EXITCRAWL__* overrides and RUST_LOG of the host environment.
+pub fn clean_env(mut cmd: Command) -> Command {
+    cmd.env_remove("RUST_LOG");
     for (name, _) in std::env::vars_os() {
         if name
             .to_string_lossy()
@@ -210,8 +218,17 @@ pub fn wait_for_lines(path: &Path, n: usize, limit: Duration) {
 
 /// Send SIGINT (Ctrl-C) to process `pid`.
 pub fn sigint(pid: u32) {
+    kill(pid, "-INT");
+}
+
+/// Send `child` the signal `sig` (`-INT`, `-TERM`, `-KILL`).
+pub fn signal(child: &Child, sig: &str) {
+    kill(child.id(), sig);
+}
+
+fn kill(pid: u32, sig: &str) {
     let status = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
+        .args([sig, &pid.to_string()])
         .status()
         .expect("run kill");
     assert!(status.success());

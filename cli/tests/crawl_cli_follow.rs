@@ -1,0 +1,303 @@
+//! The `crawl` example with `--follow`: pages fetched once, robots.txt obeyed (or loudly
+//! ignored), an interrupted crawl resumed and its figures so far reported.
+
+mod cli_support;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cli_support::example::{crawl, spawn_crawl, CONFIG, NO_ROBOTS, SLOW_CONFIG};
+use cli_support::{records, s, signal, stderr, wait_bounded, wait_for_lines, TempDir};
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
+use serde_json::Value;
+
+/// Pages `/p/0.html` … `/p/19.html` of the generated site.
+const FOLLOW_PAGES: usize = 20;
+
+/// A generated site: 20 interlinked pages (relative, absolute, fragments, self links),
+/// every 5th links into `/private/`, which robots.txt disallows. Logs every path asked.
+fn follow_site(log: Arc<Mutex<Vec<String>>>) -> TestSite {
+    let pages = Pages::new(move |host: &str, pq: &str| {
+        log.lock().unwrap().push(pq.to_owned());
+        let path = pq.split('?').next().unwrap_or(pq);
+        match path {
+            "/robots.txt" => Some(Page::text("User-agent: *\nDisallow: /private/\n")),
+            p if p.starts_with("/private/") => Some(Page::html("<p>secret</p>")),
+            p => {
+                let i: usize = p.strip_prefix("/p/")?.strip_suffix(".html")?.parse().ok()?;
+                (i < FOLLOW_PAGES).then(|| {
+                    let n = FOLLOW_PAGES;
+                    let mut h = format!("<html><body><a href=\"{}.html\">next</a>", (i + 1) % n);
+                    h += &format!("<a href=\"/p/{}.html#x\">skip</a>", (i + 7) % n);
+                    h += &format!("<a href=\"http://{host}/p/{}.html\">abs</a>", (i * 3) % n);
+                    h += &format!("<a href=\"{i}.html\">me</a>");
+                    if i.is_multiple_of(5) {
+                        h += &format!("<a href=\"/private/{i}.html\">no</a>");
+                    }
+                    h += "</body></html>";
+                    Page::html(h)
+                })
+            }
+        }
+    });
+    TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+#[test]
+fn follow_crawls_allowed_pages_once_and_obeys_robots() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = follow_site(Arc::clone(&log));
+    let dir = TempDir::new("follow");
+    let config = dir.file("crawl.toml", CONFIG);
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let o = crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--follow",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+
+    let recs = records(&out);
+    let fetched: Vec<&Value> = recs.iter().filter(|r| r["skipped"].is_null()).collect();
+    let skipped: Vec<&Value> = recs.iter().filter(|r| r["skipped"] == "robots").collect();
+    assert_eq!(fetched.len() + skipped.len(), recs.len());
+    let mut fetched_urls: Vec<&str> = fetched.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    fetched_urls.sort_unstable();
+    let mut want: Vec<String> = (0..FOLLOW_PAGES)
+        .map(|i| site.url(&format!("/p/{i}.html")))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(fetched_urls, want, "each allowed page exactly once");
+    for r in &fetched {
+        assert_eq!(r["status"], 200, "{r}");
+        assert!(
+            r["fetched_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{r}"
+        );
+        for key in ["depth", "parent", "skipped", "new_links"] {
+            assert!(r.get(key).is_some(), "record lacks {key}: {r}");
+        }
+    }
+    let seed = recs
+        .iter()
+        .find(|r| r["url"] == site.url("/p/0.html").as_str())
+        .expect("seed record");
+    assert_eq!(seed["depth"], 0);
+    assert!(seed["parent"].is_null());
+    assert!(fetched
+        .iter()
+        .filter(|r| r["depth"].as_u64() > Some(0))
+        .all(|r| r["parent"].is_string()));
+    let private: HashSet<&str> = skipped.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    assert_eq!(private.len(), FOLLOW_PAGES / 5, "{private:?}");
+    assert!(private.iter().all(|u| u.contains("/private/")));
+
+    let asked = log.lock().unwrap().clone();
+    assert!(
+        !asked.iter().any(|p| p.starts_with("/private/")),
+        "a disallowed path was requested: {asked:?}"
+    );
+    assert_eq!(asked.iter().filter(|p| *p == "/robots.txt").count(), 1);
+    assert_eq!(asked.len(), FOLLOW_PAGES + 1, "{asked:?}");
+
+    let sum: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    let n = |k: &str| {
+        sum[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("summary {k}: {sum}"))
+    };
+    assert_eq!(n("total"), recs.len() as u64);
+    assert_eq!(n("ok"), FOLLOW_PAGES as u64);
+    // The host's account: every page the site served, one request each.
+    let hosts = sum["hosts"].as_array().expect("hosts");
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(hosts[0]["urls"], FOLLOW_PAGES, "{hosts:?}");
+    assert_eq!(hosts[0]["ok"], FOLLOW_PAGES, "{hosts:?}");
+    assert_eq!(hosts[0]["requests"], FOLLOW_PAGES, "{hosts:?}");
+    assert_eq!(n("discovered"), (FOLLOW_PAGES + FOLLOW_PAGES / 5) as u64);
+    assert_eq!(n("skipped_robots"), skipped.len() as u64);
+    assert_eq!(n("skipped_scope"), 0);
+    assert!(n("deduped") > 0);
+    assert_eq!(n("requests"), site.stats().requests, "robots.txt included");
+    let exit_requests: u64 = sum["per_exit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(exit_requests, n("requests"));
+}
+
+#[test]
+fn an_interrupted_follow_crawl_resumes_where_it_stopped() {
+    // Run 1 stops after 6 pages (max_pages, like an interruption); run 2 resumes
+    // without the cap. Together: every allowed page fetched once, one record each.
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = follow_site(Arc::clone(&log));
+    let dir = TempDir::new("follow-resume");
+    let capped = dir.file(
+        "capped.toml",
+        &format!("{CONFIG}\n[crawl]\nfollow = true\nmax_pages = 6\n"),
+    );
+    let config = dir.file("crawl.toml", &format!("{CONFIG}\n[crawl]\nfollow = true\n"));
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
+    let out = dir.path("out.jsonl");
+    let run = |config: &Path, resume: bool| {
+        let summary = dir.path("summary.json");
+        let mut args = vec!["--config", s(config), "--urls", s(&urls)];
+        args.extend(["--out", s(&out), "--summary", s(&summary), "--quiet"]);
+        if resume {
+            args.push("--resume");
+        }
+        let o = crawl(&args);
+        assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+        let sum: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap())
+            .expect("summary json");
+        (o, sum)
+    };
+    let (_, first) = run(&capped, false);
+    let after_first = records(&out).len();
+    assert_eq!(first["ok"], 6, "{first}");
+    assert!(after_first < FOLLOW_PAGES, "the cap stopped run 1 early");
+    let (o, second) = run(&config, true);
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    assert_eq!(
+        second["skipped"].as_u64(),
+        Some(after_first as u64),
+        "{second}"
+    );
+
+    let recs = records(&out);
+    let mut fetched: Vec<&str> = recs
+        .iter()
+        .filter(|r| r["skipped"].is_null())
+        .map(|r| r["url"].as_str().unwrap())
+        .collect();
+    fetched.sort_unstable();
+    let mut want: Vec<String> = (0..FOLLOW_PAGES)
+        .map(|i| site.url(&format!("/p/{i}.html")))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(fetched, want, "each allowed page has exactly one record");
+    let distinct: HashSet<&str> = recs.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    assert_eq!(
+        distinct.len(),
+        recs.len(),
+        "one record per URL over both runs"
+    );
+    let asked = log.lock().unwrap().clone();
+    let pages: Vec<&String> = asked.iter().filter(|p| p.starts_with("/p/")).collect();
+    assert_eq!(
+        pages.len(),
+        FOLLOW_PAGES,
+        "no page fetched twice: {asked:?}"
+    );
+    assert!(!asked.iter().any(|p| p.starts_with("/private/")));
+}
+
+#[test]
+fn ignore_robots_is_loud_and_fetches_disallowed_pages() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let site = follow_site(Arc::clone(&log));
+    let dir = TempDir::new("norobots");
+    let config = dir.file("crawl.toml", &format!("{CONFIG}\n[crawl]\nfollow = true\n"));
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
+    let out = dir.path("out.jsonl");
+    let o = crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&dir.path("sum.json")),
+        "--ignore-robots",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("--ignore-robots"), "{}", stderr(&o));
+    let asked = log.lock().unwrap().clone();
+    assert!(!asked.iter().any(|p| p == "/robots.txt"));
+    assert_eq!(
+        asked.iter().filter(|p| p.starts_with("/private/")).count(),
+        FOLLOW_PAGES / 5
+    );
+    assert_eq!(records(&out).len(), FOLLOW_PAGES + FOLLOW_PAGES / 5);
+}
+
+#[test]
+fn an_interrupted_follow_crawl_reports_its_figures_so_far() {
+    // Each page links ten new ones, answered in 300 ms: never done within the test.
+    let pages = Pages::new(|_host: &str, pq: &str| {
+        let i: usize = pq.strip_prefix("/n/")?.parse().ok()?;
+        let links: String = (1..=10)
+            .map(|k| {
+                format!(
+                    "<a href=\"/n/{}\">x</a><a href=\"http://elsewhere.test/\">o</a>",
+                    i * 10 + k
+                )
+            })
+            .collect();
+        Some(Page::html(format!("<html><body>{links}</body></html>")))
+    });
+    let site = TestSite::start(SiteConfig {
+        pages: Some(pages),
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("follow-int");
+    let config = dir.file("crawl.toml", &format!("{SLOW_CONFIG}{NO_ROBOTS}"));
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/n/0")));
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
+    let args = [
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--follow",
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+    ];
+    let child = spawn_crawl(&args);
+    wait_for_lines(&out, 12, Duration::from_secs(20));
+    signal(&child, "-INT");
+    let o = wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    let recs = records(&out);
+    let sum: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary written"))
+            .expect("summary JSON");
+    let discovered = sum["discovered"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{sum}"));
+    assert!(
+        discovered > recs.len() as u64,
+        "{discovered} vs {} records",
+        recs.len()
+    );
+    let off_scope = sum["skipped_scope"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{sum}"));
+    assert!(
+        off_scope >= 10,
+        "each fetched page links elsewhere.test ten times: {sum}"
+    );
+}
