@@ -280,7 +280,7 @@ impl Scheduler {
     pub(crate) fn admit_direct(&mut self, fetch: &Fetch, arrived: Instant) -> Direct {
         if !self.all_local
             || self.shared.is_some()
-            || self.in_flight >= self.settings.crawler.concurrency
+            || !self.in_flight.has_room(self.settings.crawler.concurrency)
         {
             return Direct::Queue(None);
         }

@@ -8,7 +8,7 @@ impl Scheduler {
         let concurrency = self.settings.crawler.concurrency;
         let mut wake: Option<Duration> = None;
         let mut to_visit = self.queues.round();
-        while to_visit > 0 && self.in_flight < concurrency {
+        while to_visit > 0 && self.in_flight.has_room(concurrency) {
             let Some(host) = self.queues.next_host() else {
                 break;
             };
@@ -166,7 +166,7 @@ impl Scheduler {
     /// [`Self::release`]).
     pub(super) fn reserve(&mut self, i: usize) {
         self.exits[i].share.reserve();
-        self.in_flight += 1;
+        self.in_flight.reserve();
     }
 
     /// Send one HTTP attempt through exit `i` (already reserved).
@@ -177,8 +177,7 @@ impl Scheduler {
             self.budget.deposit(now.into_std());
         }
         p.last_exit = Some(i);
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.in_flight.id();
         let Some(reports) = self.reports.clone() else {
             return; // not started: unreachable, `started` sets it
         };
@@ -206,7 +205,7 @@ impl Scheduler {
             // A stopped exit drops the message, and with it the report, which says so.
             None => self.exits[i].addr.do_send(req),
         }
-        self.sent.insert(id, (i, p));
+        self.in_flight.sent(id, i, p);
     }
 
     /// Distributed mode: ask the shared GCRA for the key's permit before sending. The
@@ -231,8 +230,7 @@ impl Scheduler {
             (None, None) => (self.settings.limiter.initial_rps, 1),
         };
         let name = key.redis_name();
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.in_flight.id();
         let span = p.span().clone();
         let fut = async move { shared.gcra.check(&name, rps, burst).await };
         let h = ctx.spawn(
@@ -299,7 +297,7 @@ impl Scheduler {
 
     pub(super) fn release(&mut self, i: usize, host: &Arc<str>) {
         self.exits[i].share.release();
-        self.in_flight = self.in_flight.saturating_sub(1);
+        self.in_flight.release();
         self.release_host(i, host);
     }
 

@@ -61,7 +61,7 @@ impl Handler<Shutdown> for SchedulerActor {
 impl Scheduler {
     pub(super) fn on_attempt_done(&mut self, m: AttemptDone, ctx: &mut Context<SchedulerActor>) {
         // Missing after a shutdown's grace period cancelled it (already answered).
-        let Some((i, p)) = self.sent.remove(&m.id) else {
+        let Some((i, p)) = self.in_flight.take_sent(m.id) else {
             return;
         };
         if let Some((p, delay)) = self.settle_spanned(i, p, m.attempted) {
@@ -282,7 +282,7 @@ impl Scheduler {
         self.shutting_down = true;
         // Queued fetches end now; the hosts' in-flight counts stay until those end.
         let mut queued = self.queues.close();
-        queued.extend(self.delayed.drain().map(|(_, p)| p));
+        queued.extend(self.in_flight.take_delayed_where(|_| true));
         for p in queued {
             p.fail(
                 FetchErrorKind::Shutdown,
@@ -302,8 +302,7 @@ impl Scheduler {
                 ctx.cancel_future(h);
             }
             // Their reports, if they still come, find nothing and are ignored.
-            act.sent.clear();
-            act.in_flight = 0;
+            act.in_flight.forget_sent();
             for e in &act.exits {
                 e.share.clear();
             }

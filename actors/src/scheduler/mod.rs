@@ -35,6 +35,9 @@
 //! - `handlers.rs`: the actor's messages and streams (interval changes, health, stats,
 //!   shutdown);
 //! - `direct.rs`: the way in ([`Ingress`]) and the direct path;
+//! - `in_flight.rs`: [`InFlight`], a part that owns its state: the attempts sent (by
+//!   report id), the fetches waiting for a retry timer, and the count of attempts that
+//!   `crawler.concurrency` caps;
 //! - `pending.rs`: a fetch in the scheduler's hands, which always replies once;
 //! - `turns.rs`: direct fetches handed in together take their turns in order.
 //!
@@ -53,7 +56,7 @@
 //! Where this goes: each part owning its state and visited once, top to bottom: ingress
 //! (one way in) → queues → pacing (limiter keys, exit shares, the choice) → exit →
 //! in-flight (sent, delayed, retry budget, backoff) → one settle carrying out the core's
-//! verdict → reply. The queues are the first part cut out this way.
+//! verdict → reply. The queues and the in-flight fetches are cut out this way so far.
 //!
 //! Guarantees:
 //! - exactly one reply per `Fetch`: each pending fetch owns its reply channel (or, on the
@@ -106,6 +109,7 @@ mod admission;
 mod direct;
 mod dispatch;
 mod handlers;
+mod in_flight;
 mod pacing;
 mod pending;
 mod queues;
@@ -116,6 +120,7 @@ pub use admission::MAX_URL_BYTES;
 use admission::*;
 use direct::*;
 pub(crate) use direct::{register_local, Ingress};
+use in_flight::InFlight;
 use pacing::*;
 use pending::*;
 use queues::Queues;
@@ -189,15 +194,13 @@ pub(crate) struct Scheduler {
     queues: Queues,
     /// Scratch for `try_host`: when each exit may send next.
     ready: Vec<Duration>,
-    delayed: HashMap<u64, Pending>,
-    /// Attempts handed to an exit, by report id (see [`AttemptReport`]).
-    sent: HashMap<u64, (usize, Pending)>,
     /// Redis checks in flight (distributed mode), cancelled at the end of a shutdown.
     in_flight_handles: HashMap<u64, SpawnHandle>,
     /// Where exits report attempts: a channel this actor reads as a stream.
     reports: Option<ReportTo>,
-    next_id: u64,
-    in_flight: u32,
+    /// Attempts sent (by report id, see [`AttemptReport`]), fetches waiting for a retry,
+    /// and the count `crawler.concurrency` caps.
+    in_flight: InFlight<Pending>,
     limiter: Option<Addr<LimiterActor>>,
     health: Option<Addr<HealthActor>>,
     budget: RetryBudget,
@@ -258,12 +261,9 @@ impl Scheduler {
             keys: HashMap::default(),
             queues,
             ready: Vec::new(),
-            delayed: HashMap::default(),
-            sent: HashMap::default(),
             in_flight_handles: HashMap::default(),
             reports: None,
-            next_id: 0,
-            in_flight: 0,
+            in_flight: InFlight::default(),
             limiter: None,
             health: None,
             budget,

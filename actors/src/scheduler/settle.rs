@@ -212,16 +212,8 @@ impl Scheduler {
     fn give_up_host(&mut self, host: &Arc<str>, why: GaveUp) {
         tracing::warn!(host = %host, reason = %why, "giving up the host's waiting URLs");
         let queued = self.queues.drain_host(host);
-        let delayed: Vec<u64> = self
-            .delayed
-            .iter()
-            .filter(|(_, p)| p.host == *host)
-            .map(|(id, _)| *id)
-            .collect();
-        let waiting = delayed
-            .into_iter()
-            .filter_map(|id| self.delayed.remove(&id));
-        for p in queued.into_iter().chain(waiting.collect::<Vec<_>>()) {
+        let waiting = self.in_flight.take_delayed_where(|p| p.host == *host);
+        for p in queued.into_iter().chain(waiting) {
             self.give_up(p, why);
         }
     }
@@ -416,12 +408,10 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) {
         tracing::info!(host = %p.host, attempt = p.attempts, delay_ms = delay.as_millis() as u64, "backoff: retry scheduled");
-        let id = self.next_id;
-        self.next_id += 1;
-        self.delayed.insert(id, p);
+        let id = self.in_flight.delay(p);
         ctx.run_later(delay, move |act, ctx| {
             let mut act = act.state.borrow_mut();
-            let Some(mut p) = act.delayed.remove(&id) else {
+            let Some(mut p) = act.in_flight.take_delayed(id) else {
                 return;
             };
             if p.awaits_budget {
@@ -443,7 +433,7 @@ impl Scheduler {
     }
 
     pub(super) fn check_drained(&mut self) {
-        if self.shutting_down && self.in_flight == 0 && self.delayed.is_empty() {
+        if self.shutting_down && self.in_flight.is_idle() {
             for tx in self.drained.drain(..) {
                 let _ = tx.send(());
             }

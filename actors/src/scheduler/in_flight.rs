@@ -1,0 +1,178 @@
+//! The fetches the scheduler holds outside the hosts' queues: attempts handed to an exit
+//! (found again by their report's id), fetches waiting for a retry timer (found again by
+//! the timer's id), and the count of attempts in flight that `crawler.concurrency` caps.
+//!
+//! Why one part: the three change together. An attempt is reserved before it is sent
+//! and released when it settles; a shutdown's grace period forgets the sent ones at once
+//! (their late reports find nothing); the scheduler is drained when nothing is in flight
+//! and nothing waits for a timer. Generic over the fetch so that its rules are tested
+//! without a crawler.
+
+use foldhash::HashMap;
+
+/// Attempts in flight and fetches waiting for a retry; `P` is a fetch.
+pub(super) struct InFlight<P> {
+    next_id: u64,
+    /// Attempts handed to an exit: report id → (exit index, fetch).
+    sent: HashMap<u64, (usize, P)>,
+    /// Fetches waiting for their retry timer: timer id → fetch.
+    delayed: HashMap<u64, P>,
+    /// Attempts reserved and not yet released (queued and direct ones alike).
+    attempts: u32,
+}
+
+impl<P> Default for InFlight<P> {
+    fn default() -> Self {
+        Self {
+            next_id: 0,
+            sent: HashMap::default(),
+            delayed: HashMap::default(),
+            attempts: 0,
+        }
+    }
+}
+
+impl<P> InFlight<P> {
+    /// A fresh id: an attempt's report, a retry timer or a Redis check carries it.
+    pub(super) fn id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Count an attempt before anything is sent (the counterpart of [`Self::release`]).
+    pub(super) fn reserve(&mut self) {
+        self.attempts += 1;
+    }
+
+    /// An attempt settled, or was never sent after all.
+    pub(super) fn release(&mut self) {
+        self.attempts = self.attempts.saturating_sub(1);
+    }
+
+    /// Whether another attempt may start under `concurrency`.
+    pub(super) fn has_room(&self, concurrency: u32) -> bool {
+        self.attempts < concurrency
+    }
+
+    /// `p` went to exit `exit`; its report will carry `id` (from [`Self::id`]).
+    pub(super) fn sent(&mut self, id: u64, exit: usize, p: P) {
+        self.sent.insert(id, (exit, p));
+    }
+
+    /// The attempt whose report carries `id`, once: `None` for one forgotten by a
+    /// shutdown (already answered).
+    pub(super) fn take_sent(&mut self, id: u64) -> Option<(usize, P)> {
+        self.sent.remove(&id)
+    }
+
+    /// A shutdown's grace period is over: what was sent is dropped (which answers it)
+    /// and counts no more.
+    pub(super) fn forget_sent(&mut self) {
+        self.sent.clear();
+        self.attempts = 0;
+    }
+
+    /// `p` waits for a retry timer; the timer carries the returned id.
+    pub(super) fn delay(&mut self, p: P) -> u64 {
+        let id = self.id();
+        self.delayed.insert(id, p);
+        id
+    }
+
+    /// The fetch of the timer `id`, once: `None` when it was taken meanwhile (its host
+    /// given up, a shutdown).
+    pub(super) fn take_delayed(&mut self, id: u64) -> Option<P> {
+        self.delayed.remove(&id)
+    }
+
+    /// Every waiting fetch `pred` picks, taken out.
+    pub(super) fn take_delayed_where(&mut self, mut pred: impl FnMut(&P) -> bool) -> Vec<P> {
+        let ids: Vec<u64> = self
+            .delayed
+            .iter()
+            .filter(|(_, p)| pred(p))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| self.delayed.remove(&id))
+            .collect()
+    }
+
+    /// Nothing in flight and nothing waiting for a timer: a shutdown may end.
+    pub(super) fn is_idle(&self) -> bool {
+        self.attempts == 0 && self.delayed.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_never_reused() {
+        let mut f = InFlight::<&str>::default();
+        let a = f.id();
+        let b = f.delay("x");
+        let c = f.id();
+        assert!(a != b && b != c && a != c);
+    }
+
+    #[test]
+    fn concurrency_counts_reserved_attempts_and_release_never_goes_below_zero() {
+        let mut f = InFlight::<&str>::default();
+        assert!(f.has_room(1));
+        f.reserve();
+        assert!(!f.has_room(1));
+        assert!(f.has_room(2));
+        f.release();
+        f.release();
+        assert!(f.has_room(1));
+        f.reserve();
+        assert!(!f.has_room(1), "a second release did not go below zero");
+    }
+
+    #[test]
+    fn a_report_finds_its_attempt_once_and_none_after_a_shutdown_forgot_it() {
+        let mut f = InFlight::default();
+        let (a, b) = (f.id(), f.id());
+        f.reserve();
+        f.sent(a, 0, "a");
+        f.reserve();
+        f.sent(b, 1, "b");
+        assert_eq!(f.take_sent(a), Some((0, "a")));
+        assert_eq!(f.take_sent(a), None);
+        f.forget_sent();
+        assert_eq!(f.take_sent(b), None);
+        assert!(f.is_idle());
+    }
+
+    #[test]
+    fn a_waiting_fetch_is_taken_once_by_its_timer_or_by_its_host() {
+        let mut f = InFlight::default();
+        let a1 = f.delay(("a", 1));
+        let _b = f.delay(("b", 2));
+        let a3 = f.delay(("a", 3));
+        assert!(!f.is_idle());
+        assert_eq!(f.take_delayed(a1), Some(("a", 1)));
+        let mut of_a = f.take_delayed_where(|p| p.0 == "a");
+        of_a.sort();
+        assert_eq!(of_a, [("a", 3)]);
+        assert_eq!(
+            f.take_delayed(a3),
+            None,
+            "taken by its host, not again by its timer"
+        );
+        assert_eq!(f.take_delayed_where(|_| true), [("b", 2)]);
+        assert!(f.is_idle());
+    }
+
+    #[test]
+    fn idle_needs_no_attempt_in_flight_as_well() {
+        let mut f = InFlight::<&str>::default();
+        f.reserve();
+        assert!(!f.is_idle());
+        f.release();
+        assert!(f.is_idle());
+    }
+}
