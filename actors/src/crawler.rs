@@ -114,6 +114,7 @@ impl Crawler {
             settings.exits.iter().any(|e| e.enabled),
         )));
         let lag = LagActor::new(Arc::clone(&metrics), Duration::from_millis(250)).start();
+        let robots = RobotsGate::new(&settings).map(Arc::new);
         let started = start_scheduler(
             &settings,
             slots,
@@ -121,6 +122,7 @@ impl Crawler {
             redis.as_ref(),
             start_failures,
             &exit_addrs,
+            robots.clone(),
         );
         Ok(CrawlerHandle {
             scheduler: started.scheduler,
@@ -131,7 +133,7 @@ impl Crawler {
             _arbiters: Arc::new(arbiters),
             _lag: lag,
             redis,
-            robots: RobotsGate::new(&settings).map(Arc::new),
+            robots,
             polite: true,
             settings,
             metrics,
@@ -314,6 +316,7 @@ fn start_scheduler(
     redis: Option<&Redis>,
     start_failures: Vec<(usize, String)>,
     exit_addrs: &[Addr<ExitActor>],
+    robots: Option<Arc<RobotsGate>>,
 ) -> SchedulerParts {
     let names: Vec<_> = slots.iter().map(|s| s.name.to_string()).collect();
     let ips: Vec<_> = slots.iter().map(|s| s.source_ip).collect();
@@ -377,7 +380,7 @@ fn start_scheduler(
         ingress = Some(way_in.clone());
         limiter_addr = Some(limiter);
         health_addr = Some(health);
-        let actor = SchedulerActor::new(s, way_in);
+        let actor = SchedulerActor::new(s, way_in, robots);
         scheduler::register_local(id, Rc::downgrade(actor.state()));
         actor
     });
@@ -462,13 +465,14 @@ impl CrawlerHandle {
         // of its own around it (see `scheduler::Ingress::fetch`), unless robots.txt is asked.
         match self.robots.as_deref().filter(|_| self.polite) {
             None => Either::Left(self.ingress.fetch(fetch)),
-            Some(gate) => Either::Right(self.polite_fetch(gate, fetch)),
+            Some(gate) => Either::Right(gate.obey(fetch, |f| self.ingress.fetch(f))),
         }
     }
 
     /// This handle, with every [`Self::fetch`] obeying robots.txt (`polite = true`, what
     /// [`Crawler::start`] hands out) or not (`false`, for a caller that asks robots.txt
-    /// itself, as [`crate::follow::crawl`] does): the origin's `/robots.txt` is fetched
+    /// itself, as [`crate::follow::crawl`] does; a `Fetch` message to [`Self::scheduler`]
+    /// always asks unless `[crawl] robots = false`): the origin's `/robots.txt` is fetched
     /// once (through this crawler, paced and counted like any fetch) and cached for
     /// `[crawl] robots_ttl_ms`, for the user agent of `[crawl] robots_user_agent` or
     /// `crawler.user_agent`; a Crawl-delay makes the origin serial and spaced.
@@ -479,19 +483,6 @@ impl CrawlerHandle {
             polite,
             ..self.clone()
         }
-    }
-
-    async fn polite_fetch(
-        &self,
-        gate: &RobotsGate,
-        fetch: Fetch,
-    ) -> Result<FetchResponse, FetchError> {
-        let spacing = gate.admit(&fetch, |f| self.ingress.fetch(f)).await?;
-        let result = self.ingress.fetch(fetch).await;
-        if let Some(s) = spacing {
-            s.answered();
-        }
-        result
     }
 
     /// Every exit's figures.

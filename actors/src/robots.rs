@@ -93,13 +93,29 @@ impl RobotsGate {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// `fetch` through `send` if robots.txt allows it (waiting for its Crawl-delay turn),
+    /// else the error that ends it unsent; `send` makes the robots.txt fetch too. What
+    /// `CrawlerHandle::fetch` and a `Fetch` message both go through.
+    pub(crate) async fn obey<F, Fut>(
+        &self,
+        fetch: Fetch,
+        send: F,
+    ) -> Result<FetchResponse, FetchError>
+    where
+        F: Fn(Fetch) -> Fut,
+        Fut: std::future::Future<Output = Result<FetchResponse, FetchError>>,
+    {
+        let spacing = self.admit(&fetch, &send).await?;
+        let result = send(fetch).await;
+        if let Some(s) = spacing {
+            s.answered();
+        }
+        result
+    }
+
     /// Admit `fetch`: `Ok` with the Crawl-delay turn to hold while it runs, or the error
     /// that ends it unsent. `send` makes the robots.txt fetch.
-    pub(crate) async fn admit<F, Fut>(
-        &self,
-        fetch: &Fetch,
-        send: F,
-    ) -> Result<Option<Spacing>, FetchError>
+    async fn admit<F, Fut>(&self, fetch: &Fetch, send: F) -> Result<Option<Spacing>, FetchError>
     where
         F: Fn(Fetch) -> Fut,
         Fut: std::future::Future<Output = Result<FetchResponse, FetchError>>,

@@ -144,6 +144,37 @@ async fn the_opt_out_fetches_everything_and_never_asks_for_robots_txt() {
 }
 
 #[actix_rt::test]
+async fn a_fetch_message_obeys_robots_txt_through_the_crawlers_one_cache() {
+    let polite_site = site(200, RULES);
+    let site = &polite_site;
+    let h = Crawler::start(settings()).expect("start");
+    let scheduler = h.polite(false).scheduler();
+    let send = |path: &str| scheduler.send(Fetch::get(site.url(path)));
+    let err = send("/private/m")
+        .await
+        .expect("a reply")
+        .expect_err("disallowed");
+    assert_eq!(err.kind, FetchErrorKind::Robots);
+    assert_eq!(err.attempts, 0);
+    let ok = send("/m").await.expect("a reply").expect("allowed");
+    assert_eq!(ok.status, 200);
+    // The message and the handle share one cache: robots.txt was fetched once.
+    assert_eq!(fetch(&h, site, "/n").await, Ok(200));
+    assert_eq!(paths(site), ["/robots.txt", "/m", "/n"]);
+}
+
+#[actix_rt::test]
+async fn a_fetch_message_does_not_ask_robots_txt_with_the_setting_off() {
+    let other = site(200, RULES);
+    let mut s = settings();
+    s.crawl.robots = false;
+    let plain = Crawler::start(s).expect("start").scheduler();
+    let r = plain.send(Fetch::get(other.url("/private/m"))).await;
+    assert_eq!(r.expect("a reply").expect("fetched").status, 200);
+    assert_eq!(paths(&other), ["/private/m"]);
+}
+
+#[actix_rt::test]
 async fn crawl_delay_spaces_the_origins_requests() {
     let site = site(200, "User-agent: *\nCrawl-delay: 2\n");
     let h = Crawler::start(settings()).expect("start");

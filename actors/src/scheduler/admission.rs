@@ -98,12 +98,14 @@ impl Handler<Fetch> for SchedulerActor {
     fn handle(&mut self, fetch: Fetch, _ctx: &mut Self::Context) -> Self::Result {
         Admission {
             ingress: Rc::clone(&self.ingress),
+            robots: self.robots.clone(),
             fetch,
         }
     }
 }
 
-/// How a `Fetch` is answered: on a task of its own, by the same way in as
+/// How a `Fetch` is answered: on a task of its own, robots.txt asked first as a polite
+/// `CrawlerHandle::fetch` asks it (`[crawl] robots`), by the same way in as
 /// `CrawlerHandle::fetch` ([`Ingress::fetch`]): the direct path when the fetch may go now,
 /// else the queue through the intake channel, with backpressure. One way in means one
 /// admission, one queue and one settle for every fetch, whoever sends it.
@@ -113,14 +115,22 @@ impl Handler<Fetch> for SchedulerActor {
 /// workers ran fewer instructions.
 pub struct Admission {
     ingress: Rc<Ingress>,
+    robots: Option<Arc<RobotsGate>>,
     fetch: Fetch,
 }
 
 impl MessageResponse<SchedulerActor, Fetch> for Admission {
     fn handle(self, _ctx: &mut Context<SchedulerActor>, tx: Option<oneshot::Sender<Reply>>) {
-        let Self { ingress, fetch } = self;
+        let Self {
+            ingress,
+            robots,
+            fetch,
+        } = self;
         actix_rt::spawn(async move {
-            let r = ingress.fetch(fetch).await;
+            let r = match robots {
+                Some(gate) => gate.obey(fetch, |f| ingress.fetch(f)).await,
+                None => ingress.fetch(fetch).await,
+            };
             if let Some(tx) = tx {
                 let _ = tx.send(r);
             }

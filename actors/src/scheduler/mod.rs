@@ -104,6 +104,7 @@ use crate::messages::{
     Observed, Parsed, ReportTo, SendRequest, SetInterval, Shutdown, Succeeded, Throttled,
 };
 use crate::metrics::{ExitHandles, Metrics, Outcome, RateLabels};
+use crate::robots::RobotsGate;
 
 mod admission;
 mod direct;
@@ -341,13 +342,17 @@ pub struct SchedulerActor {
     state: Rc<RefCell<Scheduler>>,
     /// The one way in for a fetch, which a `Fetch` message takes too.
     ingress: Rc<Ingress>,
+    /// `[crawl] robots`: a `Fetch` message asks robots.txt first, as a polite
+    /// `CrawlerHandle::fetch` does, through the crawler's one cache.
+    robots: Option<Arc<RobotsGate>>,
 }
 
 impl SchedulerActor {
-    pub(crate) fn new(state: Scheduler, ingress: Ingress) -> Self {
+    pub(crate) fn new(state: Scheduler, ingress: Ingress, robots: Option<Arc<RobotsGate>>) -> Self {
         Self {
             state: Rc::new(RefCell::new(state)),
             ingress: Rc::new(ingress),
+            robots,
         }
     }
 
