@@ -327,7 +327,7 @@ impl Scheduler {
         };
         self.metrics.urls_total.inc();
         self.reserve(i);
-        self.budget.deposit(now_std);
+        self.in_flight.first_attempt(now_std);
         Direct::Go {
             exit: i,
             host,

@@ -1,13 +1,18 @@
 //! The fetches the scheduler holds outside the hosts' queues: attempts handed to an exit
 //! (found again by their report's id), fetches waiting for a retry timer (found again by
-//! the timer's id), and the count of attempts in flight that `crawler.concurrency` caps.
+//! the timer's id), the count of attempts in flight that `crawler.concurrency` caps, and
+//! what a retry waits for (the retry budget, the backoff).
 //!
-//! Why one part: the three change together. An attempt is reserved before it is sent
-//! and released when it settles; a shutdown's grace period forgets the sent ones at once
-//! (their late reports find nothing); the scheduler is drained when nothing is in flight
-//! and nothing waits for a timer. Generic over the fetch so that its rules are tested
-//! without a crawler.
+//! Why one part: these change together. An attempt is reserved before it is sent and
+//! released when it settles; a first attempt earns the budget what a retry spends; a
+//! shutdown's grace period forgets the sent ones at once (their late reports find
+//! nothing); the scheduler is drained when nothing is in flight and nothing waits for a
+//! timer. Generic over the fetch so that its rules are tested without a crawler.
 
+use std::time::{Duration, Instant};
+
+use exitcrawl::retry::{Backoff, RetryBudget};
+use exitcrawl::rng::SplitMix64;
 use foldhash::HashMap;
 
 /// Attempts in flight and fetches waiting for a retry; `P` is a fetch.
@@ -19,20 +24,53 @@ pub(super) struct InFlight<P> {
     delayed: HashMap<u64, P>,
     /// Attempts reserved and not yet released (queued and direct ones alike).
     attempts: u32,
+    /// Keeps retries a share of first attempts (`crawler.retry_budget`).
+    budget: RetryBudget,
+    backoff: Backoff,
+    /// The backoff's jitter.
+    rng: SplitMix64,
 }
 
-impl<P> Default for InFlight<P> {
-    fn default() -> Self {
+impl<P> InFlight<P> {
+    /// Nothing in flight yet; retries within `budget`, spaced by `backoff`.
+    pub(super) fn new(budget: RetryBudget, backoff: Backoff) -> Self {
         Self {
             next_id: 0,
             sent: HashMap::default(),
             delayed: HashMap::default(),
             attempts: 0,
+            budget,
+            backoff,
+            rng: SplitMix64::new(0x5c4e_d01e),
         }
     }
-}
 
-impl<P> InFlight<P> {
+    /// A fetch's first attempt is sent: it earns the budget its share of a retry.
+    pub(super) fn first_attempt(&mut self, now: Instant) {
+        self.budget.deposit(now);
+    }
+
+    /// The retry budget, which the core's verdict on an ended attempt draws on.
+    pub(super) fn budget(&mut self) -> &mut RetryBudget {
+        &mut self.budget
+    }
+
+    /// How long the `count`th retry (of errors, or of throttles) waits, at least the
+    /// site's `retry_after`.
+    pub(super) fn backoff(&mut self, count: u32, retry_after: Option<Duration>) -> Duration {
+        self.backoff.delay(count, retry_after, &mut self.rng)
+    }
+
+    /// When a retry the budget deferred asks it again.
+    pub(super) fn recheck_after(&self) -> Duration {
+        self.budget.recheck_after()
+    }
+
+    /// Spend the budget on a deferred retry, if it has room now.
+    pub(super) fn try_withdraw(&mut self, now: Instant) -> bool {
+        self.budget.try_withdraw(now)
+    }
+
     /// A fresh id: an attempt's report, a retry timer or a Redis check carries it.
     pub(super) fn id(&mut self) -> u64 {
         let id = self.next_id;
@@ -109,9 +147,30 @@ impl<P> InFlight<P> {
 mod tests {
     use super::*;
 
+    fn flight<P>() -> InFlight<P> {
+        let backoff = Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        };
+        InFlight::new(RetryBudget::new(0.5, 0.0, Duration::from_secs(10)), backoff)
+    }
+
+    #[test]
+    fn first_attempts_earn_the_retries_the_budget_allows_and_a_retry_waits_for_the_site() {
+        let mut f = flight::<&str>();
+        let now = Instant::now();
+        assert!(!f.try_withdraw(now), "no first attempt yet, no retry");
+        f.first_attempt(now);
+        f.first_attempt(now);
+        assert!(f.try_withdraw(now), "half of two first attempts: one retry");
+        assert!(!f.try_withdraw(now));
+        assert!(f.recheck_after() > Duration::ZERO);
+        assert!(f.backoff(1, Some(Duration::from_secs(3))) >= Duration::from_secs(3));
+    }
+
     #[test]
     fn ids_are_never_reused() {
-        let mut f = InFlight::<&str>::default();
+        let mut f = flight::<&str>();
         let a = f.id();
         let b = f.delay("x");
         let c = f.id();
@@ -120,7 +179,7 @@ mod tests {
 
     #[test]
     fn concurrency_counts_reserved_attempts_and_release_never_goes_below_zero() {
-        let mut f = InFlight::<&str>::default();
+        let mut f = flight::<&str>();
         assert!(f.has_room(1));
         f.reserve();
         assert!(!f.has_room(1));
@@ -134,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_report_finds_its_attempt_once_and_none_after_a_shutdown_forgot_it() {
-        let mut f = InFlight::default();
+        let mut f = flight();
         let (a, b) = (f.id(), f.id());
         f.reserve();
         f.sent(a, 0, "a");
@@ -149,7 +208,7 @@ mod tests {
 
     #[test]
     fn a_waiting_fetch_is_taken_once_by_its_timer_or_by_its_host() {
-        let mut f = InFlight::default();
+        let mut f = flight();
         let a1 = f.delay(("a", 1));
         let _b = f.delay(("b", 2));
         let a3 = f.delay(("a", 3));
@@ -169,7 +228,7 @@ mod tests {
 
     #[test]
     fn idle_needs_no_attempt_in_flight_as_well() {
-        let mut f = InFlight::<&str>::default();
+        let mut f = flight::<&str>();
         f.reserve();
         assert!(!f.is_idle());
         f.release();

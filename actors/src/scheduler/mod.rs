@@ -36,8 +36,8 @@
 //!   shutdown);
 //! - `direct.rs`: the way in ([`Ingress`]) and the direct path;
 //! - `in_flight.rs`: [`InFlight`], a part that owns its state: the attempts sent (by
-//!   report id), the fetches waiting for a retry timer, and the count of attempts that
-//!   `crawler.concurrency` caps;
+//!   report id), the fetches waiting for a retry timer, the count of attempts that
+//!   `crawler.concurrency` caps, the retry budget and the backoff;
 //! - `pending.rs`: a fetch in the scheduler's hands, which always replies once;
 //! - `turns.rs`: direct fetches handed in together take their turns in order.
 //!
@@ -87,7 +87,6 @@ use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter};
 use exitcrawl::outcome::{Bounds, Refusing};
 use exitcrawl::pacer::Pacer;
 use exitcrawl::retry::{Backoff, RetryBudget};
-use exitcrawl::rng::SplitMix64;
 use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
 use foldhash::HashMap;
 use smallvec::SmallVec;
@@ -200,19 +199,16 @@ pub(crate) struct Scheduler {
     /// Where exits report attempts: a channel this actor reads as a stream.
     reports: Option<ReportTo>,
     /// Attempts sent (by report id, see [`AttemptReport`]), fetches waiting for a retry,
-    /// and the count `crawler.concurrency` caps.
+    /// the count `crawler.concurrency` caps, the retry budget and the backoff.
     in_flight: InFlight<Pending>,
     limiter: Option<Addr<LimiterActor>>,
     health: Option<Addr<HealthActor>>,
-    budget: RetryBudget,
-    backoff: Backoff,
     /// `max_retries`, `give_up_after`, `max_retry_after`: what a URL's attempts live within.
     bounds: Bounds,
     /// Hosts answering nothing but throttles, and since when.
     refusing: Refusing<Arc<str>>,
     /// Hosts already warned about a pause over `max_retry_after`.
     warned_pause: foldhash::HashSet<Arc<str>>,
-    rng: SplitMix64,
     tie: u64,
     wake: Option<(SpawnHandle, std::time::Instant)>,
     /// Since when no exit in service has been available (each ejected): fleet-wide, so
@@ -264,15 +260,12 @@ impl Scheduler {
             ready: Vec::new(),
             in_flight_handles: HashMap::default(),
             reports: None,
-            in_flight: InFlight::default(),
+            in_flight: InFlight::new(budget, backoff),
             limiter: None,
             health: None,
-            budget,
-            backoff,
             bounds,
             refusing: Refusing::default(),
             warned_pause: foldhash::HashSet::default(),
-            rng: SplitMix64::new(0x5c4e_d01e),
             tie: 0,
             wake: None,
             all_down_since: None,

@@ -114,19 +114,15 @@ impl Scheduler {
         };
         match self.decide(&p, ended, now) {
             Verdict::Retry => {
-                let delay = self
-                    .backoff
-                    .delay(p.errors(), hints.retry_after, &mut self.rng);
+                let delay = self.in_flight.backoff(p.errors(), hints.retry_after);
                 return Some((p, delay));
             }
             Verdict::Defer => {
                 p.awaits_budget = true;
-                return Some((p, self.budget.recheck_after()));
+                return Some((p, self.in_flight.recheck_after()));
             }
             Verdict::Later => {
-                let delay = self
-                    .backoff
-                    .delay(p.throttled, hints.retry_after, &mut self.rng);
+                let delay = self.in_flight.backoff(p.throttled, hints.retry_after);
                 return Some((p, delay));
             }
             Verdict::GaveUp(why) => {
@@ -186,12 +182,12 @@ impl Scheduler {
         // URL judges the exit's own path.
         match verdict {
             Verdict::Retry => {
-                let delay = self.backoff.delay(p.errors(), None, &mut self.rng);
+                let delay = self.in_flight.backoff(p.errors(), None);
                 return Some((p, delay));
             }
             Verdict::Defer => {
                 p.awaits_budget = true;
-                return Some((p, self.budget.recheck_after()));
+                return Some((p, self.in_flight.recheck_after()));
             }
             _ => {}
         }
@@ -383,7 +379,7 @@ impl Scheduler {
             ended,
             attempts,
             &self.bounds,
-            &mut self.budget,
+            self.in_flight.budget(),
             now.into_std(),
         );
         match verdict {
@@ -415,8 +411,8 @@ impl Scheduler {
                 return;
             };
             if p.awaits_budget {
-                if !act.budget.try_withdraw(crate::clock::now()) {
-                    let again = act.budget.recheck_after();
+                if !act.in_flight.try_withdraw(crate::clock::now()) {
+                    let again = act.in_flight.recheck_after();
                     act.retry_later(p, again, ctx);
                     return;
                 }
