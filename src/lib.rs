@@ -23,7 +23,8 @@
 //!                     classify.rs: what an answer or a failure means
 //!   sim/              (feature `sim`) closes the loop on fake time: host policy + pacers vs a modelled
 //!                     site (site.rs: the shapes real sites have), scenario files
-//!   headers.rs        Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
+//!   headers/          Retry-After, RateLimit / RateLimit-Policy, X-RateLimit-* → pacing hints
+//!                     (mod.rs), the fields' grammars (parse.rs)
 //!   proxy.rs          proxy URLs an exit sends through (http CONNECT, socks5, socks5h)
 //!   redact.rs         masks credentials in URLs and secret header values for logs
 //!   address.rs        which addresses count as private (loopback, RFC 1918, ULA, …)
