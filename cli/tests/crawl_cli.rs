@@ -6,7 +6,7 @@
 
 mod cli_support;
 
-use cli_support::example::{crawl, crawl_cmd, CONFIG, NO_ROBOTS};
+use cli_support::example::{crawl, crawl_cmd, crawl_config, NO_ROBOTS};
 use cli_support::{records, s, stderr, TempDir};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 use serde_json::Value;
@@ -15,7 +15,7 @@ use serde_json::Value;
 fn crawls_a_url_file_and_writes_records_and_summary() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("run");
-    let config = dir.file("crawl.toml", &format!("{CONFIG}{NO_ROBOTS}"));
+    let config = dir.file("crawl.toml", &crawl_config(NO_ROBOTS));
     let valid: Vec<String> = (0..12).map(|i| site.url(&format!("/page/{i}"))).collect();
     let mut lines = vec!["# a comment".to_string(), String::new()];
     lines.extend(valid.iter().take(6).cloned());
@@ -101,7 +101,10 @@ fn crawls_a_url_file_and_writes_records_and_summary() {
 #[test]
 fn unknown_config_key_exits_2_naming_the_key() {
     let dir = TempDir::new("badcfg");
-    let config = dir.file("bad.toml", &CONFIG.replace("concurrency", "concurency"));
+    let config = dir.file(
+        "bad.toml",
+        &crawl_config("").replace("concurrency", "concurency"),
+    );
     let urls = dir.file("urls.txt", "http://127.0.0.1:1/\n");
     let o = crawl(&["--config", s(&config), "--urls", s(&urls)]);
     assert_eq!(o.status.code(), Some(2));
@@ -168,7 +171,7 @@ fn demo_fetches_every_url() {
 #[test]
 fn new_flags_reject_bad_values_with_exit_2() {
     let dir = TempDir::new("flags");
-    let config = dir.file("crawl.toml", CONFIG);
+    let config = dir.file("crawl.toml", &crawl_config(""));
     let urls = dir.file("urls.txt", "http://127.0.0.1:1/\n");
     let base = ["--config", s(&config), "--urls", s(&urls)];
     for (extra, needle) in [
@@ -191,7 +194,7 @@ fn new_flags_reject_bad_values_with_exit_2() {
 fn metrics_shortcut_json_logs_and_quiet() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("obs");
-    let config = dir.file("crawl.toml", CONFIG);
+    let config = dir.file("crawl.toml", &crawl_config(""));
     let urls = dir.file("urls.txt", &format!("{}\n", site.url("/a")));
     let o = crawl_cmd(&[
         "--config",
@@ -235,7 +238,7 @@ fn metrics_shortcut_json_logs_and_quiet() {
 fn credentials_are_masked_in_records_and_resume_matches_masked_urls() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("mask");
-    let config = dir.file("crawl.toml", CONFIG);
+    let config = dir.file("crawl.toml", &crawl_config(""));
     let secret = site.url("/data?id=7&api_key=SECRET");
     let userinfo = site
         .url("/u?token=SECRET2")
@@ -294,7 +297,7 @@ fn credentials_are_masked_in_records_and_resume_matches_masked_urls() {
 fn odd_lines_each_get_one_record_and_a_huge_line_is_not_buffered() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("odd");
-    let config = dir.file("crawl.toml", &format!("{CONFIG}{NO_ROBOTS}"));
+    let config = dir.file("crawl.toml", &crawl_config(NO_ROBOTS));
     let port = site.port();
     let mut bytes: Vec<u8> = Vec::new();
     bytes.extend_from_slice(site.url("/ok").as_bytes());

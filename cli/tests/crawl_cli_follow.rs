@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cli_support::example::{crawl, spawn_crawl, CONFIG, NO_ROBOTS, SLOW_CONFIG};
+use cli_support::example::{crawl, crawl_config, spawn_crawl, NO_ROBOTS, SLOW_CONFIG};
 use cli_support::{records, s, signal, stderr, wait_bounded, wait_for_lines, TempDir};
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
@@ -53,7 +53,7 @@ fn follow_crawls_allowed_pages_once_and_obeys_robots() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let site = follow_site(Arc::clone(&log));
     let dir = TempDir::new("follow");
-    let config = dir.file("crawl.toml", CONFIG);
+    let config = dir.file("crawl.toml", &crawl_config(""));
     let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
     let out = dir.path("out.jsonl");
     let summary = dir.path("summary.json");
@@ -152,9 +152,9 @@ fn an_interrupted_follow_crawl_resumes_where_it_stopped() {
     let dir = TempDir::new("follow-resume");
     let capped = dir.file(
         "capped.toml",
-        &format!("{CONFIG}\n[crawl]\nfollow = true\nmax_pages = 6\n"),
+        &crawl_config("\n[crawl]\nfollow = true\nmax_pages = 6\n"),
     );
-    let config = dir.file("crawl.toml", &format!("{CONFIG}\n[crawl]\nfollow = true\n"));
+    let config = dir.file("crawl.toml", &crawl_config("\n[crawl]\nfollow = true\n"));
     let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
     let out = dir.path("out.jsonl");
     let run = |config: &Path, resume: bool| {
@@ -215,7 +215,7 @@ fn ignore_robots_is_loud_and_fetches_disallowed_pages() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let site = follow_site(Arc::clone(&log));
     let dir = TempDir::new("norobots");
-    let config = dir.file("crawl.toml", &format!("{CONFIG}\n[crawl]\nfollow = true\n"));
+    let config = dir.file("crawl.toml", &crawl_config("\n[crawl]\nfollow = true\n"));
     let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/p/0.html")));
     let out = dir.path("out.jsonl");
     let o = crawl(&[

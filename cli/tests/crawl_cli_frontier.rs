@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use cli_support::example::{crawl, spawn_crawl, CONFIG, SLOW_CONFIG};
+use cli_support::example::{crawl, crawl_config, spawn_crawl, SLOW_CONFIG};
 use cli_support::{records, s, signal, stderr, wait_bounded, wait_for_lines, TempDir};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 use support::RedisServer;
@@ -97,7 +97,7 @@ fn frontier_consumers_survive_a_kill_and_dedupe_leaves_one_record_per_url() {
 #[test]
 fn frontier_flags_reject_bad_values() {
     let dir = TempDir::new("fflags");
-    let config = dir.file("crawl.toml", CONFIG);
+    let config = dir.file("crawl.toml", &crawl_config(""));
     let urls = dir.file("urls.txt", "http://127.0.0.1:1/\n");
     for (args, needle) in [
         (vec!["--enqueue", s(&urls)], "--enqueue needs --frontier"),

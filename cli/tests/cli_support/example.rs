@@ -68,27 +68,11 @@ pub fn crawl(args: &[&str]) -> Output {
 /// `/robots.txt` fetch (robots.txt in list mode is tested in `actors/tests/cli_robots.rs`).
 pub const NO_ROBOTS: &str = "\n[crawl]\nrobots = false\n";
 
-/// Two exits on 127.0.0.2 and .3, limits off, one retry.
-pub const CONFIG: &str = r#"
-[crawler]
-concurrency = 4
-timeout_ms = 5000
-connect_timeout_ms = 2000
-max_retries = 1
-retry_backoff_base_ms = 20
-retry_backoff_max_ms = 200
-
-[limiter]
-algorithm = "none"
-
-[[exits]]
-name = "e2"
-source_ip = "127.0.0.2"
-
-[[exits]]
-name = "e3"
-source_ip = "127.0.0.3"
-"#;
+/// Two exits on 127.0.0.2 and .3, limits off, one retry, four fetches at once; `extra`
+/// is appended (TOML).
+pub fn crawl_config(extra: &str) -> String {
+    super::config_with(4, extra)
+}
 
 /// A site that answers after 300 ms, so a crawl is still running when it is signalled.
 pub fn slow_site() -> TestSite {

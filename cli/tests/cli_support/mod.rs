@@ -128,10 +128,15 @@ pub fn json(path: &Path) -> Value {
 
 /// Two exits on 127.0.0.2 and .3, limits off, few retries; `extra` is appended (TOML).
 pub fn config(extra: &str) -> String {
+    config_with(8, extra)
+}
+
+/// [`config`] with `concurrency` fetches at once.
+pub fn config_with(concurrency: u32, extra: &str) -> String {
     format!(
         r#"
 [crawler]
-concurrency = 8
+concurrency = {concurrency}
 timeout_ms = 5000
 connect_timeout_ms = 2000
 max_retries = 1
