@@ -197,7 +197,7 @@ fn connect_redis(settings: &Settings) -> Result<Option<Redis>, StartError> {
 /// Start every exit's actor (on the current Arbiter or one of its own, per
 /// `crawler.arbiters`) and register its metrics: the scheduler's slots, in configuration
 /// order, and the Arbiters started.
-fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Arbiter>) {
+pub(crate) fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSlot>, Vec<Arbiter>) {
     let dns = DnsCache::new(settings.crawler.dns_ttl());
     let mut arbiters = Vec::new();
     let mut slots = Vec::new();

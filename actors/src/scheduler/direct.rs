@@ -293,7 +293,7 @@ impl Scheduler {
             }
         };
         let now_std = arrived.into_std();
-        let (choice, queues) = self.split();
+        let (pacing, exits, queues) = (&mut self.pacing, &mut self.exits, &mut self.queues);
         // A lookup before the entry (see `Queues::entry`).
         let state = match queues.host_mut(&host) {
             Some(state) => state,
@@ -308,8 +308,8 @@ impl Scheduler {
             exclude: &[],
             family: select::Family::of_host(&host),
         };
-        let selection = choose(
-            choice,
+        let selection = pacing.choose(
+            exits,
             (&mut state.active, &mut state.pacing),
             &host,
             &req,

@@ -57,11 +57,11 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) -> Step {
         let now_std = now.into_std();
-        let (choice, queues) = self.split();
+        let (pacing, exits, queues) = (&mut self.pacing, &mut self.exits, &mut self.queues);
         let Some(state) = queues.host_mut(host) else {
             return Step::Empty;
         };
-        let (Some(head), active, pacing) = state.parts() else {
+        let (Some(head), active, host_pacing) = state.parts() else {
             return Step::Empty;
         };
         let req = select::Request {
@@ -70,7 +70,7 @@ impl Scheduler {
             exclude: &head.excluded,
             family: select::Family::of_host(host),
         };
-        let selection = choose(choice, (active, pacing), host, &req, now_std);
+        let selection = pacing.choose(exits, (active, host_pacing), host, &req, now_std);
         match selection {
             Selection::Exit(i) => {
                 let Some((mut p, last)) = self.queues.pop(host, i) else {
@@ -219,16 +219,8 @@ impl Scheduler {
     ) {
         let now = crate::clock::now();
         let key = LimitKey::new(self.settings.limiter.scope, &self.exits[i].name, &p.host);
-        let state = self.key_state(i, &p.host, now);
-        let (rps, burst) = match (&state.borrow().limiter, state.borrow().fallback_from) {
-            // In a fallback the local rate is a share; Redis must see the whole.
-            (_, Some(r)) => (r, 1),
-            (Some(l), None) => {
-                let q = l.quota();
-                (q.rps, q.burst.max(1))
-            }
-            (None, None) => (self.settings.limiter.initial_rps, 1),
-        };
+        let state = self.pacing.key((i, &self.exits[i].name), &p.host, now);
+        let (rps, burst) = self.pacing.shared_quota(&state);
         let name = key.redis_name();
         let id = self.in_flight.id();
         let span = p.span().clone();
@@ -254,24 +246,15 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) {
         let now = crate::clock::now();
-        let processes = self.settings.redis.processes;
-        let min_rps = self.settings.limiter.min_rps;
         match res {
             Ok(exitcrawl::Decision::Allow) => {
                 self.metrics.redis_up.set(1);
-                if let Some(state) = self.keys.get(&key) {
-                    state.borrow_mut().leave_fallback(now);
-                }
+                self.pacing.shared_allowed(&key, now);
                 self.launch(i, p);
             }
             Ok(exitcrawl::Decision::Wait(d)) => {
                 self.metrics.redis_up.set(1);
-                if let Some(state) = self.keys.get(&key) {
-                    let mut state = state.borrow_mut();
-                    state.leave_fallback(now);
-                    let until = now + d;
-                    state.pause_until = Some(state.pause_until.map_or(until, |q| q.max(until)));
-                }
+                self.pacing.shared_wait(&key, now + d, now);
                 self.release(i, &p.host);
                 self.requeue_front(p);
                 self.check_drained();
@@ -281,10 +264,8 @@ impl Scheduler {
                 // Redis is away: keep crawling on a conservative local share of the rate.
                 self.metrics.redis_up.set(0);
                 self.metrics.redis_errors.inc();
-                if let Some(state) = self.keys.get(&key) {
-                    if state.borrow_mut().enter_fallback(processes, min_rps, now) {
-                        tracing::warn!(key = %key.redis_name(), error = %e, "redis unavailable: pacing this key on a local share");
-                    }
+                if self.pacing.shared_down(&key, now) {
+                    tracing::warn!(key = %key.redis_name(), error = %e, "redis unavailable: pacing this key on a local share");
                 }
                 self.launch(i, p);
             }

@@ -122,51 +122,16 @@ impl Scheduler {
             exit: m.exit,
             host: m.host,
         };
-        let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
-        if let Some(state) = self.keys.get(&key) {
-            let state = &mut *state.borrow_mut();
-            if state.limiter.is_none() && adaptive && key.exit.is_some() {
-                // Scope `auto`: an exit's own lane is paced from its first rate on.
-                let seed = self
-                    .exits
-                    .iter()
-                    .position(|e| Some(&e.name) == key.exit.as_ref());
-                state.limiter = Some(Box::new(Pacer::new(
-                    m.interval,
-                    self.settings.limiter.jitter,
-                    seed.unwrap_or(0) as u64 ^ 0xa11ce,
-                    now,
-                )));
-            }
-            if let Some(l) = state.limiter.as_mut() {
-                if adaptive {
-                    let rps = 1.0 / m.interval.as_secs_f64().max(1e-9);
-                    match state.fallback_from.as_mut() {
-                        // Still on a local share: remember the new whole, pace the share.
-                        Some(whole) => {
-                            *whole = rps;
-                            let share = exitcrawl::limiter::fallback_rps(
-                                rps,
-                                self.settings.redis.processes,
-                                self.settings.limiter.min_rps,
-                            );
-                            l.set_rate(share, now);
-                        }
-                        None => l.set_rate(rps, now),
-                    }
-                }
-                if let Some(p) = m.pause_until {
-                    // The pause reaches every request already queued for this key, and
-                    // the saved-up burst is gone when it ends.
-                    l.drain(p.max(now));
-                }
-            }
-            if let Some(p) = m.pause_until {
-                let host = key.host.as_deref();
-                self.metrics
-                    .note_pause(&rate, host, state.pause_until, p, now);
-                state.pause_until = Some(state.pause_until.map_or(p, |q| q.max(p)));
-            }
+        let seed = key
+            .exit
+            .as_ref()
+            .and_then(|x| self.exits.iter().position(|e| e.name == *x));
+        let paused =
+            self.pacing
+                .set_interval(&key, (m.interval, m.pause_until), seed.unwrap_or(0), now);
+        if let (Some(before), Some(p)) = (paused, m.pause_until) {
+            let host = key.host.as_deref();
+            self.metrics.note_pause(&rate, host, before, p, now);
         }
         self.dispatch(ctx);
     }
@@ -221,16 +186,7 @@ impl Scheduler {
             .exits
             .iter()
             .map(|e| {
-                let intervals: Vec<(String, Duration)> = self
-                    .keys
-                    .iter()
-                    .filter(|(k, _)| k.exit.as_ref().is_none_or(|x| *x == e.name))
-                    .filter_map(|(k, s)| {
-                        let q = s.borrow().limiter.as_ref()?.quota();
-                        let host = k.host.as_deref().unwrap_or("*").to_string();
-                        Some((host, interval_of(q.rps)))
-                    })
-                    .collect();
+                let intervals = self.pacing.intervals(&e.name);
                 (
                     e.addr.clone(),
                     e.name.to_string(),

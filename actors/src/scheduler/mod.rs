@@ -26,8 +26,10 @@
 //!   queue's slots (backpressure), behind a small API (push, next host, pop, release);
 //! - `admission.rs`: a URL checked and parsed; a `Fetch` message handed to the one way
 //!   in; a fetch with its queue slot put in its host's queue;
-//! - `pacing.rs`: the limiter keys' pacers and [`choose`], the exit choice over the
-//!   core's `select`;
+//! - `pacing/`: [`Pacing`], a part that owns its state: every limiter key's pacer, the
+//!   host prior new hosts start from, and the exit choice over the core's `select`
+//!   ([`Pacing::choose`]); what changes a key comes in through its small API (the
+//!   limiter's interval, a Retry-After, the shared budget's verdict). Its own tests;
 //! - `dispatch.rs`: the dispatch over the queues' round-robin, the sends, and the Redis
 //!   check of distributed mode;
 //! - `settle.rs`: an ended attempt delivered, retried, or moved to another exit, and what
@@ -45,18 +47,20 @@
 //! A queued fetch: `direct.rs` (`Ingress::fetch`, no direct path, a queue slot, the
 //! intake channel) → `handlers.rs` (the intake stream) → `admission.rs` (validated,
 //! `enqueue`) → [`Queues::push`] → `dispatch.rs` (`dispatch`, `try_host`: the next host,
-//! [`choose`] in `pacing.rs`, [`Queues::pop`], `send`, `launch`) → the exit → `handlers.rs`
+//! [`Pacing::choose`], [`Queues::pop`], `send`, `launch`) → the exit → `handlers.rs`
 //! (the report stream) → `settle.rs` (the verdict: reply, retry later, or move) →
 //! `pending.rs` (the reply) → back to the dispatch for what waits.
 //!
-//! A direct fetch: `direct.rs` (`run_direct`: its turn, `admit_direct` with [`choose`],
+//! A direct fetch: `direct.rs` (`run_direct`: its turn, `admit_direct` with [`Pacing::choose`],
 //! the exchange on the exit's core, `finish_direct`) → `settle.rs` only when the answer
 //! is not plain.
 //!
 //! Where this goes: each part owning its state and visited once, top to bottom: ingress
 //! (one way in) → queues → pacing (limiter keys, exit shares, the choice) → exit →
 //! in-flight (sent, delayed, retry budget, backoff) → one settle carrying out the core's
-//! verdict → reply. The queues and the in-flight fetches are cut out this way so far.
+//! verdict → reply. The queues, the pacing and the in-flight fetches are cut out this way
+//! so far; `settle.rs` carries out the core's verdict in one place (`wait_for` for what
+//! waits, then the reply or the end).
 //!
 //! Guarantees:
 //! - exactly one reply per `Fetch`: each pending fetch owns its reply channel (or, on the
@@ -184,16 +188,11 @@ enum Step {
 /// The scheduler's state and logic; [`SchedulerActor`] is its mailbox.
 pub(crate) struct Scheduler {
     settings: Arc<Settings>,
-    /// Where a new host's pacing starts (scope `auto`), shared with the limiter, which
-    /// learns it.
-    prior: Arc<Mutex<HostPrior>>,
     exits: Vec<ExitSlot>,
-    /// Pacing per limiter key; hosts keep a handle to theirs (see [`HostPacing::keys`]).
-    keys: HashMap<LimitKey, SharedKey>,
+    /// Every limiter key's pacing, the host prior and the exit choice over them.
+    pacing: Pacing,
     /// The hosts' queues, their round-robin and the queue's slots.
     queues: Queues,
-    /// Scratch for `try_host`: when each exit may send next.
-    ready: Vec<Duration>,
     /// Redis checks in flight (distributed mode), cancelled at the end of a shutdown.
     in_flight_handles: HashMap<u64, SpawnHandle>,
     /// Where exits report attempts: a channel this actor reads as a stream.
@@ -209,7 +208,6 @@ pub(crate) struct Scheduler {
     refusing: Refusing<Arc<str>>,
     /// Hosts already warned about a pause over `max_retry_after`.
     warned_pause: foldhash::HashSet<Arc<str>>,
-    tie: u64,
     wake: Option<(SpawnHandle, std::time::Instant)>,
     /// Since when no exit in service has been available (each ejected): fleet-wide, so
     /// that once the bound is past every waiting fetch ends at once, not one per bound.
@@ -253,11 +251,9 @@ impl Scheduler {
             max_retry_after: c.max_retry_after(),
         };
         Self {
-            prior,
             exits,
-            keys: HashMap::default(),
+            pacing: Pacing::new(Arc::clone(&settings), prior),
             queues,
-            ready: Vec::new(),
             in_flight_handles: HashMap::default(),
             reports: None,
             in_flight: InFlight::new(budget, backoff),
@@ -266,7 +262,6 @@ impl Scheduler {
             bounds,
             refusing: Refusing::default(),
             warned_pause: foldhash::HashSet::default(),
-            tie: 0,
             wake: None,
             all_down_since: None,
             shutting_down: false,
@@ -298,33 +293,6 @@ impl Scheduler {
     pub(crate) fn connect(&mut self, limiter: Addr<LimiterActor>, health: Addr<HealthActor>) {
         self.limiter = Some(limiter);
         self.health = Some(health);
-    }
-
-    /// The pacing state of the scope's key for a request through `exit` to `host` (under
-    /// scope `auto`, the host's budget: what Redis shares across processes).
-    fn key_state(&mut self, exit: usize, host: &Arc<str>, now: std::time::Instant) -> SharedKey {
-        let key = LimitKey::new(self.settings.limiter.scope, &self.exits[exit].name, host);
-        let start = self.settings.limiter.initial_rps;
-        key_state(
-            &mut self.keys,
-            &self.settings,
-            key,
-            (exit, true, || start),
-            now,
-        )
-    }
-
-    /// What [`choose`] needs, borrowed apart from the hosts it is asked about.
-    fn split(&mut self) -> (Choice<'_>, &mut Queues) {
-        let choice = Choice {
-            exits: &mut self.exits,
-            keys: &mut self.keys,
-            settings: &self.settings,
-            prior: &self.prior,
-            ready: &mut self.ready,
-            tie: &mut self.tie,
-        };
-        (choice, &mut self.queues)
     }
 }
 

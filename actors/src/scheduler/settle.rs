@@ -112,27 +112,16 @@ impl Scheduler {
                 status: answer.status,
             }
         };
-        match self.decide(&p, ended, now) {
-            Verdict::Retry => {
-                let delay = self.in_flight.backoff(p.errors(), hints.retry_after);
-                return Some((p, delay));
-            }
-            Verdict::Defer => {
-                p.awaits_budget = true;
-                return Some((p, self.in_flight.recheck_after()));
-            }
-            Verdict::Later => {
-                let delay = self.in_flight.backoff(p.throttled, hints.retry_after);
-                return Some((p, delay));
-            }
-            Verdict::GaveUp(why) => {
-                let host = Arc::clone(&p.host);
-                p.last_exit = Some(i);
-                self.give_up(p, why);
-                self.give_up_host(&host, why);
-                return None;
-            }
-            Verdict::Final | Verdict::Move => {}
+        let verdict = self.decide(&p, ended, now);
+        if let Some(delay) = self.wait_for(&mut p, verdict, hints.retry_after) {
+            return Some((p, delay));
+        }
+        if let Verdict::GaveUp(why) = verdict {
+            let host = Arc::clone(&p.host);
+            p.last_exit = Some(i);
+            self.give_up(p, why);
+            self.give_up_host(&host, why);
+            return None;
         }
         if ended.wants_retry() {
             tracing::warn!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "retries exhausted");
@@ -180,16 +169,8 @@ impl Scheduler {
         // Refused, reset or timed out may be the site's doing, so they feed the limiter,
         // not the exit's health (else one dead site would eject every exit); the health
         // URL judges the exit's own path.
-        match verdict {
-            Verdict::Retry => {
-                let delay = self.in_flight.backoff(p.errors(), None);
-                return Some((p, delay));
-            }
-            Verdict::Defer => {
-                p.awaits_budget = true;
-                return Some((p, self.in_flight.recheck_after()));
-            }
-            _ => {}
+        if let Some(delay) = self.wait_for(&mut p, verdict, None) {
+            return Some((p, delay));
         }
         tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %mask_message(&f.message), "fetch failed");
         p.fail(f.error, f.message, &self.exits);
@@ -284,44 +265,25 @@ impl Scheduler {
         (throttle, hints, asked)
     }
 
-    /// A throttle's Retry-After binds from the moment it is read: the limiter's pause for
-    /// it comes a mailbox hop later, and a request sent to the host meanwhile meets the
-    /// same wall (and is one more 429 the site counts). The pause goes on the key the
-    /// limiter charges throttles to first: the exit's own lane where it has one, else the
-    /// host's budget.
+    /// A throttle's Retry-After through exit `i` binds from the moment it is read
+    /// ([`HostPacing::pause`]), and is counted in the pause metrics.
     fn honour_retry_after(&mut self, host: &Arc<str>, i: usize, until: std::time::Instant) {
         let Some(pacing) = self.queues.host(host).map(|h| &h.pacing) else {
             return;
         };
-        let own = pacing.keys.get(i).and_then(Option::as_ref);
-        let (key, exit) = match own {
-            Some(k) if k.borrow().limiter.is_some() => (Some(k), &*self.exits[i].name),
-            _ => match pacing.host_key.as_ref() {
-                Some(k) => (Some(k), "*"),
-                None => (own, &*self.exits[i].name),
-            },
+        let Some((on_exit, before)) = pacing.pause(i, until) else {
+            return;
         };
-        if let Some(k) = key {
-            let k = &mut *k.borrow_mut();
-            // Named as the limiter names its keys (an exit's lane by the exit, a host's
-            // budget `*`), so this pause and the limiter's own for the same Retry-After
-            // land on one series and count once.
-            let labels = RateLabels {
-                exit: exit.to_owned(),
-                host: self.metrics.host_label(host),
-            };
-            self.metrics.note_pause(
-                &labels,
-                Some(&**host),
-                k.pause_until,
-                until,
-                crate::clock::now(),
-            );
-            k.pause_until = Some(k.pause_until.map_or(until, |q| q.max(until)));
-            if let Some(l) = k.limiter.as_mut() {
-                l.drain(until);
-            }
-        }
+        // Named as the limiter names its keys (an exit's lane by the exit, a host's budget
+        // `*`), so this pause and the limiter's own for the same Retry-After land on one
+        // series and count once.
+        let labels = RateLabels {
+            exit: if on_exit { &*self.exits[i].name } else { "*" }.to_owned(),
+            host: self.metrics.host_label(host),
+        };
+        let now = crate::clock::now();
+        self.metrics
+            .note_pause(&labels, Some(&**host), before, until, now);
     }
 
     /// Cut the pauses `hints` ask for to `crawler.max_retry_after_ms`; a longer one is
@@ -393,6 +355,27 @@ impl Scheduler {
             Verdict::Later | Verdict::GaveUp(_) | Verdict::Final | Verdict::Move => {}
         }
         verdict
+    }
+
+    /// How long a fetch the verdict keeps waits before it goes back to its host's queue:
+    /// a retry backs off by the errors so far, a throttled fetch by its throttles (never
+    /// less than the site's `retry_after`), and a retry the budget deferred asks again
+    /// after the budget's recheck. `None`: the verdict ends the fetch, or moves it.
+    fn wait_for(
+        &mut self,
+        p: &mut Pending,
+        verdict: Verdict,
+        retry_after: Option<Duration>,
+    ) -> Option<Duration> {
+        match verdict {
+            Verdict::Retry => Some(self.in_flight.backoff(p.errors(), retry_after)),
+            Verdict::Later => Some(self.in_flight.backoff(p.throttled, retry_after)),
+            Verdict::Defer => {
+                p.awaits_budget = true;
+                Some(self.in_flight.recheck_after())
+            }
+            Verdict::GaveUp(_) | Verdict::Final | Verdict::Move => None,
+        }
     }
 
     /// `p` goes back to its host's queue after `delay`. One whose retry the budget

@@ -1,0 +1,270 @@
+//! [`Pacing`] on its own, on tokio's paused clock, with real exits bound to 127.0.0.2
+//! and 127.0.0.3 (nothing is sent: the choice only reads them).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use exitcrawl::aimd::prior::HostPrior;
+use exitcrawl::config::{Algorithm, ExitSettings, Scope, Settings};
+use exitcrawl::select::{self, Selection};
+
+use super::{HostPacing, Pacing};
+use crate::controller::LimitKey;
+use crate::metrics::Metrics;
+use crate::scheduler::ExitSlot;
+
+fn settings(scope: Scope, algorithm: Algorithm) -> Settings {
+    let mut s = Settings::with_exits(vec![
+        ExitSettings::new("e2", "127.0.0.2".parse().expect("ip")),
+        ExitSettings::new("e3", "127.0.0.3".parse().expect("ip")),
+    ]);
+    s.limiter.scope = scope;
+    s.limiter.algorithm = algorithm;
+    s.limiter.initial_rps = 10.0;
+    s.limiter.jitter = 0.0;
+    s
+}
+
+/// The pacing part and the exits it chooses among.
+fn part(settings: Settings) -> (Pacing, Vec<ExitSlot>) {
+    tokio::time::pause();
+    let settings = Arc::new(settings);
+    let metrics = Metrics::new(0);
+    let (exits, _arbiters) = crate::crawler::start_exits(&settings, &metrics);
+    let prior = Arc::new(Mutex::new(HostPrior::new()));
+    (Pacing::new(settings, prior), exits)
+}
+
+/// One host's state as the queues keep it: its in-flight counts and its pacing.
+#[derive(Default)]
+struct Host {
+    active: Vec<u32>,
+    pacing: HostPacing,
+}
+
+impl Host {
+    /// Ask for an exit as the dispatch does, counting the send on the exit chosen.
+    fn choose(&mut self, p: &mut Pacing, exits: &mut [ExitSlot], host: &str) -> Selection {
+        let host: Arc<str> = Arc::from(host);
+        let req = select::Request {
+            preferred: None,
+            region: None,
+            exclude: &[],
+            family: select::Family::of_host(&host),
+        };
+        let now = crate::clock::now();
+        let selection = p.choose(
+            exits,
+            (&mut self.active, &mut self.pacing),
+            &host,
+            &req,
+            now,
+        );
+        if let Selection::Exit(i) = selection {
+            self.active[i] += 1;
+            exits[i].share.reserve();
+        }
+        selection
+    }
+
+    /// How long until an exit may send, waiting as the dispatch does (a wait, then a
+    /// new look), and sent through which exit.
+    async fn sent_after(
+        &mut self,
+        p: &mut Pacing,
+        exits: &mut [ExitSlot],
+        host: &str,
+    ) -> (Duration, usize) {
+        let start = crate::clock::now();
+        for _ in 0..10 {
+            match self.choose(p, exits, host) {
+                Selection::Exit(i) => return (crate::clock::now() - start, i),
+                Selection::Wait(d) => tokio::time::advance(d).await,
+                other => panic!("expected a wait, got {other:?}"),
+            }
+        }
+        panic!("not sent after ten waits");
+    }
+
+    /// The send through exit `i` ended.
+    fn done(&mut self, exits: &mut [ExitSlot], i: usize) {
+        self.active[i] -= 1;
+        exits[i].share.release();
+    }
+}
+
+fn wait(s: Selection) -> Duration {
+    match s {
+        Selection::Wait(d) => d,
+        other => panic!("expected a wait, got {other:?}"),
+    }
+}
+
+#[actix_rt::test]
+async fn a_retry_after_binds_the_host_budget_until_it_ends() {
+    let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
+    let mut h = Host::default();
+    let Selection::Exit(i) = h.choose(&mut p, &mut exits, "a.test") else {
+        panic!("a fresh host may be sent to");
+    };
+    h.done(&mut exits, i);
+    // An exit's own lane is unpaced until the limiter gives it a rate: the pause goes on
+    // the host's budget, which every exit draws on.
+    let until = crate::clock::now() + Duration::from_secs(2);
+    assert_eq!(h.pacing.pause(i, until), Some((false, None)));
+    // Not before the pause ends, and then at the host's pace (10 req/s): its saved-up
+    // burst is gone.
+    let (after, i) = h.sent_after(&mut p, &mut exits, "a.test").await;
+    assert!(
+        after >= Duration::from_secs(2) && after <= Duration::from_millis(2100),
+        "{after:?}"
+    );
+    h.done(&mut exits, i);
+    // Another host is not paused by it.
+    let mut other = Host::default();
+    assert!(matches!(
+        other.choose(&mut p, &mut exits, "b.test"),
+        Selection::Exit(_)
+    ));
+}
+
+#[actix_rt::test]
+async fn an_exit_lane_with_a_rate_takes_its_own_retry_after() {
+    let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
+    let mut h = Host::default();
+    let Selection::Exit(i) = h.choose(&mut p, &mut exits, "a.test") else {
+        panic!("a fresh host may be sent to");
+    };
+    h.done(&mut exits, i);
+    let host: Arc<str> = Arc::from("a.test");
+    let lane = LimitKey::exit_lane(&exits[i].name, &host);
+    let now = crate::clock::now();
+    // The limiter's first rate for the lane gives it a pacer.
+    assert_eq!(
+        p.set_interval(&lane, (Duration::from_millis(10), None), i, now),
+        None
+    );
+    let until = now + Duration::from_secs(3);
+    assert_eq!(h.pacing.pause(i, until), Some((true, None)));
+    // The other exit may still send: the pause is the lane's, not the host's.
+    tokio::time::advance(Duration::from_millis(200)).await;
+    let Selection::Exit(j) = h.choose(&mut p, &mut exits, "a.test") else {
+        panic!("the other exit's lane is not paused");
+    };
+    assert_ne!(i, j);
+    h.done(&mut exits, j);
+    // A second pause reports the first.
+    assert_eq!(h.pacing.pause(i, now), Some((true, Some(until))));
+}
+
+#[actix_rt::test]
+async fn the_limiters_interval_paces_the_key() {
+    let (mut p, mut exits) = part(settings(Scope::Host, Algorithm::Aimd));
+    let mut h = Host::default();
+    let host: Arc<str> = Arc::from("a.test");
+    let key = LimitKey::new(Scope::Host, &exits[0].name, &host);
+    let Selection::Exit(i) = h.choose(&mut p, &mut exits, "a.test") else {
+        panic!("a fresh host may be sent to");
+    };
+    h.done(&mut exits, i);
+    let now = crate::clock::now();
+    let pause = now + Duration::from_secs(1);
+    // Half a second between requests, and a pause of a second first.
+    assert_eq!(
+        p.set_interval(&key, (Duration::from_millis(500), Some(pause)), 0, now),
+        Some(None)
+    );
+    // The pause, then one interval: the saved-up burst is gone when it ends.
+    let (after, i) = h.sent_after(&mut p, &mut exits, "a.test").await;
+    assert!(
+        after >= Duration::from_secs(1) && after <= Duration::from_millis(1500),
+        "{after:?}"
+    );
+    h.done(&mut exits, i);
+    let d = wait(h.choose(&mut p, &mut exits, "a.test"));
+    assert!(
+        d > Duration::from_millis(400) && d <= Duration::from_millis(500),
+        "{d:?}"
+    );
+    let intervals = p.intervals(&exits[0].name);
+    assert_eq!(
+        intervals,
+        vec![("a.test".to_owned(), Duration::from_millis(500))]
+    );
+    // A key nobody paces here is not made up.
+    let unknown = LimitKey::new(Scope::Host, &exits[0].name, &Arc::from("b.test"));
+    assert_eq!(
+        p.set_interval(&unknown, (Duration::from_millis(1), Some(pause)), 0, now),
+        None
+    );
+}
+
+#[actix_rt::test]
+async fn redis_away_paces_a_share_and_the_shared_budget_still_sees_the_whole() {
+    let mut s = settings(Scope::Host, Algorithm::Aimd);
+    s.redis.processes = 4;
+    s.limiter.min_rps = 0.5;
+    let (mut p, exits) = part(s);
+    let host: Arc<str> = Arc::from("a.test");
+    let now = crate::clock::now();
+    let state = p.key((0, &exits[0].name), &host, now);
+    let key = LimitKey::new(Scope::Host, &exits[0].name, &host);
+    assert_eq!(p.shared_quota(&state), (10.0, 1));
+    assert!(
+        p.shared_down(&key, now),
+        "the first failure starts the fallback"
+    );
+    assert!(!p.shared_down(&key, now), "once");
+    let local = state.borrow().limiter.as_ref().map(|l| l.quota().rps);
+    assert_eq!(
+        local,
+        Some(2.5),
+        "a quarter of 10 req/s for one of 4 processes"
+    );
+    assert_eq!(
+        p.shared_quota(&state),
+        (10.0, 1),
+        "Redis is asked for the whole"
+    );
+    // The limiter's new rate while Redis is away: the whole is remembered, the share paced.
+    p.set_interval(&key, (Duration::from_millis(50), None), 0, now);
+    assert_eq!(p.shared_quota(&state), (20.0, 1));
+    let local = state.borrow().limiter.as_ref().map(|l| l.quota().rps);
+    assert_eq!(local, Some(5.0));
+    // Redis answers again: the whole rate is back, and a wait it asks for binds.
+    let until = now + Duration::from_secs(2);
+    p.shared_wait(&key, until, now);
+    let local = state.borrow().limiter.as_ref().map(|l| l.quota().rps);
+    assert_eq!(local, Some(20.0));
+    assert_eq!(state.borrow().pause_until, Some(until));
+    assert!(
+        p.shared_down(&key, now),
+        "a new outage starts a new fallback"
+    );
+    p.shared_allowed(&key, now);
+    assert_eq!(state.borrow().fallback_from, None);
+}
+
+#[actix_rt::test]
+async fn per_host_connections_spread_a_host_over_the_exits() {
+    let mut s = settings(Scope::Host, Algorithm::None);
+    s.crawler.per_host_connections = 1;
+    let (mut p, mut exits) = part(s);
+    let mut h = Host::default();
+    let Selection::Exit(a) = h.choose(&mut p, &mut exits, "a.test") else {
+        panic!("a fresh host may be sent to");
+    };
+    let Selection::Exit(b) = h.choose(&mut p, &mut exits, "a.test") else {
+        panic!("the other exit is free");
+    };
+    assert_ne!(a, b);
+    assert_eq!(h.choose(&mut p, &mut exits, "a.test"), Selection::Busy);
+    // Another host's count is its own.
+    let mut other = Host::default();
+    assert!(matches!(
+        other.choose(&mut p, &mut exits, "b.test"),
+        Selection::Exit(_)
+    ));
+    h.done(&mut exits, a);
+    assert_eq!(h.choose(&mut p, &mut exits, "a.test"), Selection::Exit(a));
+}
