@@ -67,6 +67,14 @@ impl Host {
         selection
     }
 
+    /// An exit may send now: the one chosen, with the send counted on it.
+    fn sent_now(&mut self, p: &mut Pacing, exits: &mut [ExitSlot], host: &str) -> usize {
+        match self.choose(p, exits, host) {
+            Selection::Exit(i) => i,
+            other => panic!("{host} may be sent to now, but the choice is {other:?}"),
+        }
+    }
+
     /// How long until an exit may send, waiting as the dispatch does (a wait, then a
     /// new look), and sent through which exit.
     async fn sent_after(
@@ -104,9 +112,7 @@ fn wait(s: Selection) -> Duration {
 async fn a_retry_after_binds_the_host_budget_until_it_ends() {
     let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
     let mut h = Host::default();
-    let Selection::Exit(i) = h.choose(&mut p, &mut exits, "a.test") else {
-        panic!("a fresh host may be sent to");
-    };
+    let i = h.sent_now(&mut p, &mut exits, "a.test");
     h.done(&mut exits, i);
     // An exit's own lane is unpaced until the limiter gives it a rate: the pause goes on
     // the host's budget, which every exit draws on.
@@ -122,19 +128,14 @@ async fn a_retry_after_binds_the_host_budget_until_it_ends() {
     h.done(&mut exits, i);
     // Another host is not paused by it.
     let mut other = Host::default();
-    assert!(matches!(
-        other.choose(&mut p, &mut exits, "b.test"),
-        Selection::Exit(_)
-    ));
+    other.sent_now(&mut p, &mut exits, "b.test");
 }
 
 #[actix_rt::test]
 async fn an_exit_lane_with_a_rate_takes_its_own_retry_after() {
     let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
     let mut h = Host::default();
-    let Selection::Exit(i) = h.choose(&mut p, &mut exits, "a.test") else {
-        panic!("a fresh host may be sent to");
-    };
+    let i = h.sent_now(&mut p, &mut exits, "a.test");
     h.done(&mut exits, i);
     let host: Arc<str> = Arc::from("a.test");
     let lane = LimitKey::exit_lane(&exits[i].name, &host);
@@ -148,9 +149,7 @@ async fn an_exit_lane_with_a_rate_takes_its_own_retry_after() {
     assert_eq!(h.pacing.pause(i, until), Some((true, None)));
     // The other exit may still send: the pause is the lane's, not the host's.
     tokio::time::advance(Duration::from_millis(200)).await;
-    let Selection::Exit(j) = h.choose(&mut p, &mut exits, "a.test") else {
-        panic!("the other exit's lane is not paused");
-    };
+    let j = h.sent_now(&mut p, &mut exits, "a.test");
     assert_ne!(i, j);
     h.done(&mut exits, j);
     // A second pause reports the first.
@@ -163,9 +162,7 @@ async fn the_limiters_interval_paces_the_key() {
     let mut h = Host::default();
     let host: Arc<str> = Arc::from("a.test");
     let key = LimitKey::new(Scope::Host, &exits[0].name, &host);
-    let Selection::Exit(i) = h.choose(&mut p, &mut exits, "a.test") else {
-        panic!("a fresh host may be sent to");
-    };
+    let i = h.sent_now(&mut p, &mut exits, "a.test");
     h.done(&mut exits, i);
     let now = crate::clock::now();
     let pause = now + Duration::from_secs(1);
@@ -251,20 +248,13 @@ async fn per_host_connections_spread_a_host_over_the_exits() {
     s.crawler.per_host_connections = 1;
     let (mut p, mut exits) = part(s);
     let mut h = Host::default();
-    let Selection::Exit(a) = h.choose(&mut p, &mut exits, "a.test") else {
-        panic!("a fresh host may be sent to");
-    };
-    let Selection::Exit(b) = h.choose(&mut p, &mut exits, "a.test") else {
-        panic!("the other exit is free");
-    };
+    let a = h.sent_now(&mut p, &mut exits, "a.test");
+    let b = h.sent_now(&mut p, &mut exits, "a.test");
     assert_ne!(a, b);
     assert_eq!(h.choose(&mut p, &mut exits, "a.test"), Selection::Busy);
     // Another host's count is its own.
     let mut other = Host::default();
-    assert!(matches!(
-        other.choose(&mut p, &mut exits, "b.test"),
-        Selection::Exit(_)
-    ));
+    other.sent_now(&mut p, &mut exits, "b.test");
     h.done(&mut exits, a);
     assert_eq!(h.choose(&mut p, &mut exits, "a.test"), Selection::Exit(a));
 }
