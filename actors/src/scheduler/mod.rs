@@ -21,6 +21,7 @@
 //! # Layout
 //! - `mod.rs`: the state ([`Scheduler`]), the exits as the scheduler sees them
 //!   ([`ExitSlot`]) and the mailbox ([`SchedulerActor`]);
+//! - `exits.rs`: the exits started from the settings, as slots;
 //! - `queues.rs`: [`Queues`], a part that owns its state: the hosts' queues, the
 //!   round-robin over the hosts with queued fetches, the hosts' in-flight counts and the
 //!   queue's slots (backpressure), behind a small API (push, next host, pop, release);
@@ -112,6 +113,7 @@ use crate::robots::RobotsGate;
 mod admission;
 mod direct;
 mod dispatch;
+mod exits;
 mod handlers;
 mod in_flight;
 mod pacing;
@@ -124,6 +126,7 @@ pub use admission::MAX_URL_BYTES;
 use admission::*;
 use direct::*;
 pub(crate) use direct::{register_local, Ingress};
+pub(crate) use exits::start_exits;
 use in_flight::InFlight;
 use pacing::*;
 use pending::*;

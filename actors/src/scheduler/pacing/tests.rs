@@ -30,7 +30,7 @@ fn part(settings: Settings) -> (Pacing, Vec<ExitSlot>) {
     tokio::time::pause();
     let settings = Arc::new(settings);
     let metrics = Metrics::new(0);
-    let (exits, _arbiters) = crate::crawler::start_exits(&settings, &metrics);
+    let (exits, _arbiters) = crate::scheduler::start_exits(&settings, &metrics);
     let prior = Arc::new(Mutex::new(HostPrior::new()));
     (Pacing::new(settings, prior), exits)
 }
