@@ -41,6 +41,19 @@ impl Backoff {
         let jittered = cap / 2 + (cap / 2).mul_f64(rng.next_f64());
         jittered.max(retry_after.unwrap_or(Duration::ZERO))
     }
+
+    /// How long a throttled fetch waits before it goes back to its host's queue: the
+    /// site's `retry_after`, or without one the first retry's cap (`base`), so that an
+    /// answer read a mailbox hop before the limiter's cut is not sent into the same wall.
+    ///
+    /// Not exponential in the fetch's throttles: a throttle is the host's, not the page's.
+    /// From its queue the host's pacing (the cut rate, its pauses, a lockout's probes)
+    /// spaces the fetch; a timer of its own that doubled with every throttle would keep it
+    /// away while the host may be sent to again, and a host's last pages would finish
+    /// long after the host could have served them.
+    pub fn after_throttle(&self, retry_after: Option<Duration>) -> Duration {
+        retry_after.unwrap_or(self.base)
+    }
 }
 
 /// A retry budget: retries may add at most `ratio` of the first attempts' load, plus a
@@ -180,6 +193,23 @@ mod tests {
         }
         let d = b.delay(1, Some(Duration::from_secs(7)), &mut NoJitter);
         assert_eq!(d, Duration::from_secs(7));
+    }
+
+    #[test]
+    fn a_throttle_waits_for_the_site_or_the_base_never_longer() {
+        let b = Backoff {
+            base: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+        };
+        assert_eq!(
+            b.after_throttle(Some(Duration::from_secs(1))),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            b.after_throttle(Some(Duration::from_secs(90))),
+            Duration::from_secs(90)
+        );
+        assert_eq!(b.after_throttle(None), Duration::from_millis(500));
     }
 
     #[test]

@@ -23,8 +23,9 @@
 //!
 //! `scope = "exit_host"` or `"host"` in the config skip the detection ([`Coupling`]).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::binding::Binding;
 use super::{Adjustment, AimdConfig, Controller, Response, Signal};
 use crate::headers::Pacing;
 
@@ -117,6 +118,8 @@ pub struct HostPolicy {
     host: Option<Controller>,
     exits: Vec<ExitLane>,
     host_throttles: u64,
+    /// Where the host lane's Retry-After binds (see [`super::binding`]).
+    binding: Binding,
 }
 
 impl HostPolicy {
@@ -144,6 +147,7 @@ impl HostPolicy {
             exits: (0..exits.max(1)).map(lane).collect(),
             coupling,
             host_throttles: 0,
+            binding: Binding::default(),
             cfg,
         }
     }
@@ -214,6 +218,9 @@ impl HostPolicy {
         if refusal {
             self.exits[exit].throttles.add(1.0, now);
         }
+        if !matches!(r.signal, Signal::Neutral) {
+            self.binding.answer(exit, r.sent_at, refusal);
+        }
         let to_exit = match self.coupling {
             Coupling::PerExit => true,
             Coupling::Shared => false,
@@ -228,6 +235,15 @@ impl HostPolicy {
         // the request went through.
         let to_host = !(refusal && to_exit);
         if to_host {
+            if let (
+                Signal::Throttle {
+                    retry_after: Some(ra),
+                },
+                false,
+            ) = (r.signal, to_exit)
+            {
+                self.bind_host_retry_after(exit, ra, now);
+            }
             if let Some(h) = self.host.as_mut() {
                 if refusal {
                     self.host_throttles += 1;
@@ -245,6 +261,42 @@ impl HostPolicy {
             }
         }
         out
+    }
+
+    /// Whether a Retry-After read now through exit `exit` binds that exit only (the caller
+    /// pauses it, the host lane goes on at its cut rate), rather than the lane its
+    /// throttles are charged to: see [`super::binding`]. An exit with a lane of its own
+    /// is paused by that lane's controller either way.
+    pub fn retry_after_binds_exit(&self, now: Instant) -> bool {
+        match (self.coupling, self.host.as_ref()) {
+            (Coupling::Auto, Some(h)) => {
+                self.binding.to_exit(!h.learning(), self.exits_in_use(now))
+            }
+            _ => false,
+        }
+    }
+
+    /// A host-lane throttle with a Retry-After through `exit`: decide where it binds and
+    /// tell the host's controller (whether to pause, what the pause costs).
+    fn bind_host_retry_after(&mut self, exit: usize, ra: Duration, now: Instant) {
+        let in_use = self.exits_in_use(now);
+        let (Coupling::Auto, Some(h)) = (self.coupling, self.host.as_mut()) else {
+            return;
+        };
+        let settle = h.srtt().unwrap_or(Duration::ZERO);
+        let to_exit = self
+            .binding
+            .throttled((exit, ra), (!h.learning(), in_use), settle, now);
+        let share = if to_exit { 1.0 / in_use as f64 } else { 1.0 };
+        h.bind_retry_after(!to_exit, share);
+    }
+
+    /// Exits that answered for this host lately.
+    fn exits_in_use(&self, now: Instant) -> usize {
+        self.exits
+            .iter()
+            .filter(|e| e.answers.get(now) >= 1.0)
+            .count()
     }
 
     /// Apply the site's pacing headers seen through exit `exit` to the lane that exit's
@@ -309,12 +361,7 @@ impl HostPolicy {
 
     /// Give exit `exit` a controller of its own, starting at its share of the host's rate.
     fn open_lane(&mut self, exit: usize, now: Instant) {
-        let active = self
-            .exits
-            .iter()
-            .filter(|e| e.answers.get(now) >= 1.0)
-            .count()
-            .max(1) as f64;
+        let active = self.exits_in_use(now).max(1) as f64;
         let share = self
             .host
             .as_ref()
@@ -492,5 +539,106 @@ mod tests {
         let mut p = HostPolicy::new(AimdConfig::default(), 3, Coupling::Shared, t0);
         let ch = p.on_response(1, &answer(t0, THROTTLE), t0 + MS);
         assert!(ch.into_iter().all(|(l, _)| l == Lane::Host));
+    }
+
+    /// A host lane learned through four exits: 2000 answers at 1 ms, one throttle.
+    fn learned(t0: Instant) -> (HostPolicy, Instant) {
+        let mut p = HostPolicy::new(AimdConfig::default(), 4, Coupling::Auto, t0);
+        let mut now = t0;
+        for i in 0..2000u32 {
+            now = t0 + MS * i;
+            let sig = if i == 1000 { THROTTLE } else { Signal::Success };
+            p.on_response((i % 4) as usize, &answer(now, sig), now);
+        }
+        (p, now)
+    }
+
+    const RA_1: Signal = Signal::Throttle {
+        retry_after: Some(Duration::from_secs(1)),
+    };
+
+    #[test]
+    fn a_learned_hosts_retry_after_binds_the_exit_and_the_host_goes_on_cut() {
+        let t0 = Instant::now();
+        let fresh = HostPolicy::new(AimdConfig::default(), 4, Coupling::Auto, t0);
+        assert!(
+            !fresh.retry_after_binds_exit(t0),
+            "a host being learned binds the host"
+        );
+        let (mut p, now) = learned(t0);
+        assert!(p.retry_after_binds_exit(now));
+        let before = p.controller(Lane::Host).map(Controller::rate).unwrap();
+        let now = now + 10 * MS;
+        let changes: Vec<_> = p
+            .on_response(2, &answer(now, RA_1), now)
+            .into_iter()
+            .collect();
+        let (lane, a) = changes[0];
+        assert_eq!(lane, Lane::Host);
+        assert!(
+            a.rps < before,
+            "the host's budget is cut: {} from {before}",
+            a.rps
+        );
+        assert_eq!(
+            a.pause_until, None,
+            "the exit is paused by the caller, not the host"
+        );
+        // Answers of the other exits at the cut rate get through: it stays with the exit.
+        for i in 0..100u32 {
+            let t = now + 50 * MS + MS * i;
+            p.on_response((i % 3) as usize, &answer(t, Signal::Success), t);
+        }
+        assert!(p.retry_after_binds_exit(now + 200 * MS));
+    }
+
+    #[test]
+    fn a_retry_after_the_other_exits_meet_too_binds_the_host_from_then_on() {
+        let t0 = Instant::now();
+        let (mut p, now) = learned(t0);
+        let now = now + 10 * MS;
+        p.on_response(2, &answer(now, RA_1), now);
+        // The site refuses every client for the second: the others' requests sent after
+        // the cut are refused too.
+        for (k, exit) in [0usize, 1, 3].into_iter().enumerate() {
+            let t = now + 100 * MS + 10 * MS * u32::try_from(k).unwrap();
+            p.on_response(exit, &answer(t, RA_1), t);
+        }
+        let later = now + 5 * MS * 1000;
+        assert!(!p.retry_after_binds_exit(later));
+        let changes: Vec<_> = p
+            .on_response(1, &answer(later, RA_1), later)
+            .into_iter()
+            .collect();
+        let paused = changes
+            .iter()
+            .find(|(l, _)| *l == Lane::Host)
+            .and_then(|c| c.1.pause_until);
+        assert_eq!(
+            paused,
+            Some(later + Duration::from_secs(1)),
+            "the host is paused"
+        );
+    }
+
+    #[test]
+    fn one_exit_or_a_fixed_scope_binds_as_before() {
+        let t0 = Instant::now();
+        let mut one = HostPolicy::new(AimdConfig::default(), 1, Coupling::Auto, t0);
+        let mut shared = HostPolicy::new(AimdConfig::default(), 4, Coupling::Shared, t0);
+        for i in 0..2000u32 {
+            let now = t0 + MS * i;
+            let sig = if i == 1000 { THROTTLE } else { Signal::Success };
+            one.on_response(0, &answer(now, sig), now);
+            shared.on_response((i % 4) as usize, &answer(now, sig), now);
+        }
+        let now = t0 + MS * 2000;
+        assert!(!one.retry_after_binds_exit(now));
+        assert!(!shared.retry_after_binds_exit(now));
+        let changes: Vec<_> = one
+            .on_response(0, &answer(now, RA_1), now)
+            .into_iter()
+            .collect();
+        assert_eq!(changes[0].1.pause_until, Some(now + Duration::from_secs(1)));
     }
 }

@@ -41,11 +41,13 @@
 //!
 //! The controller is pure: feed it [`Response`]s with `now` and it returns an [`Adjustment`]
 //! when the interval or the pause changed; a [`crate::pacer::Pacer`] carries that out.
-//! [`coupling`] runs one per host and per exit and decides which one a throttle concerns;
+//! [`coupling`] runs one per host and per exit and decides which one a throttle concerns,
+//! and whether its Retry-After binds the exit that read it or the host (`binding.rs`);
 //! [`classify`] says what an answer or a failure means.
 
 mod adopt;
 mod between;
+mod binding;
 pub mod classify;
 mod config;
 pub mod coupling;
@@ -173,8 +175,14 @@ pub struct Controller {
     hint_cap: Option<(f64, Instant)>,
     /// When the site last announced a pause (a used-up quota) in its headers.
     hinted_pause: Option<Instant>,
-    /// The last Retry-After the site sent (zero if none).
+    /// What the last Retry-After cost, priced as a pause of the whole key: the pause
+    /// times the share of the key's rate it stopped (zero if none).
     last_retry_after: Duration,
+    /// A Retry-After pauses this key (the default), or only the exit that read it, which
+    /// the caller pauses (see [`Controller::bind_retry_after`]).
+    retry_after_pauses_key: bool,
+    /// The share of this key's rate a Retry-After pause stops.
+    retry_after_share: f64,
     /// What refusals say about the rate, the burst aside.
     refusals: Refusals,
     /// What got through since an earlier throttle, the burst aside.
@@ -236,6 +244,8 @@ impl Controller {
             hint_cap: None,
             hinted_pause: None,
             last_retry_after: Duration::ZERO,
+            retry_after_pauses_key: true,
+            retry_after_share: 1.0,
             refusals: Refusals::default(),
             between: Between::default(),
             fit: Some(Box::default()),
@@ -269,6 +279,22 @@ impl Controller {
         c.broadcast_rps = c.rate;
         c.ramp_by_answers = ramp_by_answers;
         c
+    }
+
+    /// Where the next throttle's Retry-After binds: `pauses_key`, this key (the default);
+    /// otherwise only the exit that read it, which the caller pauses while this key goes
+    /// on at its cut rate. `share` is the part of this key's rate that pause stops (1.0
+    /// for the whole key): a probe cycle is priced by it, so that the pauses probes bring
+    /// stay the same share of the crawl whichever way they bind (see `coupling`).
+    pub fn bind_retry_after(&mut self, pauses_key: bool, share: f64) {
+        self.retry_after_pauses_key = pauses_key;
+        self.retry_after_share = share.clamp(0.0, 1.0);
+    }
+
+    /// Still learning the key: before its first cut, or while the bucket fit listens to
+    /// its first answers. Its rate is a guess until then.
+    pub fn learning(&self) -> bool {
+        self.decreases == 0 || self.fit.is_some()
     }
 
     /// The current rate, requests/s.
@@ -351,10 +377,14 @@ impl Controller {
                 self.errors.observe(false);
                 self.fit_record(r.sent_at, false);
                 if let Some(ra) = retry_after {
-                    self.extend_pause(now + ra);
+                    if self.retry_after_pauses_key {
+                        self.extend_pause(now + ra);
+                    }
                     // Priced up to a minute: a longer pause is a quota's window or a
                     // lockout, waited out as such, not a probe's cost.
-                    self.last_retry_after = ra.min(Duration::from_secs(60));
+                    self.last_retry_after = ra
+                        .min(Duration::from_secs(60))
+                        .mul_f64(self.retry_after_share);
                 }
                 let informed = retry_after.is_some()
                     || self

@@ -156,6 +156,8 @@ fn ns(d: Duration) -> u64 {
 struct Pacers {
     host: Option<Pacer>,
     exits: Vec<Option<Pacer>>,
+    /// A Retry-After bound to one exit: no send through it before this.
+    exit_paused: Vec<Option<Instant>>,
     jitter: f64,
     seed: u64,
 }
@@ -169,6 +171,7 @@ impl Pacers {
             exits: (0..cfg.exits)
                 .map(|i| per_exit.then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ i as u64, base)))
                 .collect(),
+            exit_paused: vec![None; cfg.exits],
             jitter: cfg.jitter,
             seed: cfg.seed,
         }
@@ -180,7 +183,15 @@ impl Pacers {
         let e = self.exits[i]
             .as_ref()
             .map_or(Duration::ZERO, |p| p.peek(now));
-        h.max(e)
+        let paused =
+            self.exit_paused[i].map_or(Duration::ZERO, |p| p.saturating_duration_since(now));
+        h.max(e).max(paused)
+    }
+
+    /// A Retry-After read through exit `i` binds that exit until `until`.
+    fn pause_exit(&mut self, i: usize, until: Instant) {
+        let p = &mut self.exit_paused[i];
+        *p = Some(p.map_or(until, |q| q.max(until)));
     }
 
     fn take(&mut self, i: usize, now: Instant) {
@@ -453,6 +464,14 @@ impl<'a> Run<'a> {
             limited: a.limited,
         };
         let t = self.at(now);
+        // Read where the answer is read, as the scheduler does: a Retry-After bound to the
+        // exit pauses it at once; one bound to a lane comes with that lane's change.
+        if let Kind::Throttle(Some(ra)) = a.kind {
+            let own_lane = self.policy.controller(Lane::Exit(a.exit)).is_some();
+            if !own_lane && self.policy.retry_after_binds_exit(t) {
+                self.pacers.pause_exit(a.exit, t + Duration::from_nanos(ra));
+            }
+        }
         for (lane, adj) in self.policy.on_response(a.exit, &response, t) {
             self.pacers.apply(lane, adj.interval, adj.pause_until, t);
         }

@@ -9,7 +9,7 @@
 //! from the site's answers and headers. What an answer means (a throttle, an error, a
 //! refusal) is decided in the core ([`exitcrawl::aimd::classify`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
@@ -19,7 +19,7 @@ use exitcrawl::aimd::fleet::SharedKey;
 use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Phase, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
-use exitcrawl::headers::ServerHints;
+use exitcrawl::headers::{Pacing, ServerHints};
 use exitcrawl::limiter::interval_of;
 pub use exitcrawl::limiter::LimitKey;
 
@@ -37,6 +37,9 @@ enum Controllers {
     Hosts {
         policies: HashMap<Arc<str>, HostPolicy>,
         exits: Vec<Arc<str>>,
+        /// Hosts whose Retry-After binds the exit that read it, as last told the
+        /// subscribers.
+        binds_exit: HashSet<Arc<str>>,
     },
     /// Every other scope: one controller per key.
     Keys(HashMap<LimitKey, Controller>),
@@ -71,6 +74,7 @@ impl LimiterActor {
             Controllers::Hosts {
                 policies: HashMap::new(),
                 exits,
+                binds_exit: HashSet::new(),
             }
         } else {
             Controllers::Keys(HashMap::new())
@@ -106,11 +110,22 @@ impl LimiterActor {
     }
 
     fn broadcast(&self, key: LimitKey, a: &Adjustment) {
+        let retry_after_binds_exit = match (&self.controllers, &key) {
+            (
+                Controllers::Hosts { binds_exit, .. },
+                LimitKey {
+                    exit: None,
+                    host: Some(h),
+                },
+            ) => binds_exit.contains(h),
+            _ => false,
+        };
         let msg = SetInterval {
             exit: key.exit,
             host: key.host,
             interval: a.interval,
             pause_until: a.pause_until,
+            retry_after_binds_exit,
         };
         if a.pause_until.is_some() {
             tracing::info!(exit = ?msg.exit, host = ?msg.host, interval_ms = a.interval.as_secs_f64() * 1e3, "limiter pause");
@@ -150,7 +165,11 @@ impl LimiterActor {
         let cfg = || AimdConfig::from_settings(&self.settings);
         let mut changes: Vec<(LimitKey, Adjustment)> = Vec::with_capacity(2);
         match &mut self.controllers {
-            Controllers::Hosts { policies, exits } => {
+            Controllers::Hosts {
+                policies,
+                exits,
+                binds_exit,
+            } => {
                 let n = exits.len();
                 let i = exits.iter().position(|e| e == exit).unwrap_or(n);
                 let prior = &self.prior;
@@ -171,11 +190,18 @@ impl LimiterActor {
                 for (lane, a) in policy.on_response(i, &response, now) {
                     changes.push((lane_key(lane), a));
                 }
-                if let Some(p) = hints.pacing() {
+                if let Some(p) = hinted_pacing(&response, hints) {
                     for (lane, a) in policy.on_hint(i, &p, now) {
                         changes.push((lane_key(lane), a));
                     }
                 }
+                tell_binding(
+                    policy,
+                    binds_exit,
+                    (host, lane_key(Lane::Host)),
+                    &mut changes,
+                    now,
+                );
                 // A cut host's estimate is what the next new host learns from: taken when
                 // it moved, not on every answer.
                 if let Some(c) = policy.controller(Lane::Host) {
@@ -233,11 +259,21 @@ impl LimiterActor {
             decreases: c.decreases(),
         };
         let mut out: Vec<HostLimits> = match &self.controllers {
-            Controllers::Hosts { policies, exits } => policies
+            Controllers::Hosts {
+                policies,
+                exits,
+                binds_exit,
+            } => policies
                 .iter()
                 .map(|(host, p)| HostLimits {
                     host: host.to_string(),
                     scope: p.detected().as_str().to_owned(),
+                    retry_after_binds: if binds_exit.contains(host) {
+                        "exit"
+                    } else {
+                        "host"
+                    }
+                    .to_owned(),
                     lanes: p
                         .lanes()
                         .map(|(l, c)| match l {
@@ -252,12 +288,58 @@ impl LimiterActor {
                 .map(|(k, c)| HostLimits {
                     host: k.host.as_deref().unwrap_or("*").to_owned(),
                     scope: self.settings.scope.as_str().to_owned(),
+                    retry_after_binds: self.settings.scope.as_str().to_owned(),
                     lanes: vec![lane(c, k.exit.as_deref().map(str::to_owned))],
                 })
                 .collect(),
         };
         out.sort_by(|a, b| a.host.cmp(&b.host));
         out
+    }
+}
+
+/// The pacing the site's headers ask for. A throttle's Retry-After is the throttle's,
+/// bound where the host's policy says (the exit that read it, or the host); the headers
+/// add what else they tell (a quota's reset, a rate).
+fn hinted_pacing(response: &Response, hints: &ServerHints) -> Option<Pacing> {
+    match response.signal {
+        Signal::Throttle {
+            retry_after: Some(_),
+        } => ServerHints {
+            retry_after: None,
+            ..*hints
+        }
+        .pacing(),
+        _ => hints.pacing(),
+    }
+}
+
+/// Where `host`'s Retry-After binds travels with its budget's (`host_key`'s) changes; a
+/// change of binding alone is told too, with the budget as it is.
+fn tell_binding(
+    policy: &HostPolicy,
+    binds_exit: &mut HashSet<Arc<str>>,
+    (host, host_key): (&Arc<str>, LimitKey),
+    changes: &mut Vec<(LimitKey, Adjustment)>,
+    now: std::time::Instant,
+) {
+    let binds = policy.retry_after_binds_exit(now);
+    if binds == binds_exit.contains(host) {
+        return;
+    }
+    if binds {
+        binds_exit.insert(Arc::clone(host));
+    } else {
+        binds_exit.remove(host);
+    }
+    let told = changes.iter().any(|(k, _)| *k == host_key);
+    if let (false, Some(c)) = (told, policy.controller(Lane::Host)) {
+        let a = Adjustment {
+            rps: c.rate(),
+            interval: c.interval(),
+            pause_until: c.pause_until(now),
+        };
+        changes.push((host_key, a));
     }
 }
 

@@ -53,7 +53,9 @@ impl LimiterActor {
         let now = crate::clock::now();
         let cfg = AimdConfig::from_settings(&self.settings);
         let ctl_state = match &mut self.controllers {
-            Controllers::Hosts { policies, exits } => {
+            Controllers::Hosts {
+                policies, exits, ..
+            } => {
                 let Some(host) = key.host.clone() else {
                     return;
                 };

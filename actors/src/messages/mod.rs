@@ -38,6 +38,10 @@ pub struct SetInterval {
     pub interval: Duration,
     /// No send before this instant.
     pub pause_until: Option<Instant>,
+    /// A host's budget under scope `auto`: a Retry-After read on this host binds only the
+    /// exit that read it, which the scheduler pauses, while this key goes on at its cut
+    /// rate (see `exitcrawl::aimd::coupling`). `false`: it binds this key.
+    pub retry_after_binds_exit: bool,
 }
 
 impl Message for SetInterval {
@@ -217,6 +221,11 @@ pub struct HostLimits {
     /// yet), `host` (one budget shared by the exits, or equal per-IP budgets used evenly)
     /// or `per_ip` (some exits have budgets of their own). Other scopes: the scope.
     pub scope: String,
+    /// Where a `Retry-After` read on this host binds now: `exit` (the exit that read it,
+    /// while the others go on at the host's cut rate: a learned host through several
+    /// exits) or `host` (every exit: a host being learned, one exit, or a host whose
+    /// Retry-After proved host-wide). Other scopes: the scope's key, named as `scope`.
+    pub retry_after_binds: String,
     /// The host's budget first (`exit: None`), then each exit's own.
     pub lanes: Vec<LaneLimits>,
 }

@@ -129,6 +129,7 @@ impl Scheduler {
         let paused =
             self.pacing
                 .set_interval(&key, (m.interval, m.pause_until), seed.unwrap_or(0), now);
+        self.pacing.bind_retry_after(&key, m.retry_after_binds_exit);
         if let (Some(before), Some(p)) = (paused, m.pause_until) {
             let host = key.host.as_deref();
             self.metrics.note_pause(&rate, host, before, p, now);

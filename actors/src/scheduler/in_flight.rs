@@ -61,6 +61,13 @@ impl<P> InFlight<P> {
         self.backoff.delay(count, retry_after, &mut self.rng)
     }
 
+    /// How long a throttled fetch waits before it goes back to its host's queue (see
+    /// [`Backoff::after_throttle`]): however often it was throttled, the host's pacing
+    /// spaces it from there.
+    pub(super) fn after_throttle(&self, retry_after: Option<Duration>) -> Duration {
+        self.backoff.after_throttle(retry_after)
+    }
+
     /// When a retry the budget deferred asks it again.
     pub(super) fn recheck_after(&self) -> Duration {
         self.budget.recheck_after()
@@ -166,6 +173,25 @@ mod tests {
         assert!(!f.try_withdraw(now));
         assert!(f.recheck_after() > Duration::ZERO);
         assert!(f.backoff(1, Some(Duration::from_secs(3))) >= Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_throttled_fetch_waits_for_the_site_not_for_its_own_count() {
+        let f = flight::<&str>();
+        let ra = Duration::from_secs(1);
+        assert_eq!(f.after_throttle(Some(ra)), ra);
+        assert_eq!(
+            f.after_throttle(None),
+            Duration::from_millis(100),
+            "the base"
+        );
+        // An eighth error waits seconds; an eighth throttle only for the site, since the
+        // host's pacing spaces the fetch from its queue.
+        let mut g = flight::<&str>();
+        assert!(
+            g.backoff(8, None) > Duration::from_secs(5),
+            "errors back off"
+        );
     }
 
     #[test]

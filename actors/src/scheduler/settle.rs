@@ -369,7 +369,7 @@ impl Scheduler {
     ) -> Option<Duration> {
         match verdict {
             Verdict::Retry => Some(self.in_flight.backoff(p.errors(), retry_after)),
-            Verdict::Later => Some(self.in_flight.backoff(p.throttled, retry_after)),
+            Verdict::Later => Some(self.in_flight.after_throttle(retry_after)),
             Verdict::Defer => {
                 p.awaits_budget = true;
                 Some(self.in_flight.recheck_after())

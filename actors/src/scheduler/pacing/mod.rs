@@ -20,6 +20,9 @@ pub(super) struct KeyState {
     /// Distributed mode while Redis is unreachable: the shared rate this key had; the
     /// local limiter runs at a share of it meanwhile.
     pub(super) fallback_from: Option<f64>,
+    /// A host's budget: a Retry-After read on the host binds the exit that read it, not
+    /// this key (the limiter's word, see `SetInterval::retry_after_binds_exit`).
+    pub(super) retry_after_binds_exit: bool,
 }
 
 impl KeyState {
@@ -108,6 +111,7 @@ pub(super) fn key_state(
             limiter,
             pause_until: None,
             fallback_from: None,
+            retry_after_binds_exit: false,
         }))
     });
     Rc::clone(state)
@@ -321,6 +325,14 @@ impl Pacing {
         Some(before)
     }
 
+    /// Where a Retry-After read on `key`'s host binds, as the limiter says: the exit that
+    /// read it (`to_exit`), or the key it is charged to.
+    pub(super) fn bind_retry_after(&self, key: &LimitKey, to_exit: bool) {
+        if let Some(state) = self.keys.get(key) {
+            state.borrow_mut().retry_after_binds_exit = to_exit;
+        }
+    }
+
     /// Distributed mode: the shared budget allowed a request for `key`; a key paced on a
     /// local share while Redis was away goes back to its whole rate.
     pub(super) fn shared_allowed(&self, key: &LimitKey, now: std::time::Instant) {
@@ -373,18 +385,23 @@ impl HostPacing {
     /// A throttle's Retry-After through exit `i` binds from the moment it is read: the
     /// limiter's pause for it comes a mailbox hop later, and a request sent to the host
     /// meanwhile meets the same wall (and is one more 429 the site counts). The pause goes
-    /// on the key the limiter charges throttles to first: the exit's own lane where it has
-    /// one, else the host's budget. Returns whether it went on the exit's own key (`false`:
-    /// the host's budget) and that key's pause before, for the pause metrics; `None` when
-    /// the host has no key yet.
+    /// on the exit's own key where the limiter says the host's Retry-After binds the exit
+    /// (its budget goes on through the other exits), else on the key the limiter charges
+    /// throttles to first: the exit's own lane where it has one, else the host's budget.
+    /// Returns whether it went on the exit's own key (`false`: the host's budget) and that
+    /// key's pause before, for the pause metrics; `None` when the host has no key yet.
     pub(super) fn pause(
         &self,
         i: usize,
         until: std::time::Instant,
     ) -> Option<(bool, Option<std::time::Instant>)> {
         let own = self.keys.get(i).and_then(Option::as_ref);
+        let binds_exit = self
+            .host_key
+            .as_ref()
+            .is_some_and(|k| k.borrow().retry_after_binds_exit);
         let (key, on_exit) = match own {
-            Some(k) if k.borrow().limiter.is_some() => (k, true),
+            Some(k) if binds_exit || k.borrow().limiter.is_some() => (k, true),
             _ => match self.host_key.as_ref() {
                 Some(k) => (k, false),
                 None => (own?, true),

@@ -1,0 +1,153 @@
+//! Where a `Retry-After` binds: the exit that read it, or the whole host.
+//!
+//! RFC 9110 addresses `Retry-After` to the client that received it, and an exit is a
+//! client of its own (its own source address). A host reached through several exits, whose
+//! budget the host lane paces as one, then loses only that exit while the pause runs: the
+//! host lane is cut as for any throttle, and the other exits carry the cut rate. The
+//! throttle costs the share of the host's rate that exit carried, not the whole host's
+//! pause: a probe's `Retry-After: 1` at 300 req/s through four exits stops 75 requests'
+//! worth of sending, not 300, so probes may come four times as often for the same cost
+//! (the controller prices a cycle by that share, see `Controller::bind_retry_after`).
+//!
+//! Two cases bind the whole host instead:
+//! - **a host still being learned** (before its first cut, or while the bucket fit
+//!   listens): its rate is a guess, and the other exits would meet the same wall at it,
+//!   each a throttle more. On a thin host a pause costs a request or two anyway.
+//! - **a host whose `Retry-After` proved host-wide**: while a pause bound to one exit ran,
+//!   the other exits' requests sent after the cut were refused at least twice and more
+//!   often than accepted. Below a token bucket's rate one refusal can follow a cut (the
+//!   bucket was empty when it came); a site that pauses every client for the
+//!   `Retry-After` (a penalty box, a maintenance 503) refuses them all. Learned once per
+//!   host and kept.
+//!
+//! With one exit in use the two are the same; an exit with a lane of its own (its own
+//! budget) is paused by that lane's controller.
+
+use std::time::{Duration, Instant};
+
+/// What a host's throttles so far say about where its `Retry-After` binds.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Binding {
+    /// A pause bound to one exit was not enough: every later one binds the host.
+    host_wide: bool,
+    /// The pauses bound to one exit now running: the first one's exit, from when the
+    /// other exits' answers count (read, plus a round trip for the cut to be in force),
+    /// and when the last one ends.
+    window: Option<(usize, Instant, Instant)>,
+    /// The other exits' answers in the window: accepted, refused.
+    during: (u32, u32),
+}
+
+impl Binding {
+    /// Whether a `Retry-After` read now binds only the exit that read it: the host is
+    /// learned, reached through two exits or more, and its pauses did not prove host-wide.
+    pub(super) fn to_exit(&self, learned: bool, exits_in_use: usize) -> bool {
+        learned && exits_in_use >= 2 && !self.host_wide
+    }
+
+    /// An answer through `exit` to a request sent at `sent_at`: refused or not. Counts
+    /// toward the proof that pauses are host-wide while a window is open.
+    pub(super) fn answer(&mut self, exit: usize, sent_at: Instant, refused: bool) {
+        let Some((first, from, until)) = self.window else {
+            return;
+        };
+        if exit == first || sent_at < from || sent_at >= until {
+            return;
+        }
+        let (ok, no) = &mut self.during;
+        if refused {
+            *no += 1;
+        } else {
+            *ok += 1;
+        }
+        if *no >= 2 && *no > *ok {
+            self.host_wide = true;
+        }
+    }
+
+    /// A throttle with a `Retry-After` of `ra` through `exit`, read at `now` (its answer
+    /// already counted with [`Binding::answer`]); `settle`: how long after a cut a request
+    /// is sent at the cut rate (a round trip). Returns whether its pause binds that exit
+    /// only.
+    pub(super) fn throttled(
+        &mut self,
+        (exit, ra): (usize, Duration),
+        (learned, exits_in_use): (bool, usize),
+        settle: Duration,
+        now: Instant,
+    ) -> bool {
+        let to_exit = self.to_exit(learned, exits_in_use);
+        if to_exit {
+            self.window = match self.window {
+                Some((first, from, until)) if now < until => {
+                    Some((first, from, until.max(now + ra)))
+                }
+                _ => {
+                    self.during = (0, 0);
+                    Some((exit, now + settle, now + ra))
+                }
+            };
+        }
+        to_exit
+    }
+
+    /// Whether the host's pauses proved host-wide.
+    #[cfg(test)]
+    pub(super) fn host_wide(&self) -> bool {
+        self.host_wide
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+    const MS: Duration = Duration::from_millis(1);
+    const SETTLE: Duration = Duration::from_millis(40);
+
+    #[test]
+    fn a_learned_host_through_several_exits_binds_the_exit() {
+        let b = Binding::default();
+        assert!(b.to_exit(true, 4));
+        assert!(!b.to_exit(false, 4), "a host being learned binds the host");
+        assert!(!b.to_exit(true, 1), "one exit: the exit is the host");
+    }
+
+    #[test]
+    fn the_others_refused_during_the_pause_make_it_host_wide() {
+        let t0 = Instant::now();
+        let mut b = Binding::default();
+        assert!(b.throttled((0, S), (true, 4), SETTLE, t0));
+        // Sent before the cut was in force: the old rate's, says nothing.
+        b.answer(1, t0 + 10 * MS, true);
+        b.answer(2, t0 + 20 * MS, true);
+        assert!(!b.host_wide());
+        // Sent at the cut rate and refused: the site pauses every client.
+        b.answer(1, t0 + 100 * MS, true);
+        assert!(b.throttled((1, S), (true, 4), SETTLE, t0 + 120 * MS));
+        b.answer(2, t0 + 200 * MS, true);
+        assert!(b.host_wide());
+        assert!(!b.to_exit(true, 4), "kept for the host");
+    }
+
+    #[test]
+    fn one_refusal_after_the_cut_among_answers_stays_with_the_exit() {
+        let t0 = Instant::now();
+        let mut b = Binding::default();
+        assert!(b.throttled((0, S), (true, 4), SETTLE, t0));
+        // A bucket emptied by the probe refuses one more, then the cut rate gets through.
+        b.answer(1, t0 + 50 * MS, true);
+        for i in 0..20u32 {
+            b.answer(1 + i as usize % 3, t0 + (60 + 10 * i) * MS, false);
+        }
+        b.answer(2, t0 + 300 * MS, true);
+        assert!(!b.host_wide());
+        // The exit itself, and answers after the pause, do not count.
+        b.answer(0, t0 + 500 * MS, true);
+        b.answer(0, t0 + 600 * MS, true);
+        b.answer(3, t0 + 2 * S, true);
+        b.answer(3, t0 + 2 * S, true);
+        assert!(!b.host_wide());
+    }
+}
