@@ -10,9 +10,10 @@
 //! (the controller prices a cycle by that share, see `Controller::bind_retry_after`).
 //!
 //! Two cases bind the whole host instead:
-//! - **a host still being learned** (before its first cut, or while the bucket fit
-//!   listens): its rate is a guess, and the other exits would meet the same wall at it,
-//!   each a throttle more. On a thin host a pause costs a request or two anyway.
+//! - **a host still being learned** (before its first cut, or before the 64 answers the
+//!   bucket fit listens to): its rate is a guess, and the other exits would meet the same
+//!   wall at it, each a throttle more. A thin host is learning for most of its crawl,
+//!   and a pause of it costs a request or two anyway.
 //! - **a host whose `Retry-After` proved host-wide**: while a pause bound to one exit ran,
 //!   the other exits' requests sent after the cut were refused at least twice and more
 //!   often than accepted. Below a token bucket's rate one refusal can follow a cut (the

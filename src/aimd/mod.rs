@@ -206,6 +206,8 @@ pub struct Controller {
     accepted_long: Meter,
     broadcast_rps: f64,
     decreases: u64,
+    /// Answers that said something (not neutral).
+    answers: u64,
     /// Started from the host prior below `initial_rps`: slow start doubles per answers,
     /// not only per time (see `doubling_time`).
     ramp_by_answers: bool,
@@ -261,6 +263,7 @@ impl Controller {
             accepted_long: Meter::new(Duration::from_secs(1), now),
             broadcast_rps: rate,
             decreases: 0,
+            answers: 0,
             ramp_by_answers: false,
             cfg,
         }
@@ -291,10 +294,12 @@ impl Controller {
         self.retry_after_share = share.clamp(0.0, 1.0);
     }
 
-    /// Still learning the key: before its first cut, or while the bucket fit listens to
-    /// its first answers. Its rate is a guess until then.
+    /// Still learning the key: before its first cut, or before as many answers as the
+    /// bucket fit listens to. Its rate is a guess until then; a thin host (a few requests
+    /// a second, a few dozen pages) is learning for most of its crawl, and a pause of it
+    /// costs a request or two anyway.
     pub fn learning(&self) -> bool {
-        self.decreases == 0 || self.fit.is_some()
+        self.decreases == 0 || self.answers < fit::BucketFit::EVENTS as u64
     }
 
     /// The current rate, requests/s.
@@ -363,6 +368,9 @@ impl Controller {
         // A response to a request sent before the last decrease was sent at the old rate:
         // it carries no news about the new one.
         let fresh = self.last_decrease.is_none_or(|d| r.sent_at >= d);
+        if r.signal != Signal::Neutral {
+            self.answers += 1;
+        }
         match r.signal {
             Signal::Neutral => {}
             Signal::Success => self.on_success(r, fresh, now),
