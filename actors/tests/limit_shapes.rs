@@ -1,10 +1,10 @@
 //! The adaptive limiter against real local sites of the shapes real sites have (a limit
-//! for the whole host reached through four exits, a strict per-IP limit, an unlimited
-//! site with faulty pages), with exits bound to 127.0.0.2 … 127.0.0.5. Goodput and the
-//! share of refusals are the *server's* counts. Rates are kept low (tens of requests per
-//! second) so a busy 2-core machine is not what limits the crawl, and the bounds leave
-//! room for the scheduling noise such a machine adds; `bench_limit` measures the same
-//! shapes at full size.
+//! for the whole host reached through four exits, with and without `Retry-After`, a strict
+//! per-IP limit, an unlimited site with faulty pages), with exits bound to 127.0.0.2 …
+//! 127.0.0.5. Goodput and the share of refusals are the *server's* counts. Rates are kept
+//! low (tens of requests per second) so a busy 2-core machine is not what limits the
+//! crawl, and the bounds leave room for the scheduling noise such a machine adds;
+//! `bench_limit` measures the same shapes at full size.
 //!
 //! The limiter's decisions — the scope it finds, the share refused, the goodput against the
 //! site's own clock — are judged on paused time with the site on the test's runtime
@@ -307,4 +307,70 @@ async fn an_exit_limited_harder_than_the_others_gets_a_budget_of_its_own() {
     );
     // The others are not held to the slow exit's pace.
     assert!(goodput >= 0.70, "goodput after the warm-up {goodput:.3}");
+}
+
+#[actix_rt::test]
+async fn a_learned_hosts_retry_after_pauses_the_exit_that_read_it_while_the_others_go_on() {
+    // Where a Retry-After binds, as the site sees it (paused time: a loaded machine cannot
+    // stretch the pauses). One bucket for the host, whatever the client: 40/s, burst 4, `Retry-After: 1` on
+    // every 429. 3,000 pages take 75 s at the site's rate: the first throttle ends slow
+    // start (the host is being learned: the whole host pauses), later ones end probes.
+    let latency = Duration::from_millis(20);
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(40, 4)),
+        retry_after: RetryAfter::Fixed(1),
+        latency,
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(paused_settings()).expect("start");
+    let urls: Vec<_> = (0..3000).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = crawl(&h, urls).await;
+    let ok = replies
+        .iter()
+        .filter(|r| matches!(r, Ok(f) if f.status == 200));
+    assert_eq!(ok.count(), 3000, "every URL ends 200");
+    let limits = h.limits().await;
+    assert_eq!(limits.len(), 1);
+    assert_eq!(limits[0].retry_after_binds, "exit", "{limits:?}");
+    h.shutdown(Duration::from_secs(1)).await;
+
+    let log = site.requests();
+    let throttles: Vec<_> = log.iter().filter(|r| r.status == 429).collect();
+    assert!(
+        throttles.len() >= 2,
+        "slow start's throttle and a probe's: {}",
+        throttles.len()
+    );
+    let mut went_on = 0;
+    for t in &throttles {
+        // Paused time: no time on the wire, the 429 is read `latency` after it arrived.
+        let read = t.arrived + latency;
+        let second = |r: &&exitcrawl_testsite::RequestRecord| {
+            r.arrived >= read && r.arrived < read + Duration::from_secs(1)
+        };
+        let own: Vec<_> = log
+            .iter()
+            .filter(second)
+            .filter(|r| r.peer == t.peer)
+            .collect();
+        assert!(
+            own.is_empty(),
+            "{} sent inside the Retry-After second it read: {own:?}",
+            t.peer
+        );
+        let others = log
+            .iter()
+            .filter(second)
+            .filter(|r| r.peer != t.peer)
+            .count();
+        if others >= 10 {
+            went_on += 1;
+        }
+    }
+    // A pause of the whole host would leave every such second empty.
+    assert!(
+        went_on >= 1,
+        "no Retry-After second in which the other exits went on: {} throttles",
+        throttles.len()
+    );
 }
