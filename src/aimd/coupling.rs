@@ -118,7 +118,7 @@ pub struct HostPolicy {
     host: Option<Controller>,
     exits: Vec<ExitLane>,
     host_throttles: u64,
-    /// Where the host lane's Retry-After binds (see [`super::binding`]).
+    /// Where the host lane's Retry-After binds (see `binding.rs`).
     binding: Binding,
 }
 
@@ -265,7 +265,7 @@ impl HostPolicy {
 
     /// Whether a Retry-After read now through exit `exit` binds that exit only (the caller
     /// pauses it, the host lane goes on at its cut rate), rather than the lane its
-    /// throttles are charged to: see [`super::binding`]. An exit with a lane of its own
+    /// throttles are charged to: see `binding.rs`. An exit with a lane of its own
     /// is paused by that lane's controller either way.
     pub fn retry_after_binds_exit(&self, now: Instant) -> bool {
         match (self.coupling, self.host.as_ref()) {
