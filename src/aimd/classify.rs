@@ -4,6 +4,7 @@
 
 use super::Signal;
 use crate::config::LimiterSettings;
+use crate::headers::{Pacing, ServerHints};
 use crate::outcome::Failure;
 use std::time::Duration;
 
@@ -42,9 +43,53 @@ pub fn failure(f: Failure, limiter: &LimiterSettings) -> Signal {
     }
 }
 
+/// The pacing the site's headers ask for beside what the answer's `signal` carries. A
+/// throttle's Retry-After is the throttle's, bound where the host's policy says (the exit
+/// that read it, or the host, see `coupling`); the headers add what else they tell (a
+/// quota's reset, a rate). Any other answer's Retry-After is only a header.
+pub fn hints(signal: Signal, hints: &ServerHints) -> Option<Pacing> {
+    match signal {
+        Signal::Throttle {
+            retry_after: Some(_),
+        } => ServerHints {
+            retry_after: None,
+            ..*hints
+        }
+        .pacing(),
+        _ => hints.pacing(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_throttles_retry_after_is_the_throttles_and_a_quota_reset_the_headers() {
+        let ra = Some(Duration::from_secs(1));
+        let throttle = Signal::Throttle { retry_after: ra };
+        let only_ra = ServerHints {
+            retry_after: ra,
+            ..ServerHints::default()
+        };
+        assert_eq!(hints(throttle, &only_ra), None);
+        assert_eq!(
+            hints(Signal::Success, &only_ra).and_then(|p| p.pause_for),
+            ra,
+            "not a throttle: the header is all there is"
+        );
+        let spent = ServerHints {
+            retry_after: ra,
+            remaining: Some(0),
+            reset: Some(Duration::from_secs(30)),
+            ..ServerHints::default()
+        };
+        assert_eq!(
+            hints(throttle, &spent).and_then(|p| p.pause_for),
+            Some(Duration::from_secs(30)),
+            "the quota's reset stays"
+        );
+    }
 
     #[test]
     fn statuses_and_failures_map_to_their_signals() {

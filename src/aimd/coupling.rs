@@ -269,8 +269,9 @@ impl HostPolicy {
     /// is paused by that lane's controller either way.
     pub fn retry_after_binds_exit(&self, now: Instant) -> bool {
         match (self.coupling, self.host.as_ref()) {
-            (Coupling::Auto, Some(h)) => {
-                self.binding.to_exit(!h.learning(), self.exits_in_use(now))
+            // The exits are counted only where the rest allows it: asked on every answer.
+            (Coupling::Auto, Some(h)) if self.binding.to_exit(!h.learning(), 2) => {
+                self.exits_in_use(now) >= 2
             }
             _ => false,
         }

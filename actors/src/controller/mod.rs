@@ -19,7 +19,7 @@ use exitcrawl::aimd::fleet::SharedKey;
 use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Phase, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
-use exitcrawl::headers::{Pacing, ServerHints};
+use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::interval_of;
 pub use exitcrawl::limiter::LimitKey;
 
@@ -190,7 +190,7 @@ impl LimiterActor {
                 for (lane, a) in policy.on_response(i, &response, now) {
                     changes.push((lane_key(lane), a));
                 }
-                if let Some(p) = hinted_pacing(&response, hints) {
+                if let Some(p) = classify::hints(response.signal, hints) {
                     for (lane, a) in policy.on_hint(i, &p, now) {
                         changes.push((lane_key(lane), a));
                     }
@@ -234,7 +234,7 @@ impl LimiterActor {
                 if let Some(a) = ctl.on_response(&response, now) {
                     changes.push((key.clone(), a));
                 }
-                if let Some(p) = hints.pacing() {
+                if let Some(p) = classify::hints(response.signal, hints) {
                     if let Some(a) = ctl.on_hint(&p, now) {
                         changes.push((key, a));
                     }
@@ -295,22 +295,6 @@ impl LimiterActor {
         };
         out.sort_by(|a, b| a.host.cmp(&b.host));
         out
-    }
-}
-
-/// The pacing the site's headers ask for. A throttle's Retry-After is the throttle's,
-/// bound where the host's policy says (the exit that read it, or the host); the headers
-/// add what else they tell (a quota's reset, a rate).
-fn hinted_pacing(response: &Response, hints: &ServerHints) -> Option<Pacing> {
-    match response.signal {
-        Signal::Throttle {
-            retry_after: Some(_),
-        } => ServerHints {
-            retry_after: None,
-            ..*hints
-        }
-        .pacing(),
-        _ => hints.pacing(),
     }
 }
 
