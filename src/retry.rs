@@ -6,10 +6,22 @@
 //! a small reserve lets a quiet crawl retry at all. Deposits expire after `ttl`, so a
 //! burst of failures cannot spend credit earned an hour ago.
 //!
+//! Why one budget per site ([`SiteBudgets`]): the budget protects the site that fails,
+//! and Finagle keeps one per destination for that reason. One budget for a whole crawl
+//! lets a dead host among a thousand healthy ones spend the credit the others earned
+//! (its 40 pages retried three times each, four times its load), and leaves a site's last
+//! retries, which come after its first attempts have aged out of the window, one reserve
+//! shared with every other host. The reserve is Finagle's default, ten retries a second
+//! per site: the host's pacing still spaces them, so a 1 req/s site gets no more than
+//! one a second, and a site with a tenth of its pages broken for good finishes their
+//! retries in seconds, not in one a second for the whole crawl.
+//!
 //! Why full jitter: exponential backoff with a uniform draw over `[0, cap]` spreads the
 //! retries of many failed requests instead of re-synchronising them (the thundering herd),
 //! and `Retry-After` is a floor no jitter may undercut.
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 use crate::rng::RandomSource;
@@ -85,6 +97,78 @@ pub struct RetryBudget {
 
 /// Slots a [`RetryBudget`] divides its ttl into.
 pub const BUDGET_SLOTS: usize = 20;
+
+/// Retries a second each site may make whatever its first attempts (Finagle's default).
+pub const RESERVE_PER_SEC: f64 = 10.0;
+
+/// How long a first attempt's deposit counts (Finagle's default).
+pub const BUDGET_TTL: Duration = Duration::from_secs(10);
+
+/// One [`RetryBudget`] per site, keyed by `K` (a host): `ratio` of the site's first
+/// attempts plus [`RESERVE_PER_SEC`], over [`BUDGET_TTL`].
+///
+/// A budget whose window has emptied is the same as a new one, so idle sites are dropped
+/// from time to time: a crawl over a million hosts keeps the budgets of the hosts of the
+/// last ten seconds, not of every host it met.
+#[derive(Debug, Clone)]
+pub struct SiteBudgets<K> {
+    ratio: f64,
+    budgets: HashMap<K, RetryBudget>,
+    /// Size of `budgets` at which the next sweep of idle sites runs.
+    sweep_at: usize,
+}
+
+/// Below this many sites no sweep runs.
+const SWEEP_FLOOR: usize = 64;
+
+impl<K: Hash + Eq + Clone> SiteBudgets<K> {
+    /// Budgets of `ratio` × each site's first attempts (`crawler.retry_budget`).
+    pub fn new(ratio: f64) -> Self {
+        Self {
+            ratio,
+            budgets: HashMap::new(),
+            sweep_at: SWEEP_FLOOR,
+        }
+    }
+
+    /// The budget of `site`, created on first use.
+    pub fn site(&mut self, site: &K, now: Instant) -> &mut RetryBudget {
+        if self.budgets.len() >= self.sweep_at && !self.budgets.contains_key(site) {
+            self.budgets.retain(|_, b| !b.is_idle(now));
+            // Amortised: the next sweep waits until the map has doubled again.
+            self.sweep_at = (self.budgets.len() * 2).max(SWEEP_FLOOR);
+        }
+        let ratio = self.ratio;
+        self.budgets
+            .entry(site.clone())
+            .or_insert_with(|| RetryBudget::new(ratio, RESERVE_PER_SEC, BUDGET_TTL))
+    }
+
+    /// Count a first attempt to `site`.
+    pub fn deposit(&mut self, site: &K, now: Instant) {
+        self.site(site, now).deposit(now);
+    }
+
+    /// Ask to retry once at `site` (see [`RetryBudget::try_withdraw`]).
+    pub fn try_withdraw(&mut self, site: &K, now: Instant) -> bool {
+        self.site(site, now).try_withdraw(now)
+    }
+
+    /// How long a retry the budget refused waits before asking again.
+    pub fn recheck_after(&self) -> Duration {
+        Duration::from_nanos((BUDGET_TTL.as_nanos() / BUDGET_SLOTS as u128) as u64)
+    }
+
+    /// Sites with a budget kept.
+    pub fn len(&self) -> usize {
+        self.budgets.len()
+    }
+
+    /// No site has a budget kept.
+    pub fn is_empty(&self) -> bool {
+        self.budgets.is_empty()
+    }
+}
 
 impl RetryBudget {
     /// A budget allowing retries of `ratio` × first attempts over the last `ttl`, plus
@@ -163,6 +247,12 @@ impl RetryBudget {
     /// Retries counted within the ttl, as of the last deposit or withdrawal.
     pub fn retries_in_window(&self) -> usize {
         usize::try_from(self.withdrawals).unwrap_or(usize::MAX)
+    }
+
+    /// Nothing counted within the ttl at `now`: the budget is as good as a new one.
+    pub fn is_idle(&mut self, now: Instant) -> bool {
+        self.advance(now);
+        self.deposits == 0 && self.withdrawals == 0
     }
 }
 
@@ -273,6 +363,55 @@ mod tests {
     fn a_refused_retry_asks_again_one_slot_later() {
         let budget = RetryBudget::new(0.2, 1.0, Duration::from_secs(10));
         assert_eq!(budget.recheck_after(), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn each_site_has_a_budget_of_its_own() {
+        let c = FakeClock::new();
+        let mut sites = SiteBudgets::new(0.2);
+        // A healthy host's thousand first attempts earn the dead host nothing.
+        for _ in 0..1000 {
+            sites.deposit(&"healthy", c.now());
+        }
+        for _ in 0..40 {
+            sites.deposit(&"dead", c.now());
+        }
+        let dead = (0..200)
+            .filter(|_| sites.try_withdraw(&"dead", c.now()))
+            .count();
+        // 0.2 × 40 plus the reserve of ten a second over the 10 s window.
+        assert_eq!(dead, 8 + 100);
+        let healthy = (0..400)
+            .filter(|_| sites.try_withdraw(&"healthy", c.now()))
+            .count();
+        assert_eq!(healthy, 200 + 100);
+        assert_eq!(sites.recheck_after(), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn idle_sites_are_dropped_and_busy_ones_kept() {
+        let c = FakeClock::new();
+        let mut sites = SiteBudgets::new(0.2);
+        for i in 0..1000u32 {
+            sites.deposit(&i, c.now());
+        }
+        assert_eq!(sites.len(), 1000);
+        c.advance(Duration::from_secs(5));
+        sites.deposit(&0, c.now());
+        // Past the ttl of the others' deposits: once the map has doubled, the next new
+        // site sweeps them away (at most twice the live sites are ever kept).
+        c.advance(Duration::from_secs(6));
+        for i in 5000..5100u32 {
+            sites.deposit(&i, c.now());
+        }
+        assert_eq!(
+            sites.len(),
+            101,
+            "site 0 (deposit 6 s ago) and the new ones"
+        );
+        // Site 0 kept its count: a retry there still finds its deposit.
+        assert_eq!(sites.site(&0, c.now()).retries_in_window(), 0);
+        assert!(!sites.site(&0, c.now()).is_idle(c.now()));
     }
 
     #[test]

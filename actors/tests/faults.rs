@@ -115,6 +115,7 @@ async fn a_mixed_crawl_of_faults_ends_in_one_clear_reply_per_url() {
             (Fault::RedirectLoop, 30),
             (Fault::RedirectScheme, 30),
         ],
+        per_request: false,
     };
     let site = TestSite::start(SiteConfig {
         body_size: 512,

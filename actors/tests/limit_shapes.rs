@@ -232,6 +232,7 @@ async fn faulty_pages_do_not_slow_an_unlimited_site() {
                 (Fault::Hang, 20),
                 (Fault::Status(500), 30),
             ],
+            per_request: false,
         }),
         hang_max: Duration::from_millis(300),
         ..SiteConfig::default()

@@ -100,15 +100,15 @@ fn fails_once() -> TestSite {
 
 #[actix_rt::test]
 async fn a_retry_the_budget_cannot_afford_waits_for_it_and_is_not_lost() {
-    // No retry budget beyond the reserve (1 a second, 10 in a 10 s window): 150 of 300
-    // URLs fail once and want one retry each, about 15 budget windows' worth.
+    // No retry budget beyond the host's reserve (ten a second, 100 in a 10 s window): 300
+    // of 600 URLs fail once and want one retry each, three budget windows' worth.
     let site = fails_once();
     let mut s = settings(exits(2, 32));
     s.limiter.algorithm = Algorithm::None;
     s.crawler.retry_budget = 0.0;
     s.crawler.max_retries = 1;
     let h = Crawler::start(s).expect("start");
-    let urls: Vec<String> = (0..300)
+    let urls: Vec<String> = (0..600)
         .map(|i| {
             let kind = if i % 2 == 0 { "fail" } else { "page" };
             site.url(&format!("/{kind}/{i}"))
@@ -123,13 +123,13 @@ async fn a_retry_the_budget_cannot_afford_waits_for_it_and_is_not_lost() {
         assert_eq!(r.status, 200, "{u}: every URL ends 200");
     }
     let stats = site.stats();
-    assert_eq!(stats.requests, 300 + 150, "each failing URL retried once");
+    assert_eq!(stats.requests, 600 + 300, "each failing URL retried once");
     assert!(
         h.metrics().retry_budget_refusals() > 0,
         "the budget deferred nothing"
     );
-    // The budget held: 140 of the retries had to wait for the reserve, 10 per window.
-    assert!(took >= Duration::from_secs(100), "took {took:?}");
+    // The budget held: 200 of the retries had to wait for the reserve, 100 per window.
+    assert!(took >= Duration::from_secs(20), "took {took:?}");
     let retries: Vec<_> = site
         .requests()
         .into_iter()
@@ -141,8 +141,8 @@ async fn a_retry_the_budget_cannot_afford_waits_for_it_and_is_not_lost() {
             .iter()
             .take_while(|t| t.duration_since(*at) < Duration::from_secs(10))
             .count();
-        // Ten a window, and the window is counted in slots of half a second.
-        assert!(within <= 20, "{within} retries within 10 s of {k}");
+        // A hundred a window, and the window is counted in slots of half a second.
+        assert!(within <= 200, "{within} retries within 10 s of {k}");
     }
     h.shutdown(Duration::from_secs(1)).await;
 }
@@ -203,4 +203,80 @@ async fn a_pause_over_max_retry_after_gives_the_url_up_and_the_crawl_goes_on() {
     assert!(took < Duration::from_secs(60), "took {took:?}");
     assert_eq!(site.stats().limited, 1, "{:?}", site.stats());
     h.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix_rt::test]
+async fn broken_pages_retried_at_the_end_of_a_crawl_do_not_slow_their_host() {
+    // An unlimited site where every tenth page answers 500 every time. Once the first
+    // attempts are done, only those pages' retries are sent, and all of them fail: read
+    // as the site's health, that is a site failing everything, and its rate would be cut
+    // again and again while the last retries wait.
+    let pages = Pages::new(|_host, pq| {
+        let mut page = Page::html("<p>page</p>");
+        if pq.starts_with("/broken/") {
+            page.status = 500;
+        }
+        Some(page)
+    });
+    let site = paused_site(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    });
+    let mut s = settings(exits(2, 32));
+    s.limiter.algorithm = Algorithm::Aimd;
+    s.crawler.max_retries = 3;
+    // The retry budget's own pace is another test's (0.3 retries per first attempt
+    // here, which 0.2 would spread over a window).
+    s.crawler.retry_budget = 1.0;
+    // Retries a second or more after their first attempt: most come once the first
+    // attempts are done, as a hung page's do after its timeouts.
+    s.crawler.retry_backoff_base_ms = 1_000;
+    s.crawler.retry_backoff_max_ms = 4_000;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..2000)
+        .map(|i| {
+            let kind = if i % 10 == 0 { "broken" } else { "page" };
+            site.url(&format!("/{kind}/{i}"))
+        })
+        .collect();
+    let replies = fetch_all(&h, &urls).await;
+    let limits = h.limits().await;
+    h.shutdown(Duration::from_secs(1)).await;
+
+    for (u, r) in urls.iter().zip(&replies) {
+        let status = r.as_ref().map(|r| r.status).unwrap_or(0);
+        let want = if u.contains("/broken/") { 500 } else { 200 };
+        assert_eq!(status, want, "{u}: {r:?}");
+    }
+    let log = site.requests();
+    let mut asked: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &log {
+        *asked.entry(r.path.as_str()).or_default() += 1;
+    }
+    for (path, n) in &asked {
+        let want = if path.starts_with("/broken/") { 4 } else { 1 };
+        assert_eq!(*n, want, "{path} asked {n} times");
+    }
+    // The retries end within seconds of the first attempts: three backoffs (of at most
+    // 1, 2 and 4 s here) and the host's pacing at the rate it had reached. Counting the
+    // retries' errors, the rate is cut hundreds of times to 0.1/s and the tail is
+    // forty minutes.
+    let last_first = log
+        .iter()
+        .filter(|r| r.path.starts_with("/page/"))
+        .map(|r| r.arrived)
+        .max()
+        .unwrap();
+    let last = log.iter().map(|r| r.arrived).max().unwrap();
+    let tail = last.duration_since(last_first);
+    assert!(
+        tail < Duration::from_secs(10),
+        "the retries took {tail:?} more"
+    );
+    let host = &limits[0].lanes[0];
+    assert!(
+        host.decreases <= 2,
+        "the rate was cut {} times: {host:?}",
+        host.decreases
+    );
 }

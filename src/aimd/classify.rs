@@ -43,6 +43,21 @@ pub fn failure(f: Failure, limiter: &LimiterSettings) -> Signal {
     }
 }
 
+/// The signal of an answer to a retry, a request for a page that failed before: its error
+/// is `Neutral`. The retries a crawl sends are a sample chosen by failure (a broken page
+/// is retried until its attempts run out), so their errors say how broken those pages
+/// are, not how loaded the site is: counted, a site's last minute of retrying its broken
+/// pages reads as a site that fails everything, and the rate is cut for nothing.
+/// First attempts are the fair sample; a site that starts failing is seen there. Other
+/// signals are kept: a retry's success was served at the rate, and a throttle is the
+/// site's word whoever asked.
+pub fn of_retry(signal: Signal) -> Signal {
+    match signal {
+        Signal::Error => Signal::Neutral,
+        other => other,
+    }
+}
+
 /// The pacing the site's headers ask for beside what the answer's `signal` carries. A
 /// throttle's Retry-After is the throttle's, bound where the host's policy says (the exit
 /// that read it, or the host, see `coupling`); the headers add what else they tell (a
@@ -63,6 +78,21 @@ pub fn hints(signal: Signal, hints: &ServerHints) -> Option<Pacing> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retrys_error_says_nothing_and_its_other_answers_count() {
+        assert_eq!(of_retry(Signal::Error), Signal::Neutral);
+        for s in [
+            Signal::Success,
+            Signal::Refused,
+            Signal::Neutral,
+            Signal::Throttle {
+                retry_after: Some(Duration::from_secs(1)),
+            },
+        ] {
+            assert_eq!(of_retry(s), s);
+        }
+    }
 
     #[test]
     fn a_throttles_retry_after_is_the_throttles_and_a_quota_reset_the_headers() {

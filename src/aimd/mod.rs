@@ -33,7 +33,8 @@
 //!    gently, and cuts again only while rounds keep getting slower — the mark of a queue the
 //!    crawler builds itself.
 //! 7. **Errors are not throttles** (`errors.rs`): resets, timeouts and 5xx pages cut the rate
-//!    only when they dominate the answers or rise well above their usual share.
+//!    only when they dominate the answers or rise well above their usual share, and only
+//!    first attempts' errors count (a retry's is its broken page's, `classify::of_retry`).
 //! 8. **Lockouts** (`lockout.rs`): when everything is refused for a while (a used-up quota,
 //!    a penalty box answering 403), single probes at doubling intervals wait it out; a
 //!    lockout the site did not explain is a ban and leaves a ceiling at half the rate

@@ -118,9 +118,10 @@ pub struct CrawlerSettings {
     /// Cap on a single retry delay, in ms. Default 30000; `retry_backoff_base_ms`..=3600000.
     #[serde(deserialize_with = "strict::int")]
     pub retry_backoff_max_ms: u64,
-    /// Retries may add at most this fraction of extra load on top of first attempts
-    /// (0.2 = at most one retry per five fresh fetches, measured over a sliding window).
-    /// Stops retry storms when a site is failing. Default 0.2; 0.0..=1.0.
+    /// Retries to a host may add at most this fraction of extra load on top of its first
+    /// attempts (0.2 = at most one retry per five fresh fetches, over a sliding 10 s
+    /// window), plus a reserve of ten a second per host. Stops retry storms when a site is
+    /// failing; a retry it cannot afford waits. Default 0.2; 0.0..=1.0.
     #[serde(deserialize_with = "strict::float")]
     pub retry_budget: f64,
     /// A host that answers nothing but throttles (429/503) for this long is given up:

@@ -241,23 +241,39 @@ impl fmt::Display for Fault {
 }
 
 /// A seeded mix of faults for paths that do not name one: each path's fault is a pure
-/// function of `(seed, path)`.
+/// function of `(seed, path)`, or with `per_request` of `(seed, path, how many times the
+/// path was asked before)`.
 ///
-/// A flaky but unlimited site — 5 % of connections dropped, 2 % hangs, 3 % 500s — is
-/// `FaultMix { seed, faults: vec![(Fault::Close, 50), (Fault::Hang, 20),
-/// (Fault::Status(500), 30)] }`; bound the hangs below the client's timeout with
-/// [`SiteConfig::hang_max`](crate::SiteConfig::hang_max) to model a proxy that drops them.
+/// A site with broken pages — 5 % of them drop the connection, 2 % hang, 3 % answer 500,
+/// every time — is `FaultMix { seed, faults: vec![(Fault::Close, 50), (Fault::Hang, 20),
+/// (Fault::Status(500), 30)], per_request: false }`; with `per_request: true` the same
+/// shares are a flaky site's, whose every request draws its fault afresh (a page that
+/// failed answers on a later try as often as any other). Bound the hangs below the
+/// client's timeout with [`SiteConfig::hang_max`](crate::SiteConfig::hang_max) to model a
+/// proxy that drops them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultMix {
-    /// Seed of the per-path choice.
+    /// Seed of the choice.
     pub seed: u64,
     /// Each fault with its weight in per mille; what the weights leave of 1000 gets no
     /// fault.
     pub faults: Vec<(Fault, u32)>,
+    /// Draw each request's fault afresh (a flaky site) instead of each page's once (a
+    /// site with broken pages).
+    pub per_request: bool,
 }
 
 impl FaultMix {
-    /// The fault of `path` (None: answer normally).
+    /// The fault of the `nth` request (0-based) for `path`, None: answer normally. Without
+    /// `per_request`, `nth` is not looked at.
+    pub fn pick_nth(&self, path: &str, nth: u32) -> Option<Fault> {
+        if self.per_request && nth > 0 {
+            return self.pick(&format!("{path}#{nth}"));
+        }
+        self.pick(path)
+    }
+
+    /// The fault of `path`'s first request (None: answer normally).
     pub fn pick(&self, path: &str) -> Option<Fault> {
         // FNV-1a over the path, mixed with the seed by SplitMix64's finaliser.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -279,12 +295,13 @@ impl FaultMix {
     }
 }
 
-/// The fault a path gets from `mix` (explicit `/fault/…` paths first).
-pub(crate) fn fault_for(mix: Option<&FaultMix>, path: &str) -> Option<Fault> {
+/// The fault the `nth` request for a path gets from `mix` (explicit `/fault/…` paths
+/// first).
+pub(crate) fn fault_for(mix: Option<&FaultMix>, path: &str, nth: u32) -> Option<Fault> {
     if path.starts_with("/fault/") {
         return Fault::from_path(path);
     }
-    mix.and_then(|m| m.pick(path))
+    mix.and_then(|m| m.pick_nth(path, nth))
 }
 
 /// Accept loop of the fault listener: runs until the System stops.
@@ -405,7 +422,8 @@ async fn connection(
         let Some((head, arrived)) = read_request(&mut stream, &mut buf, shared.clock).await? else {
             return Ok(());
         };
-        let fault = fault_for(shared.cfg.faults.as_ref(), &head.path);
+        let nth = shared.fault_asks(&head.path);
+        let fault = fault_for(shared.cfg.faults.as_ref(), &head.path, nth);
         let status = fault.map_or(200, |f| f.status());
         shared.record_fault_request(peer.ip(), &head.path, arrived, fault, status);
         let close = head.close;

@@ -358,10 +358,10 @@ impl TestSite {
         }
     }
 
-    /// The fault the fault listener gives `path` (None: it answers 200). Pure: the same
-    /// path always gets the same answer.
+    /// The fault the fault listener gives `path`'s first request (None: it answers 200).
+    /// Pure: without [`FaultMix::per_request`] every request for the path gets it.
     pub fn fault_for(&self, path: &str) -> Option<Fault> {
-        fault::fault_for(self.shared.cfg.faults.as_ref(), path)
+        fault::fault_for(self.shared.cfg.faults.as_ref(), path, 0)
     }
 
     /// When the site started: [`Limit::Window`] edges are at `started() + k × window`.

@@ -1,7 +1,7 @@
 //! The main listener: actix-http's HTTP/1 server on a plain tokio listener, and the state it
 //! shares with the [`TestSite`](crate::TestSite) handle and the fault listener.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
@@ -60,6 +60,9 @@ pub(crate) struct State {
     limiter: Limiter,
     jitter: Jitter,
     pub(crate) log: Vec<RequestRecord>,
+    /// Requests seen per path by the fault listener, for [`FaultMix::per_request`](crate::FaultMix::per_request)
+    /// (counted only then).
+    fault_asks: HashMap<String, u32>,
 }
 
 /// What to answer.
@@ -121,6 +124,7 @@ impl Shared {
             limiter: Limiter::new(cfg.limit, start),
             jitter: Jitter::new(cfg.seed, cfg.latency_noise, cfg.tail),
             log: Vec::new(),
+            fault_asks: HashMap::new(),
         };
         Self {
             cfg,
@@ -146,6 +150,18 @@ impl Shared {
     }
 
     /// Fault listener: count and log a request at arrival, with what it will get.
+    /// How many requests for `path` the fault listener saw before this one (always 0
+    /// unless the fault mix draws per request).
+    pub(crate) fn fault_asks(&self, path: &str) -> u32 {
+        if !self.cfg.faults.as_ref().is_some_and(|m| m.per_request) {
+            return 0;
+        }
+        let mut state = self.lock();
+        let n = state.fault_asks.entry(path.to_string()).or_insert(0);
+        *n += 1;
+        *n - 1
+    }
+
     pub(crate) fn record_fault_request(
         &self,
         ip: IpAddr,

@@ -519,6 +519,7 @@ async fn fault_mix_drops_hangs_and_fails_and_hangs_are_bounded() {
             (Fault::Hang, 20),
             (Fault::Status(500), 30),
         ],
+        per_request: false,
     };
     // The mix's shares, over many paths (σ ≈ 31, 20, 24).
     let mut counts = BTreeMap::new();
@@ -558,4 +559,54 @@ async fn fault_mix_drops_hangs_and_fails_and_hangs_are_bounded() {
 
     let pa = site.stats().peer(PEER_A);
     assert_eq!((pa.requests, pa.closed, pa.failed, pa.ok), (4, 2, 1, 1));
+}
+
+/// A flaky site: the same shares drawn afresh for every request, so a page that failed
+/// answers on a later try; a site with broken pages fails them every time.
+#[actix_rt::test]
+async fn a_per_request_mix_lets_a_failed_page_answer_later_and_a_per_page_one_does_not() {
+    let faults = vec![(Fault::Status(500), 300)];
+    let flaky = FaultMix {
+        seed: 5,
+        faults: faults.clone(),
+        per_request: true,
+    };
+    // Over many pages, the share of second requests failing is the mix's share again
+    // (σ ≈ 14 of 1000), not 1000 (the first request's fault repeated).
+    let failed_first: Vec<String> = (0..10_000)
+        .map(|i| format!("/p/{i}"))
+        .filter(|p| flaky.pick_nth(p, 0).is_some())
+        .take(1000)
+        .collect();
+    let again = failed_first
+        .iter()
+        .filter(|p| flaky.pick_nth(p, 1).is_some())
+        .count();
+    assert!((240..=360).contains(&again), "{again} of 1000 failed again");
+
+    for per_request in [true, false] {
+        let site = TestSite::start(SiteConfig {
+            faults: Some(FaultMix {
+                seed: 5,
+                faults: faults.clone(),
+                per_request,
+            }),
+            ..SiteConfig::default()
+        });
+        let path = (0..)
+            .map(|i| format!("/p/{i}"))
+            .find(|p| site.fault_for(p).is_some())
+            .unwrap();
+        let a = client(PEER_A);
+        let mut statuses = Vec::new();
+        for _ in 0..8 {
+            statuses.push(get(&a, &site.fault_url(&path)).await.status);
+        }
+        assert_eq!(statuses[0], 500, "the first request gets the page's fault");
+        if per_request {
+            assert!(statuses.contains(&200), "{path}: {statuses:?}");
+        } else {
+            assert_eq!(statuses, [500; 8], "{path}: a broken page stays broken");
+        }
+    }
 }

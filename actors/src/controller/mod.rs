@@ -344,10 +344,14 @@ impl Handler<Succeeded> for LimiterActor {
     type Result = ();
 
     fn handle(&mut self, m: Succeeded, _ctx: &mut Self::Context) {
+        let mut signal = classify::answer(m.status, m.hints.retry_after, &self.settings);
+        if m.retry {
+            signal = classify::of_retry(signal);
+        }
         let r = Response {
             sent_at: m.sent_at,
             latency: m.latency,
-            signal: classify::answer(m.status, m.hints.retry_after, &self.settings),
+            signal,
             limited: m.limited,
         };
         self.feed(&m.exit, &m.host, r, &m.hints);
@@ -375,10 +379,14 @@ impl Handler<Failed> for LimiterActor {
     type Result = ();
 
     fn handle(&mut self, m: Failed, _ctx: &mut Self::Context) {
+        let mut signal = classify::failure(m.kind, &self.settings);
+        if m.retry {
+            signal = classify::of_retry(signal);
+        }
         let r = Response {
             sent_at: m.sent_at,
             latency: m.latency,
-            signal: classify::failure(m.kind, &self.settings),
+            signal,
             limited: true,
         };
         self.feed(&m.exit, &m.host, r, &ServerHints::default());
@@ -407,6 +415,7 @@ mod tests {
             status: 200,
             hints: ServerHints::default(),
             limited: true,
+            retry: false,
         }
     }
 

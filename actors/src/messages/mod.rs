@@ -65,6 +65,8 @@ pub struct Succeeded {
     pub hints: ServerHints,
     /// The request had waited for its pacer (the crawler wanted to go faster).
     pub limited: bool,
+    /// A retry of a page that failed before (see `exitcrawl::aimd::classify::of_retry`).
+    pub retry: bool,
 }
 
 impl Message for Succeeded {
@@ -105,6 +107,8 @@ pub struct Failed {
     pub latency: Duration,
     /// What kind of failure.
     pub kind: Failure,
+    /// A retry of a page that failed before (see `exitcrawl::aimd::classify::of_retry`).
+    pub retry: bool,
 }
 
 impl Message for Failed {

@@ -327,7 +327,7 @@ impl Scheduler {
         };
         self.metrics.urls_total.inc();
         self.reserve(i);
-        self.in_flight.first_attempt(now_std);
+        self.in_flight.first_attempt(&host, now_std);
         Direct::Go {
             exit: i,
             host,
@@ -361,7 +361,7 @@ impl Scheduler {
                     i,
                     &exit_name,
                     host,
-                    false,
+                    (false, false),
                     (attempted.sent_at, attempted.latency),
                     &answer,
                 );

@@ -174,7 +174,7 @@ impl Scheduler {
         let now = Instant::now();
         p.attempts += 1;
         if p.attempts == 1 {
-            self.in_flight.first_attempt(now.into_std());
+            self.in_flight.first_attempt(&p.host, now.into_std());
         }
         p.last_exit = Some(i);
         let id = self.in_flight.id();

@@ -11,7 +11,9 @@
 
 use std::time::{Duration, Instant};
 
-use exitcrawl::retry::{Backoff, RetryBudget};
+use std::sync::Arc;
+
+use exitcrawl::retry::{Backoff, RetryBudget, SiteBudgets};
 use exitcrawl::rng::SplitMix64;
 use foldhash::HashMap;
 
@@ -24,35 +26,36 @@ pub(super) struct InFlight<P> {
     delayed: HashMap<u64, P>,
     /// Attempts reserved and not yet released (queued and direct ones alike).
     attempts: u32,
-    /// Keeps retries a share of first attempts (`crawler.retry_budget`).
-    budget: RetryBudget,
+    /// Keeps each host's retries a share of its first attempts (`crawler.retry_budget`).
+    budgets: SiteBudgets<Arc<str>>,
     backoff: Backoff,
     /// The backoff's jitter.
     rng: SplitMix64,
 }
 
 impl<P> InFlight<P> {
-    /// Nothing in flight yet; retries within `budget`, spaced by `backoff`.
-    pub(super) fn new(budget: RetryBudget, backoff: Backoff) -> Self {
+    /// Nothing in flight yet; retries within each host's budget, spaced by `backoff`.
+    pub(super) fn new(budgets: SiteBudgets<Arc<str>>, backoff: Backoff) -> Self {
         Self {
             next_id: 0,
             sent: HashMap::default(),
             delayed: HashMap::default(),
             attempts: 0,
-            budget,
+            budgets,
             backoff,
             rng: SplitMix64::new(0x5c4e_d01e),
         }
     }
 
-    /// A fetch's first attempt is sent: it earns the budget its share of a retry.
-    pub(super) fn first_attempt(&mut self, now: Instant) {
-        self.budget.deposit(now);
+    /// A fetch's first attempt is sent to `host`: it earns the host's budget its share of
+    /// a retry.
+    pub(super) fn first_attempt(&mut self, host: &Arc<str>, now: Instant) {
+        self.budgets.deposit(host, now);
     }
 
-    /// The retry budget, which the core's verdict on an ended attempt draws on.
-    pub(super) fn budget(&mut self) -> &mut RetryBudget {
-        &mut self.budget
+    /// `host`'s retry budget, which the core's verdict on an ended attempt draws on.
+    pub(super) fn budget(&mut self, host: &Arc<str>, now: Instant) -> &mut RetryBudget {
+        self.budgets.site(host, now)
     }
 
     /// How long the `count`th retry (of errors, or of throttles) waits, at least the
@@ -70,12 +73,12 @@ impl<P> InFlight<P> {
 
     /// When a retry the budget deferred asks it again.
     pub(super) fn recheck_after(&self) -> Duration {
-        self.budget.recheck_after()
+        self.budgets.recheck_after()
     }
 
-    /// Spend the budget on a deferred retry, if it has room now.
-    pub(super) fn try_withdraw(&mut self, now: Instant) -> bool {
-        self.budget.try_withdraw(now)
+    /// Spend `host`'s budget on a deferred retry, if it has room now.
+    pub(super) fn try_withdraw(&mut self, host: &Arc<str>, now: Instant) -> bool {
+        self.budgets.try_withdraw(host, now)
     }
 
     /// A fresh id: an attempt's report, a retry timer or a Redis check carries it.
@@ -159,18 +162,24 @@ mod tests {
             base: Duration::from_millis(100),
             max: Duration::from_secs(10),
         };
-        InFlight::new(RetryBudget::new(0.5, 0.0, Duration::from_secs(10)), backoff)
+        InFlight::new(SiteBudgets::new(0.5), backoff)
     }
 
     #[test]
-    fn first_attempts_earn_the_retries_the_budget_allows_and_a_retry_waits_for_the_site() {
+    fn a_hosts_first_attempts_earn_its_own_retries_and_a_retry_waits_for_the_site() {
         let mut f = flight::<&str>();
         let now = Instant::now();
-        assert!(!f.try_withdraw(now), "no first attempt yet, no retry");
-        f.first_attempt(now);
-        f.first_attempt(now);
-        assert!(f.try_withdraw(now), "half of two first attempts: one retry");
-        assert!(!f.try_withdraw(now));
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        for _ in 0..20 {
+            f.first_attempt(&a, now);
+        }
+        // The reserve, ten a second over the ten-second window, is each host's own.
+        let reserve = 100;
+        let of_a = (0..200).filter(|_| f.try_withdraw(&a, now)).count();
+        assert_eq!(of_a, 10 + reserve, "half of a's twenty first attempts");
+        let of_b = (0..200).filter(|_| f.try_withdraw(&b, now)).count();
+        assert_eq!(of_b, reserve, "a's first attempts earn b nothing");
+        assert_eq!(f.budget(&a, now).retries_in_window(), 10 + reserve);
         assert!(f.recheck_after() > Duration::ZERO);
         assert!(f.backoff(1, Some(Duration::from_secs(3))) >= Duration::from_secs(3));
     }

@@ -91,7 +91,7 @@ use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter};
 use exitcrawl::outcome::{Bounds, Refusing};
 use exitcrawl::pacer::Pacer;
-use exitcrawl::retry::{Backoff, RetryBudget};
+use exitcrawl::retry::{Backoff, SiteBudgets};
 use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
 use foldhash::HashMap;
 use smallvec::SmallVec;
@@ -243,7 +243,7 @@ impl Scheduler {
             .collect();
         let c = &settings.crawler;
         let queues = Queues::new(c.queue_capacity as usize, metrics.queue_depth.clone());
-        let budget = RetryBudget::new(c.retry_budget, 1.0, Duration::from_secs(10));
+        let budgets = SiteBudgets::new(c.retry_budget);
         let backoff = Backoff {
             base: c.retry_backoff_base(),
             max: c.retry_backoff_max(),
@@ -259,7 +259,7 @@ impl Scheduler {
             queues,
             in_flight_handles: HashMap::default(),
             reports: None,
-            in_flight: InFlight::new(budget, backoff),
+            in_flight: InFlight::new(budgets, backoff),
             limiter: None,
             health: None,
             bounds,

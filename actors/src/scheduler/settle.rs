@@ -90,7 +90,7 @@ impl Scheduler {
             i,
             &exit_name,
             &p.host,
-            p.waited,
+            (p.waited, p.errors() > 1),
             (sent_at, latency),
             &answer,
         );
@@ -164,6 +164,7 @@ impl Scheduler {
                 sent_at,
                 latency,
                 kind: f.kind,
+                retry: p.errors() > 1,
             });
         }
         // Refused, reset or timed out may be the site's doing, so they feed the limiter,
@@ -197,6 +198,7 @@ impl Scheduler {
 
     /// What an answer through exit `i` tells: time and count it, feed the limiter (a
     /// throttle; with the adaptive algorithm, any answer; the site's rate-limit headers).
+    /// `waited`: the attempt waited for its pacer; `retry`: it retried a page that failed.
     /// Returns whether it is a throttle, the site's hints with their pauses cut to
     /// `max_retry_after`, and the pause the site asked for when it was longer.
     pub(super) fn note_answer(
@@ -204,7 +206,7 @@ impl Scheduler {
         i: usize,
         exit_name: &Arc<str>,
         host: &Arc<str>,
-        waited: bool,
+        (waited, retry): (bool, bool),
         (sent_at, latency): (std::time::Instant, Duration),
         answer: &Answer,
     ) -> (bool, ServerHints, Option<Duration>) {
@@ -251,6 +253,7 @@ impl Scheduler {
                     status: answer.status,
                     hints,
                     limited: waited,
+                    retry,
                 });
             }
         }
@@ -341,7 +344,7 @@ impl Scheduler {
             ended,
             attempts,
             &self.bounds,
-            self.in_flight.budget(),
+            self.in_flight.budget(&p.host, now.into_std()),
             now.into_std(),
         );
         match verdict {
@@ -394,7 +397,7 @@ impl Scheduler {
                 return;
             };
             if p.awaits_budget {
-                if !act.in_flight.try_withdraw(crate::clock::now()) {
+                if !act.in_flight.try_withdraw(&p.host, crate::clock::now()) {
                     let again = act.in_flight.recheck_after();
                     act.retry_later(p, again, ctx);
                     return;
