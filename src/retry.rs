@@ -21,7 +21,7 @@
 //! and `Retry-After` is a floor no jitter may undercut.
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::time::{Duration, Instant};
 
 use crate::rng::RandomSource;
@@ -110,10 +110,13 @@ pub const BUDGET_TTL: Duration = Duration::from_secs(10);
 /// A budget whose window has emptied is the same as a new one, so idle sites are dropped
 /// from time to time: a crawl over a million hosts keeps the budgets of the hosts of the
 /// last ten seconds, not of every host it met.
+///
+/// `S` hashes the keys: a fetch deposits on every first attempt, and a caller with a
+/// faster hasher than std's (SipHash) passes it with [`Self::with_hasher`].
 #[derive(Debug, Clone)]
-pub struct SiteBudgets<K> {
+pub struct SiteBudgets<K, S = RandomState> {
     ratio: f64,
-    budgets: HashMap<K, RetryBudget>,
+    budgets: HashMap<K, RetryBudget, S>,
     /// Size of `budgets` at which the next sweep of idle sites runs.
     sweep_at: usize,
 }
@@ -124,9 +127,16 @@ const SWEEP_FLOOR: usize = 64;
 impl<K: Hash + Eq + Clone> SiteBudgets<K> {
     /// Budgets of `ratio` × each site's first attempts (`crawler.retry_budget`).
     pub fn new(ratio: f64) -> Self {
+        Self::with_hasher(ratio, RandomState::new())
+    }
+}
+
+impl<K: Hash + Eq + Clone, S: BuildHasher> SiteBudgets<K, S> {
+    /// [`Self::new`] with the keys hashed by `hasher`.
+    pub fn with_hasher(ratio: f64, hasher: S) -> Self {
         Self {
             ratio,
-            budgets: HashMap::new(),
+            budgets: HashMap::with_hasher(hasher),
             sweep_at: SWEEP_FLOOR,
         }
     }

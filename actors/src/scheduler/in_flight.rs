@@ -27,7 +27,7 @@ pub(super) struct InFlight<P> {
     /// Attempts reserved and not yet released (queued and direct ones alike).
     attempts: u32,
     /// Keeps each host's retries a share of its first attempts (`crawler.retry_budget`).
-    budgets: SiteBudgets<Arc<str>>,
+    budgets: SiteBudgets<Arc<str>, foldhash::fast::RandomState>,
     backoff: Backoff,
     /// The backoff's jitter.
     rng: SplitMix64,
@@ -35,7 +35,10 @@ pub(super) struct InFlight<P> {
 
 impl<P> InFlight<P> {
     /// Nothing in flight yet; retries within each host's budget, spaced by `backoff`.
-    pub(super) fn new(budgets: SiteBudgets<Arc<str>>, backoff: Backoff) -> Self {
+    pub(super) fn new(
+        budgets: SiteBudgets<Arc<str>, foldhash::fast::RandomState>,
+        backoff: Backoff,
+    ) -> Self {
         Self {
             next_id: 0,
             sent: HashMap::default(),
@@ -162,7 +165,10 @@ mod tests {
             base: Duration::from_millis(100),
             max: Duration::from_secs(10),
         };
-        InFlight::new(SiteBudgets::new(0.5), backoff)
+        InFlight::new(
+            SiteBudgets::with_hasher(0.5, foldhash::fast::RandomState::default()),
+            backoff,
+        )
     }
 
     #[test]

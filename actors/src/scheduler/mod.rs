@@ -243,7 +243,7 @@ impl Scheduler {
             .collect();
         let c = &settings.crawler;
         let queues = Queues::new(c.queue_capacity as usize, metrics.queue_depth.clone());
-        let budgets = SiteBudgets::new(c.retry_budget);
+        let budgets = SiteBudgets::with_hasher(c.retry_budget, Default::default());
         let backoff = Backoff {
             base: c.retry_backoff_base(),
             max: c.retry_backoff_max(),
