@@ -31,6 +31,16 @@ async fn fetch_all(h: &CrawlerHandle, urls: &[String]) -> Vec<Reply> {
     join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await
 }
 
+/// `n` URLs of `site`: every `every`th is `/{kind}/i`, the others `/page/i`.
+fn mixed_urls(site: &TestSite, n: usize, (kind, every): (&str, usize)) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let kind = if i % every == 0 { kind } else { "page" };
+            site.url(&format!("/{kind}/{i}"))
+        })
+        .collect()
+}
+
 /// 200 answers the site sent, per path.
 fn served(site: &TestSite) -> BTreeMap<String, usize> {
     let mut by_path = BTreeMap::new();
@@ -108,12 +118,7 @@ async fn a_retry_the_budget_cannot_afford_waits_for_it_and_is_not_lost() {
     s.crawler.retry_budget = 0.0;
     s.crawler.max_retries = 1;
     let h = Crawler::start(s).expect("start");
-    let urls: Vec<String> = (0..600)
-        .map(|i| {
-            let kind = if i % 2 == 0 { "fail" } else { "page" };
-            site.url(&format!("/{kind}/{i}"))
-        })
-        .collect();
+    let urls = mixed_urls(&site, 600, ("fail", 2));
     let t0 = tokio::time::Instant::now();
     let replies = fetch_all(&h, &urls).await;
     let took = t0.elapsed();
@@ -233,12 +238,7 @@ async fn broken_pages_retried_at_the_end_of_a_crawl_do_not_slow_their_host() {
     s.crawler.retry_backoff_base_ms = 1_000;
     s.crawler.retry_backoff_max_ms = 4_000;
     let h = Crawler::start(s).expect("start");
-    let urls: Vec<String> = (0..2000)
-        .map(|i| {
-            let kind = if i % 10 == 0 { "broken" } else { "page" };
-            site.url(&format!("/{kind}/{i}"))
-        })
-        .collect();
+    let urls = mixed_urls(&site, 2000, ("broken", 10));
     let replies = fetch_all(&h, &urls).await;
     let limits = h.limits().await;
     h.shutdown(Duration::from_secs(1)).await;
