@@ -1,12 +1,12 @@
 //! The fetches the scheduler holds outside the hosts' queues: attempts handed to an exit
 //! (found again by their report's id), fetches waiting for a retry timer (found again by
 //! the timer's id), the count of attempts in flight that `crawler.concurrency` caps, and
-//! what a retry waits for (the retry budget, the backoff).
+//! what a retry waits for (its host's retry budget, the backoff).
 //!
 //! Why one part: these change together. An attempt is reserved before it is sent and
-//! released when it settles; a first attempt earns the budget what a retry spends; a
-//! shutdown's grace period forgets the sent ones at once (their late reports find
-//! nothing); the scheduler is drained when nothing is in flight and nothing waits for a
+//! released when it settles; a first attempt earns its host's budget what a retry
+//! spends; a shutdown's grace period forgets the sent ones at once (their late reports
+//! find nothing); the scheduler is drained when nothing is in flight and nothing waits for a
 //! timer. Generic over the fetch so that its rules are tested without a crawler.
 
 use std::time::{Duration, Instant};

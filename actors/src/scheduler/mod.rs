@@ -40,7 +40,7 @@
 //! - `direct.rs`: the way in ([`Ingress`]) and the direct path;
 //! - `in_flight.rs`: [`InFlight`], a part that owns its state: the attempts sent (by
 //!   report id), the fetches waiting for a retry timer, the count of attempts that
-//!   `crawler.concurrency` caps, the retry budget and the backoff;
+//!   `crawler.concurrency` caps, each host's retry budget and the backoff;
 //! - `pending.rs`: a fetch in the scheduler's hands, which always replies once;
 //! - `turns.rs`: direct fetches handed in together take their turns in order.
 //!
@@ -58,7 +58,7 @@
 //!
 //! Where this goes: each part owning its state and visited once, top to bottom: ingress
 //! (one way in) → queues → pacing (limiter keys, exit shares, the choice) → exit →
-//! in-flight (sent, delayed, retry budget, backoff) → one settle carrying out the core's
+//! in-flight (sent, delayed, retry budgets, backoff) → one settle carrying out the core's
 //! verdict → reply. The queues, the pacing and the in-flight fetches are cut out this way
 //! so far; `settle.rs` carries out the core's verdict in one place (`wait_for` for what
 //! waits, then the reply or the end).
@@ -201,7 +201,7 @@ pub(crate) struct Scheduler {
     /// Where exits report attempts: a channel this actor reads as a stream.
     reports: Option<ReportTo>,
     /// Attempts sent (by report id, see [`AttemptReport`]), fetches waiting for a retry,
-    /// the count `crawler.concurrency` caps, the retry budget and the backoff.
+    /// the count `crawler.concurrency` caps, the hosts' retry budgets and the backoff.
     in_flight: InFlight<Pending>,
     limiter: Option<Addr<LimiterActor>>,
     health: Option<Addr<HealthActor>>,
