@@ -1,4 +1,16 @@
-use super::*;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use actix::dev::MessageResponse;
+use actix::prelude::*;
+use awc::http::Uri;
+use tokio::sync::{oneshot, Semaphore};
+
+use crate::messages::{Fetch, FetchErrorKind};
+use crate::robots::RobotsGate;
+
+use super::pending::Pending;
+use super::{Enqueue, Ingress, Queues, Reply, Scheduler, SchedulerActor};
 
 /// Longest URL accepted: beyond this most servers answer 414 anyway, and a runaway input
 /// line must not become a request.

@@ -1,5 +1,22 @@
-use super::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::clock::Instant;
+use actix::prelude::*;
+use awc::http::Uri;
+use exitcrawl::select::{self, Selection};
+use tokio::sync::{oneshot, Semaphore};
+
+use crate::cutoff::CutOff;
+use crate::exit::{ExitCore, Hop};
 use crate::messages::Delivery;
+use crate::messages::{Attempted, Fetch, FetchError, FetchErrorKind, Intake, Parsed};
+use crate::metrics::Metrics;
+
+use super::pending::Pending;
+use super::{Reply, Scheduler, SchedulerActor};
 
 // ---------------------------------------------------------------------------------------
 // The direct path

@@ -1,5 +1,19 @@
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::clock::Instant;
+use actix::prelude::*;
 use exitcrawl::outcome::{self, AllDown};
+use exitcrawl::select::{self, NoExitReason, Selection};
+use tracing_actix::ActorInstrument;
+
+use crate::controller::LimitKey;
+use crate::messages::{AttemptReport, FetchErrorKind, SendRequest};
+use crate::metrics::Outcome;
+
+use super::admission::wire_uri;
+use super::pending::Pending;
+use super::{Scheduler, SchedulerActor, SharedLimits, Step};
 
 impl Scheduler {
     /// Send what may be sent; set one timer for the earliest moment more may go.

@@ -1,4 +1,15 @@
-use super::*;
+use actix::clock::Instant;
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use crate::controller::LimitKey;
+use crate::messages::{
+    AllExitsDown, AttemptDone, ExitStats, Fetch, FetchError, FetchErrorKind, GetCounters, GetStats,
+    HealthChanged, Intake, SetInterval, Shutdown,
+};
+use crate::metrics::RateLabels;
+
+use super::{Enqueue, Scheduler, SchedulerActor};
 
 impl StreamHandler<AttemptDone> for SchedulerActor {
     fn handle(&mut self, m: AttemptDone, ctx: &mut Self::Context) {

@@ -82,32 +82,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::clock::Instant;
-use actix::dev::MessageResponse;
 use actix::prelude::*;
 use awc::http::Uri;
 use exitcrawl::aimd::prior::HostPrior;
-use exitcrawl::config::{Algorithm, Scope, Settings};
-use exitcrawl::headers::ServerHints;
-use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter};
+use exitcrawl::config::Settings;
 use exitcrawl::outcome::{Bounds, Refusing};
-use exitcrawl::pacer::Pacer;
 use exitcrawl::retry::{Backoff, SiteBudgets};
-use exitcrawl::select::{self, Candidate, NoExitReason, Selection};
 use foldhash::HashMap;
-use smallvec::SmallVec;
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
-use tracing_actix::ActorInstrument;
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
-use crate::controller::{LimitKey, LimiterActor};
+use crate::controller::LimiterActor;
 use crate::cutoff::CutOff;
-use crate::exit::{ExitActor, ExitCore, ExitShare, Hop};
+use crate::exit::{ExitActor, ExitCore, ExitShare};
 use crate::health::HealthActor;
-use crate::messages::{
-    AllExitsDown, Answer, AttemptDone, AttemptReport, Attempted, ExitStats, Failed, Fetch,
-    FetchError, FetchErrorKind, FetchResponse, GetCounters, GetStats, HealthChanged, Intake,
-    Observed, Parsed, ReportTo, SendRequest, SetInterval, Shutdown, Succeeded, Throttled,
-};
-use crate::metrics::{ExitHandles, Metrics, Outcome, RateLabels};
+use crate::messages::{Fetch, FetchError, FetchResponse, ReportTo};
+use crate::metrics::{ExitHandles, Metrics};
 use crate::robots::RobotsGate;
 
 mod admission;
@@ -123,13 +112,12 @@ mod settle;
 mod turns;
 
 pub use admission::MAX_URL_BYTES;
-use admission::*;
-use direct::*;
+use direct::Handoff;
 pub(crate) use direct::{register_local, Ingress};
 pub(crate) use exits::start_exits;
 use in_flight::InFlight;
-use pacing::*;
-use pending::*;
+use pacing::Pacing;
+use pending::Pending;
 use queues::Queues;
 
 type Reply = Result<FetchResponse, FetchError>;

@@ -1,7 +1,19 @@
-use super::*;
-use crate::messages::{AttemptFailure, Delivery};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::clock::Instant;
+use actix::prelude::*;
+use exitcrawl::config::Algorithm;
+use exitcrawl::headers::ServerHints;
 use exitcrawl::outcome::{self, Attempts, Ended, GaveUp, Heard, Throttle, Verdict};
 use exitcrawl::redact::mask_message;
+
+use crate::messages::{Answer, Attempted, Failed, FetchErrorKind, Observed, Succeeded, Throttled};
+use crate::messages::{AttemptFailure, Delivery};
+use crate::metrics::{Outcome, RateLabels};
+
+use super::pending::Pending;
+use super::{Scheduler, SchedulerActor};
 
 impl Scheduler {
     /// [`Self::settle`] inside the fetch's span when the attempt may log something.

@@ -8,7 +8,22 @@
 //! and in distributed mode the shared budget's verdict ([`Pacing::shared_allowed`],
 //! [`Pacing::shared_wait`], [`Pacing::shared_down`]).
 
-use super::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use exitcrawl::aimd::prior::HostPrior;
+use exitcrawl::config::{Algorithm, Scope, Settings};
+use exitcrawl::limiter::{self, interval_of, Quota, RateLimiter};
+use exitcrawl::pacer::Pacer;
+use exitcrawl::select::{self, Candidate, Selection};
+use foldhash::HashMap;
+use smallvec::SmallVec;
+
+use crate::controller::LimitKey;
+
+use super::ExitSlot;
 
 /// A limiter key's pacing, shared between `SchedulerActor::keys` and the hosts using it.
 pub(super) type SharedKey = Rc<RefCell<KeyState>>;
