@@ -37,7 +37,7 @@
 //! ignored) and total: garbage yields `None`, never a panic. Every duration is capped at
 //! [`MAX_HINT`] so one absurd header cannot park an exit for years.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 mod parse;
 

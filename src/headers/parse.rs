@@ -2,7 +2,9 @@
 //! epoch timestamps and quoted strings, read leniently and totally (garbage is `None`,
 //! never a panic).
 
-use super::*;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{until, Policy, Window, EPOCH_MILLIS_THRESHOLD, EPOCH_SECONDS_THRESHOLD, MAX_HINT};
 
 pub(super) fn set_first<T>(slot: &mut Option<T>, v: Option<T>) {
     if slot.is_none() {

@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use std::time::UNIX_EPOCH;
 
 fn now() -> SystemTime {
     // 2015-10-21 07:28:00 UTC
