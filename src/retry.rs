@@ -156,11 +156,19 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> SiteBudgets<K, S> {
 
     /// Count a first attempt to `site`.
     pub fn deposit(&mut self, site: &K, now: Instant) {
-        self.site(site, now).deposit(now);
+        // Every first attempt comes here: a site already kept costs one lookup, without
+        // the key clone `site` makes for its entry.
+        match self.budgets.get_mut(site) {
+            Some(b) => b.deposit(now),
+            None => self.site(site, now).deposit(now),
+        }
     }
 
     /// Ask to retry once at `site` (see [`RetryBudget::try_withdraw`]).
     pub fn try_withdraw(&mut self, site: &K, now: Instant) -> bool {
+        if let Some(b) = self.budgets.get_mut(site) {
+            return b.try_withdraw(now);
+        }
         self.site(site, now).try_withdraw(now)
     }
 
