@@ -280,3 +280,52 @@ async fn broken_pages_retried_at_the_end_of_a_crawl_do_not_slow_their_host() {
         host.decreases
     );
 }
+
+#[actix_rt::test]
+async fn a_dead_host_retries_on_its_own_budget_not_on_the_credit_of_a_healthy_one() {
+    // One host answers every page, the other none (500 each time). A budget for the
+    // whole crawl would let the dead host's retries spend what the healthy host's
+    // thousand first attempts earned (200); its own allows 0.2 of its 80 first attempts
+    // plus the reserve, 116 in a 10 s window, and the rest of its 240 retries wait.
+    let healthy = paused_site(SiteConfig::default());
+    // Paused once, above: the second site only starts on the same runtime, on an
+    // address of its own (the crawler keys hosts by address, not by port).
+    let dead = TestSite::start_on_runtime_at(
+        SiteConfig {
+            pages: Some(Pages::new(|_host, _pq| {
+                let mut page = Page::html("<p>down</p>");
+                page.status = 500;
+                Some(page)
+            })),
+            ..SiteConfig::default()
+        },
+        support::ip("127.0.1.7"),
+    );
+    let mut s = settings(exits(2, 32));
+    s.limiter.algorithm = Algorithm::None;
+    s.crawler.max_retries = 3;
+    let h = Crawler::start(s).expect("start");
+    let mut urls: Vec<String> = (0..1000).map(|i| healthy.url(&format!("/p/{i}"))).collect();
+    urls.extend((0..80).map(|i| dead.url(&format!("/d/{i}"))));
+    let replies = fetch_all(&h, &urls).await;
+    h.shutdown(Duration::from_secs(1)).await;
+
+    for (u, r) in urls.iter().zip(&replies) {
+        let status = r.as_ref().map(|r| r.status).unwrap_or(0);
+        let want = if u.contains("/d/") { 500 } else { 200 };
+        assert_eq!(status, want, "{u}: {r:?}");
+    }
+    let asked = dead.requests();
+    assert_eq!(asked.len(), 80 * 4, "every dead page tried four times");
+    let first = asked.iter().map(|r| r.arrived).min().unwrap();
+    let early = asked
+        .iter()
+        .filter(|r| r.arrived.duration_since(first) < Duration::from_secs(9))
+        .count();
+    // 80 first attempts and at most 116 retries (a slot of slack: 130).
+    assert!(
+        early <= 80 + 130,
+        "{early} requests to the dead host in its first 9 s"
+    );
+    assert_eq!(healthy.stats().requests, 1000);
+}

@@ -304,8 +304,13 @@ impl TestSite {
     /// not depend on how loaded the machine is. The tasks end on [`TestSite::stop`], on
     /// drop or with the runtime.
     pub fn start_on_runtime(cfg: SiteConfig) -> TestSite {
-        let (listener, fault_listener, shared) =
-            bind(cfg, IpAddr::V4(Ipv4Addr::LOCALHOST), SiteClock::Runtime);
+        Self::start_on_runtime_at(cfg, IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    /// [`TestSite::start_on_runtime`] listening on `ip` (any of 127.0.0.0/8): another
+    /// host to the crawler, which keys hosts by address, not by port.
+    pub fn start_on_runtime_at(cfg: SiteConfig, ip: IpAddr) -> TestSite {
+        let (listener, fault_listener, shared) = bind(cfg, ip, SiteClock::Runtime);
         let addr = listener.local_addr().expect("test site: local_addr");
         let fault_addr = fault_addr_of(&fault_listener);
         let tasks = spawn_listeners(listener, fault_listener, Arc::clone(&shared));
