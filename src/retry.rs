@@ -98,6 +98,11 @@ pub struct RetryBudget {
 /// Slots a [`RetryBudget`] divides its ttl into.
 pub const BUDGET_SLOTS: usize = 20;
 
+/// Width of one of a budget's slots over `ttl`, nanoseconds (at least 1).
+fn slot_nanos(ttl: Duration) -> u64 {
+    (ttl.as_nanos() / BUDGET_SLOTS as u128).clamp(1, u64::MAX as u128) as u64
+}
+
 /// Retries a second each site may make whatever its first attempts (Finagle's default).
 pub const RESERVE_PER_SEC: f64 = 10.0;
 
@@ -166,15 +171,16 @@ impl<K: Hash + Eq + Clone, S: BuildHasher> SiteBudgets<K, S> {
 
     /// Ask to retry once at `site` (see [`RetryBudget::try_withdraw`]).
     pub fn try_withdraw(&mut self, site: &K, now: Instant) -> bool {
-        if let Some(b) = self.budgets.get_mut(site) {
-            return b.try_withdraw(now);
+        match self.budgets.get_mut(site) {
+            Some(b) => b.try_withdraw(now),
+            None => self.site(site, now).try_withdraw(now),
         }
-        self.site(site, now).try_withdraw(now)
     }
 
-    /// How long a retry the budget refused waits before asking again.
+    /// How long a retry the budget refused waits before asking again (see
+    /// [`RetryBudget::recheck_after`]).
     pub fn recheck_after(&self) -> Duration {
-        Duration::from_nanos((BUDGET_TTL.as_nanos() / BUDGET_SLOTS as u128) as u64)
+        Duration::from_nanos(slot_nanos(BUDGET_TTL))
     }
 
     /// Sites with a budget kept.
@@ -192,12 +198,11 @@ impl RetryBudget {
     /// A budget allowing retries of `ratio` × first attempts over the last `ttl`, plus
     /// `min_per_sec` × ttl retries.
     pub fn new(ratio: f64, min_per_sec: f64, ttl: Duration) -> Self {
-        let slot_nanos = (ttl.as_nanos() / BUDGET_SLOTS as u128).clamp(1, u64::MAX as u128);
         Self {
             ratio: ratio.max(0.0),
             min_per_sec: min_per_sec.max(0.0),
             ttl,
-            slot_nanos: slot_nanos as u64,
+            slot_nanos: slot_nanos(ttl),
             slots: [(0, 0); BUDGET_SLOTS],
             deposits: 0,
             withdrawals: 0,

@@ -41,6 +41,27 @@ fn mixed_urls(site: &TestSite, n: usize, (kind, every): (&str, usize)) -> Vec<St
         .collect()
 }
 
+/// Pages that answer 500 every time under `prefix`, and 200 elsewhere.
+fn failing_under(prefix: &'static str) -> Pages {
+    Pages::new(move |_host, pq| {
+        let mut page = Page::html("<p>page</p>");
+        if pq.starts_with(prefix) {
+            page.status = 500;
+        }
+        Some(page)
+    })
+}
+
+/// Each URL ended in one reply: 500 for those whose path has `failing` (their retries
+/// spent), 200 for the others.
+fn assert_ended(urls: &[String], replies: &[Reply], failing: &str) {
+    for (u, r) in urls.iter().zip(replies) {
+        let status = r.as_ref().map(|r| r.status).unwrap_or(0);
+        let want = if u.contains(failing) { 500 } else { 200 };
+        assert_eq!(status, want, "{u}: {r:?}");
+    }
+}
+
 /// 200 answers the site sent, per path.
 fn served(site: &TestSite) -> BTreeMap<String, usize> {
     let mut by_path = BTreeMap::new();
@@ -216,15 +237,8 @@ async fn broken_pages_retried_at_the_end_of_a_crawl_do_not_slow_their_host() {
     // attempts are done, only those pages' retries are sent, and all of them fail: read
     // as the site's health, that is a site failing everything, and its rate would be cut
     // again and again while the last retries wait.
-    let pages = Pages::new(|_host, pq| {
-        let mut page = Page::html("<p>page</p>");
-        if pq.starts_with("/broken/") {
-            page.status = 500;
-        }
-        Some(page)
-    });
     let site = paused_site(SiteConfig {
-        pages: Some(pages),
+        pages: Some(failing_under("/broken/")),
         ..SiteConfig::default()
     });
     let mut s = settings(exits(2, 32));
@@ -243,11 +257,7 @@ async fn broken_pages_retried_at_the_end_of_a_crawl_do_not_slow_their_host() {
     let limits = h.limits().await;
     h.shutdown(Duration::from_secs(1)).await;
 
-    for (u, r) in urls.iter().zip(&replies) {
-        let status = r.as_ref().map(|r| r.status).unwrap_or(0);
-        let want = if u.contains("/broken/") { 500 } else { 200 };
-        assert_eq!(status, want, "{u}: {r:?}");
-    }
+    assert_ended(&urls, &replies, "/broken/");
     let log = site.requests();
     let mut asked: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &log {
@@ -292,11 +302,7 @@ async fn a_dead_host_retries_on_its_own_budget_not_on_the_credit_of_a_healthy_on
     // address of its own (the crawler keys hosts by address, not by port).
     let dead = TestSite::start_on_runtime_at(
         SiteConfig {
-            pages: Some(Pages::new(|_host, _pq| {
-                let mut page = Page::html("<p>down</p>");
-                page.status = 500;
-                Some(page)
-            })),
+            pages: Some(failing_under("/")),
             ..SiteConfig::default()
         },
         support::ip("127.0.1.7"),
@@ -310,11 +316,7 @@ async fn a_dead_host_retries_on_its_own_budget_not_on_the_credit_of_a_healthy_on
     let replies = fetch_all(&h, &urls).await;
     h.shutdown(Duration::from_secs(1)).await;
 
-    for (u, r) in urls.iter().zip(&replies) {
-        let status = r.as_ref().map(|r| r.status).unwrap_or(0);
-        let want = if u.contains("/d/") { 500 } else { 200 };
-        assert_eq!(status, want, "{u}: {r:?}");
-    }
+    assert_ended(&urls, &replies, "/d/");
     let asked = dead.requests();
     assert_eq!(asked.len(), 80 * 4, "every dead page tried four times");
     let first = asked.iter().map(|r| r.arrived).min().unwrap();

@@ -6,12 +6,11 @@
 //! Why one part: these change together. An attempt is reserved before it is sent and
 //! released when it settles; a first attempt earns its host's budget what a retry
 //! spends; a shutdown's grace period forgets the sent ones at once (their late reports
-//! find nothing); the scheduler is drained when nothing is in flight and nothing waits for a
-//! timer. Generic over the fetch so that its rules are tested without a crawler.
-
-use std::time::{Duration, Instant};
+//! find nothing); the scheduler is drained when nothing is in flight and nothing waits
+//! for a timer. Generic over the fetch so that its rules are tested without a crawler.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use exitcrawl::retry::{Backoff, RetryBudget, SiteBudgets};
 use exitcrawl::rng::SplitMix64;

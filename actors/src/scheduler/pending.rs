@@ -46,6 +46,12 @@ impl Pending {
         self.attempts.saturating_sub(self.throttled)
     }
 
+    /// The attempt being settled retries a page that failed before (its error, if any,
+    /// says nothing of the site's load: `exitcrawl::aimd::classify::of_retry`).
+    pub(super) fn is_retry(&self) -> bool {
+        self.errors() > 1
+    }
+
     /// The fetch's span, made on first use.
     pub(super) fn span(&mut self) -> &tracing::Span {
         let (url, host) = (&self.fetch.url, &self.host);

@@ -102,7 +102,7 @@ impl Scheduler {
             i,
             &exit_name,
             &p.host,
-            (p.waited, p.errors() > 1),
+            (p.waited, p.is_retry()),
             (sent_at, latency),
             &answer,
         );
@@ -176,7 +176,7 @@ impl Scheduler {
                 sent_at,
                 latency,
                 kind: f.kind,
-                retry: p.errors() > 1,
+                retry: p.is_retry(),
             });
         }
         // Refused, reset or timed out may be the site's doing, so they feed the limiter,
