@@ -75,6 +75,12 @@ impl Controller {
         }
     }
 
+    /// The shortest way back to the estimate that keeps the pauses probes bring at
+    /// [`Controller::PAUSE_SHARE`] of the crawl, seconds.
+    fn priced_k(&self) -> f64 {
+        self.last_retry_after.as_secs_f64() / Self::PAUSE_SHARE
+    }
+
     pub(super) fn enter_probe(&mut self, w_max: f64, now: Instant, at_plateau: bool) {
         self.phase = Phase::Probe;
         self.w_max = w_max.max(self.cfg.min_rps);
@@ -86,7 +92,7 @@ impl Controller {
         // above it the curve keeps the scale of an unpriced cycle (`k_above`), since a
         // throttle there costs one pause however fast the rate rose, and a capacity that
         // came back must be found within seconds of the plateau, not a minute.
-        let priced = self.last_retry_after.as_secs_f64() / Self::PAUSE_SHARE;
+        let priced = self.priced_k();
         let floor = self.cfg.probe_time.as_secs_f64().max(priced);
         self.k = (self.cfg.probe_requests / self.w_max).clamp(floor, floor.max(Self::MAX_K));
         let unpriced = self.cfg.probe_time.as_secs_f64();
@@ -104,11 +110,19 @@ impl Controller {
 
     pub(super) fn decrease(&mut self, now: Instant, cause: Cause) {
         let at_throttle = self.rate;
+        let unproven = match self.phase {
+            Phase::SlowStart => self.unproven_estimate(now),
+            Phase::Probe => None,
+        };
+        let guess = unproven.is_some();
         let w_max = match self.phase {
             // What the site delivered is its capacity when a queue formed (as BBR's
             // bottleneck bandwidth), whatever the pacer allowed (the crawler's concurrency
             // may have held the rate far below it).
             Phase::Probe if matches!(cause, Cause::Latency(_)) => self.delivered(now),
+            // Too few answers to say anything: the rate it began at, a guess, and
+            // checked as such below.
+            Phase::SlowStart if let Some(start) = unproven => start,
             // What the site accepted when slow start overshot.
             Phase::SlowStart => self.accepted_estimate(now),
             Phase::Probe
@@ -122,6 +136,18 @@ impl Controller {
             Phase::Probe => at_throttle,
         };
         self.enter_probe(w_max, now, false);
+        if guess {
+            // A guess is checked within a short cycle, not one of `probe_requests`: the
+            // way back to it still lasts the pause's price, and above it the curve soon
+            // finds the estimate stale if the host takes more.
+            let short = self
+                .cfg
+                .probe_time
+                .as_secs_f64()
+                .max(Self::LEARNED_CYCLE / self.w_max);
+            self.k = self.k.min(short.max(self.priced_k()));
+            self.k_above = short;
+        }
         if matches!(cause, Cause::Latency(_)) {
             // A server that queues pays for every probe above its capacity with a queue,
             // and the probe is seen only a round later: probe it four times as slowly

@@ -43,6 +43,18 @@ impl Controller {
         accepted.clamp(self.rate / 2.0, self.rate)
     }
 
+    /// The estimate of a host's first cut when its slow start ends with fewer than eight
+    /// answers in its last second: what got through that quickly is mostly the burst
+    /// (three answers of a 5 req/s host with a burst of 2 read as 10 req/s), and the
+    /// doublings since the start were never answered, so nothing shows the host takes
+    /// more than where it began. `None` when there are answers enough for
+    /// [`Controller::accepted_estimate`], or when the host was cut before (a slow start
+    /// resumed later starts from a rate the host was seen to take).
+    pub(super) fn unproven_estimate(&mut self, now: Instant) -> Option<f64> {
+        let (_, n) = self.accepted.rate(now, self.created);
+        (n < 8 && self.decreases == 0).then(|| self.start_rps.min(self.rate))
+    }
+
     /// The round after slow start's first refusal says the rate is `est` (see
     /// [`refusals`]): an estimate above it came from the burst, and so did the rate cut
     /// from it. Only ever lowers them.

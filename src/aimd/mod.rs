@@ -13,7 +13,10 @@
 //!    cannot inflate (`refusals.rs`). On a host too slow for a round to say anything, what
 //!    got through between two throttles is its rate, whatever its burst (`between.rs`).
 //!    While a thin host is learned, the token buckets that explain every answer so far
-//!    bound the estimate from both sides (`fit.rs`), whatever a pause wasted.
+//!    bound the estimate from both sides (`fit.rs`), whatever a pause wasted. A first
+//!    throttle after fewer than eight answers in a second says nothing: the estimate is a
+//!    guess, the rate the host started at, held for the pause's price and then checked
+//!    by a short cycle (`Controller::unproven_estimate`).
 //! 3. **Hold.** A throttle without `Retry-After` pauses the key for a short hold
 //!    (`max(srtt, 2 intervals)`, at most `hold`), so the requests already on their way don't
 //!    all hit the wall; `Retry-After` is a floor: no send before it expires.
@@ -212,6 +215,8 @@ pub struct Controller {
     /// Started from the host prior below `initial_rps`: slow start doubles per answers,
     /// not only per time (see `doubling_time`).
     ramp_by_answers: bool,
+    /// Where slow start began: `initial_rps`, or the host prior.
+    start_rps: f64,
 }
 
 impl Controller {
@@ -266,6 +271,7 @@ impl Controller {
             decreases: 0,
             answers: 0,
             ramp_by_answers: false,
+            start_rps: rate,
             cfg,
         }
     }
@@ -280,6 +286,7 @@ impl Controller {
         let mut c = Self::new(cfg, now);
         c.rate = start_rps.clamp(c.cfg.min_rps, c.cfg.max_rps);
         c.w_max = c.rate;
+        c.start_rps = c.rate;
         c.broadcast_rps = c.rate;
         c.ramp_by_answers = ramp_by_answers;
         c

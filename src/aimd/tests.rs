@@ -401,3 +401,64 @@ fn a_priced_cycle_returns_slowly_and_probes_above_the_estimate_at_the_unpriced_s
         ctl.phase()
     );
 }
+
+#[test]
+fn a_first_throttle_after_a_few_answers_keeps_the_start_rate_until_the_pause_is_paid() {
+    // A 5 req/s host with a burst of 2: two answers, slow start doubles twice, the third
+    // request is throttled with `Retry-After: 1`. Three answers in 0.3 s read as 10 req/s;
+    // they are the burst.
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    let start = ctl.rate();
+    for _ in 0..2 {
+        c.advance(100 * MS);
+        ctl.on_response(&ok(c.now() - 40 * MS), c.now());
+    }
+    c.advance(100 * MS);
+    assert!(ctl.rate() > 2.0 * start, "slow start grew: {}", ctl.rate());
+    ctl.on_response(
+        &throttled(c.now() - 40 * MS, Some(Duration::from_secs(1))),
+        c.now(),
+    );
+    assert_eq!(
+        ctl.capacity_estimate(),
+        start,
+        "the guess is where it began"
+    );
+    assert!(ctl.rate() < start);
+    // The way back to the guess lasts the pause's price, so a host that takes no more
+    // than that is not throttled again within it.
+    let cut = c.now();
+    let priced = 1.0 / Controller::PAUSE_SHARE;
+    while c.now().saturating_duration_since(cut).as_secs_f64() < 0.9 * priced {
+        c.advance(Duration::from_secs_f64(1.0 / ctl.rate()));
+        ctl.on_response(&ok(c.now() - 40 * MS), c.now());
+        assert!(ctl.rate() <= start, "{} above the guess", ctl.rate());
+    }
+    // Then a short cycle finds a host that takes more: half again above, or slow start.
+    while c.now().saturating_duration_since(cut).as_secs_f64() < priced + 10.0 {
+        c.advance(Duration::from_secs_f64(1.0 / ctl.rate()));
+        ctl.on_response(&ok(c.now() - 40 * MS), c.now());
+    }
+    assert!(
+        ctl.rate() >= 1.5 * start || ctl.phase() == Phase::SlowStart,
+        "rate {} phase {:?}",
+        ctl.rate(),
+        ctl.phase()
+    );
+}
+
+#[test]
+fn a_first_throttle_after_many_answers_is_estimated_from_them() {
+    let c = FakeClock::new();
+    let mut ctl = ramped(&c);
+    ctl.on_response(
+        &throttled(c.now() - 50 * MS, Some(Duration::from_secs(1))),
+        c.now(),
+    );
+    assert!(
+        ctl.capacity_estimate() >= 8.0 * AimdConfig::default().initial_rps,
+        "a hundred answers a second say more than the start: {}",
+        ctl.capacity_estimate()
+    );
+}
