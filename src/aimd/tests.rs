@@ -37,6 +37,16 @@ pub(super) fn ramped(c: &FakeClock) -> Controller {
     ctl
 }
 
+/// [`ramped`], then throttled with `Retry-After: 1`.
+fn ramped_then_throttled(c: &FakeClock) -> Controller {
+    let mut ctl = ramped(c);
+    ctl.on_response(
+        &throttled(c.now() - 50 * MS, Some(Duration::from_secs(1))),
+        c.now(),
+    );
+    ctl
+}
+
 #[test]
 fn slow_start_doubles_per_doubling_time() {
     let c = FakeClock::new();
@@ -364,11 +374,7 @@ fn a_site_that_got_slower_for_good_is_not_cut_for() {
 #[test]
 fn a_priced_cycle_returns_slowly_and_probes_above_the_estimate_at_the_unpriced_scale() {
     let c = FakeClock::new();
-    let mut ctl = ramped(&c);
-    ctl.on_response(
-        &throttled(c.now() - 50 * MS, Some(Duration::from_secs(1))),
-        c.now(),
-    );
+    let mut ctl = ramped_then_throttled(&c);
     let w = ctl.capacity_estimate();
     let priced = 1.0 / Controller::PAUSE_SHARE;
     let unpriced = (AimdConfig::default().probe_requests / w).max(2.0);
@@ -394,6 +400,11 @@ fn a_priced_cycle_returns_slowly_and_probes_above_the_estimate_at_the_unpriced_s
     // Above it, growth follows the unpriced cycle: half again above within two of them
     // (then the estimate is stale and slow start looks for the new capacity).
     answer_until(&mut ctl, priced + 2.0 * unpriced, cut);
+    assert_found_stale(&ctl, w);
+}
+
+/// Half again above the estimate `w`, or slow start looking for the new capacity.
+fn assert_found_stale(ctl: &Controller, w: f64) {
     assert!(
         ctl.rate() >= 1.5 * w || ctl.phase() == Phase::SlowStart,
         "rate {} estimate {w} phase {:?}",
@@ -440,22 +451,13 @@ fn a_first_throttle_after_a_few_answers_keeps_the_start_rate_until_the_pause_is_
         c.advance(Duration::from_secs_f64(1.0 / ctl.rate()));
         ctl.on_response(&ok(c.now() - 40 * MS), c.now());
     }
-    assert!(
-        ctl.rate() >= 1.5 * start || ctl.phase() == Phase::SlowStart,
-        "rate {} phase {:?}",
-        ctl.rate(),
-        ctl.phase()
-    );
+    assert_found_stale(&ctl, start);
 }
 
 #[test]
 fn a_first_throttle_after_many_answers_is_estimated_from_them() {
     let c = FakeClock::new();
-    let mut ctl = ramped(&c);
-    ctl.on_response(
-        &throttled(c.now() - 50 * MS, Some(Duration::from_secs(1))),
-        c.now(),
-    );
+    let ctl = ramped_then_throttled(&c);
     assert!(
         ctl.capacity_estimate() >= 8.0 * AimdConfig::default().initial_rps,
         "a hundred answers a second say more than the start: {}",
