@@ -1,6 +1,7 @@
 //! The adaptive limiter against real local sites of the shapes real sites have (a limit
 //! for the whole host reached through four exits, with and without `Retry-After`, a strict
-//! per-IP limit, an unlimited site with faulty pages), with exits bound to 127.0.0.2 …
+//! per-IP limit, an unlimited site with faulty pages, a broad crawl's small host), with
+//! exits bound to 127.0.0.2 …
 //! 127.0.0.5. Goodput and the share of refusals are the *server's* counts. Rates are kept
 //! low (tens of requests per second) so a busy 2-core machine is not what limits the
 //! crawl, and the bounds leave room for the scheduling noise such a machine adds;
@@ -373,5 +374,34 @@ async fn a_learned_hosts_retry_after_pauses_the_exit_that_read_it_while_the_othe
         went_on >= 1,
         "no Retry-After second in which the other exits went on: {} throttles",
         throttles.len()
+    );
+}
+
+#[actix_rt::test]
+async fn a_small_host_pays_only_the_throttle_that_ends_its_slow_start() {
+    // A broad crawl's everyday host: 5 req/s with a burst of 2, `Retry-After: 1` on every
+    // 429, 40 pages, reached through four exits. Slow start meets it after three answers,
+    // which say nothing about its rate: the crawler goes on at the rate it started at
+    // (5 req/s) for the pause's price, so the host's 40 pages cost the throttle that ended
+    // slow start (and one request already on its way), not two more after the pauses.
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(5, 2)),
+        retry_after: RetryAfter::Fixed(1),
+        latency: Duration::from_millis(40),
+        ..SiteConfig::default()
+    });
+    let shape = crawl_shape(&site, 40, 5.0, Duration::ZERO, 429).await;
+    assert_eq!(shape.ok, 40, "every URL ends 200");
+    assert!(
+        shape.seen.refused <= 2,
+        "{} throttles for 40 pages",
+        shape.seen.refused
+    );
+    // Not bought with slowness: the pages took at most a third longer than at the
+    // host's own rate (8 s).
+    assert!(
+        shape.seen.span_after <= Duration::from_secs(11),
+        "{:?} for 40 pages at 5 req/s",
+        shape.seen.span_after
     );
 }
