@@ -110,21 +110,21 @@ impl Controller {
 
     pub(super) fn decrease(&mut self, now: Instant, cause: Cause) {
         let at_throttle = self.rate;
-        let unproven = match self.phase {
-            Phase::SlowStart => self.unproven_estimate(now),
-            Phase::Probe => None,
-        };
-        let guess = unproven.is_some();
+        let mut guess = false;
         let w_max = match self.phase {
             // What the site delivered is its capacity when a queue formed (as BBR's
             // bottleneck bandwidth), whatever the pacer allowed (the crawler's concurrency
             // may have held the rate far below it).
             Phase::Probe if matches!(cause, Cause::Latency(_)) => self.delivered(now),
-            // Too few answers to say anything: the rate it began at, a guess, and
-            // checked as such below.
-            Phase::SlowStart if let Some(start) = unproven => start,
-            // What the site accepted when slow start overshot.
-            Phase::SlowStart => self.accepted_estimate(now),
+            // What the site accepted when slow start overshot; with too few answers to
+            // say anything, the rate it began at: a guess, checked as such below.
+            Phase::SlowStart => match self.unproven_estimate(now) {
+                Some(start) => {
+                    guess = true;
+                    start
+                }
+                None => self.accepted_estimate(now),
+            },
             Phase::Probe
                 if matches!(cause, Cause::Throttle { .. }) && at_throttle <= self.w_max =>
             {
@@ -140,11 +140,7 @@ impl Controller {
             // A guess is checked within a short cycle, not one of `probe_requests`: the
             // way back to it still lasts the pause's price, and above it the curve soon
             // finds the estimate stale if the host takes more.
-            let short = self
-                .cfg
-                .probe_time
-                .as_secs_f64()
-                .max(Self::LEARNED_CYCLE / self.w_max);
+            let short = self.learning_cycle();
             self.k = self.k.min(short.max(self.priced_k()));
             self.k_above = short;
         }

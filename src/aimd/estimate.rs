@@ -14,6 +14,8 @@ impl Controller {
     /// Requests a probe cycle spans after an estimate from what got through between
     /// throttles (see `lower_between`).
     pub(super) const LEARNED_CYCLE: f64 = 10.0;
+    /// Answers in a second from which what got through says something besides the burst.
+    const SECOND_SAYS: u32 = 8;
     /// The fit of a host's first answers speaks while its fastest refill lasts longer than
     /// this many round trips' worth of tokens: under one token per two round trips, the
     /// network cannot reorder arrivals by a token.
@@ -28,11 +30,11 @@ impl Controller {
     /// rate reached says less than what actually got through.
     pub(super) fn accepted_estimate(&mut self, now: Instant) -> f64 {
         let (short, n) = self.accepted.rate(now, self.created);
-        let accepted = if n >= 8 {
+        let accepted = if n >= Self::SECOND_SAYS {
             // Slow start ramps within that second; the best of its last few tenths says
             // more about what the site takes now than their average.
             let (peak, m) = self.accepted.peak(3, now);
-            if m >= 8 {
+            if m >= Self::SECOND_SAYS {
                 short.max(peak)
             } else {
                 short
@@ -52,7 +54,16 @@ impl Controller {
     /// resumed later starts from a rate the host was seen to take).
     pub(super) fn unproven_estimate(&mut self, now: Instant) -> Option<f64> {
         let (_, n) = self.accepted.rate(now, self.created);
-        (n < 8 && self.decreases == 0).then(|| self.start_rps.min(self.rate))
+        (n < Self::SECOND_SAYS && self.decreases == 0).then(|| self.start_rps.min(self.rate))
+    }
+
+    /// A learning host's probe cycle, seconds: [`Controller::LEARNED_CYCLE`] requests at
+    /// the estimate, at least `probe_time`.
+    pub(super) fn learning_cycle(&self) -> f64 {
+        self.cfg
+            .probe_time
+            .as_secs_f64()
+            .max(Self::LEARNED_CYCLE / self.w_max)
     }
 
     /// The round after slow start's first refusal says the rate is `est` (see
@@ -83,11 +94,7 @@ impl Controller {
         let before = self.w_max;
         self.lower_estimate(est, now);
         if self.w_max < before {
-            self.k = self
-                .cfg
-                .probe_time
-                .as_secs_f64()
-                .max(Self::LEARNED_CYCLE / self.w_max);
+            self.k = self.learning_cycle();
             self.k_above = self.k;
             self.epoch = now;
         }
