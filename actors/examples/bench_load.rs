@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
-use exitcrawl_actors::metrics::Metrics;
+use exitcrawl_actors::Metrics;
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 
@@ -72,8 +72,8 @@ fn vm_hwm_kib() -> Option<u64> {
 }
 
 fn main() {
-    // Large bodies and glibc's heap trimming: see exitcrawl_actors::process.
-    exitcrawl_actors::process::keep_freed_memory(64 << 20);
+    // Large bodies and glibc's heap trimming: see exitcrawl_net::process.
+    exitcrawl_net::process::keep_freed_memory(64 << 20);
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -37,7 +37,7 @@
 //! Each path first runs a short warm-up (connections opened, not timed). The site is a
 //! local `TestSite` on 127.0.0.1 with the request log off (its own thread). Loopback only.
 //! Like the `crawl` binary, the process raises glibc's heap trim threshold
-//! (`exitcrawl_actors::process`), for both paths alike.
+//! (`exitcrawl_net::process`), for both paths alike.
 
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
@@ -46,8 +46,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, Arbiters, ExitSettings, Settings};
-use exitcrawl_actors::net::{build_client, ClientOptions, DnsCache};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchError, FetchResponse};
+use exitcrawl_net::{build_client, ClientOptions, DnsCache};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 
 const EXIT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
@@ -506,8 +506,8 @@ fn print_medians(
 }
 
 fn main() {
-    // Large bodies and glibc's heap trimming: see exitcrawl_actors::process.
-    exitcrawl_actors::process::keep_freed_memory(64 << 20);
+    // Large bodies and glibc's heap trimming: see exitcrawl_net::process.
+    exitcrawl_net::process::keep_freed_memory(64 << 20);
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -20,8 +20,8 @@ use awc::error::PayloadError;
 use awc::http::header::{HeaderMap, CONTENT_ENCODING, CONTENT_LENGTH};
 use bytes::{Bytes, BytesMut};
 
-/// What the crawler accepts, in `Accept-Encoding`.
-pub const ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
+/// What the crawler accepts, in `Accept-Encoding`: each has its decoder here.
+pub use exitcrawl_net::ACCEPT_ENCODING;
 
 /// The most a decoder hands over at once.
 const PIECE: usize = 32 * 1024;

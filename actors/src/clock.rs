@@ -1,5 +1,5 @@
-//! The actor layer's clock: the runtime's (tokio's), handed to the core as
-//! [`exitcrawl::clock::Clock`].
+//! The actor layer's clock: the runtime's (tokio's), read as the `std::time::Instant`
+//! every core decision takes as its `now`.
 //!
 //! Every timing decision the actors make — pacing, token buckets, Retry-After pauses, health
 //! ejections, timeouts, Redis outage backoff, robots.txt delays — reads this clock, and
@@ -13,25 +13,13 @@
 
 use std::time::{Duration, Instant};
 
-use exitcrawl::clock::Clock;
-
-/// [`Clock`] over the current tokio runtime's clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RuntimeClock;
-
-impl Clock for RuntimeClock {
-    fn now(&self) -> Instant {
-        now()
-    }
-}
-
 /// The runtime's current instant, as the `std::time::Instant` the core's decisions take.
-pub fn now() -> Instant {
+pub(crate) fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
 /// Time on the runtime's clock since `earlier` (zero if `earlier` is later).
-pub fn since(earlier: Instant) -> Duration {
+pub(crate) fn since(earlier: Instant) -> Duration {
     now().saturating_duration_since(earlier)
 }
 
@@ -42,9 +30,9 @@ mod tests {
     #[actix_rt::test]
     async fn follows_paused_time() {
         tokio::time::pause();
-        let t0 = RuntimeClock.now();
+        let t0 = now();
         tokio::time::advance(Duration::from_secs(90)).await;
         assert_eq!(since(t0), Duration::from_secs(90));
-        assert_eq!(RuntimeClock.now() - t0, Duration::from_secs(90));
+        assert_eq!(now() - t0, Duration::from_secs(90));
     }
 }

@@ -20,9 +20,12 @@
 //! Structs and enums that will grow are `#[non_exhaustive]`: build them with their
 //! constructors. The actors' own messages (intervals, health changes, all exits down) are
 //! internal and cannot be sent from outside. `tests/public_root.rs` holds the list of
-//! public root names, so a new one is added on purpose. The modules `clock`, `metrics`, `net`,
-//! `process` and `redis` are what the `exitcrawl` program and the benchmarks build on;
-//! `ACCEPT_ENCODING` and `MAX_URL_BYTES` are facts of the wire the program records.
+//! public root names, so a new one is added on purpose. [`Metrics`] is what
+//! [`CrawlerHandle::metrics`] reads; the module `redis` is distributed mode, which the
+//! `exitcrawl` program builds on; `ACCEPT_ENCODING` and `MAX_URL_BYTES` are facts of the
+//! wire the program records. How an exit talks to the network (its client bound to a
+//! source IP, the DNS cache, what a failed connection says, the process settings for
+//! binaries) is the crate `exitcrawl-net`, which the program and the benchmarks use too.
 //!
 //! # Layout
 //!
@@ -52,23 +55,23 @@
 //!   is over, for a few instructions per fetch.
 //! - [`follow`]: `crawl` — follow links from seeds through a `CrawlerHandle`, with
 //!   scope, dedupe, robots.txt and per-host politeness (`exitcrawl::discover`).
-//! - [`net`]: how one exit talks to the network — an awc client whose every TCP connection
-//!   leaves from the exit's own source IP, a shared DNS cache, and the classification of
-//!   connection failures (exit's fault or site's fault).
-//! - [`clock`]: the runtime's (tokio's) clock as the core's `Clock`; every timing
-//!   decision in the actors reads it, so a paused runtime pauses the whole crawler.
+//! - `net` (the crate `exitcrawl-net`): how one exit talks to the network — an awc client
+//!   whose every TCP connection leaves from the exit's own source IP, a shared DNS cache,
+//!   and the classification of connection failures (exit's fault or site's fault).
+//! - `clock` (internal): the runtime's (tokio's) clock; every timing decision in the
+//!   actors reads it, so a paused runtime pauses the whole crawler.
+//! - `metrics` (internal; [`Metrics`] public): the Prometheus registry, the `/metrics`
+//!   endpoint, the event loop's lag.
 //! - `robots`: robots.txt and Crawl-delay for every fetch through a handle (on by
 //!   default; [`CrawlerHandle::polite`] opts out), one cache per crawler over the core's
 //!   `RobotsCache`.
-//! - [`process`]: opt-in process-wide settings for binaries (the allocator's heap
-//!   trimming, the open-file limit).
 //! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on
 //!   Redis, with bounded timeouts and an outage counter (`limiter.backend = "redis"`).
 
 #![warn(missing_docs)]
 
 mod body;
-pub mod clock;
+mod clock;
 mod controller;
 mod crawler;
 mod cutoff;
@@ -77,9 +80,9 @@ pub mod follow;
 mod headers;
 mod health;
 mod messages;
-pub mod metrics;
-pub mod net;
-pub mod process;
+/// How an exit talks to the network: its own crate, `exitcrawl-net`.
+use exitcrawl_net as net;
+mod metrics;
 pub mod redis;
 mod robots;
 mod scheduler;
@@ -95,6 +98,7 @@ pub use http::{HeaderMap, Method};
 pub use messages::{
     ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse, HostLimits, LaneLimits,
 };
+pub use metrics::Metrics;
 pub use scheduler::SchedulerActor;
 // Facts of the wire the `exitcrawl` program writes into its records and WARC files.
 pub use body::ACCEPT_ENCODING;

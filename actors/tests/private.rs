@@ -13,8 +13,8 @@ use std::time::Duration;
 use exitcrawl::address::AddressRule;
 use exitcrawl::config::{Algorithm, Settings};
 use exitcrawl_actors::follow::{crawl, FollowOptions};
-use exitcrawl_actors::net::{build_client_reaching, ClientOptions, DnsCache, Reach};
 use exitcrawl_actors::{Crawler, Fetch, FetchErrorKind};
+use exitcrawl_net::{build_client_reaching, ClientOptions, DnsCache, Reach};
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use support::{exits, ip};
 
@@ -188,7 +188,7 @@ async fn a_name_that_rebinds_to_a_private_address_is_refused_at_connect_time() {
         .send()
         .await;
     let err = second.expect_err("refused once it resolves to a private address");
-    let refused = exitcrawl_actors::net::refusal(&err).expect("the rule's refusal");
+    let refused = exitcrawl_net::refusal(&err).expect("the rule's refusal");
     assert!(
         refused.to_string().contains("private address refused"),
         "{refused}"

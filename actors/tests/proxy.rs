@@ -353,9 +353,9 @@ async fn https_runs_inside_the_connect_tunnel() {
         .with_root_certificates(roots)
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let connector = exitcrawl_actors::net::ExitConnector::new(
+    let connector = exitcrawl_net::ExitConnector::new(
         "0.0.0.0".parse().unwrap(),
-        exitcrawl_actors::net::DnsCache::new(Duration::from_secs(60)),
+        exitcrawl_net::DnsCache::new(Duration::from_secs(60)),
         Duration::from_secs(5),
     )
     .through(Some(proxy));

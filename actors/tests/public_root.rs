@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 /// The embedding API (the crawler, its handle, a fetch and its answers, the settings),
-/// the `http` types it speaks, and the modules the `exitcrawl` program builds on.
+/// the `http` types it speaks, following links, and distributed mode.
 const ROOT: &[&str] = &[
     // The crawler and its handle.
     "Crawler",
@@ -21,6 +21,7 @@ const ROOT: &[&str] = &[
     "FetchErrorKind",
     "Headers",
     "ExitStats",
+    "Metrics",
     "HostLimits",
     "LaneLimits",
     // For other actors that send `Fetch` as a message.
@@ -32,12 +33,8 @@ const ROOT: &[&str] = &[
     // Facts of the wire the program records.
     "ACCEPT_ENCODING",
     "MAX_URL_BYTES",
-    // Modules: following links, and what the program and the benchmarks build on.
+    // Modules: following links, and distributed mode (Redis), which the program builds on.
     "follow",
-    "clock",
-    "metrics",
-    "net",
-    "process",
     "redis",
 ];
 

@@ -14,8 +14,8 @@ use std::time::SystemTime;
 
 use exitcrawl::config::Settings;
 use exitcrawl::redact::{mask_header, mask_url};
-use exitcrawl_actors::net::DnsCache;
 use exitcrawl_actors::FetchResponse;
+use exitcrawl_net::DnsCache;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use url::Url;

@@ -18,8 +18,8 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use crate::clock;
 use exitcrawl::shared_frontier::{Blame, Fate, Liveness, LocalJudge, Next, RedisFault, RedisWait};
-use exitcrawl_actors::clock;
 use exitcrawl_actors::redis::{RedisError, SharedFrontier, SharedFrontierEntry};
 use exitcrawl_actors::FetchErrorKind;
 use futures_util::future::{FutureExt, LocalBoxFuture};

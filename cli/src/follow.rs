@@ -9,8 +9,8 @@ use std::io::Write;
 use std::pin::pin;
 use std::time::Instant;
 
+use crate::clock;
 use exitcrawl::redact::mask_url;
-use exitcrawl_actors::clock;
 use exitcrawl_actors::follow::{self, FollowOptions, FollowRecord, FollowTotals, Resume};
 use exitcrawl_actors::{CrawlerHandle, FetchResponse};
 use futures_util::future::{join, select, Either};

@@ -26,7 +26,7 @@
 //! - [`list`]: the streaming loop over a URL list; [`follow`]: `--follow`;
 //!   [`frontier`]: `--enqueue` and the frontier's Redis, [`consumer`]: `--frontier`;
 //!   [`dedupe`]: one record per URL (`--dedupe`, and `--out` after `--resume`);
-//! - [`signals`], [`progress`], [`logging`], [`demo`]; [`term`]: stderr, above the
+//! - [`signals`], [`progress`], [`logging`], [`demo`], [`clock`]; [`term`]: stderr, above the
 //!   progress bar; [`run`] puts a crawl together, [`ended`]: how it ended.
 //!
 //! No two modules import each other, directly or through others: `tests/module_graph.rs`
@@ -41,6 +41,7 @@ mod archive;
 mod args;
 mod bodies;
 mod breakdown;
+mod clock;
 mod closing;
 mod consumer;
 mod date;
@@ -112,10 +113,10 @@ pub(crate) fn prog() -> &'static str {
 /// messages, `--help` and `--version`.
 pub fn main(name: &'static str) -> ExitCode {
     let _ = PROG.set(name);
-    // Large bodies and glibc's heap trimming: see exitcrawl_actors::process.
-    exitcrawl_actors::process::keep_freed_memory(64 << 20);
-    // A socket per kept connection and per request: see exitcrawl_actors::process.
-    exitcrawl_actors::process::raise_open_files();
+    // Large bodies and glibc's heap trimming: see exitcrawl_net::process.
+    exitcrawl_net::process::keep_freed_memory(64 << 20);
+    // A socket per kept connection and per request: see exitcrawl_net::process.
+    exitcrawl_net::process::raise_open_files();
     let mut cmd = Cli::command()
         .name(name)
         .bin_name(name)

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use exitcrawl_actors::clock;
+use crate::clock;
 use exitcrawl_actors::{CrawlerHandle, ExitStats};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 

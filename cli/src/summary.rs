@@ -15,9 +15,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use exitcrawl_actors::clock;
+use crate::clock;
 use exitcrawl_actors::follow::FollowTotals;
-use exitcrawl_actors::metrics::Metrics;
+use exitcrawl_actors::Metrics;
 use exitcrawl_actors::{CrawlerHandle, ExitStats, HostLimits};
 use serde::Serialize;
 

@@ -206,7 +206,7 @@ fn main() {
     }
     // Listeners (site) and connections (both sides) are descriptors: take all the hard
     // limit allows.
-    let nofile = exitcrawl_actors::process::raise_open_files().unwrap_or(0);
+    let nofile = exitcrawl_net::process::raise_open_files().unwrap_or(0);
     if let Some((part, parts)) = args.serve {
         serve(part_config(&cfg, part, parts));
         return;

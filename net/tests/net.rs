@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use awc::error::{ConnectError, SendRequestError};
 use exitcrawl::outcome::Failure;
-use exitcrawl_actors::net::{
+use exitcrawl_net::{
     build_client, classify, connect_from, ClientOptions, DnsCache, SocketError, Stage,
 };
 use exitcrawl_testsite::{FailMode, SiteConfig, TestSite};

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 /// An awc client, built when first asked for and again once it has been asked for
 /// more than `hosts` different authorities.
-pub(crate) struct Renewing {
+pub struct Renewing {
     client: Option<awc::Client>,
     seen: HashSet<Box<str>>,
     hosts: usize,
@@ -22,7 +22,7 @@ pub(crate) struct Renewing {
 
 impl Renewing {
     /// Renew after `hosts` authorities (at least one).
-    pub(crate) fn new(hosts: usize) -> Self {
+    pub fn new(hosts: usize) -> Self {
         Self {
             client: None,
             seen: HashSet::new(),
@@ -32,11 +32,7 @@ impl Renewing {
 
     /// The client for a request to `authority`: the current one, or — when it has already
     /// served `hosts` others, or there is none yet — a fresh one from `build`.
-    pub(crate) fn get(
-        &mut self,
-        authority: &str,
-        build: impl FnOnce() -> awc::Client,
-    ) -> awc::Client {
+    pub fn get(&mut self, authority: &str, build: impl FnOnce() -> awc::Client) -> awc::Client {
         if !self.seen.contains(authority) {
             if self.seen.len() >= self.hosts {
                 self.client = None;

@@ -1,4 +1,4 @@
-//! Networking for one exit: an HTTP client whose connections all leave from the exit's
+//! # exitcrawl-net — networking for one exit: an HTTP client whose connections all leave from the exit's
 //! source IP.
 //!
 //! Why this module exists: exitcrawl spreads a crawl over several fixed egress IPs, and a
@@ -19,6 +19,7 @@
 mod classify;
 mod connector;
 mod dns;
+pub mod process;
 mod proxy;
 mod renew;
 
@@ -30,7 +31,11 @@ use awc::http::Uri;
 pub use classify::{classify, classify_connect, refusal};
 pub use connector::{connect_from, test_bind, ExitConnector, Reach, SocketError, Stage};
 pub use dns::{DnsCache, ResolveFuture};
-pub(crate) use renew::Renewing;
+pub use renew::Renewing;
+
+/// What exitcrawl's clients ask for in `Accept-Encoding`: the encodings the crawler
+/// decodes itself, within a body limit (`exitcrawl-actors`' `body.rs`).
+pub const ACCEPT_ENCODING: &str = "gzip, deflate, br, zstd";
 
 /// Settings of one exit's HTTP client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,10 +139,7 @@ pub fn build_client_reaching(opts: &ClientOptions, dns: DnsCache, reach: Reach) 
         .timeout(opts.timeout)
         .add_default_header((awc::http::header::USER_AGENT, opts.user_agent.as_str()))
         // Decoded by the exit itself, within the body limit (see `body.rs`).
-        .add_default_header((
-            awc::http::header::ACCEPT_ENCODING,
-            crate::body::ACCEPT_ENCODING,
-        ))
+        .add_default_header((awc::http::header::ACCEPT_ENCODING, ACCEPT_ENCODING))
         .finish()
 }
 
@@ -155,14 +157,14 @@ fn install_crypto_provider() {
 
 /// The host of a URI's authority, as `Uri::host` gives it (an IPv6 literal keeps its
 /// brackets).
-pub(crate) fn host_of(uri: &Uri) -> Option<&str> {
+pub fn host_of(uri: &Uri) -> Option<&str> {
     host_and_port(uri).map(|(host, _)| host)
 }
 
 /// A URI's authority split into its host (as [`host_of`] gives it) and the port's text
 /// after the `:` (empty when there is none), found with byte searches: `Uri::host` splits
 /// by `char` patterns, which showed as a measurable share of admission.
-pub(crate) fn host_and_port(uri: &Uri) -> Option<(&str, &str)> {
+pub fn host_and_port(uri: &Uri) -> Option<(&str, &str)> {
     let auth = uri.authority()?.as_str();
     let host_port = match auth.bytes().rposition(|b| b == b'@') {
         Some(at) => &auth[at + 1..],
