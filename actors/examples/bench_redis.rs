@@ -19,8 +19,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, Backend, ExitSettings, Scope, Settings};
-use exitcrawl_actors::redis::{Redis, RedisGcra, RedisOptions};
 use exitcrawl_actors::{Crawler, Fetch};
+use exitcrawl_redis::{Redis, RedisGcra, RedisOptions};
 use exitcrawl_testsite::{Limit, Rate, SiteConfig, TestSite};
 use futures_util::future::join_all;
 

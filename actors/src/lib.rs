@@ -21,11 +21,15 @@
 //! constructors. The actors' own messages (intervals, health changes, all exits down) are
 //! internal and cannot be sent from outside. `tests/public_root.rs` holds the list of
 //! public root names, so a new one is added on purpose. [`Metrics`] is what
-//! [`CrawlerHandle::metrics`] reads; the module `redis` is distributed mode, which the
-//! `exitcrawl` program builds on; `ACCEPT_ENCODING` and `MAX_URL_BYTES` are facts of the
-//! wire the program records. How an exit talks to the network (its client bound to a
-//! source IP, the DNS cache, what a failed connection says, the process settings for
-//! binaries) is the crate `exitcrawl-net`, which the program and the benchmarks use too.
+//! [`CrawlerHandle::metrics`] reads; `ACCEPT_ENCODING` and `MAX_URL_BYTES` are facts of
+//! the wire the program records.
+//!
+//! Two layers beneath are crates of their own, which the program and the benchmarks use
+//! too: `exitcrawl-net`, how an exit talks to the network (its client bound to a source
+//! IP, the DNS cache, what a failed connection says, the process settings for binaries),
+//! and `exitcrawl-redis`, distributed mode (a GCRA limiter, shared rates, the shared
+//! frontier). [`StartError::Redis`] and [`CrawlerHandle::redis_stats`] speak the latter's
+//! types.
 //!
 //! # Layout
 //!
@@ -65,8 +69,9 @@
 //! - `robots`: robots.txt and Crawl-delay for every fetch through a handle (on by
 //!   default; [`CrawlerHandle::polite`] opts out), one cache per crawler over the core's
 //!   `RobotsCache`.
-//! - [`redis`]: distributed mode — a GCRA limiter, shared rates and a shared frontier on
-//!   Redis, with bounded timeouts and an outage counter (`limiter.backend = "redis"`).
+//! - `redis` (the crate `exitcrawl-redis`): distributed mode — a GCRA limiter, shared
+//!   rates and a shared frontier on Redis, with bounded timeouts and an outage counter
+//!   (`limiter.backend = "redis"`).
 
 #![warn(missing_docs)]
 
@@ -82,8 +87,9 @@ mod health;
 mod messages;
 /// How an exit talks to the network: its own crate, `exitcrawl-net`.
 use exitcrawl_net as net;
+/// Distributed mode: its own crate, `exitcrawl-redis`.
+use exitcrawl_redis as redis;
 mod metrics;
-pub mod redis;
 mod robots;
 mod scheduler;
 mod workers;

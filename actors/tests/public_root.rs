@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 /// The embedding API (the crawler, its handle, a fetch and its answers, the settings),
-/// the `http` types it speaks, following links, and distributed mode.
+/// the `http` types it speaks, and following links.
 const ROOT: &[&str] = &[
     // The crawler and its handle.
     "Crawler",
@@ -33,9 +33,8 @@ const ROOT: &[&str] = &[
     // Facts of the wire the program records.
     "ACCEPT_ENCODING",
     "MAX_URL_BYTES",
-    // Modules: following links, and distributed mode (Redis), which the program builds on.
+    // Following links.
     "follow",
-    "redis",
 ];
 
 /// The names `src` makes public at the top level, read from its `pub mod` and `pub use`

@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 mod support;
 
 use exitcrawl::Decision;
-use exitcrawl_actors::redis::{
-    Raised, RateMessage, RedisError, RedisGcra, SharedFrontier, SharedRates,
-};
+use exitcrawl_redis::{Raised, RateMessage, RedisError, RedisGcra, SharedFrontier, SharedRates};
 use support::RedisServer;
 
 /// Largest number of admissions (server times, µs, sorted) in any window of `w_us`
@@ -327,7 +325,7 @@ async fn frontier_dead_consumer_entries_claimed_each_url_done_once() {
     assert_eq!(b.done_count().await.unwrap(), 1000, "every URL done once");
     assert_eq!(b.pending().await.unwrap(), 0, "everything acknowledged");
     // A URL completed twice counts once.
-    let again = exitcrawl_actors::redis::SharedFrontierEntry {
+    let again = exitcrawl_redis::SharedFrontierEntry {
         id: "0-1".into(),
         url: urls[0].clone(),
         tries: 0,

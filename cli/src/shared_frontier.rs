@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::clock;
 use exitcrawl::shared_frontier::{Next, RedisFault, RedisWait};
-use exitcrawl_actors::redis::{Redis, RedisError, RedisOptions, SharedFrontier};
+use exitcrawl_redis::{Redis, RedisError, RedisOptions, SharedFrontier};
 
 use super::source::{url_line, FrontierUrl, UrlSource};
 use super::term::say;

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::ExitSettings;
-use exitcrawl_actors::redis::{Redis, RedisOptions};
+use exitcrawl_redis::{Redis, RedisOptions};
 
 /// Poll `cond` every 20 ms until it holds or `limit` passes.
 pub async fn eventually<F, Fut>(limit: Duration, mut cond: F) -> bool

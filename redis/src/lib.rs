@@ -1,4 +1,4 @@
-//! Distributed mode: shared rate limits, shared rates and a shared frontier on Redis.
+//! # exitcrawl-redis — distributed mode: shared rate limits, shared rates and a shared frontier on Redis.
 //!
 //! Many crawler processes on many machines must behave like one crawler towards each site.
 //! Redis is the shared engine; nothing here is a coordination protocol of its own:
@@ -63,6 +63,17 @@ pub use gcra::{Checked, RedisGcra};
 pub use rates::{Raised, RateMessage, RateSubscription, RateUpdate, SharedRates};
 pub use shared_frontier::{SharedFrontier, SharedFrontierEntry};
 pub use upkeep::{Claimed, CLAIM_MAX};
+
+/// The runtime's (tokio's) clock, which the crawler's timing reads: an outage's backoff
+/// follows a paused runtime like every other timer.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Time on the runtime's clock since `earlier` (zero if `earlier` is later).
+fn elapsed_since(earlier: Instant) -> Duration {
+    now().saturating_duration_since(earlier)
+}
 
 /// The prefix of every key and channel.
 pub const PREFIX: &str = "exitcrawl";
@@ -287,7 +298,7 @@ impl Health {
         let (outage, backoff) = &mut *g;
         if let Some(since) = outage.since.take() {
             tracing::info!(
-                down_ms = crate::clock::since(since).as_millis() as u64,
+                down_ms = elapsed_since(since).as_millis() as u64,
                 "redis reachable again"
             );
             outage.retry_at = None;
@@ -381,7 +392,7 @@ impl Redis {
             outages: self.health.outages.load(Ordering::Relaxed),
             errors: self.health.errors.load(Ordering::Relaxed),
             script_reloads: self.health.script_reloads.load(Ordering::Relaxed),
-            down_for: g.0.since.map(crate::clock::since),
+            down_for: g.0.since.map(elapsed_since),
         }
     }
 
@@ -430,7 +441,7 @@ impl Redis {
     where
         F: Future<Output = Result<T, RedisError>>,
     {
-        if let Some(retry_in) = self.health.gate(crate::clock::now()) {
+        if let Some(retry_in) = self.health.gate(now()) {
             self.health.errors.fetch_add(1, Ordering::Relaxed);
             return Err(RedisError::Unavailable { retry_in });
         }
@@ -441,7 +452,7 @@ impl Redis {
         };
         match &res {
             Ok(_) => self.health.up(),
-            Err(e) if e.is_outage() => self.health.down(crate::clock::now(), e),
+            Err(e) if e.is_outage() => self.health.down(now(), e),
             // The server answered: it is up, the error is the caller's to handle.
             Err(_) => {
                 self.health.errors.fetch_add(1, Ordering::Relaxed);
@@ -513,7 +524,7 @@ mod tests {
             Backoff::new(Duration::from_millis(100), Duration::from_secs(1)),
             "test",
         );
-        let t0 = crate::clock::now();
+        let t0 = now();
         assert_eq!(h.gate(t0), None, "no outage: calls go through");
         let err = RedisError::Timeout {
             op: "x",
