@@ -24,7 +24,7 @@ impl StreamHandler<Intake> for SchedulerActor {
     fn handle(&mut self, m: Intake, ctx: &mut Self::Context) {
         self.state.borrow_mut().take_in(m, ctx)
     }
-    /// The actor's own [`Ingress`] holds a sender (the `Fetch` message's way in): the
+    /// The actor's own `Ingress` holds a sender (the `Fetch` message's way in): the
     /// stream ends only with the actor.
     fn finished(&mut self, _ctx: &mut Self::Context) {}
 }

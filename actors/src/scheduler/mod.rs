@@ -18,6 +18,13 @@
 //! about as much as the scheduling itself; against a fast site it is what keeps the actor
 //! system close to a bare client (docs/embedding.md, "Cost of the actor system").
 //!
+//! How `fetch` finds the state without a mailbox: the scheduler registers its cell in a
+//! per-thread registry keyed by crawler id (`direct::register_local`), and the handle's
+//! [`Ingress`] looks it up there (`direct::local`). The state holds `Rc`s (awc clients,
+//! exit cores) and cannot leave its thread, while a handle is `Send` and may be called
+//! from any thread; the lookup is what tells the two cases apart, and a caller on another
+//! thread finds nothing and queues.
+//!
 //! # Layout
 //! - `mod.rs`: the state ([`Scheduler`]), the exits as the scheduler sees them
 //!   ([`ExitSlot`]) and the mailbox ([`SchedulerActor`]);
@@ -188,7 +195,7 @@ pub(crate) struct Scheduler {
     in_flight_handles: HashMap<u64, SpawnHandle>,
     /// Where exits report attempts: a channel this actor reads as a stream.
     reports: Option<ReportTo>,
-    /// Attempts sent (by report id, see [`AttemptReport`]), fetches waiting for a retry,
+    /// Attempts sent (by report id, see [`AttemptReport`](crate::messages::AttemptReport)), fetches waiting for a retry,
     /// the count `crawler.concurrency` caps, the hosts' retry budgets and the backoff.
     in_flight: InFlight<Pending>,
     limiter: Option<Addr<LimiterActor>>,
