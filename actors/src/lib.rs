@@ -85,14 +85,14 @@ pub mod follow;
 mod headers;
 mod health;
 mod messages;
-/// How an exit talks to the network: its own crate, `exitcrawl-net`.
-use exitcrawl_net as net;
-/// Distributed mode: its own crate, `exitcrawl-redis`.
-use exitcrawl_redis as redis;
 mod metrics;
 mod robots;
 mod scheduler;
 mod workers;
+
+// The layers beneath, as crates of their own; the modules name them by these paths.
+use exitcrawl_net as net;
+use exitcrawl_redis as redis;
 
 pub use crawler::{Crawler, CrawlerHandle, StartError};
 pub use exitcrawl::config::Settings;

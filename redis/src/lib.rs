@@ -420,6 +420,22 @@ impl Redis {
         &self.client
     }
 
+    /// Runs one command on the shared connection within `op_timeout`, through the outage
+    /// gate.
+    async fn query<T: ::redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        cmd: ::redis::Cmd,
+    ) -> Result<T, RedisError> {
+        let mut c = self.conn();
+        self.run(
+            op,
+            Duration::ZERO,
+            async move { cmd.query_async(&mut c).await },
+        )
+        .await
+    }
+
     /// Runs `fut` within `op_timeout + extra`, through the outage gate.
     async fn run<T, F>(&self, op: &'static str, extra: Duration, fut: F) -> Result<T, RedisError>
     where

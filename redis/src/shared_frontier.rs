@@ -92,19 +92,13 @@ impl SharedFrontier {
             seen: key("seen", queue),
             created: false,
         };
-        let mut c = f.redis.conn();
         let mut cmd = ::redis::cmd("XGROUP");
         cmd.arg("CREATE")
             .arg(&f.stream)
             .arg(GROUP)
             .arg("0")
             .arg("MKSTREAM");
-        let created: Result<(), RedisError> = f
-            .redis
-            .run("xgroup create", Duration::ZERO, async move {
-                cmd.query_async(&mut c).await
-            })
-            .await;
+        let created: Result<(), RedisError> = f.redis.query("xgroup create", cmd).await;
         match created {
             Ok(()) => f.created = true,
             Err(RedisError::Server(e)) if e.code() == Some("BUSYGROUP") => {}
@@ -271,13 +265,7 @@ impl SharedFrontier {
     pub async fn ack(&self, id: &str) -> Result<bool, RedisError> {
         let mut cmd = ::redis::cmd("XACK");
         cmd.arg(&self.stream).arg(GROUP).arg(id);
-        let mut c = self.redis.conn();
-        let n: u64 = self
-            .redis
-            .run("xack", Duration::ZERO, async move {
-                cmd.query_async(&mut c).await
-            })
-            .await?;
+        let n: u64 = self.redis.query("xack", cmd).await?;
         Ok(n == 1)
     }
 
@@ -303,13 +291,7 @@ impl SharedFrontier {
                 .arg(&cursor)
                 .arg("COUNT")
                 .arg((count - out.len()).min(100));
-            let mut c = self.redis.conn();
-            let reply: StreamAutoClaimReply = self
-                .redis
-                .run("xautoclaim", Duration::ZERO, async move {
-                    cmd.query_async(&mut c).await
-                })
-                .await?;
+            let reply: StreamAutoClaimReply = self.redis.query("xautoclaim", cmd).await?;
             out.extend(reply.claimed.into_iter().filter_map(entry));
             cursor = reply.next_stream_id;
             if cursor == "0-0" || out.len() >= count {
@@ -323,13 +305,7 @@ impl SharedFrontier {
     pub async fn mark_done(&self, url: &str) -> Result<bool, RedisError> {
         let mut cmd = ::redis::cmd("SADD");
         cmd.arg(&self.done).arg(url);
-        let mut c = self.redis.conn();
-        let n: u64 = self
-            .redis
-            .run("sadd", Duration::ZERO, async move {
-                cmd.query_async(&mut c).await
-            })
-            .await?;
+        let n: u64 = self.redis.query("sadd", cmd).await?;
         Ok(n == 1)
     }
 
@@ -337,12 +313,7 @@ impl SharedFrontier {
     pub async fn is_done(&self, url: &str) -> Result<bool, RedisError> {
         let mut cmd = ::redis::cmd("SISMEMBER");
         cmd.arg(&self.done).arg(url);
-        let mut c = self.redis.conn();
-        self.redis
-            .run("sismember", Duration::ZERO, async move {
-                cmd.query_async(&mut c).await
-            })
-            .await
+        self.redis.query("sismember", cmd).await
     }
 
     /// Marks the entry's URL done and acknowledges the entry, in one `MULTI`/`EXEC`.
@@ -372,13 +343,7 @@ impl SharedFrontier {
     pub async fn pending(&self) -> Result<u64, RedisError> {
         let mut cmd = ::redis::cmd("XPENDING");
         cmd.arg(&self.stream).arg(GROUP);
-        let mut c = self.redis.conn();
-        let v: ::redis::Value = self
-            .redis
-            .run("xpending", Duration::ZERO, async move {
-                cmd.query_async(&mut c).await
-            })
-            .await?;
+        let v: ::redis::Value = self.redis.query("xpending", cmd).await?;
         match v {
             ::redis::Value::Array(items) => match items.first() {
                 Some(::redis::Value::Int(n)) => Ok(u64::try_from(*n).unwrap_or(0)),
