@@ -183,19 +183,8 @@ impl SharedFrontier {
             .arg("url")
             .arg(&e.url)
             .arg("tries")
-            .arg(tries)
-            .cmd("XACK")
-            .arg(&self.stream)
-            .arg(GROUP)
-            .arg(&e.id)
-            .ignore();
-        let mut c = self.redis.conn();
-        let (id,): (Option<String>,) = self
-            .redis
-            .run("requeue", Duration::ZERO, async move {
-                pipe.query_async(&mut c).await
-            })
-            .await?;
+            .arg(tries);
+        let (id,): (Option<String>,) = self.acking("requeue", pipe, &e.id).await?;
         match id {
             Some(_) => Ok(()),
             None => Err(lost(&self.stream)),
@@ -309,6 +298,29 @@ impl SharedFrontier {
         Ok(n == 1)
     }
 
+    /// Runs `pipe` (atomic) with entry `id`'s acknowledgement at its end, whose reply is
+    /// left out of the one returned.
+    async fn acking<T: ::redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        mut pipe: ::redis::Pipeline,
+        id: &str,
+    ) -> Result<T, RedisError> {
+        pipe.cmd("XACK")
+            .arg(&self.stream)
+            .arg(GROUP)
+            .arg(id)
+            .ignore();
+        let mut c = self.redis.conn();
+        self.redis
+            .run(
+                op,
+                Duration::ZERO,
+                async move { pipe.query_async(&mut c).await },
+            )
+            .await
+    }
+
     /// Whether `url` is in the done-set.
     pub async fn is_done(&self, url: &str) -> Result<bool, RedisError> {
         let mut cmd = ::redis::cmd("SISMEMBER");
@@ -320,22 +332,8 @@ impl SharedFrontier {
     /// `true` when this was the URL's first completion: write its final record then.
     pub async fn complete(&self, e: &SharedFrontierEntry) -> Result<bool, RedisError> {
         let mut pipe = ::redis::pipe();
-        pipe.atomic()
-            .cmd("SADD")
-            .arg(&self.done)
-            .arg(&e.url)
-            .cmd("XACK")
-            .arg(&self.stream)
-            .arg(GROUP)
-            .arg(&e.id)
-            .ignore();
-        let mut c = self.redis.conn();
-        let (added,): (u64,) = self
-            .redis
-            .run("complete", Duration::ZERO, async move {
-                pipe.query_async(&mut c).await
-            })
-            .await?;
+        pipe.atomic().cmd("SADD").arg(&self.done).arg(&e.url);
+        let (added,): (u64,) = self.acking("complete", pipe, &e.id).await?;
         Ok(added == 1)
     }
 
