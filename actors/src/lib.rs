@@ -26,10 +26,10 @@
 //!
 //! Two layers beneath are crates of their own, which the program and the benchmarks use
 //! too: `exitcrawl-net`, how an exit talks to the network (its client bound to a source
-//! IP, the DNS cache, what a failed connection says, the process settings for binaries),
-//! and `exitcrawl-redis`, distributed mode (a GCRA limiter, shared rates, the shared
-//! frontier). [`StartError::Redis`] and [`CrawlerHandle::redis_stats`] speak the latter's
-//! types.
+//! IP, the DNS cache, what a failed connection says, the runtime's clock, the process
+//! settings for binaries), and `exitcrawl-redis`, distributed mode (a GCRA limiter,
+//! shared rates, the shared frontier). [`StartError::Redis`] and
+//! [`CrawlerHandle::redis_stats`] speak the latter's types.
 //!
 //! # Layout
 //!
@@ -62,8 +62,8 @@
 //! - `net` (the crate `exitcrawl-net`): how one exit talks to the network — an awc client
 //!   whose every TCP connection leaves from the exit's own source IP, a shared DNS cache,
 //!   and the classification of connection failures (exit's fault or site's fault).
-//! - `clock` (internal): the runtime's (tokio's) clock; every timing decision in the
-//!   actors reads it, so a paused runtime pauses the whole crawler.
+//! - `clock` (`exitcrawl_net::clock`): the runtime's (tokio's) clock; every timing
+//!   decision in the actors reads it, so a paused runtime pauses the whole crawler.
 //! - `metrics` (internal; [`Metrics`] public): the Prometheus registry, the `/metrics`
 //!   endpoint, the event loop's lag.
 //! - `robots`: robots.txt and Crawl-delay for every fetch through a handle (on by
@@ -76,7 +76,6 @@
 #![warn(missing_docs)]
 
 mod body;
-mod clock;
 mod controller;
 mod crawler;
 mod cutoff;
@@ -92,6 +91,7 @@ mod workers;
 
 // The layers beneath, as crates of their own; the modules name them by these paths.
 use exitcrawl_net as net;
+use exitcrawl_net::clock;
 use exitcrawl_redis as redis;
 
 pub use crawler::{Crawler, CrawlerHandle, StartError};

@@ -18,9 +18,9 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::clock;
 use exitcrawl::shared_frontier::{Blame, Fate, Liveness, LocalJudge, Next, RedisFault, RedisWait};
 use exitcrawl_actors::FetchErrorKind;
+use exitcrawl_net::clock;
 use exitcrawl_redis::{RedisError, SharedFrontier, SharedFrontierEntry};
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};

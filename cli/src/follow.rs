@@ -9,10 +9,10 @@ use std::io::Write;
 use std::pin::pin;
 use std::time::Instant;
 
-use crate::clock;
 use exitcrawl::redact::mask_url;
 use exitcrawl_actors::follow::{self, FollowOptions, FollowRecord, FollowTotals, Resume};
 use exitcrawl_actors::{CrawlerHandle, FetchResponse};
+use exitcrawl_net::clock;
 use futures_util::future::{join, select, Either};
 use serde::Serialize;
 use tokio::sync::mpsc;

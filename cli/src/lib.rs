@@ -26,7 +26,7 @@
 //! - [`list`]: the streaming loop over a URL list; [`follow`]: `--follow`;
 //!   [`frontier`]: `--enqueue` and the frontier's Redis, [`consumer`]: `--frontier`;
 //!   [`dedupe`]: one record per URL (`--dedupe`, and `--out` after `--resume`);
-//! - [`signals`], [`progress`], [`logging`], [`demo`], [`clock`]; [`term`]: stderr, above the
+//! - [`signals`], [`progress`], [`logging`], [`demo`]; [`term`]: stderr, above the
 //!   progress bar; [`run`] puts a crawl together, [`ended`]: how it ended.
 //!
 //! No two modules import each other, directly or through others: `tests/module_graph.rs`
@@ -41,7 +41,6 @@ mod archive;
 mod args;
 mod bodies;
 mod breakdown;
-mod clock;
 mod closing;
 mod consumer;
 mod date;

@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock;
 use exitcrawl_actors::{CrawlerHandle, ExitStats};
+use exitcrawl_net::clock;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::record::Totals;

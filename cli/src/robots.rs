@@ -27,12 +27,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock;
 use exitcrawl::config::Settings;
 use exitcrawl::discover::crawl::ROBOTS_UNAVAILABLE;
 use exitcrawl::discover::robots::robots_url;
 use exitcrawl::discover::{RobotsCache, RobotsPolicy, RobotsState};
 use exitcrawl_actors::{CrawlerHandle, Fetch, FetchErrorKind};
+use exitcrawl_net::clock;
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
 use url::Url;
 

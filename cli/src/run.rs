@@ -9,11 +9,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock;
 use exitcrawl::config::{ExitSettings, Settings};
 use exitcrawl::redact::mask_header;
 use exitcrawl_actors::follow::{FollowTotals, Resume};
 use exitcrawl_actors::{Crawler, CrawlerHandle};
+use exitcrawl_net::clock;
 use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};

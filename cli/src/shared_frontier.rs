@@ -5,8 +5,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::time::Duration;
 
-use crate::clock;
 use exitcrawl::shared_frontier::{Next, RedisFault, RedisWait};
+use exitcrawl_net::clock;
 use exitcrawl_redis::{Redis, RedisError, RedisOptions, SharedFrontier};
 
 use super::source::{url_line, FrontierUrl, UrlSource};

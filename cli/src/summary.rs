@@ -15,10 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock;
 use exitcrawl_actors::follow::FollowTotals;
 use exitcrawl_actors::Metrics;
 use exitcrawl_actors::{CrawlerHandle, ExitStats, HostLimits};
+use exitcrawl_net::clock;
 use serde::Serialize;
 
 use super::date::rfc3339_millis;

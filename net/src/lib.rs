@@ -1,5 +1,7 @@
-//! # exitcrawl-net — networking for one exit: an HTTP client whose connections all leave from the exit's
-//! source IP.
+//! # exitcrawl-net
+//!
+//! Networking for one exit: an HTTP client whose connections all leave from the exit's
+//! source IP; and the runtime's clock that the crawler's I/O layers read ([`clock`]).
 //!
 //! Why this module exists: exitcrawl spreads a crawl over several fixed egress IPs, and a
 //! site's rate limits apply per source IP. So every TCP connection must leave from exactly
@@ -17,6 +19,7 @@
 //! capturing only the `ClientOptions` (which is `Send`) and a clone of the shared `DnsCache`.
 
 mod classify;
+pub mod clock;
 mod connector;
 mod dns;
 pub mod process;

@@ -1,4 +1,6 @@
-//! # exitcrawl-redis — distributed mode: shared rate limits, shared rates and a shared frontier on Redis.
+//! # exitcrawl-redis
+//!
+//! Distributed mode: shared rate limits, shared rates and a shared frontier on Redis.
 //!
 //! Many crawler processes on many machines must behave like one crawler towards each site.
 //! Redis is the shared engine; nothing here is a coordination protocol of its own:
@@ -64,8 +66,9 @@ pub use rates::{Raised, RateMessage, RateSubscription, RateUpdate, SharedRates};
 pub use shared_frontier::{SharedFrontier, SharedFrontierEntry};
 pub use upkeep::{Claimed, CLAIM_MAX};
 
-/// The runtime's (tokio's) clock, which the crawler's timing reads: an outage's backoff
-/// follows a paused runtime like every other timer.
+/// The runtime's (tokio's) clock, which the crawler's timing reads (`exitcrawl_net::clock`
+/// says why): an outage's backoff follows a paused runtime like every other timer. Read
+/// here in one line rather than through the network crate, which this one does not need.
 fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
@@ -398,12 +401,7 @@ impl Redis {
 
     /// `PING`.
     pub async fn ping(&self) -> Result<(), RedisError> {
-        let mut c = self.conn.clone();
-        let pong: String = self
-            .run("ping", Duration::ZERO, async move {
-                ::redis::cmd("PING").query_async(&mut c).await
-            })
-            .await?;
+        let pong: String = self.query("ping", ::redis::cmd("PING")).await?;
         if pong == "PONG" {
             Ok(())
         } else {

@@ -124,12 +124,7 @@ impl SharedFrontier {
         let done = self.done_count().await?;
         let mut cmd = ::redis::cmd("DEL");
         cmd.arg(&self.stream).arg(&self.done).arg(&self.seen);
-        let mut c = self.redis.conn();
-        self.redis
-            .run("del", Duration::ZERO, async move {
-                cmd.query_async::<()>(&mut c).await
-            })
-            .await?;
+        self.redis.query::<()>("del", cmd).await?;
         *self = Self::open(&self.redis, &self.queue.clone()).await?;
         Ok(done)
     }
@@ -355,12 +350,7 @@ impl SharedFrontier {
     pub async fn done_count(&self) -> Result<u64, RedisError> {
         let mut cmd = ::redis::cmd("SCARD");
         cmd.arg(&self.done);
-        let mut c = self.redis.conn();
-        self.redis
-            .run("scard", Duration::ZERO, async move {
-                cmd.query_async(&mut c).await
-            })
-            .await
+        self.redis.query("scard", cmd).await
     }
 }
 

@@ -106,12 +106,7 @@ impl SharedFrontier {
             .arg(std::process::id())
             .arg("PX")
             .arg(ttl.as_millis().max(1) as u64);
-        let mut c = self.redis.conn();
-        self.redis
-            .run("heartbeat", Duration::ZERO, async move {
-                cmd.query_async::<()>(&mut c).await
-            })
-            .await
+        self.redis.query::<()>("heartbeat", cmd).await
     }
 
     /// `consumer` leaves: its heartbeat is deleted, and it is removed from the group when
@@ -120,12 +115,7 @@ impl SharedFrontier {
     pub async fn leave(&self, consumer: &str) -> Result<bool, RedisError> {
         let mut del = ::redis::cmd("DEL");
         del.arg(format!("{}{consumer}", self.alive_prefix()));
-        let mut c = self.redis.conn();
-        self.redis
-            .run("del", Duration::ZERO, async move {
-                del.query_async::<()>(&mut c).await
-            })
-            .await?;
+        self.redis.query::<()>("del", del).await?;
         // Only this consumer reads as itself, and it is leaving: nothing can become
         // pending for it between this check and the removal.
         let mut pending = ::redis::cmd("XPENDING");
@@ -136,13 +126,7 @@ impl SharedFrontier {
             .arg("+")
             .arg(1)
             .arg(consumer);
-        let mut c = self.redis.conn();
-        let held: Vec<Value> = self
-            .redis
-            .run("xpending", Duration::ZERO, async move {
-                pending.query_async(&mut c).await
-            })
-            .await?;
+        let held: Vec<Value> = self.redis.query("xpending", pending).await?;
         if !held.is_empty() {
             return Ok(false);
         }
@@ -151,12 +135,7 @@ impl SharedFrontier {
             .arg(&self.stream)
             .arg(GROUP)
             .arg(consumer);
-        let mut c = self.redis.conn();
-        self.redis
-            .run("xgroup delconsumer", Duration::ZERO, async move {
-                delc.query_async::<()>(&mut c).await
-            })
-            .await?;
+        self.redis.query::<()>("xgroup delconsumer", delc).await?;
         Ok(true)
     }
 

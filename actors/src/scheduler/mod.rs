@@ -195,7 +195,8 @@ pub(crate) struct Scheduler {
     in_flight_handles: HashMap<u64, SpawnHandle>,
     /// Where exits report attempts: a channel this actor reads as a stream.
     reports: Option<ReportTo>,
-    /// Attempts sent (by report id, see [`AttemptReport`](crate::messages::AttemptReport)), fetches waiting for a retry,
+    /// Attempts sent (by report id, see
+    /// [`AttemptReport`](crate::messages::AttemptReport)), fetches waiting for a retry,
     /// the count `crawler.concurrency` caps, the hosts' retry budgets and the backoff.
     in_flight: InFlight<Pending>,
     limiter: Option<Addr<LimiterActor>>,

@@ -281,7 +281,8 @@ impl Scheduler {
     }
 
     /// A throttle's Retry-After through exit `i` binds from the moment it is read
-    /// ([`HostPacing::pause`](super::pacing::HostPacing::pause)), and is counted in the pause metrics.
+    /// ([`HostPacing::pause`](super::pacing::HostPacing::pause)), and is counted in the
+    /// pause metrics.
     fn honour_retry_after(&mut self, host: &Arc<str>, i: usize, until: std::time::Instant) {
         let Some(pacing) = self.queues.host(host).map(|h| &h.pacing) else {
             return;

@@ -99,7 +99,8 @@ pub(super) struct HostPacing {
 /// The pacing state of `key`, created on first use. `paced`: start with a pacer at the
 /// first rate, `start()` (with `aimd`: the host prior's under scope `auto`, the
 /// configured `initial_rps` otherwise); an exit's own lane under scope `auto` starts
-/// unpaced and gets a pacer with the limiter's first [`SetInterval`](crate::messages::SetInterval) for it.
+/// unpaced and gets a pacer with the limiter's first
+/// [`SetInterval`](crate::messages::SetInterval) for it.
 pub(super) fn key_state(
     keys: &mut HashMap<LimitKey, SharedKey>,
     settings: &Settings,
