@@ -44,8 +44,14 @@ fn settings(redis_url: &str, ips: &[&str], algorithm: Algorithm, rps: f64) -> Se
     s
 }
 
+/// The longest a crawler of these tests may take: ten times what the slowest takes on a
+/// quiet machine. A crawl past it is shut down and its test fails, rather than the
+/// test waiting for as long as the crawl lasts.
+const CRAWL_BOUND: Duration = Duration::from_secs(60);
+
 /// Run a crawler in its own thread and System; `during` runs alongside the fetches and
 /// gets the handle. Returns what `during` returned and how many fetches ended 200.
+/// Panics (failing the test that joins it) if the crawl outlasts [`CRAWL_BOUND`].
 fn spawn_crawler<T, F, Fut>(
     settings: Settings,
     urls: Vec<String>,
@@ -60,7 +66,11 @@ where
         actix_rt::System::new().block_on(async move {
             let h = Crawler::start(settings).expect("start");
             let side = actix_rt::spawn(during(h.clone()));
-            let replies = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
+            let fetches = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone()))));
+            let Ok(replies) = actix_rt::time::timeout(CRAWL_BOUND, fetches).await else {
+                h.shutdown(Duration::ZERO).await;
+                panic!("the crawl did not end within {CRAWL_BOUND:?}");
+            };
             let ok = replies
                 .iter()
                 .filter(|r| r.as_ref().is_ok_and(|r| r.status == 200))
@@ -271,7 +281,9 @@ fn a_throttle_seen_by_one_crawler_slows_the_others() {
 
 /// A crawler's side task: sample its pacing rate and its own cuts every 10 ms (raising
 /// `capped` once the rate reaches CAP) until `seen(samples, first 503)` holds or
-/// ADOPTION_BOUND has passed since that 503 (60 s at most), and return the samples.
+/// ADOPTION_BOUND has passed since that 503 (60 s at most), then shut the crawler down
+/// and return the samples. The rest of the crawl says nothing about sharing, and its
+/// length is the controller's business: after the 503s it may recover slowly.
 fn watcher(
     first_503: Arc<Mutex<Option<Instant>>>,
     capped: Arc<AtomicBool>,
@@ -313,6 +325,7 @@ fn watcher(
                 }
                 actix_rt::time::sleep(Duration::from_millis(10)).await;
             }
+            h.shutdown(Duration::ZERO).await;
             samples
         })
     }
