@@ -1,6 +1,7 @@
 //! The adaptive limiter against real local sites of the shapes real sites have (a limit
 //! for the whole host reached through four exits, with and without `Retry-After`, a strict
-//! per-IP limit, an unlimited site with faulty pages, a broad crawl's small host), with
+//! per-IP limit, an unlimited site with faulty pages, a broad crawl's small host, a site that
+//! refuses everything for a moment), with
 //! exits bound to 127.0.0.2 …
 //! 127.0.0.5. Goodput and the share of refusals are the *server's* counts. Rates are kept
 //! low (tens of requests per second) so a busy 2-core machine is not what limits the
@@ -403,5 +404,64 @@ async fn a_small_host_pays_only_the_throttle_that_ends_its_slow_start() {
         shape.seen.span_after <= Duration::from_secs(11),
         "{:?} for 40 pages at 5 req/s",
         shape.seen.span_after
+    );
+}
+
+#[actix_rt::test]
+async fn a_blip_of_refusals_does_not_lower_what_the_crawler_learned() {
+    // 100/s for the whole host; once the crawl has settled, the site refuses everything
+    // with 503 for 300 ms (a restart, a load balancer's blip), then serves as before.
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(100, 10)),
+        retry_after: RetryAfter::Omit,
+        latency: Duration::from_millis(20),
+        fast_rejections: true,
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(paused_settings()).expect("start");
+    let peers: Vec<_> = (2..6)
+        .map(|i| support::ip(&format!("127.0.0.{i}")))
+        .collect();
+    let blip = async {
+        while site.requests().len() < 1_000 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for p in &peers {
+            site.set_fail_peer(*p, true);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for p in &peers {
+            site.set_fail_peer(*p, false);
+        }
+        tokio::time::Instant::now().into_std()
+    };
+    let urls = (0..2_000).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let (replies, ended) = futures_util::join!(crawl(&h, urls), blip);
+    h.shutdown(Duration::from_secs(1)).await;
+    let ok = replies
+        .iter()
+        .filter(|r| matches!(r, Ok(r) if r.status == 200))
+        .count();
+    assert_eq!(
+        ok, 2_000,
+        "every URL ends 200, those refused in the blip too"
+    );
+    let log = site.requests();
+    let refused = log.iter().filter(|r| r.status == 503).count();
+    assert!(refused >= 1, "the blip refused requests");
+    // From a second after the blip, the crawl is back at the site's rate. Cutting the
+    // estimate on every round trip of the blip left it at a third of it for seconds.
+    let (from, to) = (
+        ended + Duration::from_secs(1),
+        ended + Duration::from_secs(4),
+    );
+    let ok_after = log
+        .iter()
+        .filter(|r| r.status == 200 && r.arrived >= from && r.arrived < to)
+        .count();
+    eprintln!("server: {refused} refused in the blip; {ok_after} ok in the 3 s from 1 s after it");
+    assert!(
+        ok_after as f64 >= 0.85 * 100.0 * 3.0,
+        "{ok_after} ok in the 3 s from 1 s after the blip, of 300"
     );
 }

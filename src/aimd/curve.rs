@@ -162,10 +162,42 @@ impl Controller {
         self.rate = self.clamp(beta * self.w_max, now);
         self.last_decrease = Some(now);
         self.decreases += 1;
+        self.ok_since_cut = false;
         if cause == (Cause::Throttle { hold: true }) {
-            let srtt = self.srtt.map_or(Duration::ZERO, Duration::from_secs_f64);
-            let h = srtt.max(2 * self.interval()).min(self.cfg.hold);
-            self.extend_pause(now + h);
+            self.hold(now);
+        }
+    }
+
+    /// A throttle without a Retry-After pauses the key a round trip (or two intervals),
+    /// so that the requests already paced at the old rate are not all refused too.
+    fn hold(&mut self, now: Instant) {
+        let srtt = self.srtt.map_or(Duration::ZERO, Duration::from_secs_f64);
+        let h = srtt.max(2 * self.interval()).min(self.cfg.hold);
+        self.extend_pause(now + h);
+    }
+
+    /// Refused again with nothing accepted since the last throttle's cut: the site takes
+    /// nothing at the moment (a restart, a blip, a window spent), which says nothing
+    /// about its capacity, since a site that limits the rate lets its rate through.
+    pub(super) fn in_refusal_run(&self) -> bool {
+        self.phase == Phase::Probe && self.last_decrease.is_some() && !self.ok_since_cut
+    }
+
+    /// A throttle within a run of refusals: the rate still falls (the site is refusing,
+    /// and each round trip of refusals costs it work), but the estimate stays where the
+    /// run's first throttle put it and the cycle's clock stops, so the first success
+    /// resumes the curve where the run began it. Cutting the estimate too would turn a
+    /// few hundred milliseconds of refusals into a cycle of `probe_requests` at a
+    /// fraction of the site's rate. A run that lasts is a lockout (see `lockout`).
+    pub(super) fn cut_within_run(&mut self, now: Instant, hold: bool) {
+        if let Some(last) = self.last_decrease {
+            self.epoch += now.saturating_duration_since(last);
+        }
+        self.rate = self.clamp(self.cfg.decrease * self.rate, now);
+        self.last_decrease = Some(now);
+        self.decreases += 1;
+        if hold {
+            self.hold(now);
         }
     }
 }

@@ -210,6 +210,9 @@ pub struct Controller {
     accepted_long: Meter,
     broadcast_rps: f64,
     decreases: u64,
+    /// A success came since the last cut: a throttle now starts a new run of refusals
+    /// (see [`Controller::cut_within_run`]).
+    ok_since_cut: bool,
     /// Answers that said something (not neutral).
     answers: u64,
     /// Started from the host prior below `initial_rps`: slow start doubles per answers,
@@ -269,6 +272,7 @@ impl Controller {
             accepted_long: Meter::new(Duration::from_secs(1), now),
             broadcast_rps: rate,
             decreases: 0,
+            ok_since_cut: true,
             answers: 0,
             ramp_by_answers: false,
             start_rps: rate,
@@ -407,7 +411,9 @@ impl Controller {
                         .hinted_pause
                         .is_some_and(|h| now.saturating_duration_since(h) < Duration::from_secs(1));
                 self.on_refusal(r, now, informed);
-                if fresh && !self.lockout.active() {
+                if fresh && !self.lockout.active() && self.in_refusal_run() {
+                    self.cut_within_run(now, retry_after.is_none());
+                } else if fresh && !self.lockout.active() {
                     // Slow start's first cut: the round of requests already on their way
                     // tells what the site takes, its burst aside (see `refusals`).
                     if self.phase == Phase::SlowStart {
@@ -440,6 +446,7 @@ impl Controller {
     }
 
     fn on_success(&mut self, r: &Response, fresh: bool, now: Instant) {
+        self.ok_since_cut = true;
         self.fit_record(r.sent_at, true);
         self.accepted.record(now);
         self.accepted_long.record(now);

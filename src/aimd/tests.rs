@@ -84,6 +84,34 @@ fn one_decrease_per_round_trip() {
 }
 
 #[test]
+fn a_run_of_refusals_slows_the_rate_but_keeps_the_estimate_of_its_first_cut() {
+    let c = FakeClock::new();
+    let mut ctl = ramped(&c);
+    ctl.on_response(&throttled(c.now() - 50 * MS, None), c.now());
+    let (estimate, after_first) = (ctl.capacity_estimate(), ctl.rate());
+    // The site refuses everything for a while: each round trip's refusal is news (sent
+    // after the last cut) and slows the rate, but nothing got through to say the
+    // capacity is lower.
+    let mut rate = after_first;
+    for _ in 0..5 {
+        c.advance(60 * MS);
+        ctl.on_response(&throttled(c.now() - 10 * MS, None), c.now());
+        assert!(ctl.rate() < rate, "{} then {rate}", ctl.rate());
+        assert_eq!(ctl.capacity_estimate(), estimate);
+        rate = ctl.rate();
+    }
+    assert_eq!(ctl.decreases(), 6);
+    // The first success resumes the curve where the run's first cut began it.
+    c.advance(60 * MS);
+    ctl.on_response(&ok(c.now() - 10 * MS), c.now());
+    assert!(ctl.rate() >= 0.999 * after_first, "{}", ctl.rate());
+    // A refusal after a success is a new run: its cut lowers the estimate.
+    c.advance(60 * MS);
+    ctl.on_response(&throttled(c.now() - 10 * MS, None), c.now());
+    assert!(ctl.capacity_estimate() < estimate);
+}
+
+#[test]
 fn throttle_holds_the_key_and_retry_after_is_a_floor() {
     let c = FakeClock::new();
     let mut ctl = Controller::new(AimdConfig::default(), c.now());
