@@ -43,12 +43,14 @@ const RUN_CAP: Duration = Duration::from_secs(240);
 struct Args {
     scale: f64,
     only: Option<String>,
+    trace: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         scale: 1.0,
         only: None,
+        trace: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -62,8 +64,12 @@ fn parse_args() -> Result<Args, String> {
                     .ok_or_else(|| format!("--scale: {v:?} is not a factor in (0, 100]"))?;
             }
             "--only" => args.only = Some(it.next().ok_or("--only needs a name")?),
+            "--trace" => args.trace = true,
             "-h" | "--help" => {
-                println!("bench_limit [--only NAME-PART] [--scale F]   (URLs per shape × F)");
+                println!(
+                    "bench_limit [--only NAME-PART] [--scale F] [--trace]   (URLs per shape × F; \
+                     --trace: each second, what the server answered and each lane's rate)"
+                );
                 std::process::exit(0);
             }
             _ => return Err(format!("unknown argument {flag:?}")),
@@ -523,7 +529,50 @@ async fn drive(
     d
 }
 
-async fn run(sh: &Shape, urls: usize) -> Outcome {
+/// Each second, until the driver drops it when the crawl ends: the 200s and refusals
+/// the server sent in that second, and each lane's rate, cuts and state, on stderr. What
+/// a crawl did second by second, to see where a run lost its time.
+async fn trace_each_second(
+    handle: &CrawlerHandle,
+    site: &TestSite,
+    started: Instant,
+) -> std::convert::Infallible {
+    let (mut seen, mut second) = (0, 0u64);
+    loop {
+        second += 1;
+        actix_rt::time::sleep_until((started + Duration::from_secs(second)).into()).await;
+        let log = site.requests();
+        let new = &log[seen.min(log.len())..];
+        let ok = new.iter().filter(|r| r.status == 200).count();
+        let refused = new.iter().filter(|r| refused_status(r.status)).count();
+        seen = log.len();
+        let lanes: Vec<String> = handle
+            .limits()
+            .await
+            .iter()
+            .flat_map(|l| l.lanes.iter())
+            .map(|l| {
+                format!(
+                    "{}={:.1}/s cuts {}{}{}",
+                    l.exit.as_deref().unwrap_or("host"),
+                    l.rps,
+                    l.decreases,
+                    if l.locked_out { " locked-out" } else { "" },
+                    l.latency_base.map_or_else(String::new, |b| format!(
+                        " base {:.0} ms",
+                        b.as_secs_f64() * 1e3
+                    )),
+                )
+            })
+            .collect();
+        eprintln!(
+            "t={second:>4}s ok={ok:>5} refused={refused:>4} {}",
+            lanes.join(" ")
+        );
+    }
+}
+
+async fn run(sh: &Shape, urls: usize, trace: bool) -> Outcome {
     let site = TestSite::start(sh.site.clone());
     let s = settings(sh);
     // Fetches outstanding at once. The fault shapes read ahead as the program's URL-list
@@ -538,11 +587,20 @@ async fn run(sh: &Shape, urls: usize) -> Outcome {
     };
     let handle = Crawler::start(s).expect("start the crawler");
     let started = Instant::now();
+    let driven = drive(&handle, &site, sh, urls, window);
     let Driven {
         results,
         results_200,
         done_at,
-    } = drive(&handle, &site, sh, urls, window).await;
+    } = if trace {
+        let tracing = Box::pin(trace_each_second(&handle, &site, started));
+        match futures_util::future::select(Box::pin(driven), tracing).await {
+            futures_util::future::Either::Left((d, _)) => d,
+            futures_util::future::Either::Right((never, _)) => match never {},
+        }
+    } else {
+        driven.await
+    };
     let elapsed = started.elapsed();
     let limits = handle.limits().await;
     if sh.faults {
@@ -624,7 +682,7 @@ fn main() {
         for sh in &shapes {
             let urls = ((sh.urls as f64 * args.scale) as usize).max(50);
             eprintln!("running {} ({urls} URLs) …", sh.name);
-            v.push(run(sh, urls).await);
+            v.push(run(sh, urls, args.trace).await);
         }
         v
     });
