@@ -411,9 +411,10 @@ impl Controller {
                         .hinted_pause
                         .is_some_and(|h| now.saturating_duration_since(h) < Duration::from_secs(1));
                 self.on_refusal(r, now, informed);
-                if fresh && !self.lockout.active() && self.in_refusal_run() {
+                let news = fresh && !self.lockout.active();
+                if news && self.in_refusal_run() {
                     self.cut_within_run(now, retry_after.is_none());
-                } else if fresh && !self.lockout.active() {
+                } else if news {
                     // Slow start's first cut: the round of requests already on their way
                     // tells what the site takes, its burst aside (see `refusals`).
                     if self.phase == Phase::SlowStart {
