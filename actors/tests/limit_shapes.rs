@@ -465,3 +465,69 @@ async fn a_blip_of_refusals_does_not_lower_what_the_crawler_learned() {
         "{ok_after} ok in the 3 s from 1 s after the blip, of 300"
     );
 }
+
+#[actix_rt::test]
+async fn an_outage_read_as_a_ban_is_searched_back_up() {
+    // 10/s for the whole host; after 300 requests the site refuses everything with 503
+    // for 5 s (a restart), long enough to be a lockout, which is read as a ban: its
+    // ceiling halves the rate, and is searched back up in steps its length prices.
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(10, 2)),
+        retry_after: RetryAfter::Omit,
+        latency: Duration::from_millis(20),
+        fast_rejections: true,
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(paused_settings()).expect("start");
+    let peers: Vec<_> = (2..6)
+        .map(|i| support::ip(&format!("127.0.0.{i}")))
+        .collect();
+    let outage = async {
+        while site.requests().len() < 300 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for p in &peers {
+            site.set_fail_peer(*p, true);
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        for p in &peers {
+            site.set_fail_peer(*p, false);
+        }
+        tokio::time::Instant::now().into_std()
+    };
+    let urls = (0..9_000).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let (replies, ended) = futures_util::join!(crawl(&h, urls), outage);
+    let limits = h.limits().await;
+    h.shutdown(Duration::from_secs(1)).await;
+    let ok = replies
+        .iter()
+        .filter(|r| matches!(r, Ok(r) if r.status == 200))
+        .count();
+    assert_eq!(
+        ok, 9_000,
+        "every URL ends 200, those refused in the outage too"
+    );
+    let log = site.requests();
+    let ok_in = |from: u64, to: u64| {
+        let (from, to) = (
+            ended + Duration::from_secs(from),
+            ended + Duration::from_secs(to),
+        );
+        log.iter()
+            .filter(|r| r.status == 200 && r.arrived >= from && r.arrived < to)
+            .count()
+    };
+    let (early, late) = (ok_in(10, 70), ok_in(800, 860));
+    eprintln!("server: {early} ok in the minute from 10 s after the outage, {late} from 800 s; {limits:?}");
+    assert!(
+        (early as f64) < 0.75 * 600.0,
+        "the outage was read as a ban: {early} ok in a minute after it, of 600"
+    );
+    // The lockout lasted about 7 s (probes after 1, 2 and 4 s): steps of about 230 s
+    // raise the ceiling to 3/4 and 7/8 of the rate before, then lift it. Held at half
+    // the rate, the crawl would get 300.
+    assert!(
+        late as f64 >= 0.85 * 600.0,
+        "{late} ok in the minute from 800 s after the outage, of 600"
+    );
+}

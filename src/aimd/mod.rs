@@ -41,7 +41,8 @@
 //! 8. **Lockouts** (`lockout.rs`): when everything is refused for a while (a used-up quota,
 //!    a penalty box answering 403), single probes at doubling intervals wait it out; a
 //!    lockout the site did not explain is a ban and leaves a ceiling at half the rate
-//!    that earned it.
+//!    that earned it, raised again step by step at a pace priced by the ban's length
+//!    (an outage looks like a ban while it lasts).
 //!
 //! The controller is pure: feed it [`Response`]s with `now` and it returns an [`Adjustment`]
 //! when the interval or the pause changed; a [`crate::pacer::Pacer`] carries that out.
@@ -383,6 +384,10 @@ impl Controller {
         if r.signal != Signal::Neutral {
             self.answers += 1;
         }
+        if self.lockout.step_due(now) {
+            let (accepted, _) = self.accepted_long.rate(now, self.created);
+            self.lockout.step(now, accepted);
+        }
         match r.signal {
             Signal::Neutral => {}
             Signal::Success => self.on_success(r, fresh, now),
@@ -462,7 +467,7 @@ impl Controller {
             Some(s) => s + (sample - s) / 8.0,
         };
         self.srtt = Some(srtt);
-        if let Some(end) = self.lockout.succeeded() {
+        if let Some(end) = self.lockout.succeeded(now) {
             self.resume(end, now);
         }
         let learn = !r.limited || self.phase == Phase::SlowStart || self.rate <= 0.95 * self.w_max;

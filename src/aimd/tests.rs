@@ -351,6 +351,47 @@ fn a_site_that_refuses_everything_is_waited_out_and_leaves_a_ceiling() {
     assert!(ctl.rate() <= ceiling);
 }
 
+/// Sends for `span` at the controller's rate (and after its pauses) to a site 20 ms
+/// away that answers every request with `signal`.
+fn crawl(ctl: &mut Controller, c: &FakeClock, span: Duration, signal: Signal) {
+    let end = c.now() + span;
+    while c.now() < end {
+        let wait = ctl
+            .pause_until(c.now())
+            .map_or(ctl.interval(), |p| p - c.now());
+        c.advance(wait.max(MS));
+        ctl.on_response(&answer(c.now() - 20 * MS, 20 * MS, signal), c.now());
+    }
+}
+
+#[test]
+fn an_outage_read_as_a_ban_is_searched_back_up_in_steps_its_length_prices() {
+    let c = FakeClock::new();
+    let cfg = AimdConfig {
+        max_rps: 50.0,
+        ..AimdConfig::default()
+    };
+    let mut ctl = Controller::new(cfg, c.now());
+    crawl(&mut ctl, &c, Duration::from_secs(30), Signal::Success);
+    let before = ctl.rate();
+    assert!(before >= 49.0, "{before}");
+    // The site refuses everything for 3 s (a restart): a lockout, read as a ban.
+    crawl(&mut ctl, &c, Duration::from_secs(3), Signal::Refused);
+    assert!(ctl.locked_out());
+    crawl(&mut ctl, &c, Duration::from_secs(5), Signal::Success);
+    assert_eq!(ctl.bans(), 1);
+    let ceiling = ctl.ceiling().expect("a ban leaves a ceiling");
+    assert!(ceiling <= before / 2.0, "{ceiling} vs {before}");
+    // The ban lasted a few seconds: its ceiling is raised step by step, and lifted
+    // once the rate it came at has been held; then the crawl runs as before it.
+    // Locked out for about 7 s (probes after 1, 2 and 4 s): steps of 7 s / 3 %; the
+    // ceiling is raised to 3/4 and 7/8 of the banned rate, lifted, then gone.
+    crawl(&mut ctl, &c, Duration::from_secs(1200), Signal::Success);
+    assert_eq!(ctl.ceiling(), None);
+    assert!(ctl.rate() >= 0.95 * before, "{} vs {before}", ctl.rate());
+    assert_eq!(ctl.bans(), 1);
+}
+
 #[test]
 fn a_used_up_quota_that_says_when_it_resets_leaves_no_ceiling() {
     let c = FakeClock::new();
