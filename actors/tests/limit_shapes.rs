@@ -407,12 +407,36 @@ async fn a_small_host_pays_only_the_throttle_that_ends_its_slow_start() {
     );
 }
 
-#[actix_rt::test]
-async fn a_blip_of_refusals_does_not_lower_what_the_crawler_learned() {
-    // 100/s for the whole host; once the crawl has settled, the site refuses everything
-    // with 503 for 300 ms (a restart, a load balancer's blip), then serves as before.
+/// What a crawl through an interruption saw: the replies, the server's log, and when
+/// the interruption ended.
+struct Interrupted {
+    ok: usize,
+    log: Vec<exitcrawl_testsite::RequestRecord>,
+    ended: Instant,
+    limits: Vec<HostLimits>,
+}
+
+impl Interrupted {
+    /// The 200s the server counted from `from` to `to` after the interruption ended.
+    fn ok_in(&self, from: Duration, to: Duration) -> usize {
+        let (from, to) = (self.ended + from, self.ended + to);
+        self.log
+            .iter()
+            .filter(|r| r.status == 200 && r.arrived >= from && r.arrived < to)
+            .count()
+    }
+
+    fn refused(&self) -> usize {
+        self.log.iter().filter(|r| r.status == 503).count()
+    }
+}
+
+/// Crawls `n` pages of a site limited to `limit` for the host, 20 ms away, that refuses
+/// everything with 503 for `span` once it has had `after` requests (a restart, a load
+/// balancer's blip), then serves as before.
+async fn crawl_interrupted(limit: Rate, n: usize, after: usize, span: Duration) -> Interrupted {
     let site = paused_site(SiteConfig {
-        limit: Limit::Global(Rate::per_second(100, 10)),
+        limit: Limit::Global(limit),
         retry_after: RetryAfter::Omit,
         latency: Duration::from_millis(20),
         fast_rejections: true,
@@ -422,43 +446,54 @@ async fn a_blip_of_refusals_does_not_lower_what_the_crawler_learned() {
     let peers: Vec<_> = (2..6)
         .map(|i| support::ip(&format!("127.0.0.{i}")))
         .collect();
-    let blip = async {
-        while site.requests().len() < 1_000 {
+    let interruption = async {
+        while site.requests().len() < after {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         for p in &peers {
             site.set_fail_peer(*p, true);
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(span).await;
         for p in &peers {
             site.set_fail_peer(*p, false);
         }
         tokio::time::Instant::now().into_std()
     };
-    let urls = (0..2_000).map(|i| site.url(&format!("/p/{i}"))).collect();
-    let (replies, ended) = futures_util::join!(crawl(&h, urls), blip);
+    let urls = (0..n).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let (replies, ended) = futures_util::join!(crawl(&h, urls), interruption);
+    let limits = h.limits().await;
     h.shutdown(Duration::from_secs(1)).await;
     let ok = replies
         .iter()
         .filter(|r| matches!(r, Ok(r) if r.status == 200))
         .count();
+    Interrupted {
+        ok,
+        log: site.requests(),
+        ended,
+        limits,
+    }
+}
+
+#[actix_rt::test]
+async fn a_blip_of_refusals_does_not_lower_what_the_crawler_learned() {
+    // 100/s for the whole host; once the crawl has settled, 300 ms of refusals.
+    let run = crawl_interrupted(
+        Rate::per_second(100, 10),
+        2_000,
+        1_000,
+        Duration::from_millis(300),
+    )
+    .await;
     assert_eq!(
-        ok, 2_000,
+        run.ok, 2_000,
         "every URL ends 200, those refused in the blip too"
     );
-    let log = site.requests();
-    let refused = log.iter().filter(|r| r.status == 503).count();
+    let refused = run.refused();
     assert!(refused >= 1, "the blip refused requests");
     // From a second after the blip, the crawl is back at the site's rate. Cutting the
     // estimate on every round trip of the blip left it at a third of it for seconds.
-    let (from, to) = (
-        ended + Duration::from_secs(1),
-        ended + Duration::from_secs(4),
-    );
-    let ok_after = log
-        .iter()
-        .filter(|r| r.status == 200 && r.arrived >= from && r.arrived < to)
-        .count();
+    let ok_after = run.ok_in(Duration::from_secs(1), Duration::from_secs(4));
     eprintln!("server: {refused} refused in the blip; {ok_after} ok in the 3 s from 1 s after it");
     assert!(
         ok_after as f64 >= 0.85 * 100.0 * 3.0,
@@ -468,57 +503,20 @@ async fn a_blip_of_refusals_does_not_lower_what_the_crawler_learned() {
 
 #[actix_rt::test]
 async fn an_outage_read_as_a_ban_is_searched_back_up() {
-    // 10/s for the whole host; after 300 requests the site refuses everything with 503
-    // for 5 s (a restart), long enough to be a lockout, which is read as a ban: its
-    // ceiling halves the rate, and is searched back up in steps its length prices.
-    let site = paused_site(SiteConfig {
-        limit: Limit::Global(Rate::per_second(10, 2)),
-        retry_after: RetryAfter::Omit,
-        latency: Duration::from_millis(20),
-        fast_rejections: true,
-        ..SiteConfig::default()
-    });
-    let h = Crawler::start(paused_settings()).expect("start");
-    let peers: Vec<_> = (2..6)
-        .map(|i| support::ip(&format!("127.0.0.{i}")))
-        .collect();
-    let outage = async {
-        while site.requests().len() < 300 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        for p in &peers {
-            site.set_fail_peer(*p, true);
-        }
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        for p in &peers {
-            site.set_fail_peer(*p, false);
-        }
-        tokio::time::Instant::now().into_std()
-    };
-    let urls = (0..9_000).map(|i| site.url(&format!("/p/{i}"))).collect();
-    let (replies, ended) = futures_util::join!(crawl(&h, urls), outage);
-    let limits = h.limits().await;
-    h.shutdown(Duration::from_secs(1)).await;
-    let ok = replies
-        .iter()
-        .filter(|r| matches!(r, Ok(r) if r.status == 200))
-        .count();
+    // 10/s for the whole host; after 300 requests, 5 s of refusals: long enough to be a
+    // lockout, which is read as a ban. Its ceiling halves the rate, and is searched back
+    // up in steps its length prices.
+    let run = crawl_interrupted(Rate::per_second(10, 2), 9_000, 300, Duration::from_secs(5)).await;
     assert_eq!(
-        ok, 9_000,
+        run.ok, 9_000,
         "every URL ends 200, those refused in the outage too"
     );
-    let log = site.requests();
-    let ok_in = |from: u64, to: u64| {
-        let (from, to) = (
-            ended + Duration::from_secs(from),
-            ended + Duration::from_secs(to),
-        );
-        log.iter()
-            .filter(|r| r.status == 200 && r.arrived >= from && r.arrived < to)
-            .count()
-    };
-    let (early, late) = (ok_in(10, 70), ok_in(800, 860));
-    eprintln!("server: {early} ok in the minute from 10 s after the outage, {late} from 800 s; {limits:?}");
+    let minute = |from: u64| run.ok_in(Duration::from_secs(from), Duration::from_secs(from + 60));
+    let (early, late) = (minute(10), minute(800));
+    eprintln!(
+        "server: {early} ok in the minute from 10 s after the outage, {late} from 800 s; {:?}",
+        run.limits
+    );
     assert!(
         (early as f64) < 0.75 * 600.0,
         "the outage was read as a ban: {early} ok in a minute after it, of 600"
