@@ -1,4 +1,4 @@
-//! The keys of issue 16 beyond compression: `[crawler] headers` and `cookies`, `[crawl]
+//! Request keys beyond compression: `[crawler] headers` and `cookies`, `[crawl]
 //! sitemaps` and `allow_private` — defaults, values, and errors that name the key, the value
 //! (masked when it looks secret) and what is allowed.
 

@@ -246,7 +246,8 @@ pub struct LaneLimits {
     pub locked_out: bool,
     /// Lockouts the site did not explain (bans) so far.
     pub bans: u32,
-    /// The rate ceiling bans have left, requests/s.
+    /// The rate ceiling bans have left, requests/s, while it stands: it is raised step by
+    /// step and lifted once the rate a ban came at has been held without one.
     pub ceiling: Option<f64>,
     /// The site's latency when nothing queues (median of quiet rounds).
     pub latency_base: Option<Duration>,
