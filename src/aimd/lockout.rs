@@ -306,15 +306,20 @@ mod tests {
         assert!(l.active());
     }
 
-    #[test]
-    fn a_ceiling_is_raised_a_step_at_a_time_and_lifted_once_the_banned_rate_is_near() {
+    /// A first ban at 40/s: locked out from the 26th refusal (0.5 s) for 2 s, so each
+    /// step lasts 2 s / 3 %. The lockout, when it ended, and the step.
+    fn banned_at_40() -> (Lockout, Instant, Duration) {
         let t0 = Instant::now();
         let mut l = Lockout::default();
         ban(&mut l, t0, 40.0);
-        // Locked out from the 26th refusal (0.5 s) for 2 s: each step lasts 2 s / 3 %.
         let end = t0 + 5 * MS * 500;
         assert_eq!(l.succeeded(end).unwrap().ceiling, Some(20.0));
-        let step = Duration::from_secs(2).div_f64(PAUSE_SHARE);
+        (l, end, Duration::from_secs(2).div_f64(PAUSE_SHARE))
+    }
+
+    #[test]
+    fn a_ceiling_is_raised_a_step_at_a_time_and_lifted_once_the_banned_rate_is_near() {
+        let (mut l, end, step) = banned_at_40();
         assert!(!l.step_due(end + step - MS));
         // Each step the site accepted all the ceiling allowed: halfway up, each time.
         let mut now = end + step;
@@ -334,12 +339,7 @@ mod tests {
 
     #[test]
     fn a_ban_above_the_proven_rate_returns_to_it_and_the_next_step_is_longer() {
-        let t0 = Instant::now();
-        let mut l = Lockout::default();
-        ban(&mut l, t0, 40.0);
-        let end = t0 + 5 * MS * 500;
-        l.succeeded(end);
-        let step = Duration::from_secs(2).div_f64(PAUSE_SHARE);
+        let (mut l, end, step) = banned_at_40();
         l.step(end + step, 20.0);
         assert_eq!(l.ceiling(), Some(30.0));
         // Banned at 28 while testing 30: 20 was proven over a whole step, so it stays.
@@ -355,12 +355,7 @@ mod tests {
 
     #[test]
     fn a_step_proves_only_what_the_site_accepted() {
-        let t0 = Instant::now();
-        let mut l = Lockout::default();
-        ban(&mut l, t0, 40.0);
-        let end = t0 + 5 * MS * 500;
-        l.succeeded(end);
-        let step = Duration::from_secs(2).div_f64(PAUSE_SHARE);
+        let (mut l, end, step) = banned_at_40();
         l.step(end + step, 20.0);
         // The crawl had little to send: 5/s proves nothing above 20.
         l.step(end + 2 * step, 5.0);
