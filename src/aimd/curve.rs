@@ -70,7 +70,14 @@ impl Controller {
                 } else {
                     0.0
                 };
-                self.rate = self.clamp(cubic.max(additive), now);
+                let target = cubic.max(additive);
+                self.rate = self.clamp(target, now);
+                if self.rate < target {
+                    // Held under a ceiling (a ban's, a hint's, `max_rps`): the cycle's
+                    // clock stops, so that a ceiling raised or lifted lets the curve go
+                    // on from where it was held, not from where it ran to meanwhile.
+                    self.epoch += dt;
+                }
             }
         }
     }

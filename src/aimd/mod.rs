@@ -26,8 +26,10 @@
 //!    `probe_requests` requests *whatever the rate* (a 1 req/s site probes every five
 //!    minutes, not every few dozen requests), so the throttles ending each cycle stay under
 //!    1 %; and long enough that the pause a probe's throttle brings (a Retry-After) is at
-//!    most 3 % of the cycle: a throttle's cost is its pause, not its count. A probe that gets half again above the estimate without a throttle or a queue
-//!    means the estimate is stale (the site got faster): slow start resumes from there.
+//!    most 3 % of the cycle: a throttle's cost is its pause, not its count. A probe that
+//!    gets half again above the estimate without a throttle or a queue means the estimate
+//!    is stale (the site got faster): slow start resumes from there. Held under a
+//!    ceiling, the curve's clock stops.
 //! 5. **At most one decrease per round trip.** Responses to requests sent before the last
 //!    decrease carry no news (they were sent at the old rate), so they cannot cut again.
 //! 6. **Latency as an early warning** (`latency.rs`): the median of each round of answers

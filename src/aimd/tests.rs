@@ -393,6 +393,28 @@ fn an_outage_read_as_a_ban_is_searched_back_up_in_steps_its_length_prices() {
 }
 
 #[test]
+fn a_curve_held_under_a_ceiling_goes_on_from_where_it_was_held() {
+    // Probing at an estimate of 100/s when the site announces a ceiling of 20/s, which
+    // holds for a minute and is not renewed.
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    crawl(&mut ctl, &c, Duration::from_secs(5), Signal::Success);
+    ctl.enter_probe(100.0, c.now(), true);
+    let hint = Pacing {
+        max_rps: Some(20.0),
+        ..Pacing::default()
+    };
+    ctl.on_hint(&hint, c.now());
+    crawl(&mut ctl, &c, Duration::from_secs(59), Signal::Success);
+    assert!(ctl.rate() <= 20.0, "{}", ctl.rate());
+    // The ceiling lapses: the curve resumes below its estimate, where it was held. Had
+    // its clock run on under the ceiling, a minute of a 3 s cycle would put it at
+    // `max_rps`.
+    crawl(&mut ctl, &c, Duration::from_secs(2), Signal::Success);
+    assert!(ctl.rate() <= 110.0, "{}", ctl.rate());
+}
+
+#[test]
 fn a_used_up_quota_that_says_when_it_resets_leaves_no_ceiling() {
     let c = FakeClock::new();
     let mut ctl = Controller::new(AimdConfig::default(), c.now());
