@@ -151,11 +151,14 @@ impl Controller {
             self.k = self.k.min(short.max(self.priced_k()));
             self.k_above = short;
         }
-        if matches!(cause, Cause::Latency(_)) {
+        if matches!(cause, Cause::Latency(_)) && !self.refuses_before_queueing {
             // A server that queues pays for every probe above its capacity with a queue,
             // and the probe is seen only a round later: probe it four times as slowly
             // (CUBIC's growth above w_max scales with 1/K), so the queue a probe builds
-            // before it is seen stays small.
+            // before it is seen stays small. Not a site whose last throttle came while
+            // its answers were quick: it limits a rate, so a probe above it costs a
+            // refusal, priced as any probe's, and slower answers there are more likely
+            // our own load or noise than a queue to be wary of.
             self.k *= Self::QUEUE_PROBE_STRETCH;
             self.k_above *= Self::QUEUE_PROBE_STRETCH;
         }

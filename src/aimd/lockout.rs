@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(120);
 
 /// The share of a ceiling's step the ban that set it may be: a test of a higher rate
-/// that fails costs one more such ban. The probe cycle's share of pauses, for the same
-/// reason (see `Controller::PAUSE_SHARE`).
-const PAUSE_SHARE: f64 = 0.03;
+/// that fails costs one more such ban. The share the pauses probes bring may cost, for
+/// the same reason.
+const PAUSE_SHARE: f64 = super::Controller::PAUSE_SHARE;
 
 /// How close the proven rate must come to the banned one before the ceiling is lifted:
 /// after a first ban, the third step (proven at ½, ¾, then ⅞ of the banned rate).

@@ -218,6 +218,9 @@ pub struct Controller {
     ok_since_cut: bool,
     /// Answers that said something (not neutral).
     answers: u64,
+    /// The last throttle came while latency was quiet: the site limits a rate, and a
+    /// probe above it costs a refusal, not a queue.
+    refuses_before_queueing: bool,
     /// Started from the host prior below `initial_rps`: slow start doubles per answers,
     /// not only per time (see `doubling_time`).
     ramp_by_answers: bool,
@@ -277,6 +280,7 @@ impl Controller {
             decreases: 0,
             ok_since_cut: true,
             answers: 0,
+            refuses_before_queueing: false,
             ramp_by_answers: false,
             start_rps: rate,
             cfg,
@@ -427,6 +431,9 @@ impl Controller {
                     if self.phase == Phase::SlowStart {
                         self.refusals.cut(r.sent_at, now, self.rate);
                     }
+                    // A site that refused while its answers were as quick as ever limits a
+                    // rate: it refuses before it queues (see `decrease`).
+                    self.refuses_before_queueing = !self.latency.rising();
                     let srtt = self.srtt.unwrap_or(0.0);
                     let since_last = self.between.throttle(r.sent_at, self.rate * srtt, srtt);
                     self.decrease(

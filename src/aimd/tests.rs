@@ -224,6 +224,44 @@ fn rising_latency_ends_slow_start_and_overload_cuts_the_rate() {
 }
 
 #[test]
+fn a_latency_cut_stretches_the_cycle_unless_the_site_refused_with_quick_answers() {
+    let cut_k = |refused_quick: bool| {
+        let c = FakeClock::new();
+        // At most 100/s: a cycle of `probe_requests` then outlasts `probe_time`.
+        let cfg = AimdConfig {
+            max_rps: 100.0,
+            ..AimdConfig::default()
+        };
+        let mut ctl = Controller::new(cfg, c.now());
+        // Slow start with quick answers (20 ms), then a throttle: with answers as quick
+        // as ever, or after rounds four times slower (a queue before the refusal).
+        crawl(&mut ctl, &c, Duration::from_secs(2), Signal::Success);
+        if !refused_quick {
+            // One round of them (32 answers).
+            for _ in 0..40 {
+                c.advance(10 * MS);
+                let r = Response {
+                    sent_at: c.now() - 80 * MS,
+                    latency: 80 * MS,
+                    signal: Signal::Success,
+                    limited: true,
+                };
+                ctl.on_response(&r, c.now());
+            }
+        }
+        ctl.on_response(&throttled(c.now() - 20 * MS, None), c.now());
+        assert_eq!(ctl.refuses_before_queueing, refused_quick);
+        // Later, a latency cut: the cycle's scale above the estimate, against that of a
+        // cycle of `probe_requests` at the estimate.
+        ctl.enter_probe(90.0, c.now(), true);
+        ctl.decrease(c.now(), Cause::Latency(0.9));
+        ctl.k_above / (ctl.cfg.probe_requests / ctl.w_max)
+    };
+    assert_eq!(cut_k(true), 1.0);
+    assert_eq!(cut_k(false), Controller::QUEUE_PROBE_STRETCH);
+}
+
+#[test]
 fn neutral_responses_change_nothing() {
     let c = FakeClock::new();
     let mut ctl = Controller::new(AimdConfig::default(), c.now());
