@@ -226,13 +226,8 @@ fn rising_latency_ends_slow_start_and_overload_cuts_the_rate() {
 #[test]
 fn a_latency_cut_stretches_the_cycle_unless_the_site_refused_with_quick_answers() {
     let cut_k = |refused_quick: bool| {
-        let c = FakeClock::new();
         // At most 100/s: a cycle of `probe_requests` then outlasts `probe_time`.
-        let cfg = AimdConfig {
-            max_rps: 100.0,
-            ..AimdConfig::default()
-        };
-        let mut ctl = Controller::new(cfg, c.now());
+        let (c, mut ctl) = capped(100.0);
         // Slow start with quick answers (20 ms), then a throttle: with answers as quick
         // as ever, or after rounds four times slower (a queue before the refusal).
         crawl(&mut ctl, &c, Duration::from_secs(2), Signal::Success);
@@ -389,6 +384,17 @@ fn a_site_that_refuses_everything_is_waited_out_and_leaves_a_ceiling() {
     assert!(ctl.rate() <= ceiling);
 }
 
+/// A fake clock and a controller with the default settings but `max_rps`.
+fn capped(max_rps: f64) -> (FakeClock, Controller) {
+    let c = FakeClock::new();
+    let cfg = AimdConfig {
+        max_rps,
+        ..AimdConfig::default()
+    };
+    let ctl = Controller::new(cfg, c.now());
+    (c, ctl)
+}
+
 /// Sends for `span` at the controller's rate (and after its pauses) to a site 20 ms
 /// away that answers every request with `signal`.
 fn crawl(ctl: &mut Controller, c: &FakeClock, span: Duration, signal: Signal) {
@@ -404,12 +410,7 @@ fn crawl(ctl: &mut Controller, c: &FakeClock, span: Duration, signal: Signal) {
 
 #[test]
 fn an_outage_read_as_a_ban_is_searched_back_up_in_steps_its_length_prices() {
-    let c = FakeClock::new();
-    let cfg = AimdConfig {
-        max_rps: 50.0,
-        ..AimdConfig::default()
-    };
-    let mut ctl = Controller::new(cfg, c.now());
+    let (c, mut ctl) = capped(50.0);
     crawl(&mut ctl, &c, Duration::from_secs(30), Signal::Success);
     let before = ctl.rate();
     assert!(before >= 49.0, "{before}");
