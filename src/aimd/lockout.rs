@@ -112,16 +112,12 @@ impl Lockout {
         self.ceiling.map(|c| c.level).filter(|l| l.is_finite())
     }
 
-    /// A step of the ceiling's search is over at `now` (see [`Lockout::step`]).
-    pub(super) fn step_due(&self, now: Instant) -> bool {
-        self.active.is_none() && self.ceiling.is_some_and(|c| now >= c.next)
-    }
-
-    /// The ceiling's step is over, and no ban came: `accepted` (what the site accepted
-    /// per second over the last ten seconds) is proven, up to the level tested, and the
-    /// next level is tried. A lifted ceiling that met no ban is gone.
-    pub(super) fn step(&mut self, now: Instant, accepted: f64) {
-        if !self.step_due(now) {
+    /// At `now`, if a step of the ceiling's search is over and no ban came: what the site
+    /// accepted per second over the last ten seconds (`accepted`, asked only then) is
+    /// proven, up to the level tested, and the next level is tried. A lifted ceiling
+    /// that met no ban is gone.
+    pub(super) fn step(&mut self, now: Instant, accepted: impl FnOnce() -> f64) {
+        if self.active.is_some() || self.ceiling.is_none_or(|c| now < c.next) {
             return;
         }
         let Some(c) = self.ceiling.as_mut() else {
@@ -132,6 +128,7 @@ impl Lockout {
             return;
         }
         // Held at the level, within the meter's error (a tenth), proves the level.
+        let accepted = accepted();
         let held = if accepted >= 0.9 * c.level {
             c.level
         } else {
@@ -320,12 +317,17 @@ mod tests {
     #[test]
     fn a_ceiling_is_raised_a_step_at_a_time_and_lifted_once_the_banned_rate_is_near() {
         let (mut l, end, step) = banned_at_40();
-        assert!(!l.step_due(end + step - MS));
+        l.step(end + step - MS, || 20.0);
+        assert_eq!(
+            l.ceiling(),
+            Some(20.0),
+            "a step is not over before its time"
+        );
         // Each step the site accepted all the ceiling allowed: halfway up, each time.
         let mut now = end + step;
         let mut levels = vec![];
         while let Some(level) = l.ceiling() {
-            l.step(now, level);
+            l.step(now, || level);
             levels.push(l.ceiling());
             now += step;
             assert!(levels.len() < 10, "{levels:?}");
@@ -333,14 +335,14 @@ mod tests {
         assert_eq!(levels, [Some(30.0), Some(35.0), None]);
         // Lifted, and a whole step without a ban: the ceiling is gone.
         assert!(l.ceiling.is_some());
-        l.step(now, 40.0);
+        l.step(now, || 40.0);
         assert_eq!(l.ceiling, None);
     }
 
     #[test]
     fn a_ban_above_the_proven_rate_returns_to_it_and_the_next_step_is_longer() {
         let (mut l, end, step) = banned_at_40();
-        l.step(end + step, 20.0);
+        l.step(end + step, || 20.0);
         assert_eq!(l.ceiling(), Some(30.0));
         // Banned at 28 while testing 30: 20 was proven over a whole step, so it stays.
         let t1 = end + step + Duration::from_secs(5);
@@ -348,17 +350,18 @@ mod tests {
         let end = t1 + 5 * MS * 500;
         assert_eq!(l.succeeded(end).unwrap().ceiling, Some(20.0));
         // The second ban doubles the step.
-        assert!(!l.step_due(end + 2 * step - MS));
-        l.step(end + 2 * step, 20.0);
+        l.step(end + 2 * step - MS, || 20.0);
+        assert_eq!(l.ceiling(), Some(20.0), "the second ban doubled the step");
+        l.step(end + 2 * step, || 20.0);
         assert_eq!(l.ceiling(), Some(24.0));
     }
 
     #[test]
     fn a_step_proves_only_what_the_site_accepted() {
         let (mut l, end, step) = banned_at_40();
-        l.step(end + step, 20.0);
+        l.step(end + step, || 20.0);
         // The crawl had little to send: 5/s proves nothing above 20.
-        l.step(end + 2 * step, 5.0);
+        l.step(end + 2 * step, || 5.0);
         assert_eq!(l.ceiling(), Some(30.0));
         // Banned at 10, under what was proven: that was no proof; half again.
         let t1 = end + 2 * step + Duration::from_secs(1);

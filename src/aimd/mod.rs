@@ -390,10 +390,10 @@ impl Controller {
         if r.signal != Signal::Neutral {
             self.answers += 1;
         }
-        if self.lockout.step_due(now) {
-            let (accepted, _) = self.accepted_long.rate(now, self.created);
-            self.lockout.step(now, accepted);
-        }
+        let accepted_long = &mut self.accepted_long;
+        let created = self.created;
+        self.lockout
+            .step(now, || accepted_long.rate(now, created).0);
         match r.signal {
             Signal::Neutral => {}
             Signal::Success => self.on_success(r, fresh, now),
