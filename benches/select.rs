@@ -60,6 +60,7 @@ fn bench_select(c: &mut Criterion) {
         region: Some("eu"),
         exclude: &exclude,
         family: None,
+        avoid: None,
     };
     g.bench_function("region_and_exclude", |b| {
         b.iter(|| {

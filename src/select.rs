@@ -39,7 +39,18 @@
 //! session on a dead IP is lost anyway. A name that matches no exit at all is a
 //! configuration or caller bug and is reported as [`NoExitReason::UnknownPreferred`].
 //!
-//! [`select`] does not allocate: it makes at most three passes over the candidates.
+//! # A retry avoids the exit that failed it
+//!
+//! A fetch retried after an error (a reset, a timeout, a 5xx) names the exit its failed
+//! attempt went through ([`Request::avoid`]): the retry goes through another exit while
+//! one is eligible, waiting for it if it is paced or busy, and through the same exit only
+//! when no other may take it. Why: an error may be the exit's own (its address refused
+//! or reset by the site, a proxy failing) before health checks have seen it, and a retry
+//! through the same path would meet it again; the least-loaded rule would even favour
+//! that exit, since its attempts end quickest. Where the site itself fails, another exit
+//! costs nothing.
+//!
+//! [`select`] does not allocate: it makes at most six passes over the candidates.
 
 use std::time::Duration;
 
@@ -126,6 +137,10 @@ pub struct Request<'a> {
     /// The host is an address literal of this family: only exits of that family can reach
     /// it.
     pub family: Option<Family>,
+    /// The exit whose attempt at this fetch just failed: a retry goes through another
+    /// exit while one is eligible, and through this one only when none is (see the
+    /// module docs).
+    pub avoid: Option<usize>,
 }
 
 /// The selector's answer.
@@ -215,7 +230,7 @@ impl Request<'_> {
     }
 
     fn excluded(&self, i: usize) -> bool {
-        self.exclude.contains(&i)
+        self.exclude.contains(&i) || self.avoid == Some(i)
     }
 }
 
@@ -226,12 +241,25 @@ impl Request<'_> {
 /// the lowest `active / max_concurrent`; ties go to the `tie_break % n_ties`-th (in index
 /// order).
 pub fn select(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Selection {
+    let chosen = select_once(cands, req, tie_break);
+    if req.avoid.is_some() && chosen == Selection::NoExit(NoExitReason::AllExcluded) {
+        let again = Request {
+            avoid: None,
+            ..*req
+        };
+        return select_once(cands, &again, tie_break);
+    }
+    chosen
+}
+
+fn select_once(cands: &[Candidate<'_>], req: &Request<'_>, tie_break: u64) -> Selection {
     if let Some(name) = req.preferred {
         let Some(i) = cands.iter().position(|c| c.name == name) else {
             return Selection::NoExit(NoExitReason::UnknownPreferred);
         };
         let c = &cands[i];
-        if c.usable() && req.region_ok(c) && req.family_ok(c) && !req.excluded(i) {
+        // A pinned exit is kept for a retry too: `avoid` does not apply to it.
+        if c.usable() && req.region_ok(c) && req.family_ok(c) && !req.exclude.contains(&i) {
             return if !c.has_slot() {
                 Selection::Busy
             } else if !c.ready_in.is_zero() {
@@ -555,6 +583,46 @@ mod tests {
     }
 
     #[test]
+    fn a_retry_goes_around_the_exit_that_failed_it_while_another_may_take_it() {
+        // b sent longest ago and is idle: it would win, but the retry avoids it.
+        let mut cs = [c("a", 1, 4), c("b", 0, 4), c("c", 2, 4)];
+        cs[1].last_sent = 1;
+        cs[0].last_sent = 5;
+        cs[2].last_sent = 6;
+        let around_b = Request {
+            avoid: Some(1),
+            ..req()
+        };
+        assert_eq!(select(&cs, &req(), 0), Selection::Exit(1));
+        assert_eq!(select(&cs, &around_b, 0), Selection::Exit(0));
+        // The others paced or busy: the retry waits for them, not for b.
+        cs[0].ready_in = ms(7);
+        cs[2].active = 4;
+        assert_eq!(select(&cs, &around_b, 0), Selection::Wait(ms(7)));
+        cs[0].active = 4;
+        assert_eq!(select(&cs, &around_b, 0), Selection::Busy);
+        // No other exit may take it at all (down, or excluded): b it is.
+        cs[0].available = false;
+        cs[2].available = false;
+        assert_eq!(select(&cs, &around_b, 0), Selection::Exit(1));
+        let b_excluded_too = Request {
+            exclude: &[1],
+            ..around_b
+        };
+        assert_eq!(
+            select(&cs, &b_excluded_too, 0),
+            Selection::NoExit(NoExitReason::AllExcluded)
+        );
+        // A pinned exit stays pinned for its retries.
+        let pinned = Request {
+            preferred: Some("b"),
+            ..around_b
+        };
+        cs[0].available = true;
+        assert_eq!(select(&cs, &pinned, 0), Selection::Exit(1));
+    }
+
+    #[test]
     fn the_exit_that_sent_to_the_host_longest_ago_goes_first() {
         let mut cs = [c("a", 0, 4), c("b", 3, 4), c("c", 1, 4)];
         cs[0].last_sent = 9;
@@ -668,7 +736,7 @@ mod tests {
             exclude in prop::collection::vec(0usize..80, 0..6),
             tie_break in any::<u64>(),
         ) {
-            let r = Request { preferred, region, exclude: &exclude, family: None };
+            let r = Request { preferred, region, exclude: &exclude, family: None, avoid: None };
             let sel = select(&cands, &r, tie_break);
             let eligible = |i: usize| {
                 let c = &cands[i];

@@ -167,6 +167,7 @@ impl Scheduler {
             local_failure: None,
             waited: false,
             last_exit: None,
+            avoid: None,
             span: None,
         };
         if self.shutting_down {

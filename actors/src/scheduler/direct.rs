@@ -324,6 +324,7 @@ impl Scheduler {
             region: fetch.region.as_deref(),
             exclude: &[],
             family: select::Family::of_host(&host),
+            avoid: None,
         };
         let selection = pacing.choose(
             exits,
@@ -415,6 +416,7 @@ impl Scheduler {
                     local_failure: None,
                     waited: false,
                     last_exit: Some(i),
+                    avoid: None,
                     span: None,
                 };
                 let attempted = Attempted {

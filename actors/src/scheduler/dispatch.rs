@@ -83,6 +83,7 @@ impl Scheduler {
             region: head.fetch.region.as_deref(),
             exclude: &head.excluded,
             family: select::Family::of_host(host),
+            avoid: head.avoid,
         };
         let selection = pacing.choose(exits, (active, host_pacing), host, &req, now_std);
         match selection {

@@ -34,6 +34,8 @@ pub(super) struct Pending {
     pub(super) local_failure: Option<(FetchErrorKind, String)>,
     pub(super) waited: bool,
     pub(super) last_exit: Option<usize>,
+    /// The exit whose attempt failed, for the retry to go around (`select::Request::avoid`).
+    pub(super) avoid: Option<usize>,
     /// One span per fetch: every event about it (attempts, throttles, retries) carries it.
     /// Made on the first event (see [`Pending::span`]): most fetches have none, and a span
     /// costs a few hundred instructions to make and drop even when nothing records it.

@@ -24,6 +24,7 @@ fn pending(host: &str, path: &str) -> Pending {
         local_failure: None,
         waited: false,
         last_exit: None,
+        avoid: None,
         span: None,
     }
 }

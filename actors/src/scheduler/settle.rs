@@ -383,6 +383,12 @@ impl Scheduler {
         verdict: Verdict,
         retry_after: Option<Duration>,
     ) -> Option<Duration> {
+        // A retry goes around the exit its failed attempt took; a throttled fetch waits
+        // for its host's pacing, which knows the exits.
+        p.avoid = match verdict {
+            Verdict::Retry | Verdict::Defer => p.last_exit,
+            _ => None,
+        };
         match verdict {
             Verdict::Retry => Some(self.in_flight.backoff(p.errors(), retry_after)),
             Verdict::Later => Some(self.in_flight.after_throttle(retry_after)),

@@ -51,6 +51,7 @@ impl Host {
             region: None,
             exclude: &[],
             family: select::Family::of_host(&host),
+            avoid: None,
         };
         let now = crate::clock::now();
         let selection = p.choose(
