@@ -12,8 +12,18 @@ use crate::messages::{AttemptReport, FetchErrorKind, SendRequest};
 use crate::metrics::Outcome;
 
 use super::admission::wire_uri;
+use super::alarm::Rang;
 use super::pending::Pending;
 use super::{Scheduler, SchedulerActor, SharedLimits, Step};
+
+impl StreamHandler<Rang> for SchedulerActor {
+    fn handle(&mut self, Rang(at): Rang, ctx: &mut Self::Context) {
+        self.state.borrow_mut().on_alarm(at, ctx);
+    }
+
+    /// The scheduler holds the alarm, whose sender the stream reads: it ends only with it.
+    fn finished(&mut self, _ctx: &mut Self::Context) {}
+}
 
 impl Scheduler {
     /// Send what may be sent; set one timer for the earliest moment more may go.
@@ -61,7 +71,22 @@ impl Scheduler {
                 act.dispatch(ctx);
             });
             self.wake = Some((h, at));
+            if let Some(alarm) = &mut self.alarm {
+                alarm.set(at);
+            }
         }
+    }
+
+    /// The alarm rang: run the dispatch if `at` is still the wake it waits for and the
+    /// runtime's clock has reached it (under paused time only the runtime's timer does).
+    fn on_alarm(&mut self, at: std::time::Instant, ctx: &mut Context<SchedulerActor>) {
+        if self.wake.as_ref().is_none_or(|(_, t)| *t != at) || Instant::now().into_std() < at {
+            return;
+        }
+        if let Some((h, _)) = self.wake.take() {
+            ctx.cancel_future(h);
+        }
+        self.dispatch(ctx);
     }
 
     pub(super) fn try_host(

@@ -40,6 +40,7 @@
 //!   limiter's interval, a Retry-After, the shared budget's verdict). Its own tests;
 //! - `dispatch.rs`: the dispatch over the queues' round-robin, the sends, and the Redis
 //!   check of distributed mode;
+//! - `alarm.rs`: the dispatch's wake on a timer finer than the runtime's millisecond;
 //! - `settle.rs`: an ended attempt delivered, retried, or moved to another exit, and what
 //!   the limiter and the health actor hear of it;
 //! - `handlers.rs`: the actor's messages and streams (interval changes, health, stats,
@@ -107,6 +108,7 @@ use crate::metrics::{ExitHandles, Metrics};
 use crate::robots::RobotsGate;
 
 mod admission;
+mod alarm;
 mod direct;
 mod dispatch;
 mod exits;
@@ -207,7 +209,10 @@ pub(crate) struct Scheduler {
     refusing: Refusing<Arc<str>>,
     /// Hosts already warned about a pause over `max_retry_after`.
     warned_pause: foldhash::HashSet<Arc<str>>,
+    /// The dispatch's one timer: the runtime's, and the instant it is set for.
     wake: Option<(SpawnHandle, std::time::Instant)>,
+    /// The same instant on a finer timer (see `alarm.rs`); set in `attach`.
+    alarm: Option<alarm::Alarm>,
     /// Since when no exit in service has been available (each ejected): fleet-wide, so
     /// that once the bound is past every waiting fetch ends at once, not one per bound.
     all_down_since: Option<Instant>,
@@ -262,6 +267,7 @@ impl Scheduler {
             refusing: Refusing::default(),
             warned_pause: foldhash::HashSet::default(),
             wake: None,
+            alarm: None,
             all_down_since: None,
             shutting_down: false,
             drained: Vec::new(),
@@ -282,6 +288,9 @@ impl Scheduler {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         ctx.add_stream(Channel(rx));
         self.handoff = Some(tx);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        ctx.add_stream(Channel(rx));
+        self.alarm = Some(alarm::Alarm::new(tx));
         self.all_local = self.exits.iter().all(|e| e.local.is_some());
     }
 
