@@ -13,8 +13,10 @@
 //! and it is still the wake the dispatch waits for, so whichever comes first runs the
 //! dispatch and the other finds nothing to do.
 //!
-//! The thread starts with the first alarm set (a crawl that never waits for a slot has
-//! none) and ends when the alarm is dropped with the scheduler.
+//! The dispatch sets it only for lanes paced faster than one send per 50 ms
+//! (`dispatch.rs`, `ALARM_BELOW`). The thread starts with the first alarm set (a crawl
+//! that never waits for such a slot has none) and ends when the alarm is dropped with the
+//! scheduler.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;

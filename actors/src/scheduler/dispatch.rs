@@ -16,6 +16,11 @@ use super::alarm::Rang;
 use super::pending::Pending;
 use super::{Scheduler, SchedulerActor, SharedLimits, Step};
 
+/// Lanes paced at this interval or longer are woken by the runtime's timer alone: its
+/// lateness (1.1 ms at the median, `examples/bench_timers.rs`) is then about 2 % of
+/// their rate or less.
+const ALARM_BELOW: Duration = Duration::from_millis(50);
+
 impl StreamHandler<Rang> for SchedulerActor {
     fn handle(&mut self, Rang(at): Rang, ctx: &mut Self::Context) {
         self.state.borrow_mut().on_alarm(at, ctx);
@@ -30,7 +35,8 @@ impl Scheduler {
     pub(super) fn dispatch(&mut self, ctx: &mut Context<SchedulerActor>) {
         let now = Instant::now();
         let concurrency = self.settings.crawler.concurrency;
-        let mut wake: Option<Duration> = None;
+        // The earliest wait, and the host it is for.
+        let mut wake: Option<(Duration, Arc<str>)> = None;
         let mut to_visit = self.queues.round();
         while to_visit > 0 && self.in_flight.has_room(concurrency) {
             let Some(host) = self.queues.next_host() else {
@@ -46,14 +52,16 @@ impl Scheduler {
                 // keeps the entry until the fetch ends).
                 Step::SentLast => to_visit = self.queues.round(),
                 Step::Wait(d) => {
-                    wake = Some(wake.map_or(d, |w| w.min(d)));
+                    if wake.as_ref().is_none_or(|(w, _)| d < *w) {
+                        wake = Some((d, Arc::clone(&host)));
+                    }
                     self.queues.revisit(host);
                 }
                 Step::Busy => self.queues.revisit(host),
                 Step::Empty => self.queues.leave(&host),
             }
         }
-        if let Some(d) = wake {
+        if let Some((d, host)) = wake {
             let at = now.into_std() + d;
             if self
                 .wake
@@ -71,10 +79,25 @@ impl Scheduler {
                 act.dispatch(ctx);
             });
             self.wake = Some((h, at));
-            if let Some(alarm) = &mut self.alarm {
-                alarm.set(at);
+            if self.wants_alarm(&host) {
+                if let Some(alarm) = &mut self.alarm {
+                    alarm.set(at);
+                }
             }
         }
+    }
+
+    /// Whether the wake for `host` is worth the alarm's finer timer: the runtime's timer
+    /// wakes a send about a tick late, and each late send costs its lane that much of its
+    /// interval (`alarm.rs`). At intervals of [`ALARM_BELOW`] and longer that is at most
+    /// a few per cent of the lane's rate, less than the alarm's thread costs where wakes
+    /// are dense (thousands of slow hosts at once). A wait with no paced key behind it (an
+    /// exit's own token bucket) is taken to be fast.
+    fn wants_alarm(&self, host: &Arc<str>) -> bool {
+        self.queues
+            .host(host)
+            .and_then(|h| h.pacing.shortest_interval())
+            .is_none_or(|i| i < ALARM_BELOW)
     }
 
     /// The alarm rang: run the dispatch if `at` is still the wake it waits for and the

@@ -96,6 +96,19 @@ pub(super) struct HostPacing {
     pub(super) sends: u64,
 }
 
+impl HostPacing {
+    /// The shortest interval among the host's paced keys; `None` when none is paced
+    /// (what waits is then an exit's own token bucket, or a pause).
+    pub(super) fn shortest_interval(&self) -> Option<Duration> {
+        self.keys
+            .iter()
+            .flatten()
+            .chain(&self.host_key)
+            .filter_map(|k| Some(k.borrow().limiter.as_ref()?.quota().interval()))
+            .min()
+    }
+}
+
 /// The pacing state of `key`, created on first use. `paced`: start with a pacer at the
 /// first rate, `start()` (with `aimd`: the host prior's under scope `auto`, the
 /// configured `initial_rps` otherwise); an exit's own lane under scope `auto` starts

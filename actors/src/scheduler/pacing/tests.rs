@@ -198,6 +198,34 @@ async fn the_limiters_interval_paces_the_key() {
 }
 
 #[actix_rt::test]
+async fn a_hosts_shortest_interval_is_its_fastest_paced_key() {
+    let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
+    let mut h = Host::default();
+    let host: Arc<str> = Arc::from("a.test");
+    // Before any choice the host has no key at all.
+    assert_eq!(h.pacing.shortest_interval(), None);
+    let i = h.sent_now(&mut p, &mut exits, "a.test");
+    h.done(&mut exits, i);
+    // Scope `auto`: the host's budget starts at `initial_rps` (10/s); the exits' own
+    // lanes are not paced yet.
+    assert_eq!(
+        h.pacing.shortest_interval(),
+        Some(Duration::from_millis(100))
+    );
+    let now = crate::clock::now();
+    let lane = LimitKey {
+        exit: Some(Arc::clone(&exits[1].name)),
+        host: Some(Arc::clone(&host)),
+    };
+    p.set_interval(&lane, (Duration::from_millis(20), None), 1, now);
+    assert_eq!(
+        h.pacing.shortest_interval(),
+        Some(Duration::from_millis(20)),
+        "a lane paced faster than the budget"
+    );
+}
+
+#[actix_rt::test]
 async fn redis_away_paces_a_share_and_the_shared_budget_still_sees_the_whole() {
     let mut s = settings(Scope::Host, Algorithm::Aimd);
     s.redis.processes = 4;
