@@ -89,8 +89,8 @@ impl Scheduler {
 
     /// Whether the wake for `host` is worth the alarm's finer timer: the runtime's timer
     /// wakes a send about a tick late, and each late send costs its lane that much of its
-    /// interval (`alarm.rs`). At intervals of [`ALARM_BELOW`] and longer that is at most
-    /// a few per cent of the lane's rate, less than the alarm's thread costs where wakes
+    /// interval (`alarm.rs`). At intervals of [`ALARM_BELOW`] and longer that is about 2 %
+    /// of the lane's rate or less, worth less than the alarm's thread costs where wakes
     /// are dense (thousands of slow hosts at once). A wait with no paced key behind it (an
     /// exit's own token bucket) is taken to be fast.
     fn wants_alarm(&self, host: &Arc<str>) -> bool {
