@@ -8,13 +8,12 @@
 //! condition variable wakes the runtime 0.09–0.18 ms after the instant.
 //!
 //! Why beside the runtime's timer, not instead of it: under tokio's paused time (the
-//! actor tests) only the runtime's timer moves with the clock. The dispatch sets both
-//! for the same instant; a ring is acted on only when the runtime's clock has reached it
-//! and it is still the wake the dispatch waits for, so whichever comes first runs the
-//! dispatch and the other finds nothing to do.
-//!
-//! The dispatch sets it only for lanes paced faster than one send per 50 ms
-//! (`dispatch.rs`, `ALARM_BELOW`). The thread starts with the first alarm set (a crawl
+//! actor tests) only the runtime's timer moves with the clock. The dispatch sets the
+//! runtime's timer for its earliest wait and the alarm for the earliest wait of a host
+//! with a lane paced faster than one send per 50 ms (`dispatch.rs`, `ALARM_BELOW`); a
+//! ring is acted on only when the runtime's clock has reached it and it is still the
+//! instant the alarm is set for, so where both are set for one instant whichever comes
+//! first runs the dispatch and the other finds nothing to send. The thread starts with the first alarm set (a crawl
 //! that never waits for such a slot has none) and ends when the alarm is dropped with the
 //! scheduler.
 
@@ -27,10 +26,14 @@ use tokio::sync::mpsc::UnboundedSender;
 /// The alarm went off for this instant (the wake the dispatch set).
 pub(super) struct Rang(pub(super) Instant);
 
-/// One instant at a time: the dispatch has one wake, and a new one replaces the old.
+/// One instant at a time: a new one replaces the old.
 pub(super) struct Alarm {
     ring_to: UnboundedSender<Rang>,
-    thread: Option<(Arc<Shared>, JoinHandle<()>)>,
+    /// The instant set and not yet rung, as the dispatch's side knows it.
+    armed: Option<Instant>,
+    /// `None` until the first instant is set; `Some(None)` if no thread could be started
+    /// (the runtime's timer is then the only one, and starting is not tried again).
+    thread: Option<Option<(Arc<Shared>, JoinHandle<()>)>>,
 }
 
 #[derive(Default)]
@@ -50,25 +53,38 @@ impl Alarm {
     pub(super) fn new(ring_to: UnboundedSender<Rang>) -> Self {
         Self {
             ring_to,
+            armed: None,
             thread: None,
         }
     }
 
-    /// Ring at `at`, instead of whatever was set before.
-    pub(super) fn set(&mut self, at: Instant) {
-        if self.thread.is_none() {
-            self.thread = spawn(self.ring_to.clone());
+    /// Ring at `at`, unless a ring at or before it (and after `now`) is still to come.
+    pub(super) fn set(&mut self, at: Instant, now: Instant) {
+        if self.armed.is_some_and(|t| t <= at && t > now) {
+            return;
         }
-        if let Some((shared, _)) = &self.thread {
+        self.armed = Some(at);
+        let ring_to = &self.ring_to;
+        if let Some((shared, _)) = self.thread.get_or_insert_with(|| spawn(ring_to.clone())) {
             shared.lock().at = Some(at);
             shared.changed.notify_one();
         }
+    }
+
+    /// A ring for `at` arrived: whether it is for the instant set (one since replaced is
+    /// not). The alarm is then clear for the next.
+    pub(super) fn rang(&mut self, at: Instant) -> bool {
+        let current = self.armed == Some(at);
+        if current {
+            self.armed = None;
+        }
+        current
     }
 }
 
 impl Drop for Alarm {
     fn drop(&mut self) {
-        if let Some((shared, thread)) = self.thread.take() {
+        if let Some(Some((shared, thread))) = self.thread.take() {
             shared.lock().closed = true;
             shared.changed.notify_one();
             // The thread only waits on the condition variable, which was just signalled.
@@ -134,9 +150,9 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut alarm = Alarm::new(tx);
         let start = Instant::now();
-        alarm.set(start + Duration::from_secs(3600));
+        alarm.set(start + Duration::from_secs(3600), start);
         let at = start + Duration::from_millis(20);
-        alarm.set(at);
+        alarm.set(at, start);
         let Rang(rang) = rx.blocking_recv().expect("a ring");
         assert_eq!(
             rang, at,
@@ -149,5 +165,23 @@ mod tests {
             rx.blocking_recv().is_none(),
             "the thread ends with the alarm"
         );
+    }
+
+    #[test]
+    fn a_later_instant_waits_behind_an_earlier_one_and_a_stale_ring_is_not_taken() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut alarm = Alarm::new(tx);
+        let start = Instant::now();
+        let at = start + Duration::from_millis(10);
+        alarm.set(at, start);
+        alarm.set(at + Duration::from_millis(5), start);
+        let Rang(rang) = rx.blocking_recv().expect("a ring");
+        assert_eq!(rang, at, "the earlier instant stood");
+        assert!(
+            !alarm.rang(at - Duration::from_millis(1)),
+            "not the instant set"
+        );
+        assert!(alarm.rang(rang), "the instant set");
+        assert!(!alarm.rang(rang), "taken once");
     }
 }

@@ -35,8 +35,10 @@ impl Scheduler {
     pub(super) fn dispatch(&mut self, ctx: &mut Context<SchedulerActor>) {
         let now = Instant::now();
         let concurrency = self.settings.crawler.concurrency;
-        // The earliest wait, and the host it is for.
-        let mut wake: Option<(Duration, Arc<str>)> = None;
+        let mut wake: Option<Duration> = None;
+        // The earliest wait of a host paced fast enough for the alarm: a slower host's
+        // earlier wait must not leave a fast one to the runtime's timer.
+        let mut fine: Option<Duration> = None;
         let mut to_visit = self.queues.round();
         while to_visit > 0 && self.in_flight.has_room(concurrency) {
             let Some(host) = self.queues.next_host() else {
@@ -52,8 +54,9 @@ impl Scheduler {
                 // keeps the entry until the fetch ends).
                 Step::SentLast => to_visit = self.queues.round(),
                 Step::Wait(d) => {
-                    if wake.as_ref().is_none_or(|(w, _)| d < *w) {
-                        wake = Some((d, Arc::clone(&host)));
+                    wake = Some(wake.map_or(d, |w| w.min(d)));
+                    if fine.is_none_or(|f| d < f) && self.wants_alarm(&host) {
+                        fine = Some(d);
                     }
                     self.queues.revisit(host);
                 }
@@ -61,7 +64,10 @@ impl Scheduler {
                 Step::Empty => self.queues.leave(&host),
             }
         }
-        if let Some((d, host)) = wake {
+        if let (Some(d), Some(alarm)) = (fine, &mut self.alarm) {
+            alarm.set(now.into_std() + d, now.into_std());
+        }
+        if let Some(d) = wake {
             let at = now.into_std() + d;
             if self
                 .wake
@@ -79,11 +85,6 @@ impl Scheduler {
                 act.dispatch(ctx);
             });
             self.wake = Some((h, at));
-            if self.wants_alarm(&host) {
-                if let Some(alarm) = &mut self.alarm {
-                    alarm.set(at);
-                }
-            }
         }
     }
 
@@ -100,16 +101,16 @@ impl Scheduler {
             .is_none_or(|i| i < ALARM_BELOW)
     }
 
-    /// The alarm rang: run the dispatch if `at` is still the wake it waits for and the
-    /// runtime's clock has reached it (under paused time only the runtime's timer does).
+    /// The alarm rang: run the dispatch if the runtime's clock has reached `at` (under
+    /// paused time only the runtime's timer moves with it) and `at` is still the instant
+    /// the alarm is set for. The dispatch re-sets the runtime's timer if it was for `at`.
     fn on_alarm(&mut self, at: std::time::Instant, ctx: &mut Context<SchedulerActor>) {
-        if self.wake.as_ref().is_none_or(|(_, t)| *t != at) || Instant::now().into_std() < at {
+        if Instant::now().into_std() < at {
             return;
         }
-        if let Some((h, _)) = self.wake.take() {
-            ctx.cancel_future(h);
+        if self.alarm.as_mut().is_some_and(|a| a.rang(at)) {
+            self.dispatch(ctx);
         }
-        self.dispatch(ctx);
     }
 
     pub(super) fn try_host(

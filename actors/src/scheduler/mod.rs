@@ -211,7 +211,7 @@ pub(crate) struct Scheduler {
     warned_pause: foldhash::HashSet<Arc<str>>,
     /// The dispatch's one timer: the runtime's, and the instant it is set for.
     wake: Option<(SpawnHandle, std::time::Instant)>,
-    /// The same instant on a finer timer, for hosts paced fast enough to need it (see
+    /// A finer timer for the earliest wait of a host paced fast enough to need it (see
     /// `alarm.rs`); made in `attach`.
     alarm: Option<alarm::Alarm>,
     /// Since when no exit in service has been available (each ejected): fleet-wide, so
