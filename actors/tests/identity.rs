@@ -106,6 +106,40 @@ async fn configured_headers_and_user_agent_reach_the_site_and_a_fetch_own_header
     assert_eq!(header(&landed[0], "x-api-key"), Some("k-1"));
 }
 
+/// A request carries what browsers and curl send, not what a client library adds: no
+/// `Date` unless the fetch sets one, and no `Content-Length: 0` on a GET (RFC 9110 §6.6.1,
+/// §8.6); a POST with an empty body keeps its `Content-Length: 0`.
+#[actix_rt::test]
+async fn a_request_carries_no_date_nor_empty_length_unless_its_method_or_fetch_asks() {
+    let site = TestSite::start(SiteConfig::default());
+    let h = Crawler::start(settings(1)).expect("start");
+    for path in ["/a", "/b"] {
+        h.fetch(Fetch::get(site.url(path))).await.expect("answer");
+    }
+    let dated = "Sun, 06 Nov 1994 08:49:37 GMT";
+    h.fetch(Fetch::get(site.url("/dated")).header("date", dated))
+        .await
+        .expect("answer");
+    let mut post = Fetch::get(site.url("/post"));
+    post.method = exitcrawl_actors::Method::POST;
+    post.body = Some(Default::default());
+    h.fetch(post).await.expect("answer");
+    let log = site.requests();
+    assert_eq!(log.len(), 4);
+    for r in &log {
+        let want = (r.path == "/dated").then_some(dated);
+        assert_eq!(header(r, "date"), want, "{}: {:?}", r.path, r.headers);
+        let length = (r.path == "/post").then_some("0");
+        assert_eq!(
+            header(r, "content-length"),
+            length,
+            "{}: {:?}",
+            r.path,
+            r.headers
+        );
+    }
+}
+
 /// Every cookie a request carried is the one the site set for that request's own peer
 /// (source address) and host.
 fn assert_cookies_stay_home(log: &[RequestRecord]) -> usize {

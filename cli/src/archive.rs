@@ -188,8 +188,7 @@ fn exit_ips(s: &Settings) -> HashMap<String, IpAddr> {
 /// The request the exit sent for `target`. awc does not hand back the bytes it wrote, so
 /// this is rebuilt from what it sends for a `Fetch::get`: the request line, `host`,
 /// `user-agent` and `accept-encoding` (the client's default headers), the configured
-/// headers (secret-looking values as `***`) and the `content-length: 0` of an empty body
-/// — all but the `date` it adds, whose second is not known here, and the cookies of
+/// headers (secret-looking values as `***`): all it sends but the cookies of
 /// `[crawler] cookies`, which the exit keeps to itself.
 fn request_head(target: &str, user_agent: &str, headers: &[(String, String)]) -> String {
     let (path, host) = match Url::parse(target) {
@@ -206,7 +205,7 @@ fn request_head(target: &str, user_agent: &str, headers: &[(String, String)]) ->
         Err(_) => ("/".to_string(), String::new()),
     };
     let mut head = format!(
-        "GET {path} HTTP/1.1\r\ncontent-length: 0\r\nhost: {host}\r\n\
+        "GET {path} HTTP/1.1\r\nhost: {host}\r\n\
          user-agent: {user_agent}\r\naccept-encoding: {}\r\n",
         exitcrawl_actors::ACCEPT_ENCODING
     );
@@ -286,7 +285,7 @@ mod tests {
     fn request_heads() {
         assert_eq!(
             request_head("http://127.0.0.1:8080/a/b?x=1&token=***", "bot/1", &[]),
-            "GET /a/b?x=1&token=*** HTTP/1.1\r\ncontent-length: 0\r\nhost: 127.0.0.1:8080\r\n\
+            "GET /a/b?x=1&token=*** HTTP/1.1\r\nhost: 127.0.0.1:8080\r\n\
              user-agent: bot/1\r\naccept-encoding: gzip, deflate, br, zstd\r\n\r\n"
         );
         assert!(request_head("https://e.org", "b", &[]).contains("\r\nhost: e.org\r\n"));

@@ -45,9 +45,13 @@ impl fmt::Write for Date {
 }
 
 /// Service for update Date and Instant periodically at 500 millis interval.
+///
+/// exitcrawl patch: or, made with [`DateService::on_demand`], no task at all: the clock is
+/// read when asked. A client codec is made for every request awc sends, and its date is
+/// never written (requests carry no automatic `Date`), so a task and a timer per request
+/// would be spent on nothing.
 pub(crate) struct DateService {
-    current: Rc<Cell<(Date, Instant)>>,
-    handle: JoinHandle<()>,
+    ticking: Option<(Rc<Cell<(Date, Instant)>>, JoinHandle<()>)>,
 }
 
 impl DateService {
@@ -69,15 +73,29 @@ impl DateService {
             }
         });
 
-        DateService { current, handle }
+        DateService {
+            ticking: Some((current, handle)),
+        }
+    }
+
+    /// A date service without a task of its own: each question reads the clock
+    /// (exitcrawl patch).
+    pub(crate) fn on_demand() -> Self {
+        DateService { ticking: None }
     }
 
     pub(crate) fn now(&self) -> Instant {
-        self.current.get().1
+        match &self.ticking {
+            Some((current, _)) => current.get().1,
+            None => Instant::now(),
+        }
     }
 
     pub(crate) fn with_date<F: FnMut(&Date)>(&self, mut f: F) {
-        f(&self.current.get().0);
+        match &self.ticking {
+            Some((current, _)) => f(&current.get().0),
+            None => f(&Date::new()),
+        }
     }
 }
 
@@ -90,6 +108,8 @@ impl fmt::Debug for DateService {
 impl Drop for DateService {
     fn drop(&mut self) {
         // stop the timer update async task on drop.
-        self.handle.abort();
+        if let Some((_, handle)) = &self.ticking {
+            handle.abort();
+        }
     }
 }

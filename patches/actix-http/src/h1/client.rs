@@ -49,7 +49,8 @@ struct ClientCodecInner {
 
 impl Default for ClientCodec {
     fn default() -> Self {
-        ClientCodec::new(ServiceConfig::default())
+        // exitcrawl patch: awc makes one of these per request; see `ServiceConfig::client`.
+        ClientCodec::new(ServiceConfig::client())
     }
 }
 
@@ -242,6 +243,16 @@ impl Encoder<Message<(RequestHeadType, BodySize)>> for ClientCodec {
                     }
                     ConnectionType::Upgrade => ConnectionType::Upgrade,
                     ConnectionType::Close => ConnectionType::Close,
+                };
+
+                // exitcrawl patch: an empty body of a method that does not anticipate
+                // content (GET, HEAD, …) is sent without `Content-Length: 0`, as RFC 9110
+                // §8.6 asks of a user agent; POST, PUT and PATCH keep it.
+                let m = &head.as_ref().method;
+                let anticipates = *m == Method::POST || *m == Method::PUT || *m == Method::PATCH;
+                let length = match length {
+                    BodySize::Sized(0) if !anticipates => BodySize::None,
+                    other => other,
                 };
 
                 inner.encoder.encode(

@@ -239,7 +239,10 @@ pub(crate) trait MessageType: Sized {
             dst.advance_mut(pos);
         }
 
-        if !has_date {
+        // exitcrawl patch: only an answer gets a `Date` of its own. A request carries one
+        // only when its sender set it: RFC 9110 §6.6.1, a user agent "generally will not"
+        // send one, and a crawler's request is then what browsers and curl send.
+        if !has_date && self.status().is_some() {
             // optimized date header, write_date_header writes its own \r\n
             config.write_date_header(dst, camel_case);
         }
