@@ -46,6 +46,10 @@ fn main() {
         };
         let runs = run_seeds(&path, &stem, &scenario, trace, markdown);
         all_met &= runs.iter().all(|r| r.1.is_empty());
+        for miss in scenario.misses_over_seeds(runs.iter().map(|r| &r.0)) {
+            println!("{stem:<28} all seeds: {miss}");
+            all_met = false;
+        }
         if markdown && !runs.is_empty() {
             print_markdown_row(&stem, &scenario, &runs);
         }
@@ -150,7 +154,10 @@ fn print_markdown_row(stem: &str, scenario: &Scenario, runs: &[(SimReport, Vec<S
         .iter()
         .map(|r| r.0.throttled_fraction)
         .fold(0.0, f64::max);
-    let met = runs.iter().all(|r| r.1.is_empty());
+    let met = runs.iter().all(|r| r.1.is_empty())
+        && scenario
+            .misses_over_seeds(runs.iter().map(|r| &r.0))
+            .is_empty();
     let e = &scenario.expect;
     let mut also = vec![];
     if e.max_bans_after_warmup.is_some() {
@@ -176,7 +183,12 @@ fn print_markdown_row(stem: &str, scenario: &Scenario, runs: &[(SimReport, Vec<S
         also.push(format!("sent ≥ {f:.3} of demand"));
     }
     if let Some(d) = &e.detected {
-        also.push(format!("scope {d}"));
+        let hits = runs.iter().filter(|r| r.0.detected.as_str() == d).count();
+        if hits == runs.len() {
+            also.push(format!("scope {d}"));
+        } else {
+            also.push(format!("scope {d} in {hits} of {} seeds", runs.len()));
+        }
     }
     println!(
         "| `{stem}` | {} | {g_lo:.3}–{g_hi:.3} | ≤ {:.2} % | {:.2}–{:.2} | {:.1}–{:.1} % | {} | {} |",

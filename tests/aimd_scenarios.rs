@@ -25,6 +25,8 @@ fn every_scenario_meets_its_expected_ranges() {
         let text = std::fs::read_to_string(path).expect("readable");
         let sc = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(!sc.run.seeds.is_empty(), "{}: no seeds", path.display());
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+        let mut reports = vec![];
         for &seed in &sc.run.seeds {
             let cfg = sc
                 .sim_config(seed)
@@ -32,9 +34,12 @@ fn every_scenario_meets_its_expected_ranges() {
             let r = simulate(&cfg);
             let misses = sc.misses(&r);
             if !misses.is_empty() {
-                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
                 failures.push(format!("{stem} (seed {seed}): {}", misses.join("; ")));
             }
+            reports.push(r);
+        }
+        for miss in sc.misses_over_seeds(&reports) {
+            failures.push(format!("{stem}: {miss}"));
         }
     }
     assert!(
@@ -61,6 +66,18 @@ fn a_bad_scenario_file_is_reported() {
         .sim_config(1)
         .unwrap_err()
         .contains("site.error_rate: 1.5"));
+    let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"token_bucket\"\ncapacity = 1.0\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\ndetected = \"host\"\ndetected_share = 1.5\n")
+        .unwrap();
+    assert!(sc
+        .sim_config(1)
+        .unwrap_err()
+        .contains("expect.detected_share: 1.5"));
+    let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"token_bucket\"\ncapacity = 1.0\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\ndetected_share = 0.9\n")
+        .unwrap();
+    assert!(sc
+        .sim_config(1)
+        .unwrap_err()
+        .contains("without expect.detected"));
     let sc = Scenario::parse("name = \"n\"\n[site]\nkind = \"token_bucket\"\ncapacity = 1.0\nsteps = [[20.0, 0.5], [10.0, 1.0]]\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n")
         .unwrap();
     assert!(sc

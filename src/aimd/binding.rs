@@ -15,11 +15,13 @@
 //!   wall at it, each a throttle more. A thin host is learning for most of its crawl,
 //!   and a pause of it costs a request or two anyway.
 //! - **a host whose `Retry-After` proved host-wide**: while a pause bound to one exit ran,
-//!   the other exits' requests sent after the cut were refused at least twice and more
-//!   often than accepted. Below a token bucket's rate one refusal can follow a cut (the
-//!   bucket was empty when it came); a site that pauses every client for the
-//!   `Retry-After` (a penalty box, a maintenance 503) refuses them all. Learned once per
-//!   host and kept.
+//!   the other exits' requests sent after the cut were refused at least twice and none
+//!   was accepted. Below a token bucket's rate one refusal can follow a cut (the bucket
+//!   was empty when it came), and a bucket whose rate fell below the cut one refuses
+//!   most requests but accepts its rate's worth; a site that pauses every client for the
+//!   `Retry-After` (a penalty box, a maintenance 503) refuses them all. Judged when the
+//!   pause is over, since the first answers after a cut can all be refused by a bucket
+//!   that fell (they come before it refills); learned once per host and kept.
 //!
 //! With one exit in use the two are the same; an exit with a lane of its own (its own
 //! budget) is paused by that lane's controller.
@@ -40,19 +42,32 @@ pub(super) struct Binding {
 }
 
 impl Binding {
-    /// Whether a `Retry-After` read now binds only the exit that read it: the host is
+    /// Whether a `Retry-After` read at `now` binds only the exit that read it: the host is
     /// learned, reached through two exits or more, and its pauses did not prove host-wide.
-    pub(super) fn to_exit(&self, learned: bool, exits_in_use: usize) -> bool {
-        learned && exits_in_use >= 2 && !self.host_wide
+    pub(super) fn to_exit(&self, learned: bool, exits_in_use: usize, now: Instant) -> bool {
+        learned && exits_in_use >= 2 && !self.proved(now)
+    }
+
+    /// The pauses proved host-wide: learned, or shown by a window that is over at `now`
+    /// (judged for good by [`Binding::close`] when the next answer or throttle comes).
+    fn proved(&self, now: Instant) -> bool {
+        let (ok, no) = self.during;
+        self.host_wide
+            || matches!(self.window, Some((_, _, until)) if now >= until && no >= 2 && ok == 0)
     }
 
     /// An answer through `exit` to a request sent at `sent_at`: refused or not. Counts
-    /// toward the proof that pauses are host-wide while a window is open.
+    /// toward the proof that pauses are host-wide while a window is open; one to a request
+    /// sent after the window closes it.
     pub(super) fn answer(&mut self, exit: usize, sent_at: Instant, refused: bool) {
         let Some((first, from, until)) = self.window else {
             return;
         };
-        if exit == first || sent_at < from || sent_at >= until {
+        if sent_at >= until {
+            self.close();
+            return;
+        }
+        if exit == first || sent_at < from {
             return;
         }
         let (ok, no) = &mut self.during;
@@ -61,7 +76,12 @@ impl Binding {
         } else {
             *ok += 1;
         }
-        if *no >= 2 && *no > *ok {
+    }
+
+    /// The pauses bound to one exit are over: judge what the other exits met meanwhile.
+    fn close(&mut self) {
+        let (ok, no) = std::mem::take(&mut self.during);
+        if self.window.take().is_some() && no >= 2 && ok == 0 {
             self.host_wide = true;
         }
     }
@@ -77,14 +97,17 @@ impl Binding {
         settle: Duration,
         now: Instant,
     ) -> bool {
-        let to_exit = self.to_exit(learned, exits_in_use);
+        if self.window.is_some_and(|(_, _, until)| now >= until) {
+            self.close();
+        }
+        let to_exit = self.to_exit(learned, exits_in_use, now);
         if to_exit {
             self.window = match self.window {
                 Some((first, from, until)) if now < until => {
                     Some((first, from, until.max(now + ra)))
                 }
                 _ => {
-                    self.during = (0, 0);
+                    self.close();
                     Some((exit, now + settle, now + ra))
                 }
             };
@@ -110,9 +133,13 @@ mod tests {
     #[test]
     fn a_learned_host_through_several_exits_binds_the_exit() {
         let b = Binding::default();
-        assert!(b.to_exit(true, 4));
-        assert!(!b.to_exit(false, 4), "a host being learned binds the host");
-        assert!(!b.to_exit(true, 1), "one exit: the exit is the host");
+        let now = Instant::now();
+        assert!(b.to_exit(true, 4, now));
+        assert!(
+            !b.to_exit(false, 4, now),
+            "a host being learned binds the host"
+        );
+        assert!(!b.to_exit(true, 1, now), "one exit: the exit is the host");
     }
 
     #[test]
@@ -128,8 +155,33 @@ mod tests {
         b.answer(1, t0 + 100 * MS, true);
         assert!(b.throttled((1, S), (true, 4), SETTLE, t0 + 120 * MS));
         b.answer(2, t0 + 200 * MS, true);
+        b.answer(3, t0 + 900 * MS, true);
+        assert!(!b.host_wide(), "judged when the pauses are over");
+        assert!(b.to_exit(true, 4, t0 + 1000 * MS));
+        assert!(!b.to_exit(true, 4, t0 + 1120 * MS), "over");
+        // The first answer to a request sent after them.
+        b.answer(2, t0 + 1200 * MS, false);
         assert!(b.host_wide());
-        assert!(!b.to_exit(true, 4), "kept for the host");
+        assert!(!b.to_exit(true, 4, t0 + 5 * S), "kept for the host");
+    }
+
+    #[test]
+    fn a_bucket_that_fell_below_the_cut_rate_stays_with_the_exit() {
+        let t0 = Instant::now();
+        let mut b = Binding::default();
+        assert!(b.throttled((0, S), (true, 4), SETTLE, t0));
+        // Its rate is a third of the cut one: the first answers after the cut are all
+        // refused (each its own exit's throttle), then a third get through.
+        b.answer(1, t0 + 50 * MS, true);
+        assert!(b.throttled((1, S), (true, 4), SETTLE, t0 + 70 * MS));
+        b.answer(2, t0 + 60 * MS, true);
+        assert!(b.throttled((2, S), (true, 4), SETTLE, t0 + 80 * MS));
+        for i in 0..30u32 {
+            b.answer(3, t0 + (100 + 20 * i) * MS, i % 3 != 0);
+        }
+        b.answer(3, t0 + 1500 * MS, false);
+        assert!(!b.host_wide());
+        assert!(b.to_exit(true, 4, t0 + 2 * S));
     }
 
     #[test]

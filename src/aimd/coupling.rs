@@ -270,7 +270,7 @@ impl HostPolicy {
     pub fn retry_after_binds_exit(&self, now: Instant) -> bool {
         match (self.coupling, self.host.as_ref()) {
             // The exits are counted only where the rest allows it: asked on every answer.
-            (Coupling::Auto, Some(h)) if self.binding.to_exit(!h.learning(), 2) => {
+            (Coupling::Auto, Some(h)) if self.binding.to_exit(!h.learning(), 2, now) => {
                 self.exits_in_use(now) >= 2
             }
             _ => false,

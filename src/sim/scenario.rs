@@ -291,6 +291,26 @@ pub struct ScenarioExpect {
     pub min_sent_fraction: Option<f64>,
     /// What the host policy must have concluded: `unknown`, `host` or `per_ip`.
     pub detected: Option<String>,
+    /// With `detected`: the share of the seeds whose runs must conclude it, judged over
+    /// all seeds ([`Scenario::misses_over_seeds`]) rather than per run. For a conclusion
+    /// that chance can flip in a few runs in a hundred (a host-wide budget whose
+    /// refusals happen to land on one exit in a row).
+    pub detected_share: Option<f64>,
+}
+
+impl ScenarioExpect {
+    /// `detected_share` is a share, and says of what.
+    fn check(&self) -> Result<(), String> {
+        match (self.detected_share, &self.detected) {
+            (Some(x), _) if !(x > 0.0 && x <= 1.0) => Err(format!(
+                "expect.detected_share: {x} (a share of the seeds, in (0, 1])"
+            )),
+            (Some(_), None) => {
+                Err("expect.detected_share: given without expect.detected".to_string())
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Scenario {
@@ -311,6 +331,7 @@ impl Scenario {
         let refusal = s.refusal()?;
         let coupling = self.run.coupling()?;
         s.check_fractions()?;
+        self.expect.check()?;
         Ok(SimConfig {
             site: s.model(shape, refusal),
             capacity_steps: s.capacity_steps()?,
@@ -379,7 +400,7 @@ impl Scenario {
                 other => out.push(format!("sent fraction {other:?} < {m}")),
             }
         }
-        if let Some(d) = &e.detected {
+        if let (Some(d), None) = (&e.detected, e.detected_share) {
             if r.detected.as_str() != d {
                 out.push(format!(
                     "detected {:?}, expected {d:?}",
@@ -388,5 +409,29 @@ impl Scenario {
             }
         }
         out
+    }
+
+    /// The expectations judged over all of a scenario's seeds, given each seed's report:
+    /// `detected_share`.
+    pub fn misses_over_seeds<'a>(
+        &self,
+        reports: impl IntoIterator<Item = &'a SimReport>,
+    ) -> Vec<String> {
+        let e = &self.expect;
+        let (Some(d), Some(share)) = (&e.detected, e.detected_share) else {
+            return vec![];
+        };
+        let (mut hits, mut runs) = (0usize, 0usize);
+        for r in reports {
+            runs += 1;
+            hits += usize::from(r.detected.as_str() == d);
+        }
+        if (hits as f64) < share * runs as f64 || runs == 0 {
+            vec![format!(
+                "detected {d:?} in {hits} of {runs} seeds, expected a share of at least {share}"
+            )]
+        } else {
+            vec![]
+        }
     }
 }
