@@ -198,6 +198,13 @@ struct Inner {
 
 impl Default for Inner {
     fn default() -> Self {
+        Self::with_date(DateService::new())
+    }
+}
+
+impl Inner {
+    /// The defaults, with this date service (exitcrawl patch: the client's starts no task).
+    fn with_date(date_service: DateService) -> Self {
         Self {
             keep_alive: KeepAlive::default(),
             client_request_timeout: Duration::from_secs(5),
@@ -205,7 +212,7 @@ impl Default for Inner {
             secure: false,
             local_addr: None,
             tcp_nodelay: None,
-            date_service: DateService::new(),
+            date_service,
             h1_allow_half_closed: true,
             h1_write_buffer_size: DEFAULT_H1_WRITE_BUFFER_SIZE,
             h2_conn_window_size: DEFAULT_H2_CONN_WINDOW_SIZE,
@@ -219,20 +226,7 @@ impl ServiceConfig {
     /// The configuration of a client codec: the defaults, with a date service that starts
     /// no task (exitcrawl patch: see `DateService::on_demand`).
     pub(crate) fn client() -> ServiceConfig {
-        ServiceConfig(Rc::new(Inner {
-            keep_alive: KeepAlive::default(),
-            client_request_timeout: Duration::from_secs(5),
-            client_disconnect_timeout: Duration::ZERO,
-            secure: false,
-            local_addr: None,
-            tcp_nodelay: None,
-            date_service: DateService::on_demand(),
-            h1_allow_half_closed: true,
-            h1_write_buffer_size: DEFAULT_H1_WRITE_BUFFER_SIZE,
-            h2_conn_window_size: DEFAULT_H2_CONN_WINDOW_SIZE,
-            h2_stream_window_size: DEFAULT_H2_STREAM_WINDOW_SIZE,
-            graceful_shutdown_signal: None,
-        }))
+        ServiceConfig(Rc::new(Inner::with_date(DateService::on_demand())))
     }
 
     /// Create instance of `ServiceConfig`.
