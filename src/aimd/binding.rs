@@ -51,9 +51,17 @@ impl Binding {
     /// The pauses proved host-wide: learned, or shown by a window that is over at `now`
     /// (judged for good by [`Binding::close`] when the next answer or throttle comes).
     fn proved(&self, now: Instant) -> bool {
-        let (ok, no) = self.during;
         self.host_wide
-            || matches!(self.window, Some((_, _, until)) if now >= until && no >= 2 && ok == 0)
+            || self
+                .window
+                .is_some_and(|(_, _, until)| now >= until && self.others_got_none())
+    }
+
+    /// What proves a window host-wide: the other exits were refused at least twice and
+    /// none of their requests got through.
+    fn others_got_none(&self) -> bool {
+        let (ok, no) = self.during;
+        no >= 2 && ok == 0
     }
 
     /// An answer through `exit` to a request sent at `sent_at`: refused or not. Counts
@@ -80,10 +88,10 @@ impl Binding {
 
     /// The pauses bound to one exit are over: judge what the other exits met meanwhile.
     fn close(&mut self) {
-        let (ok, no) = std::mem::take(&mut self.during);
-        if self.window.take().is_some() && no >= 2 && ok == 0 {
+        if self.window.take().is_some() && self.others_got_none() {
             self.host_wide = true;
         }
+        self.during = (0, 0);
     }
 
     /// A throttle with a `Retry-After` of `ra` through `exit`, read at `now` (its answer
@@ -102,15 +110,11 @@ impl Binding {
         }
         let to_exit = self.to_exit(learned, exits_in_use, now);
         if to_exit {
-            self.window = match self.window {
-                Some((first, from, until)) if now < until => {
-                    Some((first, from, until.max(now + ra)))
-                }
-                _ => {
-                    self.close();
-                    Some((exit, now + settle, now + ra))
-                }
-            };
+            // A window still here is still open (one that was over is closed above).
+            self.window = Some(match self.window {
+                Some((first, from, until)) => (first, from, until.max(now + ra)),
+                None => (exit, now + settle, now + ra),
+            });
         }
         to_exit
     }
