@@ -76,8 +76,9 @@ impl Pacer {
         let interval = interval.max(Duration::from_nanos(1));
         // The pending slot was computed as last_send + old interval: re-space it so a
         // slow-down takes effect for the very next send, and a speed-up does not wait out
-        // the old, longer interval.
-        if self.slot > now {
+        // the old, longer interval. A slot a pause set is its end, not a send plus an
+        // interval: it stays.
+        if self.slot > now && self.pause_until != Some(self.slot) {
             let last = self.slot.checked_sub(self.interval).unwrap_or(now);
             self.slot = (last + interval).max(now);
         }
@@ -166,6 +167,17 @@ impl RateLimiter for Pacer {
         self.set_interval(interval_of(rps), now);
     }
 
+    /// As the trait says, kept as a pause: an interval set before it ends does not move
+    /// its end (see [`Pacer::set_interval`]).
+    fn drain_until(&mut self, until: Instant, now: Instant) {
+        let now = self.observe(now);
+        if until.checked_sub(self.interval).is_some_and(|at| at >= now) {
+            self.pause(until, now);
+        } else {
+            self.drain(now);
+        }
+    }
+
     fn drain(&mut self, now: Instant) {
         let now = self.observe(now);
         let next = now + self.interval;
@@ -234,6 +246,24 @@ mod tests {
         assert!(p.check(c.now()).is_allow());
         // 100 slots passed during the pause: none of them are sent now.
         assert_eq!(p.check(c.now()), Decision::Wait(10 * MS));
+    }
+
+    #[test]
+    fn a_pause_ends_with_a_send_whatever_interval_comes_with_it() {
+        let c = FakeClock::new();
+        let mut p = Pacer::new(200 * MS, 0.0, 1, c.now());
+        assert!(p.check(c.now()).is_allow());
+        // A Retry-After of one second read now; the slower rate it brings comes after it.
+        let until = c.now() + Duration::from_secs(1);
+        p.drain_until(until, c.now());
+        p.set_interval(Duration::from_millis(900), c.now());
+        assert_eq!(p.check(c.now()), Decision::Wait(Duration::from_secs(1)));
+        c.advance(Duration::from_secs(1));
+        assert!(p.check(c.now()).is_allow(), "sent as the pause ends");
+        assert_eq!(p.check(c.now()), Decision::Wait(Duration::from_millis(900)));
+        // A pause shorter than an interval: the interval rules, from now.
+        p.drain_until(c.now() + 100 * MS, c.now());
+        assert_eq!(p.check(c.now()), Decision::Wait(Duration::from_millis(900)));
     }
 
     #[test]

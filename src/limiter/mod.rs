@@ -92,6 +92,16 @@ pub trait RateLimiter: Send + std::fmt::Debug {
     /// must not all go at once).
     fn drain(&mut self, now: Instant);
 
+    /// A pause until `until` (a `Retry-After`, a hold): the burst saved up before it is
+    /// thrown away, and the first permit after it comes at `until`, one emission interval
+    /// after the instant it is drained at. The site takes a request again when the pause
+    /// it named ends; waiting another interval on top would cost a 1 req/s host a second
+    /// per throttle. A pause shorter than an interval drains at `now`.
+    fn drain_until(&mut self, until: Instant, now: Instant) {
+        let at = until.checked_sub(self.quota().interval()).unwrap_or(now);
+        self.drain(at.max(now));
+    }
+
     /// The current quota.
     fn quota(&self) -> Quota;
 
@@ -212,5 +222,37 @@ pub(crate) mod testkit {
     /// The unit-test clock: an instant and offsets from it in milliseconds.
     pub(crate) fn ms(t0: Instant, ms: u64) -> Instant {
         t0 + Duration::from_millis(ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testkit::{ms, NS};
+    use super::*;
+
+    #[test]
+    fn a_pause_ends_with_one_permit_and_no_saved_up_burst() {
+        let kinds = [
+            Kind::FixedWindow,
+            Kind::SlidingLog,
+            Kind::SlidingWindow,
+            Kind::TokenBucket,
+            Kind::LeakyBucket,
+            Kind::Gcra,
+        ];
+        for kind in kinds {
+            let t0 = Instant::now();
+            let mut l = build(kind, Quota::new(10.0, 5), t0);
+            assert!(l.check(t0).is_allow());
+            l.drain_until(ms(t0, 1_000), t0);
+            // As the pause ends (the sliding window's strict test: a nanosecond later).
+            let end = ms(t0, 1_000) + NS;
+            assert!(l.check(end).is_allow(), "{kind:?}: as the pause ends");
+            // A fixed window opens a new window with its whole count: that is its shape.
+            if kind != Kind::FixedWindow {
+                let d = l.check(end).wait();
+                assert!(d >= Duration::from_millis(100) - NS, "{kind:?}: then {d:?}");
+            }
+        }
     }
 }

@@ -287,7 +287,8 @@ impl Scheduler {
         let Some(pacing) = self.queues.host(host).map(|h| &h.pacing) else {
             return;
         };
-        let Some((on_exit, before)) = pacing.pause(i, until) else {
+        let now = crate::clock::now();
+        let Some((on_exit, before)) = pacing.pause(i, until, now) else {
             return;
         };
         // Named as the limiter names its keys (an exit's lane by the exit, a host's budget
@@ -297,7 +298,6 @@ impl Scheduler {
             exit: if on_exit { &*self.exits[i].name } else { "*" }.to_owned(),
             host: self.metrics.host_label(host),
         };
-        let now = crate::clock::now();
         self.metrics
             .note_pause(&labels, Some(&**host), before, until, now);
     }

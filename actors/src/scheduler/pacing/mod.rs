@@ -345,7 +345,7 @@ impl Pacing {
             if let Some(p) = pause_until {
                 // The pause reaches every request already queued for this key, and the
                 // saved-up burst is gone when it ends.
-                pacer.drain(p.max(now));
+                pacer.drain_until(p, now);
             }
         }
         let p = pause_until?;
@@ -423,6 +423,7 @@ impl HostPacing {
         &self,
         i: usize,
         until: std::time::Instant,
+        now: std::time::Instant,
     ) -> Option<(bool, Option<std::time::Instant>)> {
         let own = self.keys.get(i).and_then(Option::as_ref);
         let binds_exit = self
@@ -440,7 +441,7 @@ impl HostPacing {
         let before = k.pause_until;
         k.pause_until = Some(before.map_or(until, |q| q.max(until)));
         if let Some(l) = k.limiter.as_mut() {
-            l.drain(until);
+            l.drain_until(until, now);
         }
         Some((on_exit, before))
     }

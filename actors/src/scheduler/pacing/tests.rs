@@ -118,14 +118,21 @@ async fn a_retry_after_binds_the_host_budget_until_it_ends() {
     // An exit's own lane is unpaced until the limiter gives it a rate: the pause goes on
     // the host's budget, which every exit draws on.
     let until = crate::clock::now() + Duration::from_secs(2);
-    assert_eq!(h.pacing.pause(i, until), Some((false, None)));
-    // Not before the pause ends, and then at the host's pace (10 req/s): its saved-up
-    // burst is gone.
+    assert_eq!(
+        h.pacing.pause(i, until, crate::clock::now()),
+        Some((false, None))
+    );
+    // Not before the pause ends, and as it ends: the site named when it takes a request
+    // again (no interval on top).
     let (after, i) = h.sent_after(&mut p, &mut exits, "a.test").await;
     assert!(
-        after >= Duration::from_secs(2) && after <= Duration::from_millis(2100),
+        after >= Duration::from_secs(2) && after < Duration::from_millis(2050),
         "{after:?}"
     );
+    h.done(&mut exits, i);
+    // Then at the host's pace (10 req/s): its saved-up burst is gone.
+    let (after, i) = h.sent_after(&mut p, &mut exits, "a.test").await;
+    assert!(after >= Duration::from_millis(99), "{after:?}");
     h.done(&mut exits, i);
     // Another host is not paused by it.
     let mut other = Host::default();
@@ -147,14 +154,14 @@ async fn an_exit_lane_with_a_rate_takes_its_own_retry_after() {
         None
     );
     let until = now + Duration::from_secs(3);
-    assert_eq!(h.pacing.pause(i, until), Some((true, None)));
+    assert_eq!(h.pacing.pause(i, until, now), Some((true, None)));
     // The other exit may still send: the pause is the lane's, not the host's.
     tokio::time::advance(Duration::from_millis(200)).await;
     let j = h.sent_now(&mut p, &mut exits, "a.test");
     assert_ne!(i, j);
     h.done(&mut exits, j);
     // A second pause reports the first.
-    assert_eq!(h.pacing.pause(i, now), Some((true, Some(until))));
+    assert_eq!(h.pacing.pause(i, now, now), Some((true, Some(until))));
 }
 
 #[actix_rt::test]
