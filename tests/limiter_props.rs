@@ -9,15 +9,6 @@ use exitcrawl::limiter::{build, Kind, Quota, RateLimiter};
 use exitcrawl::Decision;
 use proptest::prelude::*;
 
-const KINDS: [Kind; 6] = [
-    Kind::FixedWindow,
-    Kind::SlidingLog,
-    Kind::SlidingWindow,
-    Kind::TokenBucket,
-    Kind::LeakyBucket,
-    Kind::Gcra,
-];
-
 const NS: Duration = Duration::from_nanos(1);
 
 /// Emission interval `T` and window `P = B × T` in ns.
@@ -94,7 +85,7 @@ proptest! {
     ) {
         let (t, p) = t_and_p(q);
         let windows = [0, 1, t - 1, t, t + 1, p / 2, p - 1, p, p + 1, 2 * p + t / 2, extra_w % (4 * p)];
-        for kind in KINDS {
+        for kind in Kind::ALL {
             let times = admitted(kind, q, &arrivals);
             for w in windows {
                 let (got, max) = (max_in_window(&times, w), bound(kind, q, w));
@@ -111,7 +102,7 @@ proptest! {
         let q = Quota::new(rps, burst);
         // Enough admissions that the initial burst (at most 2B extra) is under 1%.
         let n = 200 * u64::from(burst) + 1_000;
-        for kind in KINDS {
+        for kind in Kind::ALL {
             let t0 = Instant::now();
             let mut l = build(kind, q, t0);
             let (mut now, mut last) = (t0, t0);
@@ -135,7 +126,7 @@ proptest! {
         q in quota(),
         ops in prop::collection::vec((0u8..6, any::<u64>()), 1..200),
     ) {
-        for kind in KINDS {
+        for kind in Kind::ALL {
             let mut now = Instant::now();
             let mut l: Box<dyn RateLimiter> = build(kind, q, now);
             for &(op, raw) in &ops {

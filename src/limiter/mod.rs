@@ -126,6 +126,18 @@ pub enum Kind {
     Gcra,
 }
 
+impl Kind {
+    /// Every algorithm, in the order the config lists them.
+    pub const ALL: [Kind; 6] = [
+        Kind::FixedWindow,
+        Kind::SlidingLog,
+        Kind::SlidingWindow,
+        Kind::TokenBucket,
+        Kind::LeakyBucket,
+        Kind::Gcra,
+    ];
+}
+
 /// Build a limiter of `kind` with `quota`, starting full (a burst may go at once) at `now`.
 pub fn build(kind: Kind, quota: Quota, now: Instant) -> Box<dyn RateLimiter> {
     match kind {
@@ -232,15 +244,7 @@ mod tests {
 
     #[test]
     fn a_pause_ends_with_one_permit_and_no_saved_up_burst() {
-        let kinds = [
-            Kind::FixedWindow,
-            Kind::SlidingLog,
-            Kind::SlidingWindow,
-            Kind::TokenBucket,
-            Kind::LeakyBucket,
-            Kind::Gcra,
-        ];
-        for kind in kinds {
+        for kind in Kind::ALL {
             let t0 = Instant::now();
             let mut l = build(kind, Quota::new(10.0, 5), t0);
             assert!(l.check(t0).is_allow());
