@@ -405,6 +405,24 @@ async fn a_small_host_pays_only_the_throttle_that_ends_its_slow_start() {
         "{:?} for 40 pages at 5 req/s",
         shape.seen.span_after
     );
+    // A pause ends with a send: the first request after a throttle's second arrives as
+    // the pause read 40 ms after it ends, not an interval (0.2 s) later. (Refusals that
+    // were already on their way arrive within the pause, and are passed over.)
+    let mut arrivals = site.requests();
+    arrivals.sort_by_key(|r| r.arrived);
+    let resumed: Vec<Duration> = arrivals
+        .windows(2)
+        .filter(|w| w[0].status == 429)
+        .map(|w| w[1].arrived - w[0].arrived)
+        .filter(|gap| *gap > Duration::from_millis(500))
+        .collect();
+    assert!(!resumed.is_empty(), "the host throttled");
+    for gap in resumed {
+        assert!(
+            gap >= Duration::from_secs(1) && gap <= Duration::from_millis(1_100),
+            "the next request {gap:?} after a 429 with Retry-After: 1"
+        );
+    }
 }
 
 /// What a crawl through an interruption saw: the replies, the server's log, and when
