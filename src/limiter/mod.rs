@@ -94,9 +94,10 @@ pub trait RateLimiter: Send + std::fmt::Debug {
 
     /// A pause until `until` (a `Retry-After`, a hold): the burst saved up before it is
     /// thrown away, and the first permit after it comes at `until`, one emission interval
-    /// after the instant it is drained at. The site takes a request again when the pause
-    /// it named ends; waiting another interval on top would cost a 1 req/s host a second
-    /// per throttle. A pause shorter than an interval drains at `now`.
+    /// after the instant it is drained at. A site that named its pause (`Retry-After`)
+    /// takes a request again when it ends; waiting another interval on top would cost a
+    /// 1 req/s host a second per throttle. A pause shorter than an interval drains at
+    /// `now`.
     fn drain_until(&mut self, until: Instant, now: Instant) {
         let at = until.checked_sub(self.quota().interval()).unwrap_or(now);
         self.drain(at.max(now));
