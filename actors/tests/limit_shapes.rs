@@ -405,9 +405,10 @@ async fn a_small_host_pays_only_the_throttle_that_ends_its_slow_start() {
         "{:?} for 40 pages at 5 req/s",
         shape.seen.span_after
     );
-    // A pause ends with a send: the first request after a throttle's second arrives as
-    // the pause read 40 ms after it ends, not an interval (0.2 s) later. (Refusals that
-    // were already on their way arrive within the pause, and are passed over.)
+    // A pause ends with a send. The pause starts when the 429 is read (40 ms after it
+    // arrived) and lasts its second; the next request arrives as it ends, not an
+    // interval (0.2 s) later. Refusals already on their way arrive within the pause
+    // and are passed over.
     let mut arrivals = site.requests();
     arrivals.sort_by_key(|r| r.arrived);
     let resumed: Vec<Duration> = arrivals
