@@ -96,21 +96,27 @@ impl RobotsGate {
     /// `fetch` through `send` if robots.txt allows it (waiting for its Crawl-delay turn),
     /// else the error that ends it unsent; `send` makes the robots.txt fetch too. What
     /// `CrawlerHandle::fetch` and a `Fetch` message both go through.
-    pub(crate) async fn obey<F, Fut>(
-        &self,
+    ///
+    /// Not an `async fn`, which would keep a second copy of `fetch` in its future (see
+    /// `scheduler::direct::run_direct`).
+    #[allow(clippy::manual_async_fn)] // on purpose: see above
+    pub(crate) fn obey<'a, F, Fut>(
+        &'a self,
         fetch: Fetch,
         send: F,
-    ) -> Result<FetchResponse, FetchError>
+    ) -> impl std::future::Future<Output = Result<FetchResponse, FetchError>> + 'a
     where
-        F: Fn(Fetch) -> Fut,
-        Fut: std::future::Future<Output = Result<FetchResponse, FetchError>>,
+        F: Fn(Fetch) -> Fut + 'a,
+        Fut: std::future::Future<Output = Result<FetchResponse, FetchError>> + 'a,
     {
-        let spacing = self.admit(&fetch, &send).await?;
-        let result = send(fetch).await;
-        if let Some(s) = spacing {
-            s.answered();
+        async move {
+            let spacing = self.admit(&fetch, &send).await?;
+            let result = send(fetch).await;
+            if let Some(s) = spacing {
+                s.answered();
+            }
+            result
         }
-        result
     }
 
     /// Admit `fetch`: `Ok` with the Crawl-delay turn to hold while it runs, or the error
@@ -160,7 +166,9 @@ impl RobotsGate {
                         done,
                         answered: false,
                     };
-                    let stopped = self.fetch_robots(&url, &origin, &send).await;
+                    // Boxed: once per origin, and its future (a whole fetch) would
+                    // otherwise make every fetch's future that much larger.
+                    let stopped = Box::pin(self.fetch_robots(&url, &origin, &send)).await;
                     guard.answered = !stopped;
                     drop(guard);
                     if stopped {

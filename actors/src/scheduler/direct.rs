@@ -163,75 +163,90 @@ impl Drop for Held {
 /// answers already received are taken in: the HTTP exchange on the exit's core, raced
 /// against the shutdown cut-off, then the outcome settled in place
 /// ([`Scheduler::finish_direct`]). A fetch that may not go now queues instead.
-pub(super) async fn run_direct(ingress: &Ingress, fetch: Fetch) -> Reply {
-    let Some(state) = local(ingress.id) else {
-        return ingress.queue(fetch, None).await;
-    };
-    // Answers already received are taken in first. A caller that hands in its next fetch
-    // as soon as one answer is in (a crawl loop) would otherwise have it admitted, and
-    // sent, before the answers that arrived beside that one are read: a 429 among them,
-    // and the pause the limiter makes of it, would come too late for this fetch, which
-    // would go to a host that has just said "slow down". Yielding puts this task behind
-    // every task already woken, and behind the next poll for I/O; the reports they send
-    // (limiter, health) are handled before the admission. Tested in
-    // `tests/ingress.rs` (`a_fetch_handed_in_beside_a_throttle_waits_for_its_pause`).
-    // Fetches handed in together take that turn together, in the order they came
-    // (`turns.rs`).
-    super::turns::take_turn(&state).await;
-    let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
-    let (mut held, go) = match admitted {
-        Direct::Go { exit, host, go } => (Held::new(state, exit, host), go),
-        Direct::Answered(kind, message) => {
-            return Err(FetchError::unsent(kind, message, fetch.url))
+///
+/// Why an `async` block and not an `async fn`, and why the queue is boxed: the future is
+/// moved whole, by copy, at each level that takes it (the caller's own future, a spawned
+/// task), so its size is a cost of every fetch. An `async fn` keeps a second copy of each
+/// argument, and the queue's future, live only on the way that does not run here, would
+/// sit beside the exchange's; each queued fetch pays one allocation instead.
+#[allow(clippy::manual_async_fn)] // on purpose: see above
+pub(super) fn run_direct(
+    ingress: &Ingress,
+    fetch: Fetch,
+) -> impl std::future::Future<Output = Reply> + '_ {
+    async move {
+        let Some(state) = local(ingress.id) else {
+            return Box::pin(ingress.queue(fetch, None)).await;
+        };
+        // Answers already received are taken in first. A caller that hands in its next
+        // fetch as soon as one answer is in (a crawl loop) would otherwise have it
+        // admitted, and sent, before the answers that arrived beside that one are read: a
+        // 429 among them, and the pause the limiter makes of it, would come too late for
+        // this fetch, which would go to a host that has just said "slow down". Yielding
+        // puts this task behind every task already woken, and behind the next poll for
+        // I/O; the reports they send (limiter, health) are handled before the admission.
+        // Tested in `tests/ingress.rs`
+        // (`a_fetch_handed_in_beside_a_throttle_waits_for_its_pause`). Fetches handed in
+        // together take that turn together, in the order they came (`turns.rs`).
+        super::turns::take_turn(&state).await;
+        let admitted = state.borrow_mut().admit_direct(&fetch, Instant::now());
+        let (mut held, core, arrived, uri, cut) = match admitted {
+            Direct::Go {
+                exit,
+                host,
+                go:
+                    DirectAttempt {
+                        core,
+                        arrived,
+                        uri,
+                        cut,
+                    },
+            } => (Held::new(state, exit, host), core, arrived, uri, cut),
+            Direct::Answered(kind, message) => {
+                return Err(FetchError::unsent(kind, message, fetch.url))
+            }
+            Direct::Queue(parsed) => return Box::pin(ingress.queue(fetch, parsed)).await,
+        };
+        let running = core.start();
+        let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone())
+            .led_from_public(fetch.from_public)
+            .body_limit(fetch.max_body_bytes, fetch.truncate_body);
+        let attempted = {
+            // Pinned where it is built: each move of a request future is a copy. Admission
+            // does not wait: the fetch is sent as it arrived (one clock read saved).
+            let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, arrived));
+            cut.race(exchange).await
+        };
+        let Some(attempted) = attempted else {
+            // The shutdown's grace period is over (the scheduler has let go of the fetch).
+            // The scheduler's capacity is let go of as for any fetch that ends unsettled
+            // (the hold), and it counts as done.
+            drop(held);
+            return Err(FetchError {
+                kind: FetchErrorKind::Shutdown,
+                message: "crawler shut down before this fetch finished".into(),
+                url: fetch.url,
+                exit: None,
+                attempts: 1,
+                throttled: 0,
+            });
+        };
+        running.end(&attempted);
+        // Settling releases the capacity: the hold lets go of it.
+        held.armed = false;
+        let outcome = held
+            .state
+            .borrow_mut()
+            .finish_direct(held.exit, fetch, &held.host, arrived, attempted);
+        match outcome {
+            Ok(reply) => reply,
+            Err(later) => later.await.unwrap_or_else(|_| {
+                Err(FetchError::shutdown(
+                    String::new(),
+                    "scheduler dropped the fetch without a reply",
+                ))
+            }),
         }
-        Direct::Queue(parsed) => return ingress.queue(fetch, parsed).await,
-    };
-    // Admission does not wait: the fetch is sent as it arrived (one clock read saved).
-    let sent_at = go.arrived;
-    let DirectAttempt {
-        core,
-        arrived,
-        uri,
-        cut,
-    } = go;
-    let running = core.start();
-    let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone())
-        .led_from_public(fetch.from_public)
-        .body_limit(fetch.max_body_bytes, fetch.truncate_body);
-    let attempted = {
-        // Pinned where it is built: each move of a request future is a copy.
-        let exchange = std::pin::pin!(core.exchange(&mut hop, &fetch.headers, sent_at));
-        cut.race(exchange).await
-    };
-    let Some(attempted) = attempted else {
-        // The shutdown's grace period is over (the scheduler has let go of the fetch).
-        // The scheduler's capacity is let go of as for any fetch that ends unsettled
-        // (the hold), and it counts as done.
-        drop(held);
-        return Err(FetchError {
-            kind: FetchErrorKind::Shutdown,
-            message: "crawler shut down before this fetch finished".into(),
-            url: fetch.url,
-            exit: None,
-            attempts: 1,
-            throttled: 0,
-        });
-    };
-    running.end(&attempted);
-    // Settling releases the capacity: the hold lets go of it.
-    held.armed = false;
-    let outcome = held
-        .state
-        .borrow_mut()
-        .finish_direct(held.exit, fetch, &held.host, arrived, attempted);
-    match outcome {
-        Ok(reply) => reply,
-        Err(later) => later.await.unwrap_or_else(|_| {
-            Err(FetchError::shutdown(
-                String::new(),
-                "scheduler dropped the fetch without a reply",
-            ))
-        }),
     }
 }
 
