@@ -17,7 +17,9 @@
 //! 1. a peer marked failing ([`TestSite::set_fail_peer`]) gets 503, or with
 //!    [`FailMode::Close`] its connections are closed without an answer;
 //! 2. `/health` answers 200 or 500 ([`TestSite::set_health`]); it is not rate limited;
-//! 3. the limit ([`Limit`]) decides at arrival, per peer IP or for the whole site:
+//! 3. a site that holds its clients to the `Retry-After` it sent ([`HoldRetryAfter`])
+//!    refuses a request its pause covers (that peer's, or anyone's) without asking the limit;
+//! 4. the limit ([`Limit`]) decides at arrival, per peer IP or for the whole site:
 //!    - a token bucket ([`Limit::PerPeer`], [`Limit::Global`]) or a fixed window
 //!      ([`Limit::Window`], optionally with `X-RateLimit-*` headers) refuses with
 //!      [`SiteConfig::reject_status`] (429 by default; nginx says 503) and `Retry-After` per
@@ -27,17 +29,18 @@
 //!    - a full server ([`Limit::Workers`]) refuses nothing: the request waits (FIFO) for
 //!      one of a fixed number of workers and holds it for the service time — or answers 503
 //!      after an optional longest wait;
-//! 4. anything else answers 200 with a body of [`SiteConfig::body_size`] bytes — or, if
+//! 5. anything else answers 200 with a body of [`SiteConfig::body_size`] bytes — or, if
 //!    [`SiteConfig::pages`] is set, whatever that generator returns for the host and path
 //!    (404 when it returns `None`);
-//! 5. every answer is delayed by [`SiteConfig::latency`] × the request's latency factor
+//! 6. every answer is delayed by [`SiteConfig::latency`] × the request's latency factor
 //!    (1 unless [`SiteConfig::latency_noise`] or [`SiteConfig::tail`] is set; drawn from
 //!    [`SiteConfig::seed`]) — except rejections when [`SiteConfig::fast_rejections`] is set —
 //!    and the request counts as in flight meanwhile; then it is logged as a
 //!    [`RequestRecord`].
 //!
 //! Counts per peer and in total — requests, ok, limited, banned, failed, in flight and its
-//! distribution, first and last arrival, every ban — are in [`TestSite::stats`].
+//! distribution, first and last arrival, every ban and every pause held — are in
+//! [`TestSite::stats`].
 //!
 //! Every site also has a second listener, the *fault listener* ([`TestSite::fault_url`],
 //! module [`fault`]): a hand-written HTTP/1.1 loop on a raw socket that misbehaves per
@@ -61,6 +64,7 @@ pub mod broad;
 mod bucket;
 mod clock;
 pub mod fault;
+mod hold;
 mod latency;
 mod limit;
 mod pages;
@@ -79,11 +83,12 @@ pub use broad::{BroadConfig, BroadHost, BroadSite, HostClass, LimitKey, Rps};
 pub use bucket::Rate;
 use clock::SiteClock;
 pub use fault::{zstd_zeros, Encoding, Fault, FaultMix, RetryHint, ENCODED_PAGE, HANG_MAX};
+pub use hold::HoldRetryAfter;
 pub use latency::MAX_NOISE;
 pub use limit::{Limit, RetryAfter};
 pub use pages::{Page, Pages};
 use server::Shared;
-pub use stats::{BanRecord, PeerStats, RequestRecord, SiteStats};
+pub use stats::{BanRecord, PauseRecord, PeerStats, RequestRecord, SiteStats};
 
 /// The path that answers 200 or 500 depending on [`TestSite::set_health`].
 pub const HEALTH_PATH: &str = "/health";
@@ -112,6 +117,11 @@ pub struct SiteConfig {
     /// `Retry-After` on rate-limit refusals ([`Limit::PerPeer`], [`Limit::Global`],
     /// [`Limit::Window`]).
     pub retry_after: RetryAfter,
+    /// Whom a refusal's `Retry-After` holds off until it ends (default
+    /// [`HoldRetryAfter::No`]: the limit alone decides). Held requests are refused like
+    /// any rate-limit refusal, with `Retry-After` per [`SiteConfig::retry_after`] over the
+    /// pause's rest; every pause is in [`SiteStats::pauses`].
+    pub hold_retry_after: HoldRetryAfter,
     /// The status of a rate-limit refusal (default 429). nginx `limit_req` answers 503
     /// unless `limit_req_status` says otherwise. Whatever it is, such answers count as
     /// [`PeerStats::limited`].
@@ -157,13 +167,14 @@ pub struct SiteConfig {
 }
 
 impl Default for SiteConfig {
-    /// No limit, `Retry-After` computed, refusals 429, no latency (no noise, no tail, seed
+    /// No limit, `Retry-After` computed and not held, refusals 429, no latency (no noise, no tail, seed
     /// 1, refusals delayed like any answer), 1 KiB bodies, 503 for failing peers, request
     /// log on, no generated pages, no fault mix, hangs up to [`HANG_MAX`], no cookies.
     fn default() -> Self {
         Self {
             limit: Limit::None,
             retry_after: RetryAfter::Computed,
+            hold_retry_after: HoldRetryAfter::No,
             reject_status: 429,
             latency: Duration::ZERO,
             latency_noise: 0.0,
@@ -187,6 +198,7 @@ impl PartialEq for SiteConfig {
         let SiteConfig {
             limit,
             retry_after,
+            hold_retry_after,
             reject_status,
             latency,
             latency_noise,
@@ -204,6 +216,7 @@ impl PartialEq for SiteConfig {
         let bits = |t: Option<(f64, f64)>| t.map(|(a, b)| (a.to_bits(), b.to_bits()));
         *limit == other.limit
             && *retry_after == other.retry_after
+            && *hold_retry_after == other.hold_retry_after
             && *reject_status == other.reject_status
             && *latency == other.latency
             && latency_noise.to_bits() == other.latency_noise.to_bits()

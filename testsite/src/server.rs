@@ -23,6 +23,7 @@ use tokio::sync::Semaphore;
 
 use crate::clock::SiteClock;
 use crate::fault::{self, Fault};
+use crate::hold::Holds;
 use crate::latency::{scale, Jitter};
 use crate::limit::{whole_seconds_up, Decision, Limiter, WindowHeaders};
 use crate::stats::{BanRecord, Outcome, RequestRecord, SiteStats};
@@ -58,6 +59,7 @@ pub(crate) struct State {
     pub(crate) failing: HashSet<IpAddr>,
     pub(crate) stats: SiteStats,
     limiter: Limiter,
+    holds: Holds,
     jitter: Jitter,
     pub(crate) log: Vec<RequestRecord>,
     /// Requests seen per path by the fault listener, for [`FaultMix::per_request`](crate::FaultMix::per_request)
@@ -122,6 +124,7 @@ impl Shared {
             failing: HashSet::new(),
             stats: SiteStats::default(),
             limiter: Limiter::new(cfg.limit, start),
+            holds: Holds::default(),
             jitter: Jitter::new(cfg.seed, cfg.latency_noise, cfg.tail),
             log: Vec::new(),
             fault_asks: HashMap::new(),
@@ -223,10 +226,25 @@ impl Shared {
             Verdict::Fail
         } else if path == HEALTH_PATH {
             Verdict::Health(self.healthy.load(Ordering::Acquire))
+        } else if let Some(until) = state.holds.holding(self.cfg.hold_retry_after, ip, now) {
+            // A pause the site announced: refused without asking the limit.
+            Verdict::Limited {
+                wait: until - now,
+                headers: None,
+            }
         } else {
             match state.limiter.decide(ip, now) {
                 Decision::Accept(headers) => Verdict::Ok(headers),
-                Decision::Reject { wait, headers } => Verdict::Limited { wait, headers },
+                Decision::Reject { wait, headers } => {
+                    if let Some(secs) = self.retry_after_secs(wait) {
+                        let until = now + Duration::from_secs(secs);
+                        let mode = self.cfg.hold_retry_after;
+                        if let Some(p) = state.holds.announce(mode, ip, now, until) {
+                            state.stats.pauses.push(p);
+                        }
+                    }
+                    Verdict::Limited { wait, headers }
+                }
                 Decision::Banned { status, started } => {
                     if let Some(until) = started {
                         state.stats.bans.push(BanRecord {
@@ -327,16 +345,21 @@ impl Shared {
             "rate limited"
         };
         let mut res = Response::with_body(status, body);
-        let secs = match self.cfg.retry_after {
-            RetryAfter::Omit => None,
-            RetryAfter::Fixed(n) => Some(n),
-            RetryAfter::Computed => Some(whole_seconds_up(wait)),
-        };
-        if let Some(secs) = secs {
+        if let Some(secs) = self.retry_after_secs(wait) {
             res.headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from(secs));
         }
         res.map_into_boxed_body()
+    }
+
+    /// The `Retry-After` of a refusal whose limit frees up in `wait`, in seconds; `None`
+    /// when the site sends none.
+    fn retry_after_secs(&self, wait: Duration) -> Option<u64> {
+        match self.cfg.retry_after {
+            RetryAfter::Omit => None,
+            RetryAfter::Fixed(n) => Some(n),
+            RetryAfter::Computed => Some(whole_seconds_up(wait)),
+        }
     }
 
     fn page(&self, req: &Request) -> Option<Response<BoxBody>> {

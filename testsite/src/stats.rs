@@ -51,6 +51,19 @@ pub struct PeerStats {
     pub last_request: Option<Instant>,
 }
 
+/// One pause a site that holds clients to its `Retry-After` announced
+/// ([`HoldRetryAfter`](crate::HoldRetryAfter)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PauseRecord {
+    /// The peer held off; `None` when the pause holds every client
+    /// ([`HoldRetryAfter::Site`](crate::HoldRetryAfter::Site)).
+    pub peer: Option<IpAddr>,
+    /// When the pause started (the arrival of the request refused with it).
+    pub start: Instant,
+    /// When it ends (`start` plus the `Retry-After` sent).
+    pub until: Instant,
+}
+
 /// One ban a [`Limit::Ban`](crate::Limit::Ban) site started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BanRecord {
@@ -91,6 +104,8 @@ pub struct SiteStats {
     pub last_request: Option<Instant>,
     /// Every ban started, in order.
     pub bans: Vec<BanRecord>,
+    /// Every pause announced and held ([`HoldRetryAfter`](crate::HoldRetryAfter)), in order.
+    pub pauses: Vec<PauseRecord>,
     /// Per peer IP.
     pub peers: BTreeMap<IpAddr, PeerStats>,
     /// Body bytes the fault listener wrote for [`Fault::BigBody`] and [`Fault::Trickle`]
