@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 
 use exitcrawl::config::Settings;
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchResponse, HostLimits};
-use exitcrawl_testsite::{Fault, FaultMix, Limit, Rate, RetryAfter, SiteConfig, TestSite};
+use exitcrawl_testsite::{
+    Fault, FaultMix, HoldRetryAfter, Limit, PauseRecord, Rate, RetryAfter, SiteConfig, TestSite,
+};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
 /// The default limiter (aimd, scope auto), generous retries so every URL ends 200.
@@ -422,6 +424,57 @@ async fn a_small_host_pays_only_the_throttle_that_ends_its_slow_start() {
         assert!(
             gap >= Duration::from_secs(1) && gap <= Duration::from_millis(1_100),
             "the next request {gap:?} after a 429 with Retry-After: 1"
+        );
+    }
+}
+
+#[actix_rt::test]
+async fn a_site_that_pauses_every_client_is_paused_through_every_exit_once_it_showed_so() {
+    // A host-wide bucket whose every 429 says `Retry-After: 1` and means it for every
+    // client: for that second the site refuses all requests, whoever sends them. A
+    // Retry-After binds the exit that read it (RFC 9110), so once the host is learned the
+    // crawler's first pause there holds one exit while the others go on at the cut rate:
+    // they are refused, which shows the pause is the whole site's, and from then on every
+    // pause holds every exit. From the site's log: the requests that arrived into a pause
+    // after the refusal that began it (answered at once, so read at that instant of the
+    // paused clock: what arrives later was sent after), and the pauses.
+    let latency = Duration::from_millis(20);
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(50, 5)),
+        retry_after: RetryAfter::Fixed(1),
+        hold_retry_after: HoldRetryAfter::Site,
+        latency,
+        fast_rejections: true,
+        ..SiteConfig::default()
+    });
+    let shape = crawl_shape(&site, 3_000, 50.0, Duration::from_secs(5), 429).await;
+    assert_eq!(shape.ok, 3_000, "every URL ends 200");
+    let pauses = site.stats().pauses;
+    let log = site.requests();
+    let sent_into = |p: &PauseRecord| {
+        log.iter()
+            .filter(|r| r.arrived > p.start && r.arrived < p.until)
+            .count()
+    };
+    let late: Vec<usize> = pauses.iter().map(sent_into).collect();
+    eprintln!("{} pauses; requests sent into each: {late:?}", pauses.len());
+    assert!(
+        pauses.len() >= 3,
+        "the crawl met the site's pauses: {}",
+        pauses.len()
+    );
+    // The pause that shows it: each of the three other exits sends until it is refused
+    // itself, a request or two each at the cut rate. No pause after that one is sent into.
+    let shown = late.iter().position(|&n| n > 0);
+    let total: usize = late.iter().sum();
+    assert!(
+        total <= 6,
+        "{total} requests sent into the site's pauses: {late:?}"
+    );
+    if let Some(i) = shown {
+        assert!(
+            late[i + 1..].iter().all(|&n| n == 0),
+            "pauses after the one that showed them host-wide were sent into: {late:?}"
         );
     }
 }

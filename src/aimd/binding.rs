@@ -33,12 +33,27 @@ use std::time::{Duration, Instant};
 pub(super) struct Binding {
     /// A pause bound to one exit was not enough: every later one binds the host.
     host_wide: bool,
-    /// The pauses bound to one exit now running: the first one's exit, from when the
-    /// other exits' answers count (read, plus a round trip for the cut to be in force),
-    /// and when the last one ends.
-    window: Option<(usize, Instant, Instant)>,
+    /// The pauses bound to one exit now running.
+    window: Option<Window>,
     /// The other exits' answers in the window: accepted, refused.
     during: (u32, u32),
+}
+
+/// The pauses bound to one exit that run at once, and which of the other exits' answers
+/// judge them.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    /// The exit whose pause opened it.
+    first: usize,
+    /// From when the other exits' requests count: the first pause read, plus a round trip
+    /// for the cut to be in force.
+    from: Instant,
+    /// Until when they count: the first pause's end. A site that pauses every client for
+    /// that `Retry-After` serves again after it, so what the other exits send later
+    /// (each at the end of a pause of its own) says nothing about it.
+    counts_until: Instant,
+    /// When the last pause ends: the window is judged then.
+    until: Instant,
 }
 
 impl Binding {
@@ -54,7 +69,7 @@ impl Binding {
         self.host_wide
             || self
                 .window
-                .is_some_and(|(_, _, until)| now >= until && self.others_got_none())
+                .is_some_and(|w| now >= w.until && self.others_got_none())
     }
 
     /// What proves a window host-wide: the other exits were refused at least twice and
@@ -68,14 +83,14 @@ impl Binding {
     /// toward the proof that pauses are host-wide while a window is open; one to a request
     /// sent after the window closes it.
     pub(super) fn answer(&mut self, exit: usize, sent_at: Instant, refused: bool) {
-        let Some((first, from, until)) = self.window else {
+        let Some(w) = self.window else {
             return;
         };
-        if sent_at >= until {
+        if sent_at >= w.until {
             self.close();
             return;
         }
-        if exit == first || sent_at < from {
+        if exit == w.first || sent_at < w.from || sent_at >= w.counts_until {
             return;
         }
         let (ok, no) = &mut self.during;
@@ -105,15 +120,23 @@ impl Binding {
         settle: Duration,
         now: Instant,
     ) -> bool {
-        if self.window.is_some_and(|(_, _, until)| now >= until) {
+        if self.window.is_some_and(|w| now >= w.until) {
             self.close();
         }
         let to_exit = self.to_exit(learned, exits_in_use, now);
         if to_exit {
             // A window still here is still open (one that was over is closed above).
             self.window = Some(match self.window {
-                Some((first, from, until)) => (first, from, until.max(now + ra)),
-                None => (exit, now + settle, now + ra),
+                Some(w) => Window {
+                    until: w.until.max(now + ra),
+                    ..w
+                },
+                None => Window {
+                    first: exit,
+                    from: now + settle,
+                    counts_until: now + ra,
+                    until: now + ra,
+                },
             });
         }
         to_exit
@@ -167,6 +190,23 @@ mod tests {
         b.answer(2, t0 + 1200 * MS, false);
         assert!(b.host_wide());
         assert!(!b.to_exit(true, 4, t0 + 5 * S), "kept for the host");
+    }
+
+    #[test]
+    fn what_the_others_send_after_the_first_pause_does_not_judge_it() {
+        // A site that pauses every client: each other exit is refused once at the cut
+        // rate and pauses itself, and is served again when its own pause ends, after the
+        // site's; that answer comes while the window is still open (the last pause runs).
+        let t0 = Instant::now();
+        let mut b = Binding::default();
+        assert!(b.throttled((0, S), (true, 4), SETTLE, t0));
+        for (exit, sent) in [(1, 50), (2, 70), (3, 90)] {
+            b.answer(exit, t0 + sent * MS, true);
+            assert!(b.throttled((exit, S), (true, 4), SETTLE, t0 + sent * MS));
+        }
+        b.answer(1, t0 + 1_050 * MS, false);
+        b.answer(2, t0 + 2 * S, false);
+        assert!(b.host_wide());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use exitcrawl_testsite::{Fault, FaultMix, Limit, Rate, RetryAfter, SiteConfig};
+use exitcrawl_testsite::{Fault, FaultMix, HoldRetryAfter, Limit, Rate, RetryAfter, SiteConfig};
 
 /// One site shape.
 pub struct Shape {
@@ -78,6 +78,21 @@ fn bucket_shapes(site: &SiteConfig) -> Vec<Shape> {
             site: SiteConfig {
                 limit: Limit::Global(Rate::per_second(300, 30)),
                 retry_after: RetryAfter::Fixed(1),
+                latency: ms(20),
+                ..site.clone()
+            },
+            capacity: Some(300.0),
+            urls: 9000,
+            warmup: Duration::from_secs(5),
+            faults: false,
+        },
+        Shape {
+            name: "host-300-pause-all-1",
+            what: "host-300-retry-after-1, but each 429's second holds every client: the site refuses all requests until it ends",
+            site: SiteConfig {
+                limit: Limit::Global(Rate::per_second(300, 30)),
+                retry_after: RetryAfter::Fixed(1),
+                hold_retry_after: HoldRetryAfter::Site,
                 latency: ms(20),
                 ..site.clone()
             },
