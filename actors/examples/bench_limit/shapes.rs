@@ -32,15 +32,21 @@ pub fn shapes() -> Vec<Shape> {
         ..SiteConfig::default()
     };
     let mut all = bucket_shapes(&site);
+    all.extend(per_ip_shapes(&site));
     all.extend(burst1_and_slow_shapes(&site));
     all.extend(window_and_ban_shapes(&site));
     all.extend(queue_and_fault_shapes(&site));
     all
 }
 
-/// Token buckets with a burst (target: goodput ≥ 0.95, ≤ 1 % refused): one for the
-/// host, or one per source IP.
+/// Token buckets with a burst for the host (target: goodput ≥ 0.95, ≤ 1 % refused).
 fn bucket_shapes(site: &SiteConfig) -> Vec<Shape> {
+    let retry_after_1 = SiteConfig {
+        limit: Limit::Global(Rate::per_second(300, 30)),
+        retry_after: RetryAfter::Fixed(1),
+        latency: ms(20),
+        ..site.clone()
+    };
     vec![
         Shape {
             name: "host-300-noisy",
@@ -75,12 +81,7 @@ fn bucket_shapes(site: &SiteConfig) -> Vec<Shape> {
         Shape {
             name: "host-300-retry-after-1",
             what: "one bucket for the host, 300/s burst 30, `Retry-After: 1` on every 429; pages 20 ms",
-            site: SiteConfig {
-                limit: Limit::Global(Rate::per_second(300, 30)),
-                retry_after: RetryAfter::Fixed(1),
-                latency: ms(20),
-                ..site.clone()
-            },
+            site: retry_after_1.clone(),
             capacity: Some(300.0),
             urls: 9000,
             warmup: Duration::from_secs(5),
@@ -90,11 +91,8 @@ fn bucket_shapes(site: &SiteConfig) -> Vec<Shape> {
             name: "host-300-pause-all-1",
             what: "host-300-retry-after-1, but each 429's second holds every client: the site refuses all requests until it ends",
             site: SiteConfig {
-                limit: Limit::Global(Rate::per_second(300, 30)),
-                retry_after: RetryAfter::Fixed(1),
                 hold_retry_after: HoldRetryAfter::Site,
-                latency: ms(20),
-                ..site.clone()
+                ..retry_after_1
             },
             capacity: Some(300.0),
             urls: 9000,
@@ -121,6 +119,13 @@ fn bucket_shapes(site: &SiteConfig) -> Vec<Shape> {
             warmup: Duration::from_secs(5),
             faults: false,
         },
+    ]
+}
+
+/// Token buckets with a burst per source IP, equal or one exit's lower (the same
+/// target).
+fn per_ip_shapes(site: &SiteConfig) -> Vec<Shape> {
+    vec![
         Shape {
             name: "per-ip-60x4",
             what: "a bucket per source IP, 60/s burst 6 (240/s for four exits); pages 20 ms",
