@@ -479,6 +479,46 @@ async fn a_site_that_pauses_every_client_is_paused_through_every_exit_once_it_sh
     }
 }
 
+#[actix_rt::test]
+async fn a_client_told_to_wait_sends_nothing_until_its_pause_is_over() {
+    // The same host-wide bucket, but the site holds only the client it told: for the
+    // `Retry-After` a 429 names, every request from that address is refused (RFC 9110
+    // addresses the header to the client that got it). The crawler pauses the exit that
+    // read it, for the whole host while it learns the host and that exit alone after:
+    // from the site's log, no request from a held address arrives after the refusal that
+    // began its pause and before its end.
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(50, 5)),
+        retry_after: RetryAfter::Fixed(1),
+        hold_retry_after: HoldRetryAfter::Peer,
+        latency: Duration::from_millis(20),
+        fast_rejections: true,
+        ..SiteConfig::default()
+    });
+    let shape = crawl_shape(&site, 3_000, 50.0, Duration::from_secs(5), 429).await;
+    assert_eq!(shape.ok, 3_000, "every URL ends 200");
+    let pauses = site.stats().pauses;
+    let log = site.requests();
+    let held: Vec<usize> = pauses
+        .iter()
+        .map(|p| {
+            log.iter()
+                .filter(|r| Some(r.peer) == p.peer && r.arrived > p.start && r.arrived < p.until)
+                .count()
+        })
+        .collect();
+    eprintln!("{} pauses; requests sent into each: {held:?}", pauses.len());
+    assert!(
+        pauses.len() >= 3,
+        "the crawl met the site's pauses: {}",
+        pauses.len()
+    );
+    assert!(
+        held.iter().all(|&n| n == 0),
+        "a held address was sent from during its pause: {held:?}"
+    );
+}
+
 /// What a crawl through an interruption saw: the replies, the server's log, and when
 /// the interruption ended.
 struct Interrupted {
