@@ -21,7 +21,9 @@
 //!   most requests but accepts its rate's worth; a site that pauses every client for the
 //!   `Retry-After` (a penalty box, a maintenance 503) refuses them all. Judged when the
 //!   pause is over, since the first answers after a cut can all be refused by a bucket
-//!   that fell (they come before it refills); learned once per host and kept.
+//!   that fell (they come before it refills); learned once per host and kept. On a fast
+//!   host the other exits are all refused before the cut is in force, which a blip of
+//!   refusals also does: two such pauses in a row prove it (see [`Binding::close`]).
 //!
 //! With one exit in use the two are the same; an exit with a lane of its own (its own
 //! budget) is paused by that lane's controller.
@@ -35,8 +37,14 @@ pub(super) struct Binding {
     host_wide: bool,
     /// The pauses bound to one exit now running.
     window: Option<Window>,
-    /// The other exits' answers in the window: accepted, refused.
+    /// The other exits' answers in the window to requests sent once the cut was in
+    /// force: accepted, refused.
     during: (u32, u32),
+    /// The same for requests sent between the first pause's read and then.
+    early: (u32, u32),
+    /// Windows in a row whose other exits were all refused, but only before the cut was
+    /// in force (see [`Binding::close`]).
+    suspect: u32,
 }
 
 /// The pauses bound to one exit that run at once, and which of the other exits' answers
@@ -45,6 +53,9 @@ pub(super) struct Binding {
 struct Window {
     /// The exit whose pause opened it.
     first: usize,
+    /// When that pause was read: what the other exits sent from then until `from` is
+    /// counted apart (`early`).
+    read: Instant,
     /// From when the other exits' requests count: the first pause read, plus a round trip
     /// for the cut to be in force.
     from: Instant,
@@ -66,47 +77,69 @@ impl Binding {
     /// The pauses proved host-wide: learned, or shown by a window that is over at `now`
     /// (judged for good by [`Binding::close`] when the next answer or throttle comes).
     fn proved(&self, now: Instant) -> bool {
-        self.host_wide
-            || self
-                .window
-                .is_some_and(|w| now >= w.until && self.others_got_none())
+        self.host_wide || self.window.is_some_and(|w| now >= w.until && self.proves())
     }
 
-    /// What proves a window host-wide: the other exits were refused at least twice and
-    /// none of their requests got through.
-    fn others_got_none(&self) -> bool {
-        let (ok, no) = self.during;
-        no >= 2 && ok == 0
+    /// Whether the window now open, once over, proves the pauses host-wide: the other
+    /// exits were refused at least twice and none of their requests got through — sent
+    /// once the cut was in force, or, the second window in a row, at all.
+    fn proves(&self) -> bool {
+        let late = self.during;
+        let all = (late.0 + self.early.0, late.1 + self.early.1);
+        got_none(late) || (self.suspect >= 1 && got_none(all))
     }
 
     /// An answer through `exit` to a request sent at `sent_at`: refused or not. Counts
     /// toward the proof that pauses are host-wide while a window is open; one to a request
-    /// sent after the window closes it.
-    pub(super) fn answer(&mut self, exit: usize, sent_at: Instant, refused: bool) {
+    /// sent after the window closes it. Returns whether it answers a request another exit
+    /// sent before the cut was in force (the old rate's answer).
+    pub(super) fn answer(&mut self, exit: usize, sent_at: Instant, refused: bool) -> bool {
         let Some(w) = self.window else {
-            return;
+            return false;
         };
         if sent_at >= w.until {
             self.close();
-            return;
+            return false;
         }
-        if exit == w.first || sent_at < w.from || sent_at >= w.counts_until {
-            return;
+        if exit == w.first || sent_at < w.read || sent_at >= w.counts_until {
+            return false;
         }
-        let (ok, no) = &mut self.during;
+        let early = sent_at < w.from;
+        let (ok, no) = if early {
+            &mut self.early
+        } else {
+            &mut self.during
+        };
         if refused {
             *no += 1;
         } else {
             *ok += 1;
         }
+        early
     }
 
     /// The pauses bound to one exit are over: judge what the other exits met meanwhile.
+    ///
+    /// Refusals of what they sent before the cut was in force prove nothing alone: a
+    /// bucket's blip of refusals (a restart, a burst of other clients) refuses every
+    /// client too, for a moment. But a fast host's other exits are each refused within
+    /// that round trip and pause themselves, so a site that pauses every client shows
+    /// nothing else; it shows it at every pause, where a blip is one among probes whose
+    /// other exits get through. So such a window is a suspect, and the second in a row
+    /// proves it.
     fn close(&mut self) {
-        if self.window.take().is_some() && self.others_got_none() {
-            self.host_wide = true;
+        if self.window.take().is_some() {
+            let all = (self.during.0 + self.early.0, self.during.1 + self.early.1);
+            if self.proves() {
+                self.host_wide = true;
+            } else if got_none(all) {
+                self.suspect += 1;
+            } else if all.0 > 0 {
+                self.suspect = 0;
+            }
         }
         self.during = (0, 0);
+        self.early = (0, 0);
     }
 
     /// A throttle with a `Retry-After` of `ra` through `exit`, read at `now` (its answer
@@ -133,6 +166,7 @@ impl Binding {
                 },
                 None => Window {
                     first: exit,
+                    read: now,
                     from: now + settle,
                     counts_until: now + ra,
                     until: now + ra,
@@ -147,6 +181,12 @@ impl Binding {
     pub(super) fn host_wide(&self) -> bool {
         self.host_wide
     }
+}
+
+/// Answers (accepted, refused) that show a pause holding every client: at least two
+/// refusals and nothing through.
+fn got_none((ok, no): (u32, u32)) -> bool {
+    no >= 2 && ok == 0
 }
 
 #[cfg(test)]
@@ -207,6 +247,49 @@ mod tests {
         b.answer(1, t0 + 1_050 * MS, false);
         b.answer(2, t0 + 2 * S, false);
         assert!(b.host_wide());
+    }
+
+    /// A window opened by exit 0's pause at `t`, whose other exits' requests were sent
+    /// at `sent` ms after it and answered `refused` or not; over once a request sent
+    /// after it is answered.
+    fn window(b: &mut Binding, t: Instant, answers: &[(usize, u32, bool)]) {
+        assert!(b.throttled((0, S), (true, 4), SETTLE, t));
+        for &(exit, sent, refused) in answers {
+            b.answer(exit, t + sent * MS, refused);
+            if refused {
+                b.throttled((exit, S), (true, 4), SETTLE, t + sent * MS);
+            }
+        }
+        b.answer(1, t + 3 * S, false);
+    }
+
+    #[test]
+    fn a_fast_hosts_site_wide_pause_is_learned_at_its_second_showing() {
+        // Each other exit is refused within the round trip after the read, before the
+        // cut is in force, and pauses itself: nothing else to go by.
+        let t0 = Instant::now();
+        let mut b = Binding::default();
+        let refused_early = [(1, 3, true), (2, 6, true), (3, 10, true)];
+        window(&mut b, t0, &refused_early);
+        assert!(!b.host_wide(), "one such window can be a blip");
+        window(&mut b, t0 + 10 * S, &refused_early);
+        assert!(b.host_wide(), "the second in a row");
+    }
+
+    #[test]
+    fn a_blip_between_probes_that_get_through_is_not_learned() {
+        let t0 = Instant::now();
+        let mut b = Binding::default();
+        let refused_early = [(1, 3, true), (2, 6, true), (3, 10, true)];
+        window(&mut b, t0, &refused_early);
+        // A probe's pause: the other exits get through at the cut rate.
+        window(
+            &mut b,
+            t0 + 10 * S,
+            &[(1, 5, false), (2, 50, false), (3, 90, false)],
+        );
+        window(&mut b, t0 + 20 * S, &refused_early);
+        assert!(!b.host_wide());
     }
 
     #[test]

@@ -218,9 +218,9 @@ impl HostPolicy {
         if refusal {
             self.exits[exit].throttles.add(1.0, now);
         }
-        if !matches!(r.signal, Signal::Neutral) {
-            self.binding.answer(exit, r.sent_at, refusal);
-        }
+        // The old rate's answer while a pause bound to one exit is judged.
+        let early =
+            !matches!(r.signal, Signal::Neutral) && self.binding.answer(exit, r.sent_at, refusal);
         let to_exit = match self.coupling {
             Coupling::PerExit => true,
             Coupling::Shared => false,
@@ -247,6 +247,9 @@ impl HostPolicy {
             if let Some(h) = self.host.as_mut() {
                 if refusal {
                     self.host_throttles += 1;
+                    if early {
+                        h.continue_run();
+                    }
                 }
                 if let Some(a) = h.on_response(r, now) {
                     out.push((Lane::Host, a));
@@ -591,6 +594,34 @@ mod tests {
             p.on_response((i % 3) as usize, &answer(t, Signal::Success), t);
         }
         assert!(p.retry_after_binds_exit(now + 200 * MS));
+    }
+
+    #[test]
+    fn the_other_exits_refused_before_the_cut_is_in_force_cut_the_rate_not_the_estimate() {
+        // A site that pauses every client, met at a fast rate: the other exits' requests
+        // sent within the round trip after the read (the old rate's) are refused. Each
+        // cuts the rate, as a run of refusals does; the estimate stays where the pause's
+        // own throttle put it.
+        let t0 = Instant::now();
+        let (mut p, now) = learned(t0);
+        let now = now + 10 * MS;
+        p.on_response(2, &answer(now, RA_1), now);
+        fn host(p: &HostPolicy) -> &Controller {
+            p.controller(Lane::Host).unwrap()
+        }
+        let (rate, estimate) = (host(&p).rate(), host(&p).capacity_estimate());
+        // Answers to requests sent before the cut come back meanwhile.
+        p.on_response(1, &answer(now - 5 * MS, Signal::Success), now + MS);
+        for (k, exit) in [0usize, 1, 3].into_iter().enumerate() {
+            let t = now + MS * (1 + u32::try_from(k).unwrap());
+            p.on_response(exit, &answer(t, RA_1), t);
+        }
+        assert!(host(&p).rate() < rate, "the rate falls");
+        assert!(
+            (host(&p).capacity_estimate() - estimate).abs() < 1e-9,
+            "the estimate stays: {} from {estimate}",
+            host(&p).capacity_estimate()
+        );
     }
 
     #[test]

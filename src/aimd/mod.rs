@@ -313,6 +313,18 @@ impl Controller {
         self.retry_after_share = share.clamp(0.0, 1.0);
     }
 
+    /// The next refusal continues the run of refusals the last cut began, whatever
+    /// answers came back since to requests sent before that cut: it answers a request
+    /// another exit sent before the cut was in force, while a pause bound to one exit is
+    /// judged (`binding.rs` counts those apart, for the same reason). It is the old
+    /// rate's answer, not news about the cut one: it cuts the rate, not the estimate.
+    /// Cut as a new throttle each, the other exits' refusals after one pause took the
+    /// estimate down by a cut apiece, and a site that pauses every client fell to two
+    /// thirds of its rate for ten seconds after each such pause.
+    pub fn continue_run(&mut self) {
+        self.ok_since_cut = false;
+    }
+
     /// Still learning the key: before its first cut, or before as many answers as the
     /// bucket fit listens to. Its rate is a guess until then; a thin host (a few requests
     /// a second, a few dozen pages) is learning for most of its crawl, and a pause of it
