@@ -67,8 +67,8 @@ impl Controller {
     }
 
     /// The round after slow start's first refusal says the rate is `est` (see
-    /// [`refusals`]): an estimate above it came from the burst, and so did the rate cut
-    /// from it. Only ever lowers them.
+    /// [`refusals`](super::refusals)): an estimate above it came from the burst, and so did
+    /// the rate cut from it. Only ever lowers them.
     pub(super) fn lower_estimate(&mut self, est: f64, now: Instant) {
         // Off by more than a cut corrects: an estimate's noise around a right one must
         // not ratchet it down.
@@ -84,7 +84,8 @@ impl Controller {
         }
     }
 
-    /// What got through since the last throttle says the rate is `est` (see [`between`]).
+    /// What got through since the last throttle says the rate is `est` (see
+    /// [`between`](super::between)).
     /// Lowered to it, the probe cycle spans [`Controller::LEARNED_CYCLE`] requests (at
     /// least `probe_time`), not priced by the pause nor stretched to `probe_requests`: a
     /// pause longer than the site's burst lasts wastes refill the span counted, so `est`
@@ -100,7 +101,8 @@ impl Controller {
         }
     }
 
-    /// The fit listens to a host's first [`BucketFit::EVENTS`] answers, and speaks no more
+    /// The fit listens to a host's first
+    /// [`BucketFit::EVENTS`](super::fit::BucketFit::EVENTS) answers, and speaks no more
     /// once it holds them: by then a thin host is learned and a fast one is the other
     /// estimators'.
     pub(super) fn fit_record(&mut self, sent_at: Instant, ok: bool) {
@@ -114,9 +116,9 @@ impl Controller {
     }
 
     /// While a thin host is learned: keep the estimate within the refills that explain
-    /// every answer so far (see [`fit`]), and the rate under the fastest of them, which
-    /// would only be throttled. A fast host's first throttle comes after the fit stopped
-    /// listening, and a host learned no longer needs it.
+    /// every answer so far (see [`fit`](super::fit)), and the rate under the fastest of
+    /// them, which would only be throttled. A fast host's first throttle comes after the
+    /// fit stopped listening, and a host learned no longer needs it.
     pub(super) fn fit_estimate(&mut self, now: Instant) {
         let Some(fit) = self.fit.as_deref() else {
             return;
