@@ -429,15 +429,15 @@ async fn a_small_host_pays_only_the_throttle_that_ends_its_slow_start() {
 }
 
 /// Crawls `n` pages of a host-wide bucket of `rate` req/s whose every 429 says
-/// `Retry-After: 1` and means it for every client: for that second the site refuses all
-/// requests, whoever sends them. Returns, per pause the site announced, the requests that
-/// arrived into it after the refusal that began it (answered at once, so read at that
-/// instant of the paused clock: what arrives later was sent after).
-async fn sent_into_pauses_of_every_client(rate: u64, n: usize) -> Vec<usize> {
+/// `Retry-After: 1` and means it for `hold`: the client told, or every client. Returns,
+/// per pause the site announced, the requests it holds off (that client's, or anyone's)
+/// that arrived into it after the refusal that began it (answered at once, so read at
+/// that instant of the paused clock: what arrives later was sent after).
+async fn sent_into_pauses(rate: u64, n: usize, hold: HoldRetryAfter) -> Vec<usize> {
     let site = paused_site(SiteConfig {
         limit: Limit::Global(Rate::per_second(rate, 5)),
         retry_after: RetryAfter::Fixed(1),
-        hold_retry_after: HoldRetryAfter::Site,
+        hold_retry_after: hold,
         latency: Duration::from_millis(20),
         fast_rejections: true,
         ..SiteConfig::default()
@@ -448,6 +448,7 @@ async fn sent_into_pauses_of_every_client(rate: u64, n: usize) -> Vec<usize> {
     let log = site.requests();
     let sent_into = |p: &PauseRecord| {
         log.iter()
+            .filter(|r| p.peer.is_none_or(|ip| r.peer == ip))
             .filter(|r| r.arrived > p.start && r.arrived < p.until)
             .count()
     };
@@ -456,7 +457,7 @@ async fn sent_into_pauses_of_every_client(rate: u64, n: usize) -> Vec<usize> {
     late
 }
 
-/// `late` (from [`sent_into_pauses_of_every_client`]): at most `showings` pauses were sent
+/// `late` (from [`sent_into_pauses`], every client held): at most `showings` pauses were sent
 /// into, `most` requests in all, and at least two pauses after the last of them, none.
 fn shown_within(late: &[usize], showings: usize, most: usize) {
     let shown: Vec<usize> = (0..late.len()).filter(|&i| late[i] > 0).collect();
@@ -479,7 +480,7 @@ async fn a_site_that_pauses_every_client_is_paused_through_every_exit_once_it_sh
     // the crawler's first pause there holds one exit while the others go on at the cut
     // rate: each is refused once, which shows the pause is the whole site's, and from
     // then on every pause holds every exit.
-    let late = sent_into_pauses_of_every_client(50, 3_000).await;
+    let late = sent_into_pauses(50, 3_000, HoldRetryAfter::Site).await;
     shown_within(&late, 1, 6);
 }
 
@@ -488,7 +489,7 @@ async fn a_fast_site_that_pauses_every_client_shows_it_in_two_pauses() {
     // At 200 req/s the other exits are refused within the round trip after the first
     // refusal, before the cut is in force, which a bucket's blip of refusals would do
     // too: the second such pause in a row shows it.
-    let late = sent_into_pauses_of_every_client(200, 20_000).await;
+    let late = sent_into_pauses(200, 20_000, HoldRetryAfter::Site).await;
     shown_within(&late, 2, 12);
 }
 
@@ -500,31 +501,11 @@ async fn a_client_told_to_wait_sends_nothing_until_its_pause_is_over() {
     // read it, for the whole host while it learns the host and that exit alone after:
     // from the site's log, no request from a held address arrives after the refusal that
     // began its pause and before its end.
-    let site = paused_site(SiteConfig {
-        limit: Limit::Global(Rate::per_second(50, 5)),
-        retry_after: RetryAfter::Fixed(1),
-        hold_retry_after: HoldRetryAfter::Peer,
-        latency: Duration::from_millis(20),
-        fast_rejections: true,
-        ..SiteConfig::default()
-    });
-    let shape = crawl_shape(&site, 3_000, 50.0, Duration::from_secs(5), 429).await;
-    assert_eq!(shape.ok, 3_000, "every URL ends 200");
-    let pauses = site.stats().pauses;
-    let log = site.requests();
-    let held: Vec<usize> = pauses
-        .iter()
-        .map(|p| {
-            log.iter()
-                .filter(|r| Some(r.peer) == p.peer && r.arrived > p.start && r.arrived < p.until)
-                .count()
-        })
-        .collect();
-    eprintln!("{} pauses; requests sent into each: {held:?}", pauses.len());
+    let held = sent_into_pauses(50, 3_000, HoldRetryAfter::Peer).await;
     assert!(
-        pauses.len() >= 3,
+        held.len() >= 3,
         "the crawl met the site's pauses: {}",
-        pauses.len()
+        held.len()
     );
     assert!(
         held.iter().all(|&n| n == 0),

@@ -84,9 +84,12 @@ impl Binding {
     /// exits were refused at least twice and none of their requests got through — sent
     /// once the cut was in force, or, the second window in a row, at all.
     fn proves(&self) -> bool {
-        let late = self.during;
-        let all = (late.0 + self.early.0, late.1 + self.early.1);
-        got_none(late) || (self.suspect >= 1 && got_none(all))
+        got_none(self.during) || (self.suspect >= 1 && got_none(self.answered()))
+    }
+
+    /// The other exits' answers in the window, whenever their requests were sent.
+    fn answered(&self) -> (u32, u32) {
+        (self.during.0 + self.early.0, self.during.1 + self.early.1)
     }
 
     /// An answer through `exit` to a request sent at `sent_at`: refused or not. Counts
@@ -129,7 +132,7 @@ impl Binding {
     /// proves it.
     fn close(&mut self) {
         if self.window.take().is_some() {
-            let all = (self.during.0 + self.early.0, self.during.1 + self.early.1);
+            let all = self.answered();
             if self.proves() {
                 self.host_wide = true;
             } else if got_none(all) {
