@@ -2,9 +2,9 @@
 //!
 //! Each estimator speaks where the others are weak: what was accepted over the last
 //! second (slow start's overshoot), what a queue delivered (latency), the round after a
-//! cut (`refusals`), what got through between throttles (`between`), and the buckets that
-//! explain a thin host's first answers (`fit`). Every one only ever moves the estimate
-//! within what it can know.
+//! cut (`refusals`), what got through between throttles (`between`), the spans after two
+//! pauses that refilled the bucket (`spans`), and the buckets that explain a thin host's
+//! first answers (`fit`). Every one only ever moves the estimate within what it can know.
 
 use std::time::Instant;
 

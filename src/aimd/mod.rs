@@ -13,7 +13,10 @@
 //!    cannot inflate (`refusals.rs`). On a host too slow for a round to say anything, what
 //!    got through between two throttles is its rate, whatever its burst (`between.rs`).
 //!    While a thin host is learned, the token buckets that explain every answer so far
-//!    bound the estimate from both sides (`fit.rs`), whatever a pause wasted. A first
+//!    bound the estimate from both sides (`fit.rs`), whatever a pause wasted. On a host
+//!    answered too quickly for a round to exist, whose `Retry-After` pauses refill its
+//!    bucket, the spans from two pauses' ends to the next refusal give its refill
+//!    (`spans.rs`). A first
 //!    throttle after fewer than eight answers in a second says nothing: the estimate is a
 //!    guess, the rate the host started at, held for the pause's price and then checked
 //!    by a short cycle (`Controller::unproven_estimate`).
@@ -68,6 +71,7 @@ mod lockout;
 mod meter;
 pub mod prior;
 mod refusals;
+mod spans;
 
 use std::time::{Duration, Instant};
 
@@ -82,6 +86,7 @@ use latency::{LatencySignal, Reading};
 use lockout::Lockout;
 use meter::Meter;
 use refusals::Refusals;
+use spans::PauseSpans;
 
 /// What one response says about the site's load.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -194,6 +199,8 @@ pub struct Controller {
     refusals: Refusals,
     /// What got through since an earlier throttle, the burst aside.
     between: Between,
+    /// What the spans after two pauses say, the burst aside.
+    spans: PauseSpans,
     /// The token buckets that explain the first answers, while a host is learned.
     fit: Option<Box<BucketFit>>,
     /// The fastest refill the fit allows, while it speaks.
@@ -265,6 +272,7 @@ impl Controller {
             retry_after_share: 1.0,
             refusals: Refusals::default(),
             between: Between::default(),
+            spans: PauseSpans::default(),
             fit: Some(Box::default()),
             fit_ceiling: None,
             srtt: None,
@@ -419,9 +427,11 @@ impl Controller {
             Signal::Throttle { retry_after } => {
                 self.errors.observe(false);
                 self.fit_record(r.sent_at, false);
+                let spanned = self.spans.refusal(r.sent_at);
                 if let Some(ra) = retry_after {
                     if self.retry_after_pauses_key {
                         self.extend_pause(now + ra);
+                        self.spans.paused(self.pause_until.unwrap_or(now + ra), ra);
                     }
                     // Priced up to a minute: a longer pause is a quota's window or a
                     // lockout, waited out as such, not a probe's cost.
@@ -466,6 +476,9 @@ impl Controller {
                         self.lower_estimate(est, now);
                     }
                 }
+                if let Some(est) = spanned {
+                    self.lower_estimate(est, now);
+                }
             }
             Signal::Refused => self.on_refusal(r, now, false),
         }
@@ -478,6 +491,7 @@ impl Controller {
         self.accepted.record(now);
         self.accepted_long.record(now);
         self.between.answer(r.sent_at, true, r.limited);
+        self.spans.success(r.sent_at, r.limited);
         if let Some(est) = self.refusals.answer(r.sent_at, true, r.limited) {
             self.lower_estimate(est, now);
         }

@@ -594,3 +594,57 @@ fn a_first_throttle_after_many_answers_is_estimated_from_them() {
         ctl.capacity_estimate()
     );
 }
+
+/// Sends for `span` at the controller's rate (and after its pauses) to a token bucket
+/// (refill `c`/s, `depth` deep, full at first) that answers within a millisecond and says
+/// `Retry-After: 1` with each refusal; returns the throttles.
+fn crawl_bucket(
+    ctl: &mut Controller,
+    clock: &FakeClock,
+    span: Duration,
+    c: f64,
+    depth: f64,
+) -> u32 {
+    let end = clock.now() + span;
+    let (mut tokens, mut last, mut throttles) = (depth, clock.now(), 0);
+    while clock.now() < end {
+        let wait = ctl
+            .pause_until(clock.now())
+            .map_or(ctl.interval(), |p| p - clock.now());
+        clock.advance(wait.max(MS / 10));
+        let sent = clock.now();
+        tokens = (tokens + c * (sent - last).as_secs_f64()).min(depth);
+        last = sent;
+        let signal = if tokens >= 1.0 {
+            tokens -= 1.0;
+            Signal::Success
+        } else {
+            throttles += 1;
+            Signal::Throttle {
+                retry_after: Some(Duration::from_secs(1)),
+            }
+        };
+        clock.advance(MS);
+        ctl.on_response(&answer(sent, MS, signal), clock.now());
+    }
+    throttles
+}
+
+#[test]
+fn the_spans_after_two_pauses_set_a_quick_bursty_hosts_rate() {
+    // 200/s, 20 deep, answered within a millisecond: slow start's estimate is read from
+    // the burst (about twice the rate) and no round of requests on their way corrects it;
+    // each pause refills the bucket. The spans after the first two pauses say the rate:
+    // from then on no throttle, and the rate just under the refill.
+    let clock = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), clock.now());
+    let first = crawl_bucket(&mut ctl, &clock, Duration::from_secs(6), 200.0, 20.0);
+    let est = ctl.capacity_estimate();
+    assert!(
+        (190.0..=230.0).contains(&est),
+        "estimate {est} after {first} throttles"
+    );
+    assert!(first <= 4, "{first} throttles to learn it");
+    let later = crawl_bucket(&mut ctl, &clock, Duration::from_secs(10), 200.0, 20.0);
+    assert!(later <= 1, "{later} throttles once learned");
+}

@@ -1,0 +1,225 @@
+//! What the spans after two pauses say about a bucket: its refill, its burst aside.
+//!
+//! A token bucket (refill `C` a second, depth `B`) that a pause refilled is full when the
+//! pause ends. Sending into it faster than `C`, the crawler is accepted until the bucket
+//! is empty and then refused: the `N` requests accepted in the `Δ` seconds from the end
+//! of the pause to the first one refused are its depth and its refill over the span,
+//! `B + C·Δ`, within one request. One span cannot tell the two apart; two at different
+//! rates can, since the depth is the same: `C = (N₂ − N₁) / (Δ₂ − Δ₁)`.
+//!
+//! That is what a host answered within a millisecond needs. Slow start's first estimate
+//! there is read from tenths of a second the burst carried (the round of requests on
+//! their way, which corrects it elsewhere (`refusals`), is empty), and a `Retry-After`
+//! pause refills the bucket before every later probe, so each throttle only corrects
+//! the estimate by a cut: five pauses of the whole host on the demo's site before the
+//! rate is right. The spans after the first two pauses say the rate at once.
+//!
+//! Where it does not speak: a span the crawler did not fill (an answer came while it had
+//! nothing more to send) or that ended in no refusal; two spans too close in length for
+//! the request either way to leave the figure within a cut; and a bucket the figures
+//! make so deep that the pauses could not have refilled it (then the spans did not start
+//! full, and the figure is not a refill). It only ever lowers the estimate, as every
+//! estimator here that reads a rate from refusals.
+
+use std::time::{Duration, Instant};
+
+/// A span from a pause's end to the first refusal.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    /// When the pause ended.
+    from: Instant,
+    /// How long the pause was, seconds: long enough to refill the bucket?
+    pause: f64,
+    /// Requests sent in the span and accepted.
+    ok: u32,
+    /// The crawler had nothing more to send for one of them: the span says nothing.
+    void: bool,
+}
+
+/// The span running now, and the last one that ended in a refusal.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PauseSpans {
+    open: Option<Span>,
+    /// The last span that ended in a refusal: its length in seconds, its accepted count,
+    /// its pause; and when it ended.
+    last: Option<((f64, f64, f64), Instant)>,
+}
+
+impl PauseSpans {
+    /// The most a figure may be off, as a share of it: a cut's worth.
+    const WITHIN: f64 = 0.1;
+    /// How far apart two spans may end: further, and the site's capacity may have
+    /// changed between them.
+    const APART: Duration = Duration::from_secs(30);
+
+    /// A pause of `pause` ends at `until`: a span starts there, the bucket full.
+    pub(super) fn paused(&mut self, until: Instant, pause: Duration) {
+        self.open = Some(Span {
+            from: until,
+            pause: pause.as_secs_f64(),
+            ok: 0,
+            void: false,
+        });
+    }
+
+    /// A success of a request sent at `sent_at`; `limited`: the crawler wanted more.
+    pub(super) fn success(&mut self, sent_at: Instant, limited: bool) {
+        if let Some(s) = self.open.as_mut().filter(|s| sent_at >= s.from) {
+            s.ok += 1;
+            s.void |= !limited;
+        }
+    }
+
+    /// A refusal of a request sent at `sent_at`: the running span ends, and with the last
+    /// one says the bucket's refill, requests/s, if they can.
+    pub(super) fn refusal(&mut self, sent_at: Instant) -> Option<f64> {
+        let span = self.open.filter(|s| sent_at >= s.from)?;
+        self.open = None;
+        if span.void || span.ok == 0 {
+            self.last = None;
+            return None;
+        }
+        let now = (
+            sent_at.duration_since(span.from).as_secs_f64(),
+            f64::from(span.ok),
+            span.pause,
+        );
+        let (before, ended) = self.last.replace((now, sent_at))?;
+        if sent_at.saturating_duration_since(ended) > Self::APART {
+            return None;
+        }
+        let ((d1, n1, p1), (d2, n2, p2)) = if before.0 <= now.0 {
+            (before, now)
+        } else {
+            (now, before)
+        };
+        let dd = d2 - d1;
+        // Each count is within one request of `B + C·Δ`: the refill is within
+        // `2 / dd` of the figure; the upper end is kept, as the estimate errs above.
+        let c = (n2 - n1) / dd.max(f64::MIN_POSITIVE);
+        let err = 2.0 / dd.max(f64::MIN_POSITIVE);
+        let depth = n2 - c * d2;
+        let refilled = p1.min(p2) * c >= depth;
+        (c > 0.0 && err <= Self::WITHIN * c && depth > -1.0 && refilled).then_some(c + err / 2.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bucket of `depth` refilling at `c`, full at a pause's end: sent into at `rate`,
+    /// how many are accepted before the first refusal, and when that one is sent.
+    fn span(c: f64, depth: f64, rate: f64) -> (u32, f64) {
+        let mut tokens = depth;
+        let mut t = 0.0;
+        let mut ok = 0;
+        loop {
+            if tokens >= 1.0 {
+                tokens -= 1.0;
+                ok += 1;
+            } else {
+                return (ok, t);
+            }
+            t += 1.0 / rate;
+            tokens = (tokens + c / rate).min(depth);
+        }
+    }
+
+    fn feed(s: &mut PauseSpans, t0: Instant, pause: f64, (ok, at): (u32, f64)) -> Option<f64> {
+        let end = t0 + Duration::from_secs_f64(pause);
+        s.paused(end, Duration::from_secs_f64(pause));
+        for i in 0..ok {
+            s.success(
+                end + Duration::from_secs_f64(at * f64::from(i) / f64::from(ok)),
+                true,
+            );
+        }
+        s.refusal(end + Duration::from_secs_f64(at))
+    }
+
+    #[test]
+    fn two_spans_at_different_rates_give_the_refill_whatever_the_burst() {
+        // The demo's site seen as one bucket: 200/s, 20 deep; one span at 360/s, one at
+        // 240/s, each after a one-second pause.
+        let t0 = Instant::now();
+        let mut s = PauseSpans::default();
+        assert_eq!(
+            feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0)),
+            None,
+            "one span"
+        );
+        let c = feed(
+            &mut s,
+            t0 + Duration::from_secs(3),
+            1.0,
+            span(200.0, 20.0, 240.0),
+        )
+        .expect("two spans say the rate");
+        assert!((195.0..225.0).contains(&c), "{c}");
+    }
+
+    #[test]
+    fn spans_too_alike_a_span_the_crawler_did_not_fill_or_a_pause_too_short_say_nothing() {
+        let t0 = Instant::now();
+        // Rates 5 % apart: the spans' lengths differ by less than the counts' error.
+        let mut s = PauseSpans::default();
+        feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0));
+        assert_eq!(
+            feed(
+                &mut s,
+                t0 + Duration::from_secs(3),
+                1.0,
+                span(200.0, 20.0, 342.0)
+            ),
+            None
+        );
+        // The crawler had nothing more to send for one answer.
+        let mut s = PauseSpans::default();
+        feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0));
+        let end = t0 + Duration::from_secs(4);
+        s.paused(end, Duration::from_secs(1));
+        s.success(end, false);
+        assert_eq!(s.refusal(end + Duration::from_millis(400)), None);
+        // Pauses of 10 ms cannot have refilled a bucket the spans make 20 deep.
+        let mut s = PauseSpans::default();
+        feed(&mut s, t0, 0.01, span(200.0, 20.0, 360.0));
+        assert_eq!(
+            feed(
+                &mut s,
+                t0 + Duration::from_secs(3),
+                0.01,
+                span(200.0, 20.0, 240.0)
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn spans_far_apart_say_nothing() {
+        let t0 = Instant::now();
+        let mut s = PauseSpans::default();
+        feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0));
+        let later = t0 + 2 * PauseSpans::APART;
+        assert_eq!(feed(&mut s, later, 1.0, span(200.0, 20.0, 240.0)), None);
+        let again = feed(
+            &mut s,
+            later + Duration::from_secs(3),
+            1.0,
+            span(200.0, 20.0, 360.0),
+        );
+        assert!(
+            again.is_some_and(|c| (195.0..225.0).contains(&c)),
+            "{again:?}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_before_the_pause_ended_leaves_the_span_running() {
+        let t0 = Instant::now();
+        let mut s = PauseSpans::default();
+        s.paused(t0 + Duration::from_secs(1), Duration::from_secs(1));
+        assert_eq!(s.refusal(t0 + Duration::from_millis(500)), None);
+        assert!(s.open.is_some());
+    }
+}
