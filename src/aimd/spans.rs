@@ -94,8 +94,9 @@ impl PauseSpans {
             (now, before)
         };
         let dd = d2 - d1;
-        // Each count is within one request of `B + C·Δ`: the refill is within
-        // `2 / dd` of the figure; the upper end is kept, as the estimate errs above.
+        // Each count is under one request below `B + C·Δ`, so the refill is within
+        // `1 / dd` of the figure either way: the range (`err` wide) must be within a cut,
+        // and its upper end is kept, as every estimate here errs above.
         let c = (n2 - n1) / dd.max(f64::MIN_POSITIVE);
         let err = 2.0 / dd.max(f64::MIN_POSITIVE);
         let depth = n2 - c * d2;
@@ -107,6 +108,8 @@ impl PauseSpans {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const S: Duration = Duration::from_secs(1);
 
     /// A bucket of `depth` refilling at `c`, full at a pause's end: sent into at `rate`,
     /// how many are accepted before the first refusal, and when that one is sent.
@@ -138,80 +141,47 @@ mod tests {
         s.refusal(end + Duration::from_secs_f64(at))
     }
 
-    #[test]
-    fn two_spans_at_different_rates_give_the_refill_whatever_the_burst() {
-        // The demo's site seen as one bucket: 200/s, 20 deep; one span at 360/s, one at
-        // 240/s, each after a one-second pause.
+    /// Two spans into the demo's site seen as one bucket (200/s, 20 deep), each after a
+    /// pause of `pause` seconds, at `rates`, ending `apart` from each other: what the
+    /// second says.
+    fn pair(pause: f64, rates: (f64, f64), apart: Duration) -> Option<f64> {
         let t0 = Instant::now();
         let mut s = PauseSpans::default();
         assert_eq!(
-            feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0)),
+            feed(&mut s, t0, pause, span(200.0, 20.0, rates.0)),
             None,
             "one span"
         );
-        let c = feed(
-            &mut s,
-            t0 + Duration::from_secs(3),
-            1.0,
-            span(200.0, 20.0, 240.0),
-        )
-        .expect("two spans say the rate");
+        feed(&mut s, t0 + apart, pause, span(200.0, 20.0, rates.1))
+    }
+
+    #[test]
+    fn two_spans_at_different_rates_give_the_refill_whatever_the_burst() {
+        let c = pair(1.0, (360.0, 240.0), 3 * S).expect("two spans say the rate");
+        assert!((195.0..225.0).contains(&c), "{c}");
+        let c = pair(1.0, (240.0, 360.0), 3 * S).expect("in either order");
         assert!((195.0..225.0).contains(&c), "{c}");
     }
 
     #[test]
-    fn spans_too_alike_a_span_the_crawler_did_not_fill_or_a_pause_too_short_say_nothing() {
-        let t0 = Instant::now();
+    fn spans_too_alike_far_apart_or_after_pauses_too_short_say_nothing() {
         // Rates 5 % apart: the spans' lengths differ by less than the counts' error.
-        let mut s = PauseSpans::default();
-        feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0));
-        assert_eq!(
-            feed(
-                &mut s,
-                t0 + Duration::from_secs(3),
-                1.0,
-                span(200.0, 20.0, 342.0)
-            ),
-            None
-        );
-        // The crawler had nothing more to send for one answer.
-        let mut s = PauseSpans::default();
-        feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0));
-        let end = t0 + Duration::from_secs(4);
-        s.paused(end, Duration::from_secs(1));
-        s.success(end, false);
-        assert_eq!(s.refusal(end + Duration::from_millis(400)), None);
+        assert_eq!(pair(1.0, (360.0, 342.0), 3 * S), None);
+        // The site's capacity may have changed between them.
+        assert_eq!(pair(1.0, (360.0, 240.0), 2 * PauseSpans::APART), None);
         // Pauses of 10 ms cannot have refilled a bucket the spans make 20 deep.
-        let mut s = PauseSpans::default();
-        feed(&mut s, t0, 0.01, span(200.0, 20.0, 360.0));
-        assert_eq!(
-            feed(
-                &mut s,
-                t0 + Duration::from_secs(3),
-                0.01,
-                span(200.0, 20.0, 240.0)
-            ),
-            None
-        );
+        assert_eq!(pair(0.01, (360.0, 240.0), 3 * S), None);
     }
 
     #[test]
-    fn spans_far_apart_say_nothing() {
+    fn a_span_the_crawler_did_not_fill_says_nothing() {
         let t0 = Instant::now();
         let mut s = PauseSpans::default();
         feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0));
-        let later = t0 + 2 * PauseSpans::APART;
-        assert_eq!(feed(&mut s, later, 1.0, span(200.0, 20.0, 240.0)), None);
-        let again = feed(
-            &mut s,
-            later + Duration::from_secs(3),
-            1.0,
-            span(200.0, 20.0, 360.0),
-        );
-        assert!(
-            again.is_some_and(|c| (195.0..225.0).contains(&c)),
-            "{again:?}"
-        );
+        let end = t0 + 4 * S;
+        s.paused(end, S);
+        s.success(end, false);
+        assert_eq!(s.refusal(end + Duration::from_millis(400)), None);
     }
 
     #[test]
