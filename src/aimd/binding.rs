@@ -266,16 +266,19 @@ mod tests {
         b.answer(1, t + 3 * S, false);
     }
 
+    /// The other exits, each refused within the round trip after the read (exit, ms
+    /// after it, refused).
+    const REFUSED_EARLY: [(usize, u32, bool); 3] = [(1, 3, true), (2, 6, true), (3, 10, true)];
+
     #[test]
     fn a_fast_hosts_site_wide_pause_is_learned_at_its_second_showing() {
         // Each other exit is refused within the round trip after the read, before the
         // cut is in force, and pauses itself: nothing else to go by.
         let t0 = Instant::now();
         let mut b = Binding::default();
-        let refused_early = [(1, 3, true), (2, 6, true), (3, 10, true)];
-        window(&mut b, t0, &refused_early);
+        window(&mut b, t0, &REFUSED_EARLY);
         assert!(!b.host_wide(), "one such window can be a blip");
-        window(&mut b, t0 + 10 * S, &refused_early);
+        window(&mut b, t0 + 10 * S, &REFUSED_EARLY);
         assert!(b.host_wide(), "the second in a row");
     }
 
@@ -283,15 +286,14 @@ mod tests {
     fn a_blip_between_probes_that_get_through_is_not_learned() {
         let t0 = Instant::now();
         let mut b = Binding::default();
-        let refused_early = [(1, 3, true), (2, 6, true), (3, 10, true)];
-        window(&mut b, t0, &refused_early);
+        window(&mut b, t0, &REFUSED_EARLY);
         // A probe's pause: the other exits get through at the cut rate.
         window(
             &mut b,
             t0 + 10 * S,
             &[(1, 5, false), (2, 50, false), (3, 90, false)],
         );
-        window(&mut b, t0 + 20 * S, &refused_early);
+        window(&mut b, t0 + 20 * S, &REFUSED_EARLY);
         assert!(!b.host_wide());
     }
 

@@ -596,26 +596,37 @@ mod tests {
         assert!(p.retry_after_binds_exit(now + 200 * MS));
     }
 
+    /// A learned host whose `Retry-After: 1` was just read through exit 2, and when.
+    fn read_through_exit_2() -> (HostPolicy, Instant) {
+        let (mut p, now) = learned(Instant::now());
+        let now = now + 10 * MS;
+        p.on_response(2, &answer(now, RA_1), now);
+        (p, now)
+    }
+
+    /// Exits 0, 1 and 3 refused with `Retry-After: 1`, the first request sent at `from`
+    /// and each next one `step` later (each answered as it is sent).
+    fn others_refused(p: &mut HostPolicy, from: Instant, step: Duration) {
+        for (k, exit) in [0usize, 1, 3].into_iter().enumerate() {
+            let t = from + step * u32::try_from(k).unwrap();
+            p.on_response(exit, &answer(t, RA_1), t);
+        }
+    }
+
     #[test]
     fn the_other_exits_refused_before_the_cut_is_in_force_cut_the_rate_not_the_estimate() {
         // A site that pauses every client, met at a fast rate: the other exits' requests
         // sent within the round trip after the read (the old rate's) are refused. Each
         // cuts the rate, as a run of refusals does; the estimate stays where the pause's
         // own throttle put it.
-        let t0 = Instant::now();
-        let (mut p, now) = learned(t0);
-        let now = now + 10 * MS;
-        p.on_response(2, &answer(now, RA_1), now);
+        let (mut p, now) = read_through_exit_2();
         fn host(p: &HostPolicy) -> &Controller {
             p.controller(Lane::Host).unwrap()
         }
         let (rate, estimate) = (host(&p).rate(), host(&p).capacity_estimate());
         // Answers to requests sent before the cut come back meanwhile.
         p.on_response(1, &answer(now - 5 * MS, Signal::Success), now + MS);
-        for (k, exit) in [0usize, 1, 3].into_iter().enumerate() {
-            let t = now + MS * (1 + u32::try_from(k).unwrap());
-            p.on_response(exit, &answer(t, RA_1), t);
-        }
+        others_refused(&mut p, now + MS, MS);
         assert!(host(&p).rate() < rate, "the rate falls");
         assert!(
             (host(&p).capacity_estimate() - estimate).abs() < 1e-9,
@@ -626,16 +637,10 @@ mod tests {
 
     #[test]
     fn a_retry_after_the_other_exits_meet_too_binds_the_host_from_then_on() {
-        let t0 = Instant::now();
-        let (mut p, now) = learned(t0);
-        let now = now + 10 * MS;
-        p.on_response(2, &answer(now, RA_1), now);
+        let (mut p, now) = read_through_exit_2();
         // The site refuses every client for the second: the others' requests sent after
         // the cut are refused too.
-        for (k, exit) in [0usize, 1, 3].into_iter().enumerate() {
-            let t = now + 100 * MS + 10 * MS * u32::try_from(k).unwrap();
-            p.on_response(exit, &answer(t, RA_1), t);
-        }
+        others_refused(&mut p, now + 100 * MS, 10 * MS);
         let later = now + 5 * MS * 1000;
         assert!(!p.retry_after_binds_exit(later));
         let changes: Vec<_> = p

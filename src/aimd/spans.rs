@@ -40,9 +40,21 @@ struct Span {
 #[derive(Debug, Clone, Default)]
 pub(super) struct PauseSpans {
     open: Option<Span>,
-    /// The last span that ended in a refusal: its length in seconds, its accepted count,
-    /// its pause; and when it ended.
-    last: Option<((f64, f64, f64), Instant)>,
+    /// The last span that ended in a refusal.
+    last: Option<Ended>,
+}
+
+/// A span that ended in a refusal.
+#[derive(Debug, Clone, Copy)]
+struct Ended {
+    /// Its length, seconds.
+    secs: f64,
+    /// Requests accepted in it.
+    ok: f64,
+    /// The pause before it, seconds.
+    pause: f64,
+    /// When it ended.
+    at: Instant,
 }
 
 impl PauseSpans {
@@ -79,28 +91,29 @@ impl PauseSpans {
             self.last = None;
             return None;
         }
-        let now = (
-            sent_at.duration_since(span.from).as_secs_f64(),
-            f64::from(span.ok),
-            span.pause,
-        );
-        let (before, ended) = self.last.replace((now, sent_at))?;
-        if sent_at.saturating_duration_since(ended) > Self::APART {
+        let now = Ended {
+            secs: sent_at.duration_since(span.from).as_secs_f64(),
+            ok: f64::from(span.ok),
+            pause: span.pause,
+            at: sent_at,
+        };
+        let before = self.last.replace(now)?;
+        if now.at.saturating_duration_since(before.at) > Self::APART {
             return None;
         }
-        let ((d1, n1, p1), (d2, n2, p2)) = if before.0 <= now.0 {
+        let (short, long) = if before.secs <= now.secs {
             (before, now)
         } else {
             (now, before)
         };
-        let dd = d2 - d1;
+        let dd = (long.secs - short.secs).max(f64::MIN_POSITIVE);
         // Each count is under one request below `B + C·Δ`, so the refill is within
         // `1 / dd` of the figure either way: the range (`err` wide) must be within a cut,
         // and its upper end is kept, as every estimate here errs above.
-        let c = (n2 - n1) / dd.max(f64::MIN_POSITIVE);
-        let err = 2.0 / dd.max(f64::MIN_POSITIVE);
-        let depth = n2 - c * d2;
-        let refilled = p1.min(p2) * c >= depth;
+        let c = (long.ok - short.ok) / dd;
+        let err = 2.0 / dd;
+        let depth = long.ok - c * long.secs;
+        let refilled = short.pause.min(long.pause) * c >= depth;
         (c > 0.0 && err <= Self::WITHIN * c && depth > -1.0 && refilled).then_some(c + err / 2.0)
     }
 }
@@ -108,25 +121,22 @@ impl PauseSpans {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::Decision;
+    use crate::limiter::{Quota, RateLimiter, TokenBucket};
 
     const S: Duration = Duration::from_secs(1);
 
     /// A bucket of `depth` refilling at `c`, full at a pause's end: sent into at `rate`,
-    /// how many are accepted before the first refusal, and when that one is sent.
-    fn span(c: f64, depth: f64, rate: f64) -> (u32, f64) {
-        let mut tokens = depth;
-        let mut t = 0.0;
+    /// how many are accepted before the first refusal, and when that one is sent
+    /// (seconds after the pause).
+    fn span(c: f64, depth: u32, rate: f64) -> (u32, f64) {
+        let t0 = Instant::now();
+        let mut site = TokenBucket::new(Quota::new(c, depth), t0);
         let mut ok = 0;
-        loop {
-            if tokens >= 1.0 {
-                tokens -= 1.0;
-                ok += 1;
-            } else {
-                return (ok, t);
-            }
-            t += 1.0 / rate;
-            tokens = (tokens + c / rate).min(depth);
+        while site.check(t0 + Duration::from_secs_f64(f64::from(ok) / rate)) == Decision::Allow {
+            ok += 1;
         }
+        (ok, f64::from(ok) / rate)
     }
 
     fn feed(s: &mut PauseSpans, t0: Instant, pause: f64, (ok, at): (u32, f64)) -> Option<f64> {
@@ -148,11 +158,11 @@ mod tests {
         let t0 = Instant::now();
         let mut s = PauseSpans::default();
         assert_eq!(
-            feed(&mut s, t0, pause, span(200.0, 20.0, rates.0)),
+            feed(&mut s, t0, pause, span(200.0, 20, rates.0)),
             None,
             "one span"
         );
-        feed(&mut s, t0 + apart, pause, span(200.0, 20.0, rates.1))
+        feed(&mut s, t0 + apart, pause, span(200.0, 20, rates.1))
     }
 
     #[test]
@@ -177,7 +187,7 @@ mod tests {
     fn a_span_the_crawler_did_not_fill_says_nothing() {
         let t0 = Instant::now();
         let mut s = PauseSpans::default();
-        feed(&mut s, t0, 1.0, span(200.0, 20.0, 360.0));
+        feed(&mut s, t0, 1.0, span(200.0, 20, 360.0));
         let end = t0 + 4 * S;
         s.paused(end, S);
         s.success(end, false);

@@ -1,6 +1,8 @@
 //! The controller's own tests, on the fake clock.
 use super::*;
 use crate::clock::{Clock, FakeClock};
+use crate::decision::Decision;
+use crate::limiter::{Quota, RateLimiter, TokenBucket};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -603,20 +605,18 @@ fn crawl_bucket(
     clock: &FakeClock,
     span: Duration,
     c: f64,
-    depth: f64,
+    depth: u32,
 ) -> u32 {
     let end = clock.now() + span;
-    let (mut tokens, mut last, mut throttles) = (depth, clock.now(), 0);
+    let mut site = TokenBucket::new(Quota::new(c, depth), clock.now());
+    let mut throttles = 0;
     while clock.now() < end {
         let wait = ctl
             .pause_until(clock.now())
             .map_or(ctl.interval(), |p| p - clock.now());
         clock.advance(wait.max(MS / 10));
         let sent = clock.now();
-        tokens = (tokens + c * (sent - last).as_secs_f64()).min(depth);
-        last = sent;
-        let signal = if tokens >= 1.0 {
-            tokens -= 1.0;
+        let signal = if site.check(sent) == Decision::Allow {
             Signal::Success
         } else {
             throttles += 1;
@@ -638,13 +638,13 @@ fn the_spans_after_two_pauses_set_a_quick_bursty_hosts_rate() {
     // from then on no throttle, and the rate just under the refill.
     let clock = FakeClock::new();
     let mut ctl = Controller::new(AimdConfig::default(), clock.now());
-    let first = crawl_bucket(&mut ctl, &clock, Duration::from_secs(6), 200.0, 20.0);
+    let first = crawl_bucket(&mut ctl, &clock, Duration::from_secs(6), 200.0, 20);
     let est = ctl.capacity_estimate();
     assert!(
         (190.0..=230.0).contains(&est),
         "estimate {est} after {first} throttles"
     );
     assert!(first <= 4, "{first} throttles to learn it");
-    let later = crawl_bucket(&mut ctl, &clock, Duration::from_secs(10), 200.0, 20.0);
+    let later = crawl_bucket(&mut ctl, &clock, Duration::from_secs(10), 200.0, 20);
     assert!(later <= 1, "{later} throttles once learned");
 }
