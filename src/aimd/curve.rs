@@ -7,11 +7,16 @@ use super::{Cause, Controller, Phase};
 
 impl Controller {
     pub(super) fn doubling_time(&self) -> f64 {
-        let per_answers = if self.ramp_by_answers {
-            Self::SS_ANSWERS / self.rate
+        // Growth is earned by answers, as TCP's slow start grows per acknowledgement: at
+        // most a doubling per request at the current rate. Time alone would quadruple a
+        // 5 req/s rate between two answers 200 ms apart, and a small host's overshoot
+        // would be refused twice where once tells as much.
+        let answers = if self.ramp_by_answers {
+            Self::SS_ANSWERS
         } else {
-            0.0
+            1.0
         };
+        let per_answers = answers / self.rate;
         self.cfg
             .doubling
             .as_secs_f64()

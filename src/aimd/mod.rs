@@ -4,8 +4,9 @@
 //! about 75 % of a site's capacity C. This controller aims at the equilibrium instead, the
 //! way TCP CUBIC does for a link:
 //!
-//! 1. **Slow start.** From `initial_rps` the rate doubles every `max(doubling, 2 × srtt)`
-//!    until the first throttle (or until latency says the site is filling up).
+//! 1. **Slow start.** From `initial_rps` the rate doubles every `max(doubling, 2 × srtt)`,
+//!    and at most once per request at the current rate, until the first throttle (or
+//!    until latency says the site is filling up).
 //! 2. **Capacity estimate.** On the first throttle the rate at that moment overshoots (the
 //!    site's burst hid the limit for a while), so the estimate `w_max` is what the site
 //!    *accepted* over the last second (the last ten on a slow site) — and once the round of

@@ -59,6 +59,27 @@ fn slow_start_doubles_per_doubling_time() {
 }
 
 #[test]
+fn slow_start_doubles_at_most_once_per_request() {
+    // A small host's pace: each answer one interval at the current rate after the last
+    // (200 ms at 5 req/s). The doubling time alone (100 ms) would quadruple the rate per
+    // answer.
+    let c = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    let mut before = ctl.rate();
+    for _ in 0..3 {
+        c.advance(Duration::from_secs_f64(1.0 / before));
+        ctl.on_response(&ok(c.now() - 50 * MS), c.now());
+        assert!(
+            ctl.rate() <= 2.0 * before + 1e-9,
+            "{before} grew to {} in one answer",
+            ctl.rate()
+        );
+        assert!(ctl.rate() > before, "slow start still grows");
+        before = ctl.rate();
+    }
+}
+
+#[test]
 fn one_decrease_per_round_trip() {
     let c = FakeClock::new();
     let mut ctl = Controller::new(AimdConfig::default(), c.now());
