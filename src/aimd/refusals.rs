@@ -66,6 +66,17 @@ impl Refusals {
         });
     }
 
+    /// Whether the round being counted can speak: the pacer sent at least
+    /// [`Refusals::ROUND_MIN`] requests between the refused one and the cut. Answered
+    /// within a millisecond, a refusal comes back before the next request goes, and the
+    /// round is empty.
+    pub(super) fn can_speak(&self) -> bool {
+        self.round.is_some_and(|r| {
+            r.rate * r.to.saturating_duration_since(r.from).as_secs_f64()
+                >= f64::from(Self::ROUND_MIN)
+        })
+    }
+
     /// An answer to a request sent at `sent_at` while the sender wanted more than the
     /// rate (`limited`): accepted or refused. Returns the round's estimate once the round
     /// is over: an answer to a request sent after the cut came back (once per round).
@@ -112,6 +123,19 @@ mod tests {
         assert_eq!(r.answer(t0 + 30 * MS, true, true), Some(300.0));
         // Once per round.
         assert_eq!(r.answer(t0 + 5 * MS, true, true), None);
+    }
+
+    #[test]
+    fn a_round_can_speak_when_the_pacer_sent_enough_in_it() {
+        let t0 = Instant::now();
+        let mut r = Refusals::default();
+        assert!(!r.can_speak(), "no round");
+        // 600/s for 20 ms: twelve requests on their way.
+        r.cut(t0, t0 + 20 * MS, 600.0);
+        assert!(r.can_speak());
+        // 400/s, refused within a millisecond: nothing on its way.
+        r.cut(t0, t0 + MS, 400.0);
+        assert!(!r.can_speak());
     }
 
     #[test]

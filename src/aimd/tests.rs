@@ -618,6 +618,52 @@ fn a_first_throttle_after_many_answers_is_estimated_from_them() {
     );
 }
 
+#[test]
+fn a_quick_hosts_first_estimate_is_not_its_burst_where_corrections_cost_pauses() {
+    // 200/s, 20 deep, `Retry-After: 1`, answered a millisecond after each request goes
+    // at the pacer's rate: the best tenth before the first refusal reads about twice the
+    // rate (the burst), and the refusal is back before the next request goes, so no
+    // round on its way corrects it. Cut 10 % at a time from there, each cut a pause.
+    let clock = FakeClock::new();
+    let start = clock.now();
+    let mut ctl = Controller::new(AimdConfig::default(), clock.now());
+    let mut site = TokenBucket::new(Quota::new(200.0, 20), clock.now());
+    let mut on_way: std::collections::VecDeque<(Instant, Signal)> = Default::default();
+    let mut next_send = clock.now();
+    while ctl.decreases() == 0 {
+        assert!(
+            clock.now() < start + Duration::from_secs(5),
+            "never refused"
+        );
+        match on_way.front() {
+            Some(&(sent, signal)) if sent + MS <= next_send => {
+                on_way.pop_front();
+                clock.advance_to(sent + MS);
+                ctl.on_response(&answer(sent, MS, signal), clock.now());
+            }
+            _ => {
+                clock.advance_to(next_send);
+                let signal = if site.check(next_send) == Decision::Allow {
+                    Signal::Success
+                } else {
+                    Signal::Throttle {
+                        retry_after: Some(Duration::from_secs(1)),
+                    }
+                };
+                on_way.push_back((next_send, signal));
+                next_send += ctl.interval();
+            }
+        }
+    }
+    // The burst's figure would be about 400; half the rate at the throttle is within
+    // the overshoot of a doubling past the rate.
+    let est = ctl.capacity_estimate();
+    assert!(
+        (170.0..=280.0).contains(&est),
+        "first estimate {est}, the site's rate 200"
+    );
+}
+
 /// Sends for `span` at the controller's rate (and after its pauses) to a token bucket
 /// (refill `c`/s, `depth` deep, full at first) that answers within a millisecond and says
 /// `Retry-After: 1` with each refusal; returns the throttles.
