@@ -139,7 +139,9 @@ impl Controller {
                 // after the cut takes out (`refusals`). Where that round is too thin to
                 // speak (answers within a millisecond) and each correction is a
                 // `Retry-After` pause, cutting 10 % at a time from the burst's figure
-                // costs a pause per cut: the estimate errs low instead.
+                // costs a pause per cut: the estimate errs low instead. The first cut
+                // only: a slow start resumed later grows gently, and its best tenth
+                // holds little of the burst.
                 None if self.decreases == 0
                     && cause == (Cause::Throttle { hold: false })
                     && !self.refusals.can_speak() =>

@@ -48,10 +48,11 @@ impl Controller {
     /// Slow start's first estimate where the round after the cut cannot take the burst
     /// out and each correction is a `Retry-After` pause (see `decrease`): the last
     /// second's rate, at least half the rate at the throttle, as TCP halves at slow
-    /// start's first loss (the doubling that passed the capacity was the last one). Not
-    /// the best of the last tenths: it holds the burst on top of the rate (a 200 req/s
-    /// site with a burst of 20 reads as 400), and how much of it depends on where the
-    /// tenths fall.
+    /// start's first loss. Not the best of the last tenths: it holds the burst on top of
+    /// the rate (a 200 req/s site with a burst of 20 reads as 400), and how much of it
+    /// depends on where the tenths fall. A deep burst holds the refusal back past more
+    /// than a doubling, and the estimate then errs low, which costs a climb back, not a
+    /// pause per cut.
     pub(super) fn halved_estimate(&mut self, now: Instant) -> f64 {
         let (second, _) = self.accepted.rate(now, self.created);
         second.clamp(self.rate / 2.0, self.rate)
