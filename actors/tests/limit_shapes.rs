@@ -220,10 +220,11 @@ async fn a_strict_limit_per_source_ip_gets_evenly_spaced_requests() {
         s.refused_after,
         s.requests_after
     );
-    // The spacing is checked by the refusals above; this guards against a collapse. On
-    // paused time the crawl keeps slow start's first estimate (one cut, no probe within
-    // its 700 URLs), so where that estimate lands moves it: 0.68 when run alone.
-    assert!(goodput >= 0.65, "goodput after the warm-up {goodput:.3}");
+    // The spacing is checked by the refusals above; this guards against a collapse, and
+    // against slow start's first estimate (read off a steep ramp, about two thirds of the
+    // rate) being kept for a whole probe cycle, which holds it near 0.68; checked as a
+    // guess, it measures 0.88–0.90.
+    assert!(goodput >= 0.80, "goodput after the warm-up {goodput:.3}");
 }
 
 #[actix_rt::test]

@@ -148,7 +148,17 @@ impl Controller {
                 {
                     self.halved_estimate(now)
                 }
-                None => self.accepted_estimate(now),
+                // Under two thirds of the rate at the refusal, what was accepted is an
+                // average over a steep ramp (several doublings within the second it
+                // spans) as much as a burst's end: a lower bound, checked as a guess is.
+                // Not where a throttle brings a pause: there each check costs one, and
+                // the estimate errs low (see above).
+                None => {
+                    let accepted = self.accepted_estimate(now);
+                    guess = cause == (Cause::Throttle { hold: true })
+                        && accepted < at_throttle * 2.0 / 3.0;
+                    accepted
+                }
             },
             Phase::Probe
                 if matches!(cause, Cause::Throttle { .. }) && at_throttle <= self.w_max =>
