@@ -153,13 +153,17 @@ impl Controller {
             return;
         }
         self.fit_ceiling = Some(hi);
-        let top = if hi <= Self::FIT_PINNED * lo {
-            (lo + hi) / 2.0
-        } else {
-            hi
-        };
+        let pinned = hi <= Self::FIT_PINNED * lo;
+        let top = if pinned { (lo + hi) / 2.0 } else { hi };
         let w_max = self.w_max.clamp(lo, top);
-        if (w_max - self.w_max).abs() > 1e-9 {
+        if pinned {
+            // Known within half again, as well as a probe would tell: start flat at the
+            // middle, in a learned host's cycle (`probe_requests`, at least the pause's
+            // price). A cycle that checked it within seconds would add a throttle and
+            // its pause per host.
+            self.enter_probe(w_max, now, true);
+            self.rate = self.clamp(w_max, now);
+        } else if (w_max - self.w_max).abs() > 1e-9 {
             self.w_max = w_max;
             self.rate = self.clamp(self.cfg.decrease * w_max, now);
         }

@@ -14,11 +14,12 @@
 //!    cannot inflate (`refusals.rs`). On a host too slow for a round to say anything, what
 //!    got through between two throttles is its rate, whatever its burst (`between.rs`).
 //!    While a thin host is learned, the token buckets that explain every answer so far
-//!    bound the estimate from both sides (`fit.rs`), whatever a pause wasted. On a host
-//!    answered too quickly for a round to exist, whose throttles carry a `Retry-After`
-//!    (each correction a pause), slow start's first estimate is the last second's rate, at
-//!    least half the rate at the throttle, not the best tenth, which holds the burst
-//!    (`Controller::halved_estimate`); later, the pauses refill its bucket, and the spans
+//!    bound the estimate from both sides (`fit.rs`), whatever a pause wasted; once they
+//!    pin it within half again, it is held at their middle in a learned host's cycle. On
+//!    a host answered too quickly for a round to exist, whose throttles carry a
+//!    `Retry-After` (each correction a pause), slow start's first estimate is the last
+//!    second's rate, at least half the rate at the throttle, not the best tenth, which
+//!    holds the burst (`Controller::halved_estimate`); later, the pauses refill its bucket, and the spans
 //!    from two pauses' ends to the next refusal give its refill (`spans.rs`). A first
 //!    throttle after fewer than eight answers in a second says nothing: the estimate is a
 //!    guess, the rate the host started at, held for the pause's price and then checked by

@@ -618,52 +618,5 @@ fn a_first_throttle_after_many_answers_is_estimated_from_them() {
     );
 }
 
+mod paced;
 mod quick_hosts;
-
-#[test]
-fn a_first_estimate_read_off_a_steep_ramp_is_checked_within_seconds() {
-    // A limit without burst at 60/s (nginx `limit_req` without `burst=`), answered in
-    // 20 ms without Retry-After. Slow start doubles every 100 ms and is refused at about
-    // 75/s; the last second's answers average that ramp and say well under it. Kept as an
-    // estimate for a cycle of `probe_requests`, it holds the host at 50/s for the whole
-    // 6 s; checked as a guess, the host is back near its rate within them.
-    let clock = FakeClock::new();
-    let start = clock.now();
-    let mut ctl = Controller::new(AimdConfig::default(), clock.now());
-    let mut site = TokenBucket::new(Quota::new(60.0, 1), clock.now());
-    let latency = 20 * MS;
-    let mut on_way: std::collections::VecDeque<(Instant, Signal)> = Default::default();
-    // The pacer's next send: a slot after the last at the rate of now, after any pause.
-    let mut last_send: Option<Instant> = None;
-    let end = start + Duration::from_secs(6);
-    let mut refused = 0;
-    while clock.now() < end {
-        let slot = last_send.map_or(clock.now(), |t| t + ctl.interval());
-        let next_send = ctl.pause_until(slot).map_or(slot, |p| p.max(slot));
-        match on_way.front() {
-            Some(&(sent, signal)) if sent + latency <= next_send => {
-                on_way.pop_front();
-                clock.advance_to(sent + latency);
-                ctl.on_response(&answer(sent, latency, signal), clock.now());
-            }
-            _ => {
-                clock.advance_to(next_send);
-                let signal = if site.check(next_send) == Decision::Allow {
-                    Signal::Success
-                } else {
-                    refused += 1;
-                    Signal::Throttle { retry_after: None }
-                };
-                on_way.push_back((next_send, signal));
-                last_send = Some(next_send);
-            }
-        }
-    }
-    assert!(refused <= 4, "{refused} refusals");
-    assert!(
-        ctl.rate() >= 0.9 * 60.0,
-        "rate {:.1} after 6 s, estimate {:.1}, the site's 60",
-        ctl.rate(),
-        ctl.capacity_estimate()
-    );
-}
