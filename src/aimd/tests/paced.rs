@@ -5,20 +5,19 @@ use std::collections::VecDeque;
 
 use super::*;
 
-/// Sends for `span` at the controller's pace to `site`, each answered `latency` later
-/// (a refusal with `retry_after`); returns the refusals.
-fn crawl_paced(
+/// Sends at the controller's pace to `site`, each answered `latency` later (a refusal
+/// with `retry_after`), until `done` says so; returns the refusals.
+pub(super) fn crawl_paced(
     ctl: &mut Controller,
     clock: &FakeClock,
-    span: Duration,
+    done: impl Fn(&Controller, Instant) -> bool,
     site: &mut TokenBucket,
     (latency, retry_after): (Duration, Option<Duration>),
 ) -> u32 {
-    let end = clock.now() + span;
     let mut on_way: VecDeque<(Instant, Signal)> = VecDeque::new();
     let mut last_send: Option<Instant> = None;
     let mut refused = 0;
-    while clock.now() < end {
+    while !done(ctl, clock.now()) {
         let slot = last_send.map_or(clock.now(), |t| t + ctl.interval());
         let next_send = ctl.pause_until(slot).map_or(slot, |p| p.max(slot));
         match on_way.front() {
@@ -53,8 +52,9 @@ fn a_first_estimate_read_off_a_steep_ramp_is_checked_within_seconds() {
     let clock = FakeClock::new();
     let mut ctl = Controller::new(AimdConfig::default(), clock.now());
     let mut site = TokenBucket::new(Quota::new(60.0, 1), clock.now());
-    let span = Duration::from_secs(6);
-    let refused = crawl_paced(&mut ctl, &clock, span, &mut site, (20 * MS, None));
+    let end = clock.now() + Duration::from_secs(6);
+    let until_end = |_: &Controller, now| now >= end;
+    let refused = crawl_paced(&mut ctl, &clock, until_end, &mut site, (20 * MS, None));
     assert!(refused <= 4, "{refused} refusals");
     assert!(
         ctl.rate() >= 0.9 * 60.0,
@@ -74,8 +74,9 @@ fn a_thin_host_pinned_by_its_answers_is_not_probed_within_its_pages() {
     let mut ctl = Controller::new(AimdConfig::default(), clock.now());
     let mut site = TokenBucket::new(Quota::new(1.0, 2), clock.now());
     let answers = (60 * MS, Some(Duration::from_secs(1)));
-    let span = Duration::from_secs(40);
-    let throttles = crawl_paced(&mut ctl, &clock, span, &mut site, answers);
+    let end = clock.now() + Duration::from_secs(40);
+    let until_end = |_: &Controller, now| now >= end;
+    let throttles = crawl_paced(&mut ctl, &clock, until_end, &mut site, answers);
     assert!(throttles <= 3, "{throttles} throttles in 40 s");
     assert!(
         ctl.rate() >= 0.85,

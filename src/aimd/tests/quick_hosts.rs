@@ -14,26 +14,12 @@ fn a_quick_hosts_first_estimate_is_not_its_burst_where_corrections_cost_pauses()
     let start = clock.now();
     let mut ctl = Controller::new(AimdConfig::default(), clock.now());
     let mut site = TokenBucket::new(Quota::new(200.0, 20), clock.now());
-    let mut on_way: std::collections::VecDeque<(Instant, Signal)> = Default::default();
-    let mut next_send = clock.now();
-    while ctl.decreases() == 0 {
-        assert!(
-            clock.now() < start + Duration::from_secs(5),
-            "never refused"
-        );
-        match on_way.front() {
-            Some(&(sent, signal)) if sent + MS <= next_send => {
-                on_way.pop_front();
-                clock.advance_to(sent + MS);
-                ctl.on_response(&answer(sent, MS, signal), clock.now());
-            }
-            _ => {
-                clock.advance_to(next_send);
-                on_way.push_back((next_send, bucket_says(&mut site, next_send)));
-                next_send += ctl.interval();
-            }
-        }
-    }
+    let first_cut = |ctl: &Controller, now: Instant| {
+        assert!(now < start + Duration::from_secs(5), "never refused");
+        ctl.decreases() > 0
+    };
+    let answers = (MS, Some(Duration::from_secs(1)));
+    super::paced::crawl_paced(&mut ctl, &clock, first_cut, &mut site, answers);
     // The burst's figure would be about 400; half the rate at the throttle is within
     // the overshoot of a doubling past the rate.
     let est = ctl.capacity_estimate();
