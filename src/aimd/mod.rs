@@ -19,13 +19,14 @@
 //!    a host answered too quickly for a round to exist, whose throttles carry a
 //!    `Retry-After` (each correction a pause), slow start's first estimate is the last
 //!    second's rate, at least half the rate at the throttle, not the best tenth, which
-//!    holds the burst (`Controller::halved_estimate`); later, the pauses refill its bucket, and the spans
-//!    from two pauses' ends to the next refusal give its refill (`spans.rs`). A first
-//!    throttle after fewer than eight answers in a second says nothing: the estimate is a
-//!    guess, the rate the host started at, held for the pause's price and then checked by
-//!    a short cycle (`Controller::unproven_estimate`). So is a first estimate under two
-//!    thirds of the rate at a throttle without `Retry-After`: the second it averages held
-//!    several of slow start's doublings, and a check costs a held round trip.
+//!    holds the burst (`Controller::halved_estimate`); later, the pauses refill its
+//!    bucket, and the spans from two pauses' ends to the next refusal give its refill
+//!    (`spans.rs`). A first throttle after fewer than eight answers in a second says
+//!    nothing: the estimate is a guess, the rate the host started at, held for the pause's
+//!    price and then checked by a short cycle (`Controller::unproven_estimate`). So is a
+//!    first estimate under two thirds of the rate at a throttle without `Retry-After`: the
+//!    second it averages held several of slow start's doublings, and a check costs a held
+//!    round trip.
 //! 3. **Hold.** A throttle without `Retry-After` pauses the key for a short hold
 //!    (`max(srtt, 2 intervals)`, at most `hold`), so the requests already on their way don't
 //!    all hit the wall; `Retry-After` is a floor: no send before it expires.
