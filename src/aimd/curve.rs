@@ -200,6 +200,7 @@ impl Controller {
         self.rate = self.clamp(beta * self.w_max, now);
         self.last_decrease = Some(now);
         self.decreases += 1;
+        self.cuts += 1;
         self.ok_since_cut = false;
         if cause == (Cause::Throttle { hold: true }) {
             self.hold(now);

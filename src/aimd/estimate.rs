@@ -136,7 +136,7 @@ impl Controller {
         let Some(fit) = self.fit.as_deref() else {
             return;
         };
-        if self.decreases > Self::LEARNING {
+        if self.cuts > Self::LEARNING {
             self.fit = None;
             self.fit_ceiling = None;
             return;

@@ -227,6 +227,11 @@ pub struct Controller {
     accepted_long: Meter,
     broadcast_rps: f64,
     decreases: u64,
+    /// The cuts that were news, the ones a run of refusals adds aside: the bucket fit
+    /// listens through a host's first [`Controller::LEARNING`] of them. A thin host met
+    /// far above its rate without `Retry-After` refuses most requests in short runs, and
+    /// counting their cuts would stop the fit before it had pinned the rate.
+    cuts: u64,
     /// A success came since the last cut: a throttle now starts a new run of refusals
     /// (see [`Controller::cut_within_run`]).
     ok_since_cut: bool,
@@ -293,6 +298,7 @@ impl Controller {
             accepted_long: Meter::new(Duration::from_secs(1), now),
             broadcast_rps: rate,
             decreases: 0,
+            cuts: 0,
             ok_since_cut: true,
             answers: 0,
             refuses_before_queueing: false,
@@ -587,6 +593,7 @@ impl Controller {
         self.latency.adopt(round.median);
         self.latency_cut_at = None;
         self.decreases = self.decreases.saturating_sub(1);
+        self.cuts = self.cuts.saturating_sub(1);
         match trial.phase {
             Phase::Probe => self.enter_probe(trial.w_max, now, true),
             Phase::SlowStart => self.phase = Phase::SlowStart,
