@@ -46,7 +46,8 @@
 //!    against the median of quiet rounds, so ordinary variation and a heavy tail are not a
 //!    queue. A rising round stops growth (and ends slow start); an overloaded one cuts
 //!    gently, and cuts again only while rounds keep getting slower — the mark of a queue the
-//!    crawler builds itself.
+//!    crawler builds itself. Each such cut is on trial (`trial.rs`): undone if the first
+//!    round sent once a queue of ours would have drained is no faster.
 //! 7. **Errors are not throttles** (`errors.rs`): resets, timeouts and 5xx pages cut the rate
 //!    only when they dominate the answers or rise well above their usual share, and only
 //!    first attempts' errors count (a retry's is its broken page's, `classify::of_retry`).
@@ -79,6 +80,7 @@ mod meter;
 pub mod prior;
 mod refusals;
 mod spans;
+mod trial;
 
 use std::time::{Duration, Instant};
 
@@ -161,17 +163,6 @@ enum Cause {
     Errors,
 }
 
-/// What a latency cut changed, to undo it if it did not help.
-#[derive(Debug, Clone, Copy)]
-struct Trial {
-    median: f64,
-    rate: f64,
-    w_max: f64,
-    phase: Phase,
-    /// Requests sent from then on find any queue of ours drained.
-    judge_after: Instant,
-}
-
 /// The adaptive controller for one limiter key.
 #[derive(Debug, Clone)]
 pub struct Controller {
@@ -218,7 +209,7 @@ pub struct Controller {
     latency_cut_at: Option<f64>,
     /// After a latency cut, until a round sent after it is judged: what to restore if
     /// the cut did not bring latency down (then it was not a queue of ours).
-    latency_trial: Option<Trial>,
+    latency_trial: Option<trial::Trial>,
     errors: ErrorSignal,
     lockout: Lockout,
     created: Instant,
@@ -542,64 +533,12 @@ impl Controller {
                         .is_none_or(|m| self.latency.worse_than(&round, m));
                     let test = round.stuck && self.latency_trial.is_none();
                     if (fresh && fresh_round && growing) || test {
-                        self.latency_cut_at = Some(round.median);
-                        let beta = (1.0 + self.cfg.decrease) / 2.0;
-                        let factor = self.drain_factor(round.median, beta);
-                        // A queue of ours holds `median - base` of work; at `factor` of
-                        // the site's rate it is gone after `excess / (1 - factor)`.
-                        let excess = round.median - self.latency.base().unwrap_or(round.median);
-                        let drain = (excess / (1.0 - factor)).clamp(0.0, 10.0);
-                        let restore = self
-                            .latency_trial
-                            .map_or((self.rate, self.w_max, self.phase), |t| {
-                                (t.rate, t.w_max, t.phase)
-                            });
-                        self.latency_trial = Some(Trial {
-                            median: round.median,
-                            rate: restore.0,
-                            w_max: restore.1,
-                            phase: restore.2,
-                            judge_after: now + Duration::from_secs_f64(drain),
-                        });
-                        self.decrease(now, Cause::Latency(factor));
+                        self.latency_cut(&round, now);
                     }
                 }
             }
         }
         self.grow(now, r.limited);
-    }
-
-    /// The first round of requests sent once a queue of ours would have drained after a
-    /// latency cut tells whether the cut helped.
-    /// If it is no faster, the slowness does not move with our rate — the site got slower
-    /// — so the cut is undone and the new level becomes the base. True if it was undone.
-    fn judge_trial(&mut self, round: &latency::Round, now: Instant) -> bool {
-        let Some(trial) = self.latency_trial else {
-            return false;
-        };
-        if round.first_sent < trial.judge_after {
-            return false;
-        }
-        self.latency_trial = None;
-        // Ours if at least half of the excess over the base has gone, or if it still
-        // grows (the cut was not deep enough: the next overloaded round cuts again). Only
-        // a level that stayed where it was is the site's own.
-        let base = self.latency.base().unwrap_or(trial.median);
-        let drained = round.median <= base + 0.5 * (trial.median - base);
-        let grew = round.median > 1.1 * trial.median;
-        if drained || grew {
-            return false;
-        }
-        self.latency.adopt(round.median);
-        self.latency_cut_at = None;
-        self.decreases = self.decreases.saturating_sub(1);
-        self.cuts = self.cuts.saturating_sub(1);
-        match trial.phase {
-            Phase::Probe => self.enter_probe(trial.w_max, now, true),
-            Phase::SlowStart => self.phase = Phase::SlowStart,
-        }
-        self.rate = self.clamp(trial.rate, now);
-        true
     }
 
     /// A throttle or a refusal: part of a lockout?
