@@ -8,7 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use exitcrawl::sim::{simulate, Scenario, SimReport};
+use exitcrawl::sim::scenario::BroadScenario;
+use exitcrawl::sim::{simulate, simulate_broad, BroadReport, Scenario, SimReport};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -24,6 +25,10 @@ fn main() {
         .enumerate()
         .find(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--dir"))
         .map(|(_, a)| a.clone());
+    let broad_dir = dir
+        .clone()
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios"))
+        .join("broad");
     let files = scenario_files(dir);
     print_header(markdown);
     let mut all_met = true;
@@ -57,9 +62,130 @@ fn main() {
             print_markdown_row(&stem, &scenario, &runs, met);
         }
     }
+    if broad_dir.is_dir() {
+        all_met &= run_broad(&broad_dir, filter.as_deref(), markdown);
+    }
     if !all_met {
         std::process::exit(1);
     }
+}
+
+/// The broad-crawl scenarios of `dir` (a row per class and seed, or docs/limiter.md's
+/// table: a row per scenario, the worst of its seeds); whether all met their ranges.
+fn run_broad(dir: &Path, filter: Option<&str>, markdown: bool) -> bool {
+    println!();
+    if markdown {
+        println!("| broad scenario | what it models | ideal/elapsed | 429s | 429s per host p90 / max | expected ideal/elapsed | expected 429s | met |");
+        println!("|---|---|---|---|---|---|---|---|");
+    } else {
+        println!(
+            "{:<34} {:>4} {:<6} {:>5} {:>6} {:>8} {:>8} {:>7} {:>8} {:>7} ok",
+            "broad scenario",
+            "seed",
+            "class",
+            "hosts",
+            "pages",
+            "ideal s",
+            "elapsed",
+            "share",
+            "429s",
+            "p90/max"
+        );
+    }
+    let mut all_met = true;
+    for path in scenario_files(Some(dir.to_path_buf())) {
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("?")
+            .to_owned();
+        if filter.is_some_and(|f| !stem.contains(f)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable scenario");
+        let sc = match BroadScenario::parse(&text) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{}: {e}", path.display());
+                all_met = false;
+                continue;
+            }
+        };
+        let mut runs: Vec<(BroadReport, Vec<String>)> = vec![];
+        for &seed in &sc.run.seeds {
+            let cfg = match sc.sim_config(seed) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{}: {e}", path.display());
+                    break;
+                }
+            };
+            let r = simulate_broad(&cfg);
+            let misses = sc.misses(&r);
+            if !markdown {
+                for c in r.classes.iter().chain([&r.all]) {
+                    let last = std::ptr::eq(c, &r.all);
+                    println!(
+                        "{:<34} {:>4} {:<6} {:>5} {:>6} {:>8.1} {:>8.1} {:>7.3} {:>7.2}% {:>7} {}",
+                        stem,
+                        seed,
+                        c.name,
+                        c.hosts,
+                        c.pages,
+                        c.ideal.as_secs_f64(),
+                        c.elapsed.as_secs_f64(),
+                        c.ideal_share(),
+                        100.0 * c.throttled_fraction(),
+                        format!("{}/{}", c.throttled_p90, c.throttled_max),
+                        match (last, misses.is_empty()) {
+                            (false, _) => String::new(),
+                            (true, true) => "yes".into(),
+                            (true, false) => misses.join("; "),
+                        }
+                    );
+                }
+            }
+            runs.push((r, misses));
+        }
+        let met = !runs.is_empty() && runs.iter().all(|r| r.1.is_empty());
+        all_met &= met;
+        if markdown && !runs.is_empty() {
+            print_broad_row(&stem, &sc, &runs, met);
+        }
+    }
+    all_met
+}
+
+/// docs/limiter.md's row for one broad scenario: the range over its seeds.
+fn print_broad_row(stem: &str, sc: &BroadScenario, runs: &[(BroadReport, Vec<String>)], met: bool) {
+    let range = |f: &dyn Fn(&BroadReport) -> f64| {
+        let v = runs.iter().map(|r| f(&r.0));
+        let lo = v.clone().fold(f64::MAX, f64::min);
+        (lo, v.fold(f64::MIN, f64::max))
+    };
+    let (s_lo, s_hi) = range(&|r| r.all.ideal_share());
+    let (t_lo, t_hi) = range(&|r| 100.0 * r.all.throttled_fraction());
+    let p90 = runs
+        .iter()
+        .map(|r| r.0.all.throttled_p90)
+        .max()
+        .unwrap_or(0);
+    let max = runs
+        .iter()
+        .map(|r| r.0.all.throttled_max)
+        .max()
+        .unwrap_or(0);
+    let e = &sc.expect;
+    println!(
+        "| `{stem}` | {} | {s_lo:.3}–{s_hi:.3} | {t_lo:.2}–{t_hi:.2} % | {p90} / {max} | {:.2}–{:.2} | {:.1}–{:.1} %{} | {} |",
+        sc.name,
+        e.ideal_share[0],
+        e.ideal_share[1],
+        100.0 * e.throttled[0],
+        100.0 * e.throttled[1],
+        e.max_p90_per_host.map_or_else(String::new, |m| format!(", p90 ≤ {m}")),
+        if met { "yes" } else { "**no**" }
+    );
 }
 
 /// The scenario files of `dir` (default `tests/scenarios/`), sorted.

@@ -1,12 +1,18 @@
 //! The adaptive controller against modelled sites, on fake time: every scenario in
-//! `tests/scenarios/*.toml`, for each of its seeds, must land in the file's expected ranges.
+//! `tests/scenarios/*.toml` (one host) and `tests/scenarios/broad/*.toml` (a broad
+//! crawl), for each of its seeds, must land in the file's expected ranges.
 
 use std::path::{Path, PathBuf};
 
-use exitcrawl::sim::{simulate, Scenario};
+use exitcrawl::sim::scenario::BroadScenario;
+use exitcrawl::sim::{simulate, simulate_broad, Scenario};
 
 fn scenario_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    files_in("tests/scenarios")
+}
+
+fn files_in(folder: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .expect("tests/scenarios exists")
         .map(|e| e.expect("dir entry").path())
@@ -46,6 +52,84 @@ fn every_scenario_meets_its_expected_ranges() {
         failures.is_empty(),
         "out of range:\n{}",
         failures.join("\n")
+    );
+}
+
+#[test]
+fn every_broad_scenario_meets_its_expected_ranges() {
+    let files = files_in("tests/scenarios/broad");
+    assert!(
+        files.len() >= 8,
+        "broad scenario files went missing: {files:?}"
+    );
+    let mut failures = vec![];
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("readable");
+        let sc = BroadScenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(!sc.run.seeds.is_empty(), "{}: no seeds", path.display());
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+        for &seed in &sc.run.seeds {
+            let cfg = sc
+                .sim_config(seed)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let misses = sc.misses(&simulate_broad(&cfg));
+            if !misses.is_empty() {
+                failures.push(format!("{stem} (seed {seed}): {}", misses.join("; ")));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "out of range:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_bad_broad_scenario_file_is_reported() {
+    let class = "[[class]]\nname = \"c\"\nhosts = 2\n[class.site]\n";
+    let expect = "[expect]\nideal_share = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n";
+    let parse = |run: &str, site: &str| {
+        BroadScenario::parse(&format!("name = \"n\"\n[run]\n{run}{class}{site}{expect}"))
+    };
+    let err = parse("pages = 4\nbogus = 1\n", "kind = \"none\"\n").unwrap_err();
+    assert!(err.contains("bogus"), "{err}");
+    let sc = parse("pages = 4\n", "kind = \"tide\"\n").unwrap();
+    assert!(sc
+        .sim_config(1)
+        .unwrap_err()
+        .contains("class \"c\": site.kind"));
+    let sc = parse(
+        "pages = 4\n",
+        "kind = \"token_bucket\"\ncapacity = 1.0\nsteps = [[5.0, 0.5]]\n",
+    )
+    .unwrap();
+    assert!(sc
+        .sim_config(1)
+        .unwrap_err()
+        .contains("not modelled in a broad scenario"));
+    let sc = parse("pages = 0\n", "kind = \"none\"\n").unwrap();
+    assert!(sc.sim_config(1).unwrap_err().contains("run.pages"));
+}
+
+#[test]
+fn a_broad_crawl_that_cannot_finish_misses_its_ranges() {
+    // Ten pages a host at 1 req/s with a 5 s limit: the figures say what is left.
+    let sc = BroadScenario::parse(
+        "name = \"n\"\n[run]\npages = 10\nlimit_s = 5\n[[class]]\nname = \"c\"\nhosts = 3\n\
+         [class.site]\nkind = \"token_bucket\"\ncapacity = 1.0\nburst = 1.0\n\
+         [expect]\nideal_share = [0.0, 2.0]\nthrottled = [0.0, 1.0]\n",
+    )
+    .unwrap();
+    let r = simulate_broad(&sc.sim_config(1).unwrap());
+    assert!(
+        r.all.unfinished > 0 && r.all.pages + r.all.unfinished == 30,
+        "{r:?}"
+    );
+    let misses = sc.misses(&r);
+    assert!(
+        misses.iter().any(|m| m.contains("pages not fetched")),
+        "{misses:?}"
     );
 }
 

@@ -17,6 +17,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use super::coupling::{HostPolicy, Lane};
+use super::Phase;
+
 /// The learned rates of recent hosts.
 #[derive(Debug, Clone, Default)]
 pub struct HostPrior {
@@ -55,6 +58,26 @@ impl HostPrior {
         }
         self.rates.insert(Arc::clone(host), rps);
         self.order.push_back(Arc::clone(host));
+    }
+
+    /// The host lane's capacity estimate of `host`'s policy, to pass to
+    /// [`HostPrior::observe`] after the policy took an answer.
+    pub fn estimate(policy: &HostPolicy) -> Option<f64> {
+        policy
+            .controller(Lane::Host)
+            .map(super::Controller::capacity_estimate)
+    }
+
+    /// `host`'s policy took an answer; `before` is [`HostPrior::estimate`] from before it.
+    /// A cut host's estimate is learned when it moved, once a cut has put the host in
+    /// probe: its slow start's rates say how fast the crawl ramped, not what the host takes.
+    pub fn observe(&mut self, host: &Arc<str>, before: Option<f64>, policy: &HostPolicy) {
+        if let Some(c) = policy.controller(Lane::Host) {
+            let now = c.capacity_estimate();
+            if before != Some(now) && c.decreases() > 0 && c.phase() == Phase::Probe {
+                self.learned(host, now);
+            }
+        }
     }
 
     /// How many hosts it knows.

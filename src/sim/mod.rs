@@ -10,7 +10,18 @@
 //! timeout. Minutes of crawling run in milliseconds, deterministically from a seed, so the
 //! scenario tests in `tests/aimd_scenarios.rs` can assert ranges and the `aimd_sim`
 //! example can print them.
+//!
+//! # Layout
+//! - `site`: the modelled site (how it limits, answers and fails).
+//! - `host`: one host as the crawler meets it: its site, the host policy under test and
+//!   the pacers carrying it out.
+//! - this module: a single-host run ([`simulate`]), minutes of one host's crawl.
+//! - `broad`: a broad crawl ([`simulate_broad`]), many hosts with a few dozen pages each
+//!   through one concurrency limit and one host prior.
+//! - `scenario`: the TOML files both are described in, with their expected ranges.
 
+pub mod broad;
+mod host;
 pub mod scenario;
 pub mod site;
 
@@ -19,13 +30,12 @@ use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use crate::aimd::coupling::{Coupling, Detected, HostPolicy, Lane};
-use crate::aimd::{AimdConfig, Response, Signal};
-use crate::limiter::{interval_of, RateLimiter};
-use crate::pacer::Pacer;
-use crate::rng::{RandomSource, SplitMix64};
+use crate::aimd::AimdConfig;
 
+pub use broad::{simulate_broad, BroadClass, BroadConfig, BroadReport, ClassReport};
+use host::{ns, Answer, HostSetup, HostSim, Kind, Reach};
 pub use scenario::Scenario;
-use site::{Outcome, Site};
+use site::Site;
 pub use site::{Refusal, Shape, SiteModel};
 
 /// One simulated run.
@@ -131,95 +141,6 @@ pub struct SimReport {
     pub detected: Detected,
 }
 
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Answer {
-    at_ns: u64,
-    sent_ns: u64,
-    exit: usize,
-    kind: Kind,
-    limited: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Ok,
-    Throttle(Option<u64>),
-    Forbidden,
-    Error,
-}
-
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// The pacers carrying out the lanes' decisions.
-struct Pacers {
-    host: Option<Pacer>,
-    exits: Vec<Option<Pacer>>,
-    /// A Retry-After bound to one exit: no send through it before this.
-    exit_paused: Vec<Option<Instant>>,
-    jitter: f64,
-    seed: u64,
-}
-
-impl Pacers {
-    fn new(cfg: &SimConfig, base: Instant) -> Self {
-        let first = interval_of(cfg.start_rps.unwrap_or(cfg.controller.initial_rps));
-        let per_exit = cfg.coupling == Coupling::PerExit;
-        Self {
-            host: (!per_exit).then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ 0x5eed, base)),
-            exits: (0..cfg.exits)
-                .map(|i| per_exit.then(|| Pacer::new(first, cfg.jitter, cfg.seed ^ i as u64, base)))
-                .collect(),
-            exit_paused: vec![None; cfg.exits],
-            jitter: cfg.jitter,
-            seed: cfg.seed,
-        }
-    }
-
-    /// How long until exit `i` may send.
-    fn wait(&self, i: usize, now: Instant) -> Duration {
-        let h = self.host.as_ref().map_or(Duration::ZERO, |p| p.peek(now));
-        let e = self.exits[i]
-            .as_ref()
-            .map_or(Duration::ZERO, |p| p.peek(now));
-        let paused =
-            self.exit_paused[i].map_or(Duration::ZERO, |p| p.saturating_duration_since(now));
-        h.max(e).max(paused)
-    }
-
-    /// A Retry-After read through exit `i` binds that exit until `until`.
-    fn pause_exit(&mut self, i: usize, until: Instant) {
-        let p = &mut self.exit_paused[i];
-        *p = Some(p.map_or(until, |q| q.max(until)));
-    }
-
-    fn take(&mut self, i: usize, now: Instant) {
-        if let Some(p) = self.host.as_mut() {
-            p.check(now);
-        }
-        if let Some(p) = self.exits[i].as_mut() {
-            p.check(now);
-        }
-    }
-
-    fn apply(&mut self, lane: Lane, interval: Duration, pause: Option<Instant>, now: Instant) {
-        let pacer = match lane {
-            Lane::Host => self.host.as_mut(),
-            Lane::Exit(i) => {
-                let (j, s) = (self.jitter, self.seed ^ i as u64);
-                Some(self.exits[i].get_or_insert_with(|| Pacer::new(interval, j, s, now)))
-            }
-        };
-        if let Some(p) = pacer {
-            p.set_interval(interval, now);
-            if let Some(until) = pause {
-                p.pause(until, now);
-            }
-        }
-    }
-}
-
 /// Run one simulation.
 pub fn simulate(cfg: &SimConfig) -> SimReport {
     let mut run = Run::new(cfg);
@@ -276,16 +197,10 @@ impl Tally {
 /// their way.
 struct Run<'a> {
     cfg: &'a SimConfig,
-    base: Instant,
     end: u64,
     warmup: u64,
     exits: usize,
-    net: SplitMix64,
-    site: Site,
-    policy: HostPolicy,
-    pacers: Pacers,
-    /// The host's send count when each exit last sent to it: the longest ago goes next.
-    last_sent: Vec<u64>,
+    host: HostSim,
     in_flight: usize,
     answers: BinaryHeap<Reverse<Answer>>,
     /// The crawler has no URL to send before this time (`SimConfig::demand_rps`).
@@ -306,23 +221,26 @@ impl<'a> Run<'a> {
         let exits = cfg.exits.max(1);
         let mut site = Site::new(cfg.site.clone(), cfg.seed);
         site.sample_from = warmup;
+        let setup = HostSetup {
+            site,
+            controller: cfg.controller.clone(),
+            start_rps: cfg.start_rps,
+            coupling: cfg.coupling,
+            exits,
+            jitter: cfg.jitter,
+            reach: Reach {
+                rtt: cfg.rtt,
+                rtt_noise: cfg.rtt_noise,
+                timeout: cfg.timeout,
+            },
+            seed: cfg.seed,
+        };
         Self {
             cfg,
-            base,
             end: ns(cfg.duration),
             warmup,
             exits,
-            net: SplitMix64::new(cfg.seed),
-            site,
-            policy: {
-                let p = HostPolicy::new(cfg.controller.clone(), exits, cfg.coupling, base);
-                match cfg.start_rps {
-                    Some(r) => p.starting_at(r, base),
-                    None => p,
-                }
-            },
-            pacers: Pacers::new(cfg, base),
-            last_sent: vec![0u64; exits],
+            host: HostSim::new(setup, base, base),
             in_flight: 0,
             answers: BinaryHeap::new(),
             demand_next: 0,
@@ -334,23 +252,18 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The instant `ns` nanoseconds into the run.
-    fn at(&self, ns: u64) -> Instant {
-        self.base + Duration::from_nanos(ns)
-    }
-
     /// Scale the site's capacity or page time once their change is due.
     fn apply_changes(&mut self, now: u64) {
         while let Some(&(when, f)) = self.cfg.capacity_steps.get(self.capacity_steps_taken) {
             if now < ns(when) {
                 break;
             }
-            self.site.capacity_scale = f;
+            self.host.site.capacity_scale = f;
             self.capacity_steps_taken += 1;
         }
         if let Some((when, f)) = self.cfg.service_change {
             if !self.service_changed && now >= ns(when) {
-                self.site.service_scale = f;
+                self.host.site.service_scale = f;
                 self.service_changed = true;
             }
         }
@@ -366,7 +279,7 @@ impl<'a> Run<'a> {
             if self.in_flight >= self.cfg.concurrency {
                 return u64::MAX;
             }
-            match self.pick_exit(now) {
+            match self.host.pick_exit(now) {
                 Ok(exit) => self.send(exit, now),
                 Err(soonest) => {
                     self.waited = true;
@@ -376,31 +289,10 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The exit the pacers allow now that sent to the host longest ago, or how long until
-    /// one is allowed.
-    fn pick_exit(&self, now: u64) -> Result<usize, Duration> {
-        let mut pick: Option<usize> = None;
-        let mut soonest = Duration::MAX;
-        for i in 0..self.exits {
-            let w = self.pacers.wait(i, self.at(now));
-            if w.is_zero() {
-                if pick.is_none_or(|p| self.last_sent[i] < self.last_sent[p]) {
-                    pick = Some(i);
-                }
-            } else {
-                soonest = soonest.min(w);
-            }
-        }
-        pick.ok_or(soonest)
-    }
-
     /// Send one request through `exit`: the site's answer is queued for when it comes back.
     fn send(&mut self, exit: usize, now: u64) {
-        let t = self.at(now);
-        self.pacers.take(exit, t);
         let limited = std::mem::take(&mut self.waited);
         self.tally.sent += 1;
-        self.last_sent[exit] = self.tally.sent;
         if now >= self.warmup {
             self.tally.sent_after += 1;
         }
@@ -408,73 +300,23 @@ impl<'a> Run<'a> {
             self.demand_next = now + (1.0e9 / d) as u64;
         }
         self.in_flight += 1;
-        let cfg = self.cfg;
-        let rtt = (ns(cfg.rtt) as f64 * (1.0 + cfg.rtt_noise * self.net.next_signed())) as u64;
-        let arrive = now + rtt / 2;
-        let (answer_at, kind) = match self.site.arrive(exit, arrive) {
-            Outcome::Served(left) => (left + rtt / 2, Kind::Ok),
-            Outcome::Failed(left) => (left + rtt / 2, Kind::Error),
-            Outcome::Reset => (now + rtt, Kind::Error),
-            Outcome::Hang => (now + ns(cfg.timeout), Kind::Error),
-            Outcome::Refused {
-                forbidden: true, ..
-            } => (now + rtt, Kind::Forbidden),
-            Outcome::Refused { retry_after, .. } => {
-                (now + rtt, Kind::Throttle(retry_after.map(ns)))
-            }
-        };
-        // No answer within the timeout: the crawler gives up.
-        let (answer_at, kind) = if answer_at - now > ns(cfg.timeout) {
-            (now + ns(cfg.timeout), Kind::Error)
-        } else {
-            (answer_at, kind)
-        };
-        self.answers.push(Reverse(Answer {
-            at_ns: answer_at,
-            sent_ns: now,
-            exit,
-            kind,
-            limited,
-        }));
+        let answer = self.host.send(exit, now, limited);
+        self.answers.push(Reverse(answer));
     }
 
     /// An answer comes back at `now`: count it and feed it to the host policy.
     fn receive(&mut self, a: &Answer, now: u64) {
         self.in_flight -= 1;
         if self.cfg.trace {
-            self.trace.tick(now, self.in_flight, &self.policy, a.kind);
+            self.trace
+                .tick(now, self.in_flight, &self.host.policy, a.kind);
         }
         if a.sent_ns >= self.warmup {
             self.tally.count(a);
-        } else if matches!(a.kind, Kind::Throttle(_) | Kind::Forbidden) {
+        } else if a.kind.refused() {
             self.tally.warmup_throttled += 1;
         }
-        let signal = match a.kind {
-            Kind::Ok => Signal::Success,
-            Kind::Error => Signal::Error,
-            Kind::Throttle(ra) => Signal::Throttle {
-                retry_after: ra.map(Duration::from_nanos),
-            },
-            Kind::Forbidden => Signal::Refused,
-        };
-        let response = Response {
-            sent_at: self.at(a.sent_ns),
-            latency: Duration::from_nanos(a.at_ns - a.sent_ns),
-            signal,
-            limited: a.limited,
-        };
-        let t = self.at(now);
-        // Read where the answer is read, as the scheduler does: a Retry-After bound to the
-        // exit pauses it at once; one bound to a lane comes with that lane's change.
-        if let Kind::Throttle(Some(ra)) = a.kind {
-            let own_lane = self.policy.controller(Lane::Exit(a.exit)).is_some();
-            if !own_lane && self.policy.retry_after_binds_exit(t) {
-                self.pacers.pause_exit(a.exit, t + Duration::from_nanos(ra));
-            }
-        }
-        for (lane, adj) in self.policy.on_response(a.exit, &response, t) {
-            self.pacers.apply(lane, adj.interval, adj.pause_until, t);
-        }
+        self.host.feed(a, now);
     }
 
     /// The figures at the end of the run.
@@ -495,8 +337,8 @@ impl<'a> Run<'a> {
             warmup_throttled,
             latency_sum,
         } = self.tally;
-        let policy = &self.policy;
-        let site = &mut self.site;
+        let policy = &self.host.policy;
+        let site = &mut self.host.site;
         let window = end.saturating_sub(warmup) as f64 / 1.0e9;
         let capacity_integral = capacity_integral(cfg, self.exits, warmup, end);
         let answered = ok + throttled + errors;

@@ -435,3 +435,173 @@ impl Scenario {
         }
     }
 }
+
+/// A broad-crawl scenario (`tests/scenarios/broad/*.toml`): host classes, the crawl, and
+/// the ranges the crawl's figures must fall in.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BroadScenario {
+    /// What the scenario models.
+    pub name: String,
+    /// The crawl.
+    pub run: BroadRunSpec,
+    /// The host classes (`[[class]]`), each with its own `[class.site]`.
+    pub class: Vec<BroadClassSpec>,
+    /// Expected ranges for the whole crawl.
+    pub expect: BroadExpect,
+}
+
+/// The crawl of a [`BroadScenario`].
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BroadRunSpec {
+    /// Pages per host (default 40).
+    pub pages: usize,
+    /// Exits (default 4).
+    pub exits: usize,
+    /// Most requests in flight over all hosts (default 256).
+    pub concurrency: usize,
+    /// Each seed is one crawl; every crawl must meet the expectations (default [1, 2, 3]).
+    pub seeds: Vec<u64>,
+    /// New hosts met per second (default: all at the start).
+    pub hosts_per_s: Option<f64>,
+    /// The crawl stops after this many seconds whatever is left (default 600).
+    pub limit_s: u64,
+    /// The controller's ceiling (default 1000).
+    pub max_rps: f64,
+    /// The controller's starting rate (default 5).
+    pub initial_rps: f64,
+    /// Request timeout, ms (default 10000).
+    pub timeout_ms: u64,
+    /// Pacer jitter (default 0).
+    pub jitter: f64,
+}
+
+impl Default for BroadRunSpec {
+    fn default() -> Self {
+        Self {
+            pages: 40,
+            exits: 4,
+            concurrency: 256,
+            seeds: vec![1, 2, 3],
+            hosts_per_s: None,
+            limit_s: 600,
+            max_rps: 1000.0,
+            initial_rps: 5.0,
+            timeout_ms: 10_000,
+            jitter: 0.0,
+        }
+    }
+}
+
+/// A class of hosts of a [`BroadScenario`].
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BroadClassSpec {
+    /// The class's name in reports.
+    pub name: String,
+    /// How many hosts.
+    pub hosts: usize,
+    /// Each host's site, as a single-host scenario's `[site]` (no capacity steps).
+    pub site: ScenarioSite,
+}
+
+/// Expected ranges `[low, high]` of a [`BroadScenario`], for the whole crawl. Every page
+/// must be in before `run.limit_s`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BroadExpect {
+    /// [`ClassReport::ideal_share`](super::ClassReport::ideal_share).
+    pub ideal_share: [f64; 2],
+    /// Refusals over requests.
+    pub throttled: [f64; 2],
+    /// Upper bound of the refusals per host at the 90th percentile.
+    pub max_p90_per_host: Option<u64>,
+}
+
+impl BroadScenario {
+    /// Parse a broad scenario from TOML text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        config::Config::builder()
+            .add_source(config::File::from_str(text, config::FileFormat::Toml))
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The simulation for one seed.
+    pub fn sim_config(&self, seed: u64) -> Result<super::BroadConfig, String> {
+        let ms = Duration::from_millis;
+        let r = &self.run;
+        if r.pages == 0 || self.class.iter().all(|c| c.hosts == 0) {
+            return Err("run.pages and class.hosts: a broad crawl needs pages and hosts".into());
+        }
+        let mut classes = vec![];
+        for c in &self.class {
+            let s = &c.site;
+            let shape = s.shape().map_err(|e| format!("class {:?}: {e}", c.name))?;
+            let refusal = s
+                .refusal()
+                .map_err(|e| format!("class {:?}: {e}", c.name))?;
+            s.check_fractions()
+                .map_err(|e| format!("class {:?}: {e}", c.name))?;
+            let steps = s.capacity_steps()?;
+            if !steps.is_empty() || s.slower_at_s.is_some() {
+                return Err(format!(
+                    "class {:?}: site.steps, change_at_s and slower_at_s are not modelled in a broad scenario",
+                    c.name
+                ));
+            }
+            classes.push(super::BroadClass {
+                name: c.name.clone(),
+                hosts: c.hosts,
+                site: s.model(shape, refusal),
+                rtt: ms(s.rtt_ms.unwrap_or(50)),
+                rtt_noise: s.rtt_noise.unwrap_or(0.2),
+            });
+        }
+        Ok(super::BroadConfig {
+            classes,
+            pages: r.pages,
+            controller: AimdConfig {
+                max_rps: r.max_rps,
+                initial_rps: r.initial_rps,
+                ..AimdConfig::default()
+            },
+            exits: r.exits.max(1),
+            concurrency: r.concurrency.max(1),
+            timeout: ms(r.timeout_ms.max(1)),
+            jitter: r.jitter,
+            hosts_per_s: r.hosts_per_s,
+            limit: Duration::from_secs(r.limit_s),
+            seed,
+        })
+    }
+
+    /// Every expectation `r` misses, in words (empty: all met).
+    pub fn misses(&self, r: &super::BroadReport) -> Vec<String> {
+        let e = &self.expect;
+        let a = &r.all;
+        let mut out = vec![];
+        let mut range = |what: &str, v: f64, [lo, hi]: [f64; 2]| {
+            if !(lo..=hi).contains(&v) {
+                out.push(format!("{what} {v:.4} not in [{lo}, {hi}]"));
+            }
+        };
+        range("ideal share", a.ideal_share(), e.ideal_share);
+        range("throttled", a.throttled_fraction(), e.throttled);
+        if let Some(m) = e.max_p90_per_host.filter(|m| a.throttled_p90 > *m) {
+            out.push(format!(
+                "{} refusals per host at p90 > {m}",
+                a.throttled_p90
+            ));
+        }
+        if a.unfinished > 0 {
+            out.push(format!(
+                "{} pages not fetched within {} s",
+                a.unfinished, self.run.limit_s
+            ));
+        }
+        out
+    }
+}

@@ -17,7 +17,7 @@ use exitcrawl::aimd::classify;
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
 use exitcrawl::aimd::fleet::SharedKey;
 use exitcrawl::aimd::prior::HostPrior;
-use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Phase, Response, Signal};
+use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
 use exitcrawl::headers::ServerHints;
 use exitcrawl::limiter::interval_of;
@@ -180,9 +180,7 @@ impl LimiterActor {
                     HostPolicy::new(cfg, n, Coupling::Auto, now).starting_at(start, now)
                 });
                 let before = policy.detected();
-                let estimate = policy
-                    .controller(Lane::Host)
-                    .map(Controller::capacity_estimate);
+                let estimate = HostPrior::estimate(policy);
                 let lane_key = |lane: Lane| match lane {
                     Lane::Host => LimitKey::new(Scope::Auto, exit, host),
                     Lane::Exit(j) => LimitKey::exit_lane(exits.get(j).unwrap_or(exit), host),
@@ -202,14 +200,9 @@ impl LimiterActor {
                     &mut changes,
                     now,
                 );
-                // A cut host's estimate is what the next new host learns from: taken when
-                // it moved, not on every answer.
-                if let Some(c) = policy.controller(Lane::Host) {
-                    let moved = estimate != Some(c.capacity_estimate());
-                    if moved && c.decreases() > 0 && c.phase() == Phase::Probe {
-                        let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
-                        p.learned(host, c.capacity_estimate());
-                    }
+                if HostPrior::estimate(policy) != estimate {
+                    let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
+                    p.observe(host, estimate, policy);
                 }
                 let after = policy.detected();
                 if before != after {
