@@ -517,6 +517,9 @@ impl Controller {
             }
             match round.reading {
                 Reading::Quiet => self.latency_cut_at = None,
+                // Requests that do not overlap at the site cannot queue behind each
+                // other: a slower round there is the site's noise or other clients' load.
+                _ if !self.may_queue(&round) => {}
                 Reading::Rising if self.phase == Phase::SlowStart => {
                     // A queue is building at the site: we are about at its capacity, or
                     // (slow start overshoots) past it. Settle at what the site delivers,
@@ -539,6 +542,15 @@ impl Controller {
             }
         }
         self.grow(now, r.limited);
+    }
+
+    /// Whether our requests overlap at the site, so that a queue of ours can form: by
+    /// Little's law, the rate times the round's latency is how many of them are there at
+    /// once. Under one, each request finds none of ours ahead of it (a 1 req/s host
+    /// answering in 50 ms holds one a twentieth of the time), and a round of five slow
+    /// answers is noise; cutting for it halved such a host's rate for half a minute.
+    fn may_queue(&self, round: &latency::Round) -> bool {
+        self.rate * round.median >= 1.0
     }
 
     /// A throttle or a refusal: part of a lockout?

@@ -1,30 +1,30 @@
 //! Crawls at the controller's pace, as the scheduler's pacer sends: each request a slot
 //! after the last at the rate of now, none within a pause, answered a round trip later by
 //! a token bucket.
-use std::collections::VecDeque;
-
 use super::*;
 
-/// Sends at the controller's pace to `site`, each answered `latency` later (a refusal
-/// with `retry_after`), until `done` says so; returns the refusals.
+/// Sends at the controller's pace to `site`, each answered after the next `latency()`
+/// (a refusal with `retry_after`), until `done` says so; returns the refusals.
 pub(super) fn crawl_paced(
     ctl: &mut Controller,
     clock: &FakeClock,
     done: impl Fn(&Controller, Instant) -> bool,
     site: &mut TokenBucket,
-    (latency, retry_after): (Duration, Option<Duration>),
+    (mut latency, retry_after): (impl FnMut() -> Duration, Option<Duration>),
 ) -> u32 {
-    let mut on_way: VecDeque<(Instant, Signal)> = VecDeque::new();
+    // Requests on their way: when the answer comes, when it was sent, what it says.
+    let mut on_way: Vec<(Instant, Instant, Signal)> = Vec::new();
     let mut last_send: Option<Instant> = None;
     let mut refused = 0;
     while !done(ctl, clock.now()) {
         let slot = last_send.map_or(clock.now(), |t| t + ctl.interval());
         let next_send = ctl.pause_until(slot).map_or(slot, |p| p.max(slot));
-        match on_way.front() {
-            Some(&(sent, signal)) if sent + latency <= next_send => {
-                on_way.pop_front();
-                clock.advance_to(sent + latency);
-                ctl.on_response(&answer(sent, latency, signal), clock.now());
+        let first = (0..on_way.len()).min_by_key(|&i| on_way[i].0);
+        match first {
+            Some(i) if on_way[i].0 <= next_send => {
+                let (at, sent, signal) = on_way.swap_remove(i);
+                clock.advance_to(at);
+                ctl.on_response(&answer(sent, at - sent, signal), clock.now());
             }
             _ => {
                 clock.advance_to(next_send);
@@ -34,7 +34,7 @@ pub(super) fn crawl_paced(
                     refused += 1;
                     Signal::Throttle { retry_after }
                 };
-                on_way.push_back((next_send, signal));
+                on_way.push((next_send + latency(), next_send, signal));
                 last_send = Some(next_send);
             }
         }
@@ -54,7 +54,7 @@ fn a_first_estimate_read_off_a_steep_ramp_is_checked_within_seconds() {
     let mut site = TokenBucket::new(Quota::new(60.0, 1), clock.now());
     let end = clock.now() + Duration::from_secs(6);
     let until_end = |_: &Controller, now| now >= end;
-    let refused = crawl_paced(&mut ctl, &clock, until_end, &mut site, (20 * MS, None));
+    let refused = crawl_paced(&mut ctl, &clock, until_end, &mut site, (|| 20 * MS, None));
     assert!(refused <= 4, "{refused} refusals");
     assert!(
         ctl.rate() >= 0.9 * 60.0,
@@ -73,7 +73,7 @@ fn a_thin_host_pinned_by_its_answers_is_not_probed_within_its_pages() {
     let clock = FakeClock::new();
     let mut ctl = Controller::new(AimdConfig::default(), clock.now());
     let mut site = TokenBucket::new(Quota::new(1.0, 2), clock.now());
-    let answers = (60 * MS, Some(Duration::from_secs(1)));
+    let answers = (|| 60 * MS, Some(Duration::from_secs(1)));
     let end = clock.now() + Duration::from_secs(40);
     let until_end = |_: &Controller, now| now >= end;
     let throttles = crawl_paced(&mut ctl, &clock, until_end, &mut site, answers);
@@ -83,4 +83,38 @@ fn a_thin_host_pinned_by_its_answers_is_not_probed_within_its_pages() {
         "rate {:.2} against the site's 1/s",
         ctl.rate()
     );
+}
+
+#[test]
+fn a_thin_hosts_slow_answers_do_not_cut_its_rate() {
+    // 1 req/s, 2 deep, `Retry-After: 1`, answered in 40 ms ± 50 %, learned in its first
+    // ten seconds. Then rounds of answers five times slower: a request is at the site a
+    // fifth of the time, so none of ours waits behind another, and the slowness is
+    // the site's or other clients' (the same rounds at 100 req/s cut the rate, see
+    // `rising_latency_ends_slow_start_and_overload_cuts_the_rate`). Cut for it, a thin
+    // host runs at half its rate until a later round judges the cut, and its rounds
+    // take five seconds each.
+    use crate::rng::{RandomSource, SplitMix64};
+    let clock = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), clock.now());
+    let mut site = TokenBucket::new(Quota::new(1.0, 2), clock.now());
+    let mut rng = SplitMix64::new(1);
+    let noisy = move || Duration::from_secs_f64(0.040 * (1.0 + 0.5 * rng.next_signed()));
+    let learned = clock.now() + Duration::from_secs(10);
+    let until_learned = |_: &Controller, now| now >= learned;
+    let answers = (noisy, Some(Duration::from_secs(1)));
+    crawl_paced(&mut ctl, &clock, until_learned, &mut site, answers);
+    let (rate, decreases) = (ctl.rate(), ctl.decreases());
+    assert!((0.5..1.5).contains(&rate), "learned at {rate:.2}");
+    let mut lowest = rate;
+    for i in 0..60 {
+        clock.advance(Duration::from_secs(1));
+        let latency = if i < 30 { 40 * MS } else { 200 * MS };
+        let sent = clock.now();
+        clock.advance(latency);
+        ctl.on_response(&answer(sent, latency, Signal::Success), clock.now());
+        lowest = lowest.min(ctl.rate());
+    }
+    assert_eq!(ctl.decreases(), decreases, "cut for slower answers");
+    assert!(lowest >= 0.95 * rate, "{rate:.2} fell to {lowest:.2}");
 }

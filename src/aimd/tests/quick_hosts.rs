@@ -18,7 +18,7 @@ fn a_quick_hosts_first_estimate_is_not_its_burst_where_corrections_cost_pauses()
         assert!(now < start + Duration::from_secs(5), "never refused");
         ctl.decreases() > 0
     };
-    let answers = (MS, Some(Duration::from_secs(1)));
+    let answers = (|| MS, Some(Duration::from_secs(1)));
     super::paced::crawl_paced(&mut ctl, &clock, first_cut, &mut site, answers);
     // The burst's figure would be about 400; half the rate at the throttle is within
     // the overshoot of a doubling past the rate.
