@@ -19,7 +19,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::host::{ns, Answer, HostSetup, HostSim, Kind, Reach};
+use super::host::{drive, ns, Answer, Events, HostSetup, HostSim, Kind, Reach};
 use super::site::{Site, SiteModel};
 use crate::aimd::coupling::Coupling;
 use crate::aimd::prior::HostPrior;
@@ -134,21 +134,7 @@ struct Host {
 /// Run one broad crawl.
 pub fn simulate_broad(cfg: &BroadConfig) -> BroadReport {
     let mut run = BroadRun::new(cfg);
-    let mut now = 0u64;
-    let limit = ns(cfg.limit);
-    while now < limit && run.left > 0 {
-        let next_send = run.send_ready(now);
-        let next_answer = run.answers.peek().map_or(u64::MAX, |Reverse(a)| a.at_ns);
-        if next_answer > next_send {
-            now = next_send;
-            continue;
-        }
-        let Some(Reverse(a)) = run.answers.pop() else {
-            break;
-        };
-        now = a.at_ns;
-        run.receive(&a, now);
-    }
+    drive(&mut run);
     run.report()
 }
 
@@ -237,6 +223,42 @@ impl<'a> BroadRun<'a> {
         ));
     }
 
+    fn send(&mut self, i: usize, exit: usize, now: u64) {
+        let h = &mut self.hosts[i];
+        let limited = std::mem::take(&mut h.waited);
+        let sim = h.sim.as_mut().expect("met");
+        let mut a = sim.send(exit, now, limited);
+        a.host = i;
+        h.queued -= 1;
+        h.requests += 1;
+        self.in_flight += 1;
+        self.answers.push(Reverse(a));
+    }
+
+    fn report(self) -> BroadReport {
+        let cfg = self.cfg;
+        let classes: Vec<ClassReport> = cfg
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(c, class)| {
+                let members: Vec<&Host> = self.hosts.iter().filter(|h| h.class == c).collect();
+                let ideal = class_ideal(cfg, class, &members);
+                tally(&class.name, &members, cfg.pages, ideal, cfg.limit)
+            })
+            .collect();
+        let all_hosts: Vec<&Host> = self.hosts.iter().collect();
+        let ideal = classes.iter().map(|r| r.ideal).max().unwrap_or_default();
+        let all = tally("all", &all_hosts, cfg.pages, ideal, cfg.limit);
+        BroadReport { classes, all }
+    }
+}
+
+impl Events for BroadRun<'_> {
+    fn reached(&mut self, now: u64) -> bool {
+        now < ns(self.cfg.limit) && self.left > 0
+    }
+
     /// Send everything the hosts' pacers and the concurrency limit allow at `now`, the
     /// hosts served round-robin; returns when the next send may be (`u64::MAX`: when an
     /// answer frees a slot or brings a page back).
@@ -282,16 +304,8 @@ impl<'a> BroadRun<'a> {
         }
     }
 
-    fn send(&mut self, i: usize, exit: usize, now: u64) {
-        let h = &mut self.hosts[i];
-        let limited = std::mem::take(&mut h.waited);
-        let sim = h.sim.as_mut().expect("met");
-        let mut a = sim.send(exit, now, limited);
-        a.host = i;
-        h.queued -= 1;
-        h.requests += 1;
-        self.in_flight += 1;
-        self.answers.push(Reverse(a));
+    fn answers(&mut self) -> &mut BinaryHeap<Reverse<Answer>> {
+        &mut self.answers
     }
 
     /// An answer comes back at `now`: the page is in, or back in its host's queue; the
@@ -318,24 +332,6 @@ impl<'a> BroadRun<'a> {
                 h.queued += 1;
             }
         }
-    }
-
-    fn report(self) -> BroadReport {
-        let cfg = self.cfg;
-        let classes: Vec<ClassReport> = cfg
-            .classes
-            .iter()
-            .enumerate()
-            .map(|(c, class)| {
-                let members: Vec<&Host> = self.hosts.iter().filter(|h| h.class == c).collect();
-                let ideal = class_ideal(cfg, class, &members);
-                tally(&class.name, &members, cfg.pages, ideal, cfg.limit)
-            })
-            .collect();
-        let all_hosts: Vec<&Host> = self.hosts.iter().collect();
-        let ideal = classes.iter().map(|r| r.ideal).max().unwrap_or_default();
-        let all = tally("all", &all_hosts, cfg.pages, ideal, cfg.limit);
-        BroadReport { classes, all }
     }
 }
 

@@ -2,6 +2,8 @@
 //! the pacers carrying out its decisions. A single-host run drives one; a broad run
 //! ([`super::broad`]) drives many through one concurrency limit.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use super::site::{Outcome, Site};
@@ -35,6 +37,38 @@ impl Kind {
     /// A refusal (429/503/403): the page must be asked for again later.
     pub(super) fn refused(self) -> bool {
         matches!(self, Kind::Throttle(_) | Kind::Forbidden)
+    }
+}
+
+/// A run on fake time: requests go when its pacers allow, answers come back in time order.
+pub(super) trait Events {
+    /// The run has reached `now`: carry out what is due then; false once it is over.
+    fn reached(&mut self, now: u64) -> bool;
+    /// Send everything that may go at `now`; when the next send may be (`u64::MAX`:
+    /// when an answer frees a slot).
+    fn send_ready(&mut self, now: u64) -> u64;
+    /// The answers on their way.
+    fn answers(&mut self) -> &mut BinaryHeap<Reverse<Answer>>;
+    /// An answer came back at `now`.
+    fn receive(&mut self, a: &Answer, now: u64);
+}
+
+/// Run `run` to its end, advancing to whichever comes first: the next send or the next
+/// answer.
+pub(super) fn drive(run: &mut impl Events) {
+    let mut now = 0u64;
+    while run.reached(now) {
+        let next_send = run.send_ready(now);
+        let next_answer = run.answers().peek().map_or(u64::MAX, |Reverse(a)| a.at_ns);
+        if next_answer > next_send {
+            now = next_send;
+            continue;
+        }
+        let Some(Reverse(a)) = run.answers().pop() else {
+            break;
+        };
+        now = a.at_ns;
+        run.receive(&a, now);
     }
 }
 

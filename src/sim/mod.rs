@@ -33,7 +33,7 @@ use crate::aimd::coupling::{Coupling, Detected, HostPolicy, Lane};
 use crate::aimd::AimdConfig;
 
 pub use broad::{simulate_broad, BroadClass, BroadConfig, BroadReport, ClassReport};
-use host::{ns, Answer, HostSetup, HostSim, Kind, Reach};
+use host::{drive, ns, Answer, Events, HostSetup, HostSim, Kind, Reach};
 pub use scenario::Scenario;
 use site::Site;
 pub use site::{Refusal, Shape, SiteModel};
@@ -144,22 +144,7 @@ pub struct SimReport {
 /// Run one simulation.
 pub fn simulate(cfg: &SimConfig) -> SimReport {
     let mut run = Run::new(cfg);
-    let mut now = 0u64;
-    while now < run.end {
-        run.apply_changes(now);
-        let next_send = run.send_ready(now);
-        // Advance to whichever comes first: the next send or the next answer.
-        let next_answer = run.answers.peek().map_or(u64::MAX, |Reverse(a)| a.at_ns);
-        if next_answer > next_send {
-            now = next_send;
-            continue;
-        }
-        let Some(Reverse(a)) = run.answers.pop() else {
-            break;
-        };
-        now = a.at_ns;
-        run.receive(&a, now);
-    }
+    drive(&mut run);
     run.report()
 }
 
@@ -269,26 +254,6 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Send everything the pacers, the concurrency limit and the URL supply allow now;
-    /// returns when the next send may be (`u64::MAX`: when an answer frees a slot).
-    fn send_ready(&mut self, now: u64) -> u64 {
-        loop {
-            if now < self.demand_next {
-                return self.demand_next;
-            }
-            if self.in_flight >= self.cfg.concurrency {
-                return u64::MAX;
-            }
-            match self.host.pick_exit(now) {
-                Ok(exit) => self.send(exit, now),
-                Err(soonest) => {
-                    self.waited = true;
-                    return now + ns(soonest).max(1);
-                }
-            }
-        }
-    }
-
     /// Send one request through `exit`: the site's answer is queued for when it comes back.
     fn send(&mut self, exit: usize, now: u64) {
         let limited = std::mem::take(&mut self.waited);
@@ -302,21 +267,6 @@ impl<'a> Run<'a> {
         self.in_flight += 1;
         let answer = self.host.send(exit, now, limited);
         self.answers.push(Reverse(answer));
-    }
-
-    /// An answer comes back at `now`: count it and feed it to the host policy.
-    fn receive(&mut self, a: &Answer, now: u64) {
-        self.in_flight -= 1;
-        if self.cfg.trace {
-            self.trace
-                .tick(now, self.in_flight, &self.host.policy, a.kind);
-        }
-        if a.sent_ns >= self.warmup {
-            self.tally.count(a);
-        } else if a.kind.refused() {
-            self.tally.warmup_throttled += 1;
-        }
-        self.host.feed(a, now);
     }
 
     /// The figures at the end of the run.
@@ -375,6 +325,55 @@ impl<'a> Run<'a> {
             in_flight_p99_over_knee: knee.zip(p99).map(|(k, p)| f64::from(p) / k),
             detected: policy.detected(),
         }
+    }
+}
+
+impl Events for Run<'_> {
+    fn reached(&mut self, now: u64) -> bool {
+        if now >= self.end {
+            return false;
+        }
+        self.apply_changes(now);
+        true
+    }
+
+    /// Send everything the pacers, the concurrency limit and the URL supply allow now;
+    /// returns when the next send may be (`u64::MAX`: when an answer frees a slot).
+    fn send_ready(&mut self, now: u64) -> u64 {
+        loop {
+            if now < self.demand_next {
+                return self.demand_next;
+            }
+            if self.in_flight >= self.cfg.concurrency {
+                return u64::MAX;
+            }
+            match self.host.pick_exit(now) {
+                Ok(exit) => self.send(exit, now),
+                Err(soonest) => {
+                    self.waited = true;
+                    return now + ns(soonest).max(1);
+                }
+            }
+        }
+    }
+
+    fn answers(&mut self) -> &mut BinaryHeap<Reverse<Answer>> {
+        &mut self.answers
+    }
+
+    /// An answer comes back at `now`: count it and feed it to the host policy.
+    fn receive(&mut self, a: &Answer, now: u64) {
+        self.in_flight -= 1;
+        if self.cfg.trace {
+            self.trace
+                .tick(now, self.in_flight, &self.host.policy, a.kind);
+        }
+        if a.sent_ns >= self.warmup {
+            self.tally.count(a);
+        } else if a.kind.refused() {
+            self.tally.warmup_throttled += 1;
+        }
+        self.host.feed(a, now);
     }
 }
 
