@@ -160,6 +160,16 @@ impl Controller {
                     accepted
                 }
             },
+            // The cut since the last pause got no more through than the span before it:
+            // the host takes less than half of this rate (see `spans`). Halve, as TCP
+            // does at a loss, rather than cut a tenth per pause.
+            Phase::Probe
+                if matches!(cause, Cause::Throttle { .. })
+                    && at_throttle <= self.w_max
+                    && self.spans.fruitless() =>
+            {
+                at_throttle / 2.0
+            }
             Phase::Probe
                 if matches!(cause, Cause::Throttle { .. }) && at_throttle <= self.w_max =>
             {

@@ -42,6 +42,9 @@ pub(super) struct PauseSpans {
     open: Option<Span>,
     /// The last span that ended in a refusal.
     last: Option<Ended>,
+    /// The last refusal ended a thin span that got no more through than the one before
+    /// it (see [`PauseSpans::fruitless`]).
+    fruitless: bool,
 }
 
 /// A span that ended in a refusal.
@@ -63,6 +66,11 @@ impl PauseSpans {
     /// How far apart two spans may end: further, and the site's capacity may have
     /// changed between them.
     const APART: Duration = Duration::from_secs(30);
+    /// Spans under this many successes are a thin host's: its burst and little refill,
+    /// sent within a fraction of a second at one rate, as the bucket's arithmetic in
+    /// [`PauseSpans::fruitless`] assumes. A longer span sees the rate grow within it, and
+    /// a quota window's span is its fixed count whatever the rate.
+    const THIN: f64 = 16.0;
 
     /// A pause of `pause` ends at `until`: a span starts there, the bucket full.
     pub(super) fn paused(&mut self, until: Instant, pause: Duration) {
@@ -82,9 +90,25 @@ impl PauseSpans {
         }
     }
 
+    /// Whether the last refusal ended a thin span (under [`PauseSpans::THIN`] accepted)
+    /// that got no more through than the thin span before it, though the rate had been
+    /// cut in between, each span after a pause at least twice its length: a full bucket
+    /// accepts `B / (1 − C/r)` at a rate `r` above its refill `C`, which a cut of a tenth
+    /// leaves within the count's error only while `r` is more than about twice `C`. The
+    /// pause's length is what makes the buckets full: were `C` half of `r` or more, a
+    /// pause twice the span refilled what the span took. (A one-second pause of a
+    /// 1 req/s host is followed by a span longer than half of it, and its count is the
+    /// pause's refill, not the bucket's depth.) The cut bought nothing: the host's rate
+    /// is less than half the one refused, and each further cut of a tenth would cost a
+    /// pause.
+    pub(super) fn fruitless(&self) -> bool {
+        self.fruitless
+    }
+
     /// A refusal of a request sent at `sent_at`: the running span ends, and with the last
     /// one says the bucket's refill, requests/s, if they can.
     pub(super) fn refusal(&mut self, sent_at: Instant) -> Option<f64> {
+        self.fruitless = false;
         let span = self.open.filter(|s| sent_at >= s.from)?;
         self.open = None;
         if span.void || span.ok == 0 {
@@ -98,6 +122,11 @@ impl PauseSpans {
             at: sent_at,
         };
         let before = self.last.replace(now)?;
+        // Each pause at least twice its span: were the refill half the rate or more, it
+        // would have refilled what the span took, so both spans began full.
+        let refilled = |e: &Ended| e.pause >= 2.0 * e.secs;
+        self.fruitless =
+            now.ok <= before.ok && now.ok < Self::THIN && refilled(&now) && refilled(&before);
         if now.at.saturating_duration_since(before.at) > Self::APART {
             return None;
         }
@@ -181,6 +210,29 @@ mod tests {
         assert_eq!(pair(1.0, (360.0, 240.0), 2 * PauseSpans::APART), None);
         // Pauses of 10 ms cannot have refilled a bucket the spans make 20 deep.
         assert_eq!(pair(0.01, (360.0, 240.0), 3 * S), None);
+    }
+
+    #[test]
+    fn a_cut_that_got_no_more_through_is_fruitless_while_spans_are_thin() {
+        // 1 req/s, 2 deep, paused a minute before each span: at 4.5 and then 3.9 req/s
+        // both spans take the burst only.
+        let t0 = Instant::now();
+        let mut s = PauseSpans::default();
+        feed(&mut s, t0, 60.0, span(1.0, 2, 4.5));
+        assert!(!s.fruitless(), "one span");
+        feed(&mut s, t0 + 61 * S, 60.0, span(1.0, 2, 3.9));
+        assert!(s.fruitless());
+        // Near the rate a cut lets more through.
+        let mut s = PauseSpans::default();
+        feed(&mut s, t0, 60.0, span(1.0, 2, 1.6));
+        feed(&mut s, t0 + 61 * S, 60.0, span(1.0, 2, 1.4));
+        assert!(!s.fruitless());
+        // A deep bucket's spans are not thin: the rate grows within them, and a quota
+        // window's count is the same at any rate.
+        let mut s = PauseSpans::default();
+        feed(&mut s, t0, 1.0, span(200.0, 20, 4000.0));
+        feed(&mut s, t0 + 3 * S, 1.0, span(200.0, 20, 3600.0));
+        assert!(!s.fruitless());
     }
 
     #[test]

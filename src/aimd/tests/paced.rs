@@ -118,3 +118,35 @@ fn a_thin_hosts_slow_answers_do_not_cut_its_rate() {
     assert_eq!(ctl.decreases(), decreases, "cut for slower answers");
     assert!(lowest >= 0.95 * rate, "{rate:.2} fell to {lowest:.2}");
 }
+
+#[test]
+fn a_cut_that_got_no_more_through_a_pause_halves_the_rate() {
+    // 1 req/s, 2 deep, `Retry-After: 60`, met at 5 req/s: each pause refills the bucket,
+    // which then takes its two tokens at any rate well above 1 req/s. The second span,
+    // at the cut rate, got no more through than the first: the cut bought nothing, and
+    // the third halves. Cut a tenth per pause from there (the fit of its answers says
+    // no more than "under 4"), the host paid nine pauses of a minute on its way down.
+    let clock = FakeClock::new();
+    let mut ctl = Controller::new(AimdConfig::default(), clock.now());
+    let mut site = TokenBucket::new(Quota::new(1.0, 2), clock.now());
+    let answers = (|| 40 * MS, Some(Duration::from_secs(60)));
+    // The rate each cut came at, and the estimate it left.
+    let cuts = std::cell::RefCell::new(Vec::<(f64, f64)>::new());
+    let last_rate = std::cell::Cell::new(ctl.rate());
+    let third_cut = |c: &Controller, _| {
+        let mut cuts = cuts.borrow_mut();
+        if c.decreases() as usize > cuts.len() {
+            cuts.push((last_rate.get(), c.capacity_estimate()));
+        }
+        last_rate.set(c.rate());
+        cuts.len() >= 3
+    };
+    crawl_paced(&mut ctl, &clock, third_cut, &mut site, answers);
+    let cuts = cuts.into_inner();
+    let (at, est) = cuts[2];
+    assert!(est <= 0.55 * at, "cuts (rate, estimate): {cuts:?}");
+    assert!(
+        est >= 0.8,
+        "{est:.2} under the site's 1 req/s by more than a cut"
+    );
+}
