@@ -227,6 +227,12 @@ mod tests {
         feed(&mut s, t0, 60.0, span(1.0, 2, 1.6));
         feed(&mut s, t0 + 61 * S, 60.0, span(1.0, 2, 1.4));
         assert!(!s.fruitless());
+        // A one-second pause of a 1 req/s host, each span longer than half of it: the
+        // counts are the pause's refill, not the bucket's depth, and say nothing.
+        let mut s = PauseSpans::default();
+        feed(&mut s, t0, 1.0, (1, 0.7));
+        feed(&mut s, t0 + 3 * S, 1.0, (1, 0.8));
+        assert!(!s.fruitless());
         // A deep bucket's spans are not thin: the rate grows within them, and a quota
         // window's count is the same at any rate.
         let mut s = PauseSpans::default();
