@@ -548,7 +548,8 @@ impl Controller {
     /// Little's law, the rate times the round's latency is how many of them are there at
     /// once. Under one, each request finds none of ours ahead of it (a 1 req/s host
     /// answering in 50 ms holds one a twentieth of the time), and a round of five slow
-    /// answers is noise; cutting for it halved such a host's rate for half a minute.
+    /// answers is noise: cut for it, such a host would run at half its rate until a later
+    /// round judged the cut.
     fn may_queue(&self, round: &latency::Round) -> bool {
         self.rate * round.median >= 1.0
     }

@@ -43,7 +43,8 @@ pub(super) struct PauseSpans {
     /// The last span that ended in a refusal.
     last: Option<Ended>,
     /// The last refusal ended a thin span that got no more through than the one before
-    /// it (see [`PauseSpans::fruitless`]).
+    /// it, both after pauses long enough to refill the bucket (see
+    /// [`PauseSpans::fruitless`]).
     fruitless: bool,
 }
 
