@@ -200,7 +200,7 @@ impl<'a> BroadRun<'a> {
         let h = &mut self.hosts[i];
         let class = &cfg.classes[h.class];
         let c = &cfg.controller;
-        let mut site = Site::new(class.site.clone(), cfg.seed ^ (i as u64) << 8);
+        let mut site = Site::new(class.site.clone(), cfg.seed ^ ((i as u64) << 8));
         site.sample_from = u64::MAX;
         let setup = HostSetup {
             site,
@@ -316,9 +316,7 @@ impl Events for BroadRun<'_> {
         let sim = h.sim.as_mut().expect("met");
         let before = HostPrior::estimate(&sim.policy);
         sim.feed(a, now);
-        if HostPrior::estimate(&sim.policy) != before {
-            self.prior.observe(&h.name, before, &sim.policy);
-        }
+        self.prior.observe(&h.name, before, &sim.policy);
         match a.kind {
             Kind::Ok => {
                 h.done += 1;

@@ -12,6 +12,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
+use super::host::ns;
 use crate::rng::{RandomSource, SplitMix64};
 
 /// How the site limits.
@@ -192,10 +193,6 @@ pub(crate) struct Site {
     /// Capacity scale (a capacity change) and page-time scale (a site that got slower).
     pub(crate) capacity_scale: f64,
     pub(crate) service_scale: f64,
-}
-
-fn ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Site {
