@@ -160,13 +160,13 @@ impl Controller {
                     accepted
                 }
             },
-            // The cut since the last pause got no more through than the span before it:
-            // the host takes less than half of this rate (see `spans`). Halve, as TCP
-            // does at a loss, rather than cut a tenth per pause.
+            // The pause before this throttle withheld more than the span after it got
+            // through, and the next will cost as much: halve, as TCP does at a loss,
+            // rather than pay a pause per tenth (see `spans`).
             Phase::Probe
                 if matches!(cause, Cause::Throttle { .. })
                     && at_throttle <= self.w_max
-                    && self.spans.fruitless() =>
+                    && self.spans.costly(at_throttle) =>
             {
                 at_throttle / 2.0
             }

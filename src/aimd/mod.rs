@@ -21,7 +21,9 @@
 //!    second's rate, at least half the rate at the throttle, not the best tenth, which
 //!    holds the burst (`Controller::halved_estimate`); later, the pauses refill its
 //!    bucket, and the spans from two pauses' ends to the next refusal give its refill
-//!    (`spans.rs`). A first throttle after fewer than eight answers in a second says
+//!    (`spans.rs`); where a thin host's pause withheld more than the span after it got
+//!    through, the next throttle halves the rate rather than cut a tenth, one pause per
+//!    halving instead of one per tenth. A first throttle after fewer than eight answers in a second says
 //!    nothing: the estimate is a guess, the rate the host started at, held for the pause's
 //!    price and then checked by a short cycle (`Controller::unproven_estimate`). So is a
 //!    first estimate under two thirds of the rate at a throttle without `Retry-After`: the

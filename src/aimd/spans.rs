@@ -20,6 +20,10 @@
 //! make so deep that the pauses could not have refilled it (then the spans did not start
 //! full, and the figure is not a refill). It only ever lowers the estimate, as every
 //! estimator here that reads a rate from refusals.
+//!
+//! A span also prices the next cut ([`PauseSpans::costly`]): where the pause before a thin
+//! span withheld more than the span got through, the pauses are most of the host's time,
+//! and the next throttle halves the rate instead of cutting a tenth.
 
 use std::time::{Duration, Instant};
 
@@ -42,10 +46,8 @@ pub(super) struct PauseSpans {
     open: Option<Span>,
     /// The last span that ended in a refusal.
     last: Option<Ended>,
-    /// The last refusal ended a thin span that got no more through than the one before
-    /// it, both after pauses long enough to refill the bucket (see
-    /// [`PauseSpans::fruitless`]).
-    fruitless: bool,
+    /// The span the last refusal ended, if it ended one (see [`PauseSpans::costly`]).
+    ended: Option<Ended>,
 }
 
 /// A span that ended in a refusal.
@@ -69,7 +71,7 @@ impl PauseSpans {
     const APART: Duration = Duration::from_secs(30);
     /// Spans under this many successes are a thin host's: its burst and little refill,
     /// sent within a fraction of a second at one rate, as the bucket's arithmetic in
-    /// [`PauseSpans::fruitless`] assumes. A longer span sees the rate grow within it, and
+    /// [`PauseSpans::costly`] assumes. A longer span sees the rate grow within it, and
     /// a quota window's span is its fixed count whatever the rate.
     const THIN: f64 = 16.0;
 
@@ -92,24 +94,25 @@ impl PauseSpans {
     }
 
     /// Whether the last refusal ended a thin span (under [`PauseSpans::THIN`] accepted)
-    /// that got no more through than the thin span before it, though the rate had been
-    /// cut in between, each span after a pause at least twice its length: a full bucket
-    /// accepts `B / (1 − C/r)` at a rate `r` above its refill `C`, which a cut of a tenth
-    /// leaves within the count's error only while `r` is more than about twice `C`. The
-    /// pause's length is what makes the buckets full: were `C` half of `r` or more, a
-    /// pause twice the span refilled what the span took. (A one-second pause of a
-    /// 1 req/s host is followed by a span longer than half of it, and its count is the
-    /// pause's refill, not the bucket's depth.) The cut bought nothing: the host's rate
-    /// is less than half the one refused, and each further cut of a tenth would cost a
-    /// pause.
-    pub(super) fn fruitless(&self) -> bool {
-        self.fruitless
+    /// whose pause, priced at `rate`, withheld at least twice the requests the span got
+    /// through. A `Retry-After` is mostly the same on every 429, so the next throttle will
+    /// cost as much: a cut of a tenth wins a tenth of the rate per pause paid, and a host
+    /// met far above its rate pays a pause per tenth on its way down (a 1 req/s host met
+    /// at 5 req/s with `Retry-After: 60`, seven minutes). Halving, as TCP does at a loss,
+    /// costs at most half the rate until the curve climbs back. Thin spans only: a full
+    /// bucket sent into at several times its refill takes its burst at any such rate,
+    /// so a cut shows in the count only near the refill. Near it the pause withholds
+    /// less than the span got through (a 1 req/s host's one-second pause, after which
+    /// it takes about one request a second), and the cut stays a tenth.
+    pub(super) fn costly(&self, rate: f64) -> bool {
+        self.ended
+            .is_some_and(|e| e.ok < Self::THIN && e.pause * rate >= 2.0 * e.ok)
     }
 
     /// A refusal of a request sent at `sent_at`: the running span ends, and with the last
     /// one says the bucket's refill, requests/s, if they can.
     pub(super) fn refusal(&mut self, sent_at: Instant) -> Option<f64> {
-        self.fruitless = false;
+        self.ended = None;
         let span = self.open.filter(|s| sent_at >= s.from)?;
         self.open = None;
         if span.void || span.ok == 0 {
@@ -122,12 +125,8 @@ impl PauseSpans {
             pause: span.pause,
             at: sent_at,
         };
+        self.ended = Some(now);
         let before = self.last.replace(now)?;
-        // Each pause at least twice its span: were the refill half the rate or more, it
-        // would have refilled what the span took, so both spans began full.
-        let refilled = |e: &Ended| e.pause >= 2.0 * e.secs;
-        self.fruitless =
-            now.ok <= before.ok && now.ok < Self::THIN && refilled(&now) && refilled(&before);
         if now.at.saturating_duration_since(before.at) > Self::APART {
             return None;
         }
@@ -214,32 +213,28 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_that_got_no_more_through_is_fruitless_while_spans_are_thin() {
-        // 1 req/s, 2 deep, paused a minute before each span: at 4.5 and then 3.9 req/s
-        // both spans take the burst only.
+    fn a_thin_span_whose_pause_withheld_more_than_it_got_through_is_costly() {
+        // 1 req/s, 2 deep, paused a minute before the span: at 4.5 req/s it takes the
+        // burst only, and the minute withheld 270 requests.
         let t0 = Instant::now();
         let mut s = PauseSpans::default();
         feed(&mut s, t0, 60.0, span(1.0, 2, 4.5));
-        assert!(!s.fruitless(), "one span");
-        feed(&mut s, t0 + 61 * S, 60.0, span(1.0, 2, 3.9));
-        assert!(s.fruitless());
-        // Near the rate a cut lets more through.
-        let mut s = PauseSpans::default();
-        feed(&mut s, t0, 60.0, span(1.0, 2, 1.6));
-        feed(&mut s, t0 + 61 * S, 60.0, span(1.0, 2, 1.4));
-        assert!(!s.fruitless());
-        // A one-second pause of a 1 req/s host, each span longer than half of it: the
-        // counts are the pause's refill, not the bucket's depth, and say nothing.
+        assert!(s.costly(4.5));
+        // A refusal that ends no span (none was running) clears it.
+        s.refusal(t0 + 62 * S);
+        assert!(!s.costly(4.5));
+        // A one-second pause of a 1 req/s host near its rate withheld about one request,
+        // and the span after it got one through: a tenth's cut.
         let mut s = PauseSpans::default();
         feed(&mut s, t0, 1.0, (1, 0.7));
-        feed(&mut s, t0 + 3 * S, 1.0, (1, 0.8));
-        assert!(!s.fruitless());
-        // A deep bucket's spans are not thin: the rate grows within them, and a quota
+        assert!(!s.costly(1.4));
+        // The same pause at five times the rate withheld five.
+        assert!(s.costly(5.0));
+        // A deep bucket's span is not thin: the rate grows within it, and a quota
         // window's count is the same at any rate.
         let mut s = PauseSpans::default();
         feed(&mut s, t0, 1.0, span(200.0, 20, 4000.0));
-        feed(&mut s, t0 + 3 * S, 1.0, span(200.0, 20, 3600.0));
-        assert!(!s.fruitless());
+        assert!(!s.costly(4000.0));
     }
 
     #[test]
