@@ -129,7 +129,8 @@ impl Controller {
             // may have held the rate far below it).
             Phase::Probe if matches!(cause, Cause::Latency(_)) => self.delivered(now),
             // What the site accepted when slow start overshot; with too few answers to
-            // say anything, the rate it began at: a guess, checked as such below.
+            // say anything, the rate it began at or, after a ramp by answers, the last
+            // doubling before the throttle: a guess, checked as such below.
             Phase::SlowStart => match self.unproven_estimate(now) {
                 Some(start) => {
                     guess = true;

@@ -62,12 +62,24 @@ impl Controller {
     /// answers in its last second: what got through that quickly is mostly the burst
     /// (three answers of a 5 req/s host with a burst of 2 read as 10 req/s), and the
     /// doublings since the start were never answered, so nothing shows the host takes
-    /// more than where it began. `None` when there are answers enough for
-    /// [`Controller::accepted_estimate`], or when the host was cut before (a slow start
-    /// resumed later starts from a rate the host was seen to take).
+    /// more than where it began. A slow start from the host prior is the exception: it
+    /// doubled once per [`Controller::SS_ANSWERS`] answers, so each doubling but the last
+    /// was answered, and half the rate at the throttle (at least the start) is what it
+    /// showed, as TCP halves at slow start's first loss. Held at its start instead, a
+    /// 5 req/s host that the prior started at 1 req/s (a crawl with a tenth of its hosts
+    /// that slow) would be crawled at 1 req/s for the pause's price. `None` when there are
+    /// answers enough for [`Controller::accepted_estimate`], or when the host was cut
+    /// before (a slow start resumed later starts from a rate the host was seen to take).
     pub(super) fn unproven_estimate(&mut self, now: Instant) -> Option<f64> {
         let (_, n) = self.accepted.rate(now, self.created);
-        (n < Self::SECOND_SAYS && self.decreases == 0).then(|| self.start_rps.min(self.rate))
+        let start = self.start_rps.min(self.rate);
+        (n < Self::SECOND_SAYS && self.decreases == 0).then(|| {
+            if self.ramp_by_answers {
+                (self.rate / 2.0).max(start)
+            } else {
+                start
+            }
+        })
     }
 
     /// A learning host's probe cycle, seconds: [`Controller::LEARNED_CYCLE`] requests at

@@ -152,3 +152,35 @@ fn a_pause_that_withheld_more_than_its_span_got_through_halves_the_rate() {
         "{est:.2} under the site's 1 req/s by more than a cut"
     );
 }
+
+#[test]
+fn a_slow_start_from_the_prior_ends_at_the_last_doubling_it_showed_not_at_its_start() {
+    // A crawl whose hosts so far took about 1 req/s starts a new one there, ramping by
+    // answers; this one takes 5 req/s with a burst of 2 and `Retry-After: 1`. Each
+    // doubling but the last was answered: the estimate is half the rate at the throttle,
+    // not the start the host was seen to exceed fivefold.
+    let clock = FakeClock::new();
+    let mut ctl = Controller::from_prior(AimdConfig::default(), 0.95, clock.now());
+    let mut site = TokenBucket::new(Quota::new(5.0, 2), clock.now());
+    let rate_before = std::cell::Cell::new(ctl.rate());
+    let first_cut = |c: &Controller, _| {
+        if c.decreases() == 0 {
+            rate_before.set(c.rate());
+        }
+        c.decreases() > 0
+    };
+    let answers = (|| 40 * MS, Some(Duration::from_secs(1)));
+    crawl_paced(&mut ctl, &clock, first_cut, &mut site, answers);
+    let (at, est) = (rate_before.get(), ctl.capacity_estimate());
+    assert!(
+        (0.45 * at..=0.55 * at).contains(&est) && (3.5..=5.5).contains(&est),
+        "throttled at {at:.2} req/s, estimate {est:.2}"
+    );
+    // A host as slow as the crawl's others: half the rate at its throttle is its start.
+    let mut ctl = Controller::from_prior(AimdConfig::default(), 0.95, clock.now());
+    let mut site = TokenBucket::new(Quota::new(1.0, 2), clock.now());
+    let first_cut = |c: &Controller, _| c.decreases() > 0;
+    crawl_paced(&mut ctl, &clock, first_cut, &mut site, answers);
+    let est = ctl.capacity_estimate();
+    assert!((0.9..=1.2).contains(&est), "estimate {est:.2}");
+}
