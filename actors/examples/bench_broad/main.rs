@@ -5,6 +5,7 @@
 //! cargo run --release -p exitcrawl-actors --example bench_broad            # 150 hosts × 40 pages
 //! cargo run --release -p exitcrawl-actors --example bench_broad -- --many  # 10,000 hosts × 5 pages
 //! cargo run --release -p exitcrawl-actors --example bench_broad -- --hosts-scale 0.2 --pages 10 --retry-after none
+//! cargo run --release -p exitcrawl-actors --example bench_broad -- --hosts-per-s 5  # hosts met over 30 s
 //! ```
 //!
 //! The site is a `BroadSite` (see `testsite/src/broad.rs`): one listener per host on
@@ -24,9 +25,13 @@
 //! the `exitcrawl` list mode does, at most `concurrency + queue_capacity` outstanding
 //! (`--outstanding N` changes that; `--outstanding 256` shows what a window of
 //! `concurrency` costs: the slow hosts' waiting URLs fill it and starve the fast ones).
+//! `--hosts-per-s R` meets the hosts over time, as a crawl that discovers them does: in a
+//! seeded order, the k-th host's URLs are handed in from k / R seconds on, so the hosts
+//! met later start where the crawler's host prior says.
 //!
-//! Per host class it prints: hosts, pages, the ideal time (the slowest constraint: the
-//! slowest host's pages ÷ its rate, or the class's pages × median latency ÷ concurrency),
+//! Per host class it prints: hosts, pages, the ideal time (the slowest constraint: a host's
+//! meeting time plus its pages ÷ its rate, or the class's pages × median latency ÷
+//! concurrency),
 //! the elapsed time until the class's last URL had its final answer, the 429s the hosts sent
 //! (total, share of the requests they got, p90 and max per host), and URLs lost — a URL whose
 //! final answer is not 200 — counted by the crawler's replies and, at the server, as pages
@@ -62,13 +67,15 @@ struct Args {
     many: bool,
     timeout: Duration,
     outstanding: Option<usize>,
+    /// Hosts met a second (`--hosts-per-s`); all at once when `None`.
+    hosts_per_s: Option<f64>,
     /// Child mode (`--serve I/N`): serve part I of N of the site and answer on
     /// stdin/stdout.
     serve: Option<(usize, usize)>,
 }
 
 const USAGE: &str = "bench_broad [--many] [--hosts-scale F] [--pages N] [--seed S] \
-[--retry-after N|none] [--timeout SECS] [--outstanding N]";
+[--retry-after N|none] [--timeout SECS] [--outstanding N] [--hosts-per-s R]";
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
@@ -79,6 +86,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         many: false,
         timeout: Duration::from_secs(300),
         outstanding: None,
+        hosts_per_s: None,
         serve: None,
     };
     fn value<T: std::str::FromStr>(
@@ -126,6 +134,14 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 a.outstanding = Some(value(&flag, it.next(), "1 … 1000000", |n: &usize| {
                     (1..=1_000_000).contains(n)
                 })?);
+            }
+            "--hosts-per-s" => {
+                a.hosts_per_s = Some(value(
+                    &flag,
+                    it.next(),
+                    "a rate in (0, 100000]",
+                    |r: &f64| *r > 0.0 && *r <= 100_000.0,
+                )?);
             }
             "--many" => a.many = true,
             "--serve" => {
@@ -303,12 +319,36 @@ fn settings() -> Settings {
 
 type Reply = (usize, Result<FetchResponse, FetchError>);
 
-async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
-    let pages = pages_per_host(a);
-    let mut work: Vec<(usize, usize)> = (0..hosts.len())
+/// When each host is met, after the crawl's start: `--hosts-per-s R` meets them in a
+/// seeded order, R a second; otherwise all at once.
+fn meeting_times(a: &Args, hosts: usize) -> Vec<Duration> {
+    let Some(rate) = a.hosts_per_s else {
+        return vec![Duration::ZERO; hosts];
+    };
+    let mut order: Vec<usize> = (0..hosts).collect();
+    shuffle(&mut order, a.seed ^ 0x6d65_6574);
+    let mut meet = vec![Duration::ZERO; hosts];
+    for (k, &h) in order.iter().enumerate() {
+        meet[h] = Duration::from_secs_f64(k as f64 / rate);
+    }
+    meet
+}
+
+/// Every (host, page) once, shuffled, in the order the hosts are met.
+fn work_list(a: &Args, meet: &[Duration], pages: usize) -> Vec<(usize, usize)> {
+    let mut work: Vec<(usize, usize)> = (0..meet.len())
         .flat_map(|h| (0..pages).map(move |p| (h, p)))
         .collect();
     shuffle(&mut work, a.seed);
+    // Stable: each host's URLs keep their shuffled order among the others met with it.
+    work.sort_by_key(|&(h, _)| meet[h]);
+    work
+}
+
+async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
+    let pages = pages_per_host(a);
+    let meet = meeting_times(a, hosts.len());
+    let work = work_list(a, &meet, pages);
     let c = settings().crawler;
     let outstanding = a
         .outstanding
@@ -344,13 +384,29 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
     // Per host: handed in, no reply yet.
     let mut open = vec![0u64; hosts.len()];
     loop {
-        while in_flight.len() < outstanding && next < work.len() {
+        while in_flight.len() < outstanding
+            && next < work.len()
+            && started.elapsed() >= meet[work[next].0]
+        {
             let (h, p) = work[next];
             next += 1;
             open[h] += 1;
             in_flight.push(fetch(handle.clone(), h, hosts[h].base_url.clone(), p));
         }
-        match tokio::time::timeout_at(deadline, in_flight.next()).await {
+        // The next host to meet, if its URLs wait for their time rather than for room.
+        let meets = (next < work.len() && in_flight.len() < outstanding)
+            .then(|| tokio::time::Instant::from_std(started + meet[work[next].0]));
+        let wake = meets.map_or(deadline, |m| m.min(deadline));
+        let answer = if in_flight.is_empty() && meets.is_some() {
+            tokio::time::sleep_until(wake).await;
+            Err(())
+        } else {
+            tokio::time::timeout_at(wake, in_flight.next())
+                .await
+                .map_err(|_| ())
+        };
+        match answer {
+            Err(()) if tokio::time::Instant::now() < deadline => {}
             Ok(Some((h, reply))) => {
                 open[h] -= 1;
                 let class = hosts[h].class;
@@ -361,7 +417,7 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
                 }
             }
             Ok(None) => break,
-            Err(_) => {
+            Err(()) => {
                 r.timed_out = true;
                 // Every URL without a final answer is lost, handed in or not.
                 let unfinished = in_flight.len() + work.len() - next;
@@ -452,17 +508,17 @@ impl Row {
     }
 }
 
-/// The slowest constraint of a class: its slowest host's pages ÷ rate (× exits for a
-/// bucket per client), or its pages × median latency ÷ concurrency.
-fn class_ideal(class: &HostClass, members: &[&Host], pages: usize) -> Duration {
+/// The slowest constraint of a class: a host's meeting time plus its pages ÷ rate (× exits
+/// for a bucket per client), or its pages × median latency ÷ concurrency.
+fn class_ideal(class: &HostClass, members: &[(&Host, Duration)], pages: usize) -> Duration {
     let per_rate = members
         .iter()
-        .filter_map(|h| h.rps)
-        .map(|rps| match class.key {
-            LimitKey::PerHost => rps,
-            LimitKey::PerClient => rps * f64::from(EXITS),
+        .filter_map(|(h, met)| h.rps.map(|rps| (rps, met)))
+        .map(|(rps, met)| match class.key {
+            LimitKey::PerHost => (rps, met),
+            LimitKey::PerClient => (rps * f64::from(EXITS), met),
         })
-        .map(|rps| pages as f64 / rps)
+        .map(|(rps, met)| met.as_secs_f64() + pages as f64 / rps)
         .fold(0.0, f64::max);
     let by_latency =
         (members.len() * pages) as f64 * class.latency.as_secs_f64() / f64::from(CONCURRENCY);
@@ -479,10 +535,13 @@ fn print_report(
     parts: usize,
 ) {
     let pages = pages_per_host(a);
+    let meet = meeting_times(a, hosts.len());
     println!(
-        "{} hosts × {pages} pages, shuffled; four exits, concurrency {CONCURRENCY}, every other setting default; \
+        "{} hosts × {pages} pages, shuffled{}; four exits, concurrency {CONCURRENCY}, every other setting default; \
          429s and 200s counted by the hosts ({parts} site process(es)); open-file limit {nofile}{}",
         hosts.len(),
+        a.hosts_per_s
+            .map_or(String::new(), |r| format!(", hosts met {r} a second")),
         if r.timed_out { "; STOPPED AT THE TIMEOUT" } else { "" }
     );
     println!("| class | hosts | pages | ideal | elapsed | ideal/elapsed | requests | 429s (share) | 429s per host p90 / max | URLs lost (crawler) | URLs lost (server) |");
@@ -504,7 +563,7 @@ fn print_report(
     let mut ideal_all = Duration::ZERO;
     for (c, class) in cfg.classes.iter().enumerate() {
         let members: Vec<usize> = (0..hosts.len()).filter(|&h| hosts[h].class == c).collect();
-        let refs: Vec<&Host> = members.iter().map(|&h| &hosts[h]).collect();
+        let refs: Vec<(&Host, Duration)> = members.iter().map(|&h| (&hosts[h], meet[h])).collect();
         let ideal = class_ideal(class, &refs, pages);
         ideal_all = ideal_all.max(ideal);
         row(class.name.clone(), &members, ideal, r.class_done[c]).print();
