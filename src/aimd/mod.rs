@@ -23,12 +23,13 @@
 //!    bucket, and the spans from two pauses' ends to the next refusal give its refill
 //!    (`spans.rs`); where a thin host's pause withheld more than the span after it got
 //!    through, the next throttle halves the rate rather than cut a tenth, one pause per
-//!    halving instead of one per tenth. A first throttle after fewer than eight answers in a second says
-//!    nothing: the estimate is a guess, the rate the host started at, held for the pause's
-//!    price and then checked by a short cycle (`Controller::unproven_estimate`). So is a
-//!    first estimate under two thirds of the rate at a throttle without `Retry-After`: the
-//!    second it averages held several of slow start's doublings, and a check costs a held
-//!    round trip.
+//!    halving instead of one per tenth. A first throttle after fewer than eight answers
+//!    in a second says nothing: the estimate is a guess, the rate the host started at (or,
+//!    after a slow start from the host prior, which ramps by answers, its last doubling),
+//!    held for the pause's price and then checked by a short cycle
+//!    (`Controller::unproven_estimate`). So is a first estimate under two thirds of the
+//!    rate at a throttle without `Retry-After`: the second it averages held several of
+//!    slow start's doublings, and a check costs a held round trip.
 //! 3. **Hold.** A throttle without `Retry-After` pauses the key for a short hold
 //!    (`max(srtt, 2 intervals)`, at most `hold`), so the requests already on their way don't
 //!    all hit the wall; `Retry-After` is a floor: no send before it expires.

@@ -124,8 +124,8 @@ fn a_pause_that_withheld_more_than_its_span_got_through_halves_the_rate() {
     // 1 req/s, 2 deep, `Retry-After: 60`, met at 5 req/s: each pause refills the bucket,
     // which then takes its two tokens at any rate well above 1 req/s, and each minute's
     // pause withholds far more than that. The cuts after slow start's halve. Cut a tenth
-    // per pause (the fit of its answers says no more than "under 4"), the host paid seven
-    // pauses of a minute on its way down.
+    // per pause (the fit of its answers says no more than "under 4"), the host would pay
+    // seven pauses of a minute on its way down.
     let clock = FakeClock::new();
     let mut ctl = Controller::new(AimdConfig::default(), clock.now());
     let mut site = TokenBucket::new(Quota::new(1.0, 2), clock.now());
