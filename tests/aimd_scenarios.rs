@@ -110,6 +110,19 @@ fn a_bad_broad_scenario_file_is_reported() {
         .contains("not modelled in a broad scenario"));
     let sc = parse("pages = 0\n", "kind = \"none\"\n").unwrap();
     assert!(sc.sim_config(1).unwrap_err().contains("run.pages"));
+    // A class's ranges name a class the scenario has.
+    let text = format!(
+        "name = \"n\"\n[run]\npages = 4\n{class}kind = \"none\"\n{expect}\
+         [[expect.class]]\nname = \"d\"\nideal_share = [0.0, 1.0]\n"
+    );
+    let err = BroadScenario::parse(&text)
+        .unwrap()
+        .sim_config(1)
+        .unwrap_err();
+    assert!(
+        err.contains("expect.class.name") && err.contains("\"d\"") && err.contains("[\"c\"]"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -118,7 +131,8 @@ fn a_broad_crawl_that_cannot_finish_misses_its_ranges() {
     let sc = BroadScenario::parse(
         "name = \"n\"\n[run]\npages = 10\nlimit_s = 5\n[[class]]\nname = \"c\"\nhosts = 3\n\
          [class.site]\nkind = \"token_bucket\"\ncapacity = 1.0\nburst = 1.0\n\
-         [expect]\nideal_share = [0.0, 2.0]\nthrottled = [0.0, 1.0]\n",
+         [expect]\nideal_share = [0.0, 2.0]\nthrottled = [0.0, 1.0]\n\
+         [[expect.class]]\nname = \"c\"\nideal_share = [0.0, 1.0]\nthrottled = [0.0, 1.0]\n",
     )
     .unwrap();
     let r = simulate_broad(&sc.sim_config(1).unwrap());
@@ -129,6 +143,17 @@ fn a_broad_crawl_that_cannot_finish_misses_its_ranges() {
     let misses = sc.misses(&r);
     assert!(
         misses.iter().any(|m| m.contains("pages not fetched")),
+        "{misses:?}"
+    );
+    // The class's own range is checked too; the whole crawl's wider one is met.
+    assert!(
+        misses
+            .iter()
+            .any(|m| m.starts_with("class \"c\": ideal share")),
+        "{misses:?}"
+    );
+    assert!(
+        !misses.iter().any(|m| m.starts_with("ideal share")),
         "{misses:?}"
     );
 }

@@ -506,8 +506,8 @@ pub struct BroadClassSpec {
     pub site: ScenarioSite,
 }
 
-/// Expected ranges `[low, high]` of a [`BroadScenario`], for the whole crawl. Every page
-/// must be in before `run.limit_s`.
+/// Expected ranges `[low, high]` of a [`BroadScenario`], for the whole crawl, and for
+/// some classes (`[[expect.class]]`). Every page must be in before `run.limit_s`.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BroadExpect {
@@ -515,6 +515,24 @@ pub struct BroadExpect {
     pub ideal_share: [f64; 2],
     /// Refusals over requests.
     pub throttled: [f64; 2],
+    /// Upper bound of the refusals per host at the 90th percentile.
+    pub max_p90_per_host: Option<u64>,
+    /// Ranges for one class each, named as in `[[class]]`: what the whole crawl's
+    /// figures hide (a class done early can be slow without slowing the crawl).
+    #[serde(default)]
+    pub class: Vec<BroadClassExpect>,
+}
+
+/// Expected ranges of one class of a [`BroadScenario`]; each is optional.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BroadClassExpect {
+    /// The class, as named in `[[class]]`.
+    pub name: String,
+    /// [`ClassReport::ideal_share`](super::ClassReport::ideal_share).
+    pub ideal_share: Option<[f64; 2]>,
+    /// Refusals over requests.
+    pub throttled: Option<[f64; 2]>,
     /// Upper bound of the refusals per host at the 90th percentile.
     pub max_p90_per_host: Option<u64>,
 }
@@ -535,6 +553,18 @@ impl BroadScenario {
         let r = &self.run;
         if r.pages == 0 || self.class.iter().all(|c| c.hosts == 0) {
             return Err("run.pages and class.hosts: a broad crawl needs pages and hosts".into());
+        }
+        let names: Vec<&str> = self.class.iter().map(|c| c.name.as_str()).collect();
+        if let Some(e) = self
+            .expect
+            .class
+            .iter()
+            .find(|e| !names.contains(&e.name.as_str()))
+        {
+            return Err(format!(
+                "expect.class.name: {:?} is not a class of this scenario (one of {names:?})",
+                e.name
+            ));
         }
         let mut classes = vec![];
         for c in &self.class {
@@ -583,18 +613,17 @@ impl BroadScenario {
         let e = &self.expect;
         let a = &r.all;
         let mut out = vec![];
-        let mut range = |what: &str, v: f64, [lo, hi]: [f64; 2]| {
-            if !(lo..=hi).contains(&v) {
-                out.push(format!("{what} {v:.4} not in [{lo}, {hi}]"));
-            }
+        let whole = BroadClassExpect {
+            name: String::new(),
+            ideal_share: Some(e.ideal_share),
+            throttled: Some(e.throttled),
+            max_p90_per_host: e.max_p90_per_host,
         };
-        range("ideal share", a.ideal_share(), e.ideal_share);
-        range("throttled", a.throttled_fraction(), e.throttled);
-        if let Some(m) = e.max_p90_per_host.filter(|m| a.throttled_p90 > *m) {
-            out.push(format!(
-                "{} refusals per host at p90 > {m}",
-                a.throttled_p90
-            ));
+        class_misses(&whole, a, "", &mut out);
+        for ce in &e.class {
+            if let Some(c) = r.classes.iter().find(|c| c.name == ce.name) {
+                class_misses(ce, c, &format!("class {:?}: ", ce.name), &mut out);
+            }
         }
         if a.unfinished > 0 {
             out.push(format!(
@@ -603,5 +632,22 @@ impl BroadScenario {
             ));
         }
         out
+    }
+}
+
+/// The ranges of `e` that `c` misses, each in words after `prefix`.
+fn class_misses(e: &BroadClassExpect, c: &super::ClassReport, prefix: &str, out: &mut Vec<String>) {
+    let mut range = |what: &str, v: f64, range: Option<[f64; 2]>| {
+        if let Some([lo, hi]) = range.filter(|[lo, hi]| !(*lo..=*hi).contains(&v)) {
+            out.push(format!("{prefix}{what} {v:.4} not in [{lo}, {hi}]"));
+        }
+    };
+    range("ideal share", c.ideal_share(), e.ideal_share);
+    range("throttled", c.throttled_fraction(), e.throttled);
+    if let Some(m) = e.max_p90_per_host.filter(|m| c.throttled_p90 > *m) {
+        out.push(format!(
+            "{prefix}{} refusals per host at p90 > {m}",
+            c.throttled_p90
+        ));
     }
 }
