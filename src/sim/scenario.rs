@@ -447,7 +447,7 @@ pub struct BroadScenario {
     pub run: BroadRunSpec,
     /// The host classes (`[[class]]`), each with its own `[class.site]`.
     pub class: Vec<BroadClassSpec>,
-    /// Expected ranges for the whole crawl.
+    /// Expected ranges for the whole crawl and, where given, for a class.
     pub expect: BroadExpect,
 }
 
