@@ -272,6 +272,8 @@ fn main() {
 struct Report {
     /// Per host: URLs whose final answer was not 200 (timeouts included).
     lost: Vec<u64>,
+    /// Per host: when it was met, after the crawl's start (see `meeting_times`).
+    meet: Vec<Duration>,
     /// Why URLs were lost: status or error kind (and "retry refused"), with counts.
     reasons: BTreeMap<String, u64>,
     /// Per class: when its last URL had its final answer.
@@ -357,6 +359,7 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
     let mut status = ProcStatus::open();
     let mut r = Report {
         lost: vec![0; hosts.len()],
+        meet,
         class_done: vec![Duration::ZERO; cfg.classes.len()],
         rss_before_kib: status.kib("VmRSS"),
         cpu_before: cpu_time(),
@@ -386,7 +389,7 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
     loop {
         while in_flight.len() < outstanding
             && next < work.len()
-            && started.elapsed() >= meet[work[next].0]
+            && started.elapsed() >= r.meet[work[next].0]
         {
             let (h, p) = work[next];
             next += 1;
@@ -395,7 +398,7 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
         }
         // The next host to meet, if its URLs wait for their time rather than for room.
         let meets = (next < work.len() && in_flight.len() < outstanding)
-            .then(|| tokio::time::Instant::from_std(started + meet[work[next].0]));
+            .then(|| tokio::time::Instant::from_std(started + r.meet[work[next].0]));
         let wake = meets.map_or(deadline, |m| m.min(deadline));
         let answer = if in_flight.is_empty() && meets.is_some() {
             tokio::time::sleep_until(wake).await;
@@ -535,7 +538,6 @@ fn print_report(
     parts: usize,
 ) {
     let pages = pages_per_host(a);
-    let meet = meeting_times(a, hosts.len());
     println!(
         "{} hosts × {pages} pages, shuffled{}; four exits, concurrency {CONCURRENCY}, every other setting default; \
          429s and 200s counted by the hosts ({parts} site process(es)); open-file limit {nofile}{}",
@@ -563,7 +565,8 @@ fn print_report(
     let mut ideal_all = Duration::ZERO;
     for (c, class) in cfg.classes.iter().enumerate() {
         let members: Vec<usize> = (0..hosts.len()).filter(|&h| hosts[h].class == c).collect();
-        let refs: Vec<(&Host, Duration)> = members.iter().map(|&h| (&hosts[h], meet[h])).collect();
+        let refs: Vec<(&Host, Duration)> =
+            members.iter().map(|&h| (&hosts[h], r.meet[h])).collect();
         let ideal = class_ideal(class, &refs, pages);
         ideal_all = ideal_all.max(ideal);
         row(class.name.clone(), &members, ideal, r.class_done[c]).print();
