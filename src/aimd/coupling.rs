@@ -166,6 +166,19 @@ impl HostPolicy {
         self
     }
 
+    /// Expect a throttle of this host to bring a pause of `pause` until one does (see
+    /// [`Controller::expect_pause`]).
+    pub fn expecting_pause(mut self, pause: Duration) -> Self {
+        let lanes = self
+            .host
+            .iter_mut()
+            .chain(self.exits.iter_mut().filter_map(|e| e.ctl.as_mut()));
+        for ctl in lanes {
+            ctl.expect_pause(pause);
+        }
+        self
+    }
+
     /// How exits share this host's budget.
     pub fn coupling(&self) -> Coupling {
         self.coupling
@@ -459,6 +472,7 @@ mod tests {
             latency: 20 * MS,
             signal,
             limited: true,
+            backlog: None,
         }
     }
 

@@ -30,7 +30,7 @@ impl Controller {
         let frozen = self.latency.rising() || !limited || self.lockout.active();
         match self.phase {
             Phase::SlowStart => {
-                if frozen {
+                if frozen || self.holds_for_price(dt) {
                     return;
                 }
                 // Growth since the last answer, at the doubling time of now: a longer
@@ -85,6 +85,27 @@ impl Controller {
                 }
             }
         }
+    }
+
+    /// Whether slow start holds its rate for the pause its overshoot would bring (see
+    /// [`Controller::expect_pause`]): the work waiting is done at this rate before that
+    /// pause would end, and holding has not yet cost as long as the pause. `dt` is the
+    /// time since the last answer, spent held.
+    fn holds_for_price(&mut self, dt: Duration) -> bool {
+        let pause = if self.last_retry_after.is_zero() {
+            self.expected_pause
+        } else {
+            self.last_retry_after
+        }
+        .as_secs_f64();
+        let Some(backlog) = self.backlog else {
+            return false;
+        };
+        if pause <= 0.0 || self.held_for_price >= pause || f64::from(backlog) >= self.rate * pause {
+            return false;
+        }
+        self.held_for_price += dt.as_secs_f64();
+        true
     }
 
     /// The shortest way back to the estimate that keeps the pauses probes bring at

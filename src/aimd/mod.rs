@@ -133,6 +133,11 @@ pub struct Response {
     /// rate. Only such answers grow the rate (TCP's cwnd-limited rule): a crawler with
     /// few URLs must not build up a rate that was never tried against the site.
     pub limited: bool,
+    /// Requests that were waiting for this key when this one was sent, if the sender
+    /// knows: the work a faster rate would speed up, which slow start weighs against the
+    /// pause its overshoot will bring (see [`Controller::expect_pause`]). `None`: unknown,
+    /// taken as plenty.
+    pub backlog: Option<u32>,
 }
 
 /// Which phase the controller is in.
@@ -239,6 +244,13 @@ pub struct Controller {
     ramp_by_answers: bool,
     /// Where slow start began: `initial_rps`, or the host prior.
     start_rps: f64,
+    /// The pause a throttle is expected to bring before this key has been throttled:
+    /// what the crawl's other hosts sent (see [`Controller::expect_pause`]).
+    expected_pause: Duration,
+    /// The last answer's [`Response::backlog`].
+    backlog: Option<u32>,
+    /// Seconds slow start was held for the pause's price while the sender wanted more.
+    held_for_price: f64,
 }
 
 impl Controller {
@@ -298,6 +310,9 @@ impl Controller {
             refuses_before_queueing: false,
             ramp_by_answers: false,
             start_rps: rate,
+            expected_pause: Duration::ZERO,
+            backlog: None,
+            held_for_price: 0.0,
             cfg,
         }
     }
@@ -326,6 +341,16 @@ impl Controller {
     pub fn bind_retry_after(&mut self, pauses_key: bool, share: f64) {
         self.retry_after_pauses_key = pauses_key;
         self.retry_after_share = share.clamp(0.0, 1.0);
+    }
+
+    /// The pause a throttle of this key is expected to bring until it brings one: the
+    /// `Retry-After` the crawl's hosts send (see [`prior::HostPrior::pause`]). Slow start
+    /// ends in a throttle, so that pause is what ramping up costs, and slow start holds
+    /// its rate while the work waiting would be done at it before the pause would end,
+    /// and at most as long as the pause (ski rental: renting stops once the rent paid is
+    /// the price of buying, so holding costs at most what one throttle would).
+    pub fn expect_pause(&mut self, pause: Duration) {
+        self.expected_pause = pause;
     }
 
     /// The next refusal continues the run of refusals the last cut began, whatever
@@ -373,6 +398,12 @@ impl Controller {
         self.w_max
     }
 
+    /// The pause the last `Retry-After` brought, as a pause of the whole key (zero if
+    /// none came).
+    pub fn last_pause(&self) -> Duration {
+        self.last_retry_after
+    }
+
     /// How many times the rate was cut.
     pub fn decreases(&self) -> u64 {
         self.decreases
@@ -417,6 +448,7 @@ impl Controller {
         if r.signal != Signal::Neutral {
             self.answers += 1;
         }
+        self.backlog = r.backlog;
         let accepted_long = &mut self.accepted_long;
         let created = self.created;
         self.lockout

@@ -13,9 +13,15 @@
 //! of slow start, a fraction of a second; starting a slow host high costs a throttle and
 //! its pause. Why only throttled hosts: a host that never throttled says how fast the
 //! crawl sent, not how fast the host may be sent to.
+//!
+//! It also keeps the pause each of those hosts' last `Retry-After` brought: the median is
+//! what a new host's first throttle is expected to cost (many sites send one fixed value,
+//! one second or a minute, and a crawl meets many alike), which its slow start weighs
+//! against the work it has waiting ([`Controller::expect_pause`](super::Controller::expect_pause)).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::coupling::{HostPolicy, Lane};
 use super::Phase;
@@ -24,6 +30,12 @@ use super::Phase;
 #[derive(Debug, Clone, Default)]
 pub struct HostPrior {
     rates: HashMap<Arc<str>, f64>,
+    /// Seconds of the pause each throttled host's last `Retry-After` brought (0: none),
+    /// kept apart from `rates`: a throttle's pause is known at once, its estimate
+    /// often a pause later.
+    pauses: HashMap<Arc<str>, f64>,
+    /// Hosts in the order their first pause was learned, oldest first.
+    pause_order: VecDeque<Arc<str>>,
     /// Hosts in the order they were first learned, oldest first.
     order: VecDeque<Arc<str>>,
 }
@@ -77,7 +89,40 @@ impl HostPrior {
             if before != Some(now) && c.decreases() > 0 && c.phase() == Phase::Probe {
                 self.learned(host, now);
             }
+            if c.decreases() > 0 {
+                self.paused(host, c.last_pause());
+            }
         }
+    }
+
+    /// `host` was throttled, and its last `Retry-After` brought a pause of `pause` (zero
+    /// for none).
+    pub fn paused(&mut self, host: &Arc<str>, pause: Duration) {
+        let secs = pause.as_secs_f64();
+        if let Some(p) = self.pauses.get_mut(host) {
+            *p = secs;
+            return;
+        }
+        if self.pause_order.len() == Self::HOSTS {
+            if let Some(old) = self.pause_order.pop_front() {
+                self.pauses.remove(&old);
+            }
+        }
+        self.pauses.insert(Arc::clone(host), secs);
+        self.pause_order.push_back(Arc::clone(host));
+    }
+
+    /// The pause a new host's first throttle is expected to bring: the median of the
+    /// throttled hosts' last `Retry-After` pauses; zero until it knows
+    /// [`HostPrior::MIN_HOSTS`] of them.
+    pub fn pause(&self) -> Duration {
+        if self.pauses.len() < Self::MIN_HOSTS {
+            return Duration::ZERO;
+        }
+        let mut v: Vec<f64> = self.pauses.values().copied().collect();
+        let i = v.len() / 2;
+        let (_, m, _) = v.select_nth_unstable_by(i, f64::total_cmp);
+        Duration::from_secs_f64(*m)
     }
 
     /// How many hosts it knows.
@@ -134,6 +179,29 @@ mod tests {
             p.learned(&host(i), 0.01);
         }
         assert_eq!(p.start(5.0, 0.1), 0.1);
+    }
+
+    #[test]
+    fn a_new_host_expects_the_pause_most_throttled_hosts_brought() {
+        let minute = Duration::from_secs(60);
+        let mut p = HostPrior::new();
+        for i in 0..7 {
+            p.paused(&host(i), minute);
+        }
+        assert_eq!(p.pause(), Duration::ZERO, "seven hosts say nothing yet");
+        p.paused(&host(7), minute);
+        assert_eq!(p.pause(), minute);
+        // More hosts whose throttles brought no pause than hosts that paused a minute.
+        for i in 8..17 {
+            p.paused(&host(i), Duration::ZERO);
+        }
+        assert_eq!(p.pause(), Duration::ZERO);
+        // A host counts once, with its last pause.
+        for i in 8..17 {
+            p.paused(&host(i), minute);
+        }
+        assert_eq!(p.pause(), minute);
+        assert_eq!(p.pauses.len(), 17);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub(super) fn ok(sent_at: Instant) -> Response {
         latency: 50 * MS,
         signal: Signal::Success,
         limited: true,
+        backlog: None,
     }
 }
 
@@ -21,6 +22,7 @@ pub(super) fn throttled(sent_at: Instant, retry_after: Option<Duration>) -> Resp
         latency: 50 * MS,
         signal: Signal::Throttle { retry_after },
         limited: true,
+        backlog: None,
     }
 }
 
@@ -220,6 +222,7 @@ fn rising_latency_ends_slow_start_and_overload_cuts_the_rate() {
             latency: 80 * MS,
             signal: Signal::Success,
             limited: true,
+            backlog: None,
         };
         ctl.on_response(&r, c.now());
     }
@@ -240,6 +243,7 @@ fn rising_latency_ends_slow_start_and_overload_cuts_the_rate() {
             latency: 200 * MS,
             signal: Signal::Success,
             limited: true,
+            backlog: None,
         };
         ctl.on_response(&r, c.now());
     }
@@ -263,6 +267,7 @@ fn a_latency_cut_stretches_the_cycle_unless_the_site_refused_with_quick_answers(
                     latency: 80 * MS,
                     signal: Signal::Success,
                     limited: true,
+                    backlog: None,
                 };
                 ctl.on_response(&r, c.now());
             }
@@ -288,6 +293,7 @@ fn neutral_responses_change_nothing() {
         latency: MS,
         signal: Signal::Neutral,
         limited: true,
+        backlog: None,
     };
     c.advance(MS);
     assert_eq!(ctl.on_response(&r, c.now()), None);
@@ -300,6 +306,7 @@ fn answer(sent_at: Instant, latency: Duration, signal: Signal) -> Response {
         latency,
         signal,
         limited: true,
+        backlog: None,
     }
 }
 
@@ -619,4 +626,5 @@ fn a_first_throttle_after_many_answers_is_estimated_from_them() {
 }
 
 mod paced;
+mod priced_start;
 mod quick_hosts;

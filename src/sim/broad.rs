@@ -206,6 +206,7 @@ impl<'a> BroadRun<'a> {
             site,
             controller: c.clone(),
             start_rps: Some(self.prior.start(c.initial_rps, c.min_rps)),
+            expected_pause: self.prior.pause(),
             coupling: Coupling::Auto,
             exits: cfg.exits,
             jitter: cfg.jitter,
@@ -227,9 +228,10 @@ impl<'a> BroadRun<'a> {
         let h = &mut self.hosts[i];
         let limited = std::mem::take(&mut h.waited);
         let sim = h.sim.as_mut().expect("met");
-        let mut a = sim.send(exit, now, limited);
-        a.host = i;
         h.queued -= 1;
+        let backlog = u32::try_from(h.queued).unwrap_or(u32::MAX);
+        let mut a = sim.send(exit, now, limited, Some(backlog));
+        a.host = i;
         h.requests += 1;
         self.in_flight += 1;
         self.answers.push(Reverse(a));

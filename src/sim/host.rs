@@ -21,6 +21,9 @@ pub(super) struct Answer {
     pub(super) exit: usize,
     pub(super) kind: Kind,
     pub(super) limited: bool,
+    /// Requests waiting for the host when this one was sent (a broad run's; `None` in a
+    /// single-host run, whose demand has no end).
+    pub(super) backlog: Option<u32>,
     /// The host it comes from (a broad run's index; 0 in a single-host run).
     pub(super) host: usize,
 }
@@ -181,6 +184,8 @@ pub(super) struct HostSetup {
     pub(super) controller: AimdConfig,
     /// Where the host starts, if a host prior says (see [`HostPolicy::starting_at`]).
     pub(super) start_rps: Option<f64>,
+    /// The pause the prior expects a throttle to bring (see [`HostPolicy::expecting_pause`]).
+    pub(super) expected_pause: Duration,
     pub(super) coupling: Coupling,
     pub(super) exits: usize,
     pub(super) jitter: f64,
@@ -200,7 +205,8 @@ impl HostSim {
             policy: match s.start_rps {
                 Some(r) => policy.starting_at(r, now),
                 None => policy,
-            },
+            }
+            .expecting_pause(s.expected_pause),
             pacers: Pacers::new(first, per_exit, s.exits, s.jitter, s.seed, now),
             last_sent: vec![0u64; s.exits],
             sent: 0,
@@ -234,8 +240,14 @@ impl HostSim {
     }
 
     /// Send one request through `exit` at `now`: the site's answer, for when it comes
-    /// back. `limited`: the send had waited for a pacer.
-    pub(super) fn send(&mut self, exit: usize, now: u64, limited: bool) -> Answer {
+    /// back. `limited`: the send had waited for a pacer; `backlog`: what else waited.
+    pub(super) fn send(
+        &mut self,
+        exit: usize,
+        now: u64,
+        limited: bool,
+        backlog: Option<u32>,
+    ) -> Answer {
         self.pacers.take(exit, self.at(now));
         self.sent += 1;
         self.last_sent[exit] = self.sent;
@@ -266,6 +278,7 @@ impl HostSim {
             exit,
             kind,
             limited,
+            backlog,
             host: 0,
         }
     }
@@ -286,6 +299,7 @@ impl HostSim {
             latency: Duration::from_nanos(a.at_ns - a.sent_ns),
             signal,
             limited: a.limited,
+            backlog: a.backlog,
         };
         let t = self.at(now);
         // Read where the answer is read, as the scheduler does: a Retry-After bound to the

@@ -210,6 +210,7 @@ impl<'a> Run<'a> {
             site,
             controller: cfg.controller.clone(),
             start_rps: cfg.start_rps,
+            expected_pause: Duration::ZERO,
             coupling: cfg.coupling,
             exits,
             jitter: cfg.jitter,
@@ -265,7 +266,7 @@ impl<'a> Run<'a> {
             self.demand_next = now + (1.0e9 / d) as u64;
         }
         self.in_flight += 1;
-        let answer = self.host.send(exit, now, limited);
+        let answer = self.host.send(exit, now, limited, None);
         self.answers.push(Reverse(answer));
     }
 

@@ -177,7 +177,9 @@ impl LimiterActor {
                     let cfg = cfg();
                     let p = prior.lock().unwrap_or_else(|e| e.into_inner());
                     let start = p.start(cfg.initial_rps, cfg.min_rps);
-                    HostPolicy::new(cfg, n, Coupling::Auto, now).starting_at(start, now)
+                    HostPolicy::new(cfg, n, Coupling::Auto, now)
+                        .starting_at(start, now)
+                        .expecting_pause(p.pause())
                 });
                 let before = policy.detected();
                 let estimate = HostPrior::estimate(policy);
@@ -200,7 +202,8 @@ impl LimiterActor {
                     &mut changes,
                     now,
                 );
-                if HostPrior::estimate(policy) != estimate {
+                let throttled = matches!(response.signal, Signal::Throttle { .. });
+                if throttled || HostPrior::estimate(policy) != estimate {
                     let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
                     p.observe(host, estimate, policy);
                 }
@@ -346,6 +349,7 @@ impl Handler<Succeeded> for LimiterActor {
             latency: m.latency,
             signal,
             limited: m.limited,
+            backlog: m.backlog,
         };
         self.feed(&m.exit, &m.host, r, &m.hints);
     }
@@ -363,6 +367,7 @@ impl Handler<Throttled> for LimiterActor {
                 retry_after: m.hints.retry_after,
             },
             limited: true,
+            backlog: None,
         };
         self.feed(&m.exit, &m.host, r, &m.hints);
     }
@@ -381,6 +386,7 @@ impl Handler<Failed> for LimiterActor {
             latency: m.latency,
             signal,
             limited: true,
+            backlog: None,
         };
         self.feed(&m.exit, &m.host, r, &ServerHints::default());
     }
@@ -408,6 +414,7 @@ mod tests {
             status: 200,
             hints: ServerHints::default(),
             limited: true,
+            backlog: None,
             retry: false,
         }
     }
@@ -444,6 +451,61 @@ mod tests {
             .find(|h| h.host == "new")
             .expect("the new host");
         new.lanes[0].rps
+    }
+
+    /// The host lane's rate of a new host after eight hosts throttled with
+    /// `Retry-After: 60` and twenty answers of its own, 200 ms apart, each sent with
+    /// `backlog` waiting (on tokio's paused clock).
+    async fn new_host_rate_after_minute_pauses(backlog: u32) -> f64 {
+        let exit: Arc<str> = Arc::from("e1");
+        let limiter =
+            LimiterActor::new(LimiterSettings::default(), vec![Arc::clone(&exit)], vec![]).start();
+        for i in 0..HostPrior::MIN_HOSTS {
+            let host = format!("paused{i}");
+            limiter
+                .send(answer(&exit, &host, crate::clock::now()))
+                .await
+                .unwrap();
+            let throttled = Throttled {
+                exit: Arc::clone(&exit),
+                host: Arc::from(host.as_str()),
+                sent_at: crate::clock::now(),
+                latency: Duration::from_millis(40),
+                status: 429,
+                hints: ServerHints {
+                    retry_after: Some(Duration::from_secs(60)),
+                    ..ServerHints::default()
+                },
+            };
+            limiter.send(throttled).await.unwrap();
+        }
+        for _ in 0..20 {
+            tokio::time::advance(Duration::from_millis(200)).await;
+            let sent = crate::clock::now() - Duration::from_millis(40);
+            let m = Succeeded {
+                backlog: Some(backlog),
+                ..answer(&exit, "new", sent)
+            };
+            limiter.send(m).await.unwrap();
+        }
+        let limits = limiter.send(GetLimits).await.unwrap();
+        let new = limits
+            .iter()
+            .find(|h| h.host == "new")
+            .expect("the new host");
+        new.lanes[0].rps
+    }
+
+    #[actix::test]
+    async fn a_new_host_holds_its_start_where_a_throttle_would_cost_more_than_its_work() {
+        tokio::time::pause();
+        let initial = LimiterSettings::default().initial_rps;
+        // 39 pages at 5 req/s: 8 s of work against the minute the crawl's hosts pause.
+        let short = new_host_rate_after_minute_pauses(39).await;
+        assert_eq!(short, initial, "held at its start");
+        // 1,000 pages: 200 s of work, worth the minute.
+        let long = new_host_rate_after_minute_pauses(1_000).await;
+        assert!(long > 4.0 * initial, "ramped: {long}");
     }
 
     #[actix::test]

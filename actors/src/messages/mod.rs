@@ -65,6 +65,9 @@ pub struct Succeeded {
     pub hints: ServerHints,
     /// The request had waited for its pacer (the crawler wanted to go faster).
     pub limited: bool,
+    /// Fetches that were waiting for the host when it was sent, if known: the work a
+    /// faster rate would speed up (`exitcrawl::aimd::Response::backlog`).
+    pub backlog: Option<u32>,
     /// A retry of a page that failed before (see `exitcrawl::aimd::classify::of_retry`).
     pub retry: bool,
 }

@@ -166,6 +166,7 @@ impl Scheduler {
             arrived: m.arrived,
             local_failure: None,
             waited: false,
+            backlog: 0,
             last_exit: None,
             avoid: None,
             span: None,

@@ -394,7 +394,7 @@ impl Scheduler {
                     i,
                     &exit_name,
                     host,
-                    (false, false),
+                    (false, false, 0),
                     (attempted.sent_at, attempted.latency),
                     &answer,
                 );
@@ -430,6 +430,7 @@ impl Scheduler {
                     arrived,
                     local_failure: None,
                     waited: false,
+                    backlog: 0,
                     last_exit: Some(i),
                     avoid: None,
                     span: None,

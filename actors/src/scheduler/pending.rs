@@ -33,6 +33,9 @@ pub(super) struct Pending {
     /// The last failure on our side (nothing sent), said when no exit is left to try.
     pub(super) local_failure: Option<(FetchErrorKind, String)>,
     pub(super) waited: bool,
+    /// Fetches that were waiting for its host when its last attempt was sent: the work a
+    /// faster rate would speed up (`exitcrawl::aimd::Response::backlog`).
+    pub(super) backlog: u32,
     pub(super) last_exit: Option<usize>,
     /// The exit whose attempt failed, for the retry to go around (`select::Request::avoid`).
     pub(super) avoid: Option<usize>,

@@ -161,8 +161,9 @@ impl Queues {
     }
 
     /// Take the head of `host`'s queue to send through exit `exit`: counted in flight
-    /// there, its queue slot freed. Returns it and whether it was the last queued (the
-    /// host then leaves the round-robin without another visit).
+    /// there, its queue slot freed, [`Pending::backlog`] set to what is left queued.
+    /// Returns it and whether it was the last queued (the host then leaves the
+    /// round-robin without another visit).
     pub(super) fn pop(&mut self, host: &str, exit: usize) -> Option<(Pending, bool)> {
         let state = self.hosts.get_mut(host)?;
         let mut p = state.queue.pop_front()?;
@@ -174,6 +175,7 @@ impl Queues {
         if last {
             state.ordered = false;
         }
+        p.backlog = u32::try_from(state.queue.len()).unwrap_or(u32::MAX);
         // Leaves the queue: frees a slot for a waiting fetch.
         p.slot = None;
         self.count(-1);

@@ -23,6 +23,7 @@ fn pending(host: &str, path: &str) -> Pending {
         uri: None,
         local_failure: None,
         waited: false,
+        backlog: 0,
         last_exit: None,
         avoid: None,
         span: None,

@@ -102,7 +102,7 @@ impl Scheduler {
             i,
             &exit_name,
             &p.host,
-            (p.waited, p.is_retry()),
+            (p.waited, p.is_retry(), p.backlog),
             (sent_at, latency),
             &answer,
         );
@@ -210,7 +210,8 @@ impl Scheduler {
 
     /// What an answer through exit `i` tells: time and count it, feed the limiter (a
     /// throttle; with the adaptive algorithm, any answer; the site's rate-limit headers).
-    /// `waited`: the attempt waited for its pacer; `retry`: it retried a page that failed.
+    /// `waited`: the attempt waited for its pacer; `retry`: it retried a page that failed;
+    /// `backlog`: the fetches waiting for the host when it was sent.
     /// Returns whether it is a throttle, the site's hints with their pauses cut to
     /// `max_retry_after`, and the pause the site asked for when it was longer.
     pub(super) fn note_answer(
@@ -218,7 +219,7 @@ impl Scheduler {
         i: usize,
         exit_name: &Arc<str>,
         host: &Arc<str>,
-        (waited, retry): (bool, bool),
+        (waited, retry, backlog): (bool, bool, u32),
         (sent_at, latency): (std::time::Instant, Duration),
         answer: &Answer,
     ) -> (bool, ServerHints, Option<Duration>) {
@@ -265,6 +266,7 @@ impl Scheduler {
                     status: answer.status,
                     hints,
                     limited: waited,
+                    backlog: Some(backlog),
                     retry,
                 });
             }

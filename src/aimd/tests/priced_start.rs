@@ -1,0 +1,58 @@
+//! Slow start ends in a throttle, and a throttle costs its pause: where the pause
+//! outlasts the work waiting, slow start holds its rate, and at most as long as the pause
+//! (ski rental).
+use super::*;
+
+/// `n` answers one per 200 ms (a 5 req/s host), each sent with `backlog` waiting.
+fn answers(ctl: &mut Controller, c: &FakeClock, n: usize, backlog: Option<u32>) {
+    for _ in 0..n {
+        c.advance(200 * MS);
+        let r = Response {
+            backlog,
+            ..ok(c.now() - 50 * MS)
+        };
+        ctl.on_response(&r, c.now());
+    }
+}
+
+/// A new controller that expects a throttle to bring `pause`.
+fn expecting(c: &FakeClock, pause: Duration) -> Controller {
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    ctl.expect_pause(pause);
+    ctl
+}
+
+#[test]
+fn slow_start_holds_while_the_work_waiting_is_done_before_a_pause_would_end() {
+    let c = FakeClock::new();
+    let minute = Duration::from_secs(60);
+    // 39 pages waiting at 5 req/s: 8 s of work against a minute's pause.
+    let mut held = expecting(&c, minute);
+    answers(&mut held, &c, 20, Some(39));
+    assert_eq!(held.rate(), 5.0);
+    assert_eq!(held.phase(), Phase::SlowStart);
+    // The same work where throttles bring no pause, or where the work is not known:
+    // slow start as ever.
+    let mut cheap = expecting(&c, Duration::ZERO);
+    answers(&mut cheap, &c, 20, Some(39));
+    assert!(cheap.rate() > 20.0, "no pause expected: {}", cheap.rate());
+    let mut unknown = expecting(&c, minute);
+    answers(&mut unknown, &c, 20, None);
+    assert!(unknown.rate() > 20.0, "work not known: {}", unknown.rate());
+}
+
+#[test]
+fn slow_start_ramps_once_the_work_outlasts_the_pause_or_holding_cost_as_much() {
+    let c = FakeClock::new();
+    let minute = Duration::from_secs(60);
+    // 1,000 pages at 5 req/s are 200 s of work: worth a minute's pause.
+    let mut big = expecting(&c, minute);
+    answers(&mut big, &c, 20, Some(1_000));
+    assert!(big.rate() > 20.0, "{}", big.rate());
+    // Work that keeps coming, 39 at a time: held for the minute, then ramps.
+    let mut stream = expecting(&c, minute);
+    answers(&mut stream, &c, 295, Some(39));
+    assert_eq!(stream.rate(), 5.0, "held for 59 s");
+    answers(&mut stream, &c, 10, Some(39));
+    assert!(stream.rate() > 5.0, "then ramps: {}", stream.rate());
+}
