@@ -26,18 +26,54 @@ use std::time::Duration;
 use super::coupling::{HostPolicy, Lane};
 use super::Phase;
 
-/// The learned rates of recent hosts.
+/// The learned rates of recent hosts, and the pauses their throttles brought.
 #[derive(Debug, Clone, Default)]
 pub struct HostPrior {
-    rates: HashMap<Arc<str>, f64>,
+    rates: Recent,
     /// Seconds of the pause each throttled host's last `Retry-After` brought (0: none),
     /// kept apart from `rates`: a throttle's pause is known at once, its estimate
     /// often a pause later.
-    pauses: HashMap<Arc<str>, f64>,
-    /// Hosts in the order their first pause was learned, oldest first.
-    pause_order: VecDeque<Arc<str>>,
+    pauses: Recent,
+}
+
+/// A figure per host for the last [`HostPrior::HOSTS`] hosts learned.
+#[derive(Debug, Clone, Default)]
+struct Recent {
+    values: HashMap<Arc<str>, f64>,
     /// Hosts in the order they were first learned, oldest first.
     order: VecDeque<Arc<str>>,
+}
+
+impl Recent {
+    /// `host`'s figure is now `v`; a new host forgets the oldest once full.
+    fn set(&mut self, host: &Arc<str>, v: f64) {
+        if let Some(old) = self.values.get_mut(host) {
+            *old = v;
+            return;
+        }
+        if self.order.len() == HostPrior::HOSTS {
+            if let Some(old) = self.order.pop_front() {
+                self.values.remove(&old);
+            }
+        }
+        self.values.insert(Arc::clone(host), v);
+        self.order.push_back(Arc::clone(host));
+    }
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The `q` quantile of the figures, once [`HostPrior::MIN_HOSTS`] hosts are known.
+    fn quantile(&self, q: f64) -> Option<f64> {
+        if self.len() < HostPrior::MIN_HOSTS {
+            return None;
+        }
+        let mut v: Vec<f64> = self.values.values().copied().collect();
+        let i = ((v.len() - 1) as f64 * q).round() as usize;
+        let (_, x, _) = v.select_nth_unstable_by(i, f64::total_cmp);
+        Some(*x)
+    }
 }
 
 impl HostPrior {
@@ -56,20 +92,9 @@ impl HostPrior {
 
     /// `host`'s capacity estimate is now `rps` (after a throttle cut its rate).
     pub fn learned(&mut self, host: &Arc<str>, rps: f64) {
-        if !rps.is_finite() || rps <= 0.0 {
-            return;
+        if rps.is_finite() && rps > 0.0 {
+            self.rates.set(host, rps);
         }
-        if let Some(r) = self.rates.get_mut(host) {
-            *r = rps;
-            return;
-        }
-        if self.order.len() == Self::HOSTS {
-            if let Some(old) = self.order.pop_front() {
-                self.rates.remove(&old);
-            }
-        }
-        self.rates.insert(Arc::clone(host), rps);
-        self.order.push_back(Arc::clone(host));
     }
 
     /// The host lane's capacity estimate of `host`'s policy, to pass to
@@ -98,31 +123,16 @@ impl HostPrior {
     /// `host` was throttled, and its last `Retry-After` brought a pause of `pause` (zero
     /// for none).
     pub fn paused(&mut self, host: &Arc<str>, pause: Duration) {
-        let secs = pause.as_secs_f64();
-        if let Some(p) = self.pauses.get_mut(host) {
-            *p = secs;
-            return;
-        }
-        if self.pause_order.len() == Self::HOSTS {
-            if let Some(old) = self.pause_order.pop_front() {
-                self.pauses.remove(&old);
-            }
-        }
-        self.pauses.insert(Arc::clone(host), secs);
-        self.pause_order.push_back(Arc::clone(host));
+        self.pauses.set(host, pause.as_secs_f64());
     }
 
     /// The pause a new host's first throttle is expected to bring: the median of the
     /// throttled hosts' last `Retry-After` pauses; zero until it knows
     /// [`HostPrior::MIN_HOSTS`] of them.
     pub fn pause(&self) -> Duration {
-        if self.pauses.len() < Self::MIN_HOSTS {
-            return Duration::ZERO;
-        }
-        let mut v: Vec<f64> = self.pauses.values().copied().collect();
-        let i = v.len() / 2;
-        let (_, m, _) = v.select_nth_unstable_by(i, f64::total_cmp);
-        Duration::from_secs_f64(*m)
+        self.pauses
+            .quantile(0.5)
+            .map_or(Duration::ZERO, Duration::from_secs_f64)
     }
 
     /// How many hosts it knows.
@@ -134,13 +144,11 @@ impl HostPrior {
     /// within `[min_rps, initial_rps]`; `initial_rps` until it knows
     /// [`HostPrior::MIN_HOSTS`].
     pub fn start(&self, initial_rps: f64, min_rps: f64) -> f64 {
-        if self.rates.len() < Self::MIN_HOSTS {
-            return initial_rps;
-        }
-        let mut v: Vec<f64> = self.rates.values().copied().collect();
-        let i = ((v.len() - 1) as f64 * Self::QUANTILE).round() as usize;
-        let (_, q, _) = v.select_nth_unstable_by(i, f64::total_cmp);
-        q.clamp(min_rps.min(initial_rps), initial_rps)
+        self.rates
+            .quantile(Self::QUANTILE)
+            .map_or(initial_rps, |q| {
+                q.clamp(min_rps.min(initial_rps), initial_rps)
+            })
     }
 }
 

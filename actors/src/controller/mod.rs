@@ -419,6 +419,28 @@ mod tests {
         }
     }
 
+    /// The host lane's rate of `host`.
+    async fn host_rate(limiter: &Addr<LimiterActor>, host: &str) -> f64 {
+        let limits = limiter.send(GetLimits).await.unwrap();
+        let h = limits.iter().find(|h| h.host == host).expect("the host");
+        h.lanes[0].rps
+    }
+
+    /// A throttle of `host` through `exit`, sent now, with `retry_after` if any.
+    fn throttle(exit: &Arc<str>, host: &str, retry_after: Option<Duration>) -> Throttled {
+        Throttled {
+            exit: Arc::clone(exit),
+            host: Arc::from(host),
+            sent_at: crate::clock::now(),
+            latency: Duration::from_millis(40),
+            status: 429,
+            hints: ServerHints {
+                retry_after,
+                ..ServerHints::default()
+            },
+        }
+    }
+
     /// The host lane's rate of a new host after one answer, with or without eight hosts
     /// cut before it (on tokio's paused clock).
     async fn new_host_rate(after_slow_hosts: bool) -> f64 {
@@ -432,25 +454,12 @@ mod tests {
                 let sent = crate::clock::now();
                 limiter.send(answer(&exit, &host, sent)).await.unwrap();
                 tokio::time::advance(Duration::from_secs(2)).await;
-                let throttled = Throttled {
-                    exit: Arc::clone(&exit),
-                    host: Arc::from(host.as_str()),
-                    sent_at: crate::clock::now(),
-                    latency: Duration::from_millis(40),
-                    status: 429,
-                    hints: ServerHints::default(),
-                };
-                limiter.send(throttled).await.unwrap();
+                limiter.send(throttle(&exit, &host, None)).await.unwrap();
             }
         }
         let sent = crate::clock::now();
         limiter.send(answer(&exit, "new", sent)).await.unwrap();
-        let limits = limiter.send(GetLimits).await.unwrap();
-        let new = limits
-            .iter()
-            .find(|h| h.host == "new")
-            .expect("the new host");
-        new.lanes[0].rps
+        host_rate(&limiter, "new").await
     }
 
     /// The host lane's rate of a new host after eight hosts throttled with
@@ -466,18 +475,8 @@ mod tests {
                 .send(answer(&exit, &host, crate::clock::now()))
                 .await
                 .unwrap();
-            let throttled = Throttled {
-                exit: Arc::clone(&exit),
-                host: Arc::from(host.as_str()),
-                sent_at: crate::clock::now(),
-                latency: Duration::from_millis(40),
-                status: 429,
-                hints: ServerHints {
-                    retry_after: Some(Duration::from_secs(60)),
-                    ..ServerHints::default()
-                },
-            };
-            limiter.send(throttled).await.unwrap();
+            let minute = Some(Duration::from_secs(60));
+            limiter.send(throttle(&exit, &host, minute)).await.unwrap();
         }
         for _ in 0..20 {
             tokio::time::advance(Duration::from_millis(200)).await;
@@ -488,12 +487,7 @@ mod tests {
             };
             limiter.send(m).await.unwrap();
         }
-        let limits = limiter.send(GetLimits).await.unwrap();
-        let new = limits
-            .iter()
-            .find(|h| h.host == "new")
-            .expect("the new host");
-        new.lanes[0].rps
+        host_rate(&limiter, "new").await
     }
 
     #[actix::test]
