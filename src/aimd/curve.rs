@@ -87,18 +87,15 @@ impl Controller {
         }
     }
 
-    /// Whether slow start holds its rate for the pause its overshoot would bring (see
-    /// [`Controller::expect_pause`]): the work waiting is done at this rate before that
-    /// pause would end, and holding has not yet cost as long as the pause. `dt` is the
-    /// time since the last answer, spent held.
+    /// Whether a host's first slow start holds its rate for the pause its overshoot would
+    /// bring (see [`Controller::expect_pause`]): the work waiting is done at this rate
+    /// before that pause would end, and holding has not yet cost as long as the pause.
+    /// `dt` is the time since the last answer, spent held. Not a slow start resumed
+    /// because the estimate went stale: the host took more than its estimate, and what
+    /// waits for it then is what the sender's window holds, not what the host has left.
     fn holds_for_price(&mut self, dt: Duration) -> bool {
-        let pause = if self.last_retry_after.is_zero() {
-            self.expected_pause
-        } else {
-            self.last_retry_after
-        }
-        .as_secs_f64();
-        let Some(backlog) = self.backlog else {
+        let pause = self.expected_pause.as_secs_f64();
+        let Some(backlog) = self.backlog.filter(|_| self.decreases == 0) else {
             return false;
         };
         if pause <= 0.0 || self.held_for_price >= pause || f64::from(backlog) >= self.rate * pause {

@@ -345,7 +345,7 @@ impl Controller {
 
     /// The pause a throttle of this key is expected to bring until it brings one: the
     /// `Retry-After` the crawl's hosts send (see [`prior::HostPrior::pause`]). Slow start
-    /// ends in a throttle, so that pause is what ramping up costs, and slow start holds
+    /// ends in a throttle, so that pause is what ramping up costs, and a first slow start holds
     /// its rate while the work waiting would be done at it before the pause would end,
     /// and at most as long as the pause (ski rental: renting stops once the rent paid is
     /// the price of buying, so holding costs at most what one throttle would).

@@ -56,3 +56,41 @@ fn slow_start_ramps_once_the_work_outlasts_the_pause_or_holding_cost_as_much() {
     answers(&mut stream, &c, 10, Some(39));
     assert!(stream.rate() > 5.0, "then ramps: {}", stream.rate());
 }
+
+#[test]
+fn a_slow_start_resumed_for_a_stale_estimate_is_not_held() {
+    // Throttled once (no Retry-After) at about 40 req/s, then answered at a steady 100 a
+    // second with one page waiting behind each: the curve climbs past half again the
+    // estimate and resumes slow start, whose growth the minute expected must not hold.
+    let c = FakeClock::new();
+    let mut ctl = expecting(&c, Duration::from_secs(60));
+    for _ in 0..20 {
+        c.advance(10 * MS);
+        ctl.on_response(&ok(c.now() - 5 * MS), c.now());
+    }
+    ctl.on_response(&throttled(c.now() - 5 * MS, None), c.now());
+    assert_eq!(ctl.phase(), Phase::Probe);
+    let one_waiting = |c: &FakeClock| Response {
+        backlog: Some(1),
+        ..ok(c.now() - 5 * MS)
+    };
+    let mut resumed_at = None;
+    for _ in 0..200_000 {
+        c.advance(10 * MS);
+        ctl.on_response(&one_waiting(&c), c.now());
+        if ctl.phase() == Phase::SlowStart {
+            resumed_at = Some(ctl.rate());
+            break;
+        }
+    }
+    let resumed_at = resumed_at.expect("the estimate went stale");
+    for _ in 0..100 {
+        c.advance(10 * MS);
+        ctl.on_response(&one_waiting(&c), c.now());
+    }
+    assert!(
+        ctl.rate() > 1.5 * resumed_at,
+        "{} from {resumed_at}",
+        ctl.rate()
+    );
+}
