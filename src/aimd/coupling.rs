@@ -155,12 +155,8 @@ impl HostPolicy {
     /// Start the host's budget (or, under [`Coupling::PerExit`], each exit's) at
     /// `start_rps`, where the crawl's host prior says (see [`Controller::from_prior`]).
     pub fn starting_at(mut self, start_rps: f64, now: Instant) -> Self {
-        let cfg = &self.cfg;
-        let lanes = self
-            .host
-            .iter_mut()
-            .chain(self.exits.iter_mut().filter_map(|e| e.ctl.as_mut()));
-        for ctl in lanes {
+        let cfg = self.cfg.clone();
+        for ctl in self.controllers_mut() {
             *ctl = Controller::from_prior(cfg.clone(), start_rps, now);
         }
         self
@@ -169,14 +165,17 @@ impl HostPolicy {
     /// Expect a throttle of this host to bring a pause of `pause` until one does (see
     /// [`Controller::expect_pause`]).
     pub fn expecting_pause(mut self, pause: Duration) -> Self {
-        let lanes = self
-            .host
-            .iter_mut()
-            .chain(self.exits.iter_mut().filter_map(|e| e.ctl.as_mut()));
-        for ctl in lanes {
+        for ctl in self.controllers_mut() {
             ctl.expect_pause(pause);
         }
         self
+    }
+
+    /// Every controller: the host lane's and the exit lanes' that have one.
+    fn controllers_mut(&mut self) -> impl Iterator<Item = &mut Controller> {
+        self.host
+            .iter_mut()
+            .chain(self.exits.iter_mut().filter_map(|e| e.ctl.as_mut()))
     }
 
     /// How exits share this host's budget.

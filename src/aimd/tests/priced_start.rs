@@ -3,6 +3,9 @@
 //! (ski rental).
 use super::*;
 
+/// The pause the crawl's hosts bring in these tests.
+const MINUTE: Duration = Duration::from_secs(60);
+
 /// `n` answers one per 200 ms (a 5 req/s host), each sent with `backlog` waiting.
 fn answers(ctl: &mut Controller, c: &FakeClock, n: usize, backlog: Option<u32>) {
     for _ in 0..n {
@@ -25,9 +28,8 @@ fn expecting(c: &FakeClock, pause: Duration) -> Controller {
 #[test]
 fn slow_start_holds_while_the_work_waiting_is_done_before_a_pause_would_end() {
     let c = FakeClock::new();
-    let minute = Duration::from_secs(60);
     // 39 pages waiting at 5 req/s: 8 s of work against a minute's pause.
-    let mut held = expecting(&c, minute);
+    let mut held = expecting(&c, MINUTE);
     answers(&mut held, &c, 20, Some(39));
     assert_eq!(held.rate(), 5.0);
     assert_eq!(held.phase(), Phase::SlowStart);
@@ -36,7 +38,7 @@ fn slow_start_holds_while_the_work_waiting_is_done_before_a_pause_would_end() {
     let mut cheap = expecting(&c, Duration::ZERO);
     answers(&mut cheap, &c, 20, Some(39));
     assert!(cheap.rate() > 20.0, "no pause expected: {}", cheap.rate());
-    let mut unknown = expecting(&c, minute);
+    let mut unknown = expecting(&c, MINUTE);
     answers(&mut unknown, &c, 20, None);
     assert!(unknown.rate() > 20.0, "work not known: {}", unknown.rate());
 }
@@ -44,13 +46,12 @@ fn slow_start_holds_while_the_work_waiting_is_done_before_a_pause_would_end() {
 #[test]
 fn slow_start_ramps_once_the_work_outlasts_the_pause_or_holding_cost_as_much() {
     let c = FakeClock::new();
-    let minute = Duration::from_secs(60);
     // 1,000 pages at 5 req/s are 200 s of work: worth a minute's pause.
-    let mut big = expecting(&c, minute);
+    let mut big = expecting(&c, MINUTE);
     answers(&mut big, &c, 20, Some(1_000));
     assert!(big.rate() > 20.0, "{}", big.rate());
     // Work that keeps coming, 39 at a time: held for the minute, then ramps.
-    let mut stream = expecting(&c, minute);
+    let mut stream = expecting(&c, MINUTE);
     answers(&mut stream, &c, 295, Some(39));
     assert_eq!(stream.rate(), 5.0, "held for 59 s");
     answers(&mut stream, &c, 10, Some(39));
@@ -63,7 +64,7 @@ fn a_slow_start_resumed_for_a_stale_estimate_is_not_held() {
     // second with one page waiting behind each: the curve climbs past half again the
     // estimate and resumes slow start, whose growth the minute expected must not hold.
     let c = FakeClock::new();
-    let mut ctl = expecting(&c, Duration::from_secs(60));
+    let mut ctl = expecting(&c, MINUTE);
     for _ in 0..20 {
         c.advance(10 * MS);
         ctl.on_response(&ok(c.now() - 5 * MS), c.now());
