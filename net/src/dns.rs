@@ -18,6 +18,7 @@
 //! TTL without waiting. Entries are per distinct host name and never evicted: a crawler
 //! talks to a bounded set of hosts.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -119,22 +120,30 @@ impl DnsCache {
 
     /// The addresses of `host` if they are at hand without waiting: an IP literal, or a
     /// fresh cache entry not being refreshed. `None` means: call [`Self::lookup`].
-    pub fn cached(&self, host: &str) -> Option<Arc<[IpAddr]>> {
+    ///
+    /// Asked for every request a private-address rule decides, so it allocates nothing:
+    /// a literal's address is returned in place, and a name already in lowercase (as
+    /// URLs mostly give them) is looked up as it is.
+    pub fn cached(&self, host: &str) -> Option<Addrs> {
         if let Some(ip) = parse_ip_literal(host) {
-            return Some(Arc::from([ip]));
+            return Some(Addrs::Literal([ip]));
         }
-        let key = host.to_ascii_lowercase();
+        let key = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(host.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(host)
+        };
         let slot = {
             let slots = self
                 .inner
                 .slots
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(slots.get(&key)?)
+            Arc::clone(slots.get(&*key)?)
         };
         let cached = slot.try_lock().ok()?;
         let entry = cached.as_ref()?;
-        (Instant::now() < entry.expires).then(|| Arc::clone(&entry.addrs))
+        (Instant::now() < entry.expires).then(|| Addrs::Resolved(Arc::clone(&entry.addrs)))
     }
 
     /// The addresses of `host`, from the cache while fresh, else freshly resolved.
@@ -178,6 +187,27 @@ impl DnsCache {
             expires: Instant::now() + self.inner.ttl,
         });
         Ok(addrs)
+    }
+}
+
+/// The addresses [`DnsCache::cached`] has at hand for a host: its own, for an IP literal,
+/// or those it resolves to. Derefs to the slice of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Addrs {
+    /// The host is this address.
+    Literal([IpAddr; 1]),
+    /// The host's name resolves to these (never empty).
+    Resolved(Arc<[IpAddr]>),
+}
+
+impl std::ops::Deref for Addrs {
+    type Target = [IpAddr];
+
+    fn deref(&self) -> &[IpAddr] {
+        match self {
+            Addrs::Literal(ip) => ip,
+            Addrs::Resolved(addrs) => addrs,
+        }
     }
 }
 
@@ -235,6 +265,7 @@ mod tests {
         assert_eq!(&*ip, &["::1".parse::<IpAddr>().unwrap()]);
         cache.lookup("new.test").await.unwrap();
         assert_eq!(cache.cached("NEW.test").map(|a| a.len()), Some(1));
+        assert_eq!(cache.cached("new.test").map(|a| a.len()), Some(1));
         tokio::time::advance(Duration::from_secs(30)).await;
         assert_eq!(cache.cached("new.test"), None, "expired");
         assert_eq!(calls.load(Ordering::Relaxed), 1);

@@ -138,7 +138,11 @@ impl MessageResponse<SchedulerActor, Fetch> for Admission {
             robots,
             fetch,
         } = self;
-        actix_rt::spawn(async move {
+        // Boxed: tokio copies a task's future whole when it is spawned and again at each
+        // change of its stage (running, finished), and a fetch's future is nearly 2 KB; a
+        // boxed one is a pointer (`bench_raw --via addr`: about 900 instructions less per
+        // fetch under callgrind).
+        actix_rt::spawn(Box::pin(async move {
             let r = match robots {
                 Some(gate) => gate.obey(fetch, |f| ingress.fetch(f)).await,
                 None => ingress.fetch(fetch).await,
@@ -146,7 +150,7 @@ impl MessageResponse<SchedulerActor, Fetch> for Admission {
             if let Some(tx) = tx {
                 let _ = tx.send(r);
             }
-        });
+        }));
     }
 }
 

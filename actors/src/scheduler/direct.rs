@@ -338,7 +338,7 @@ impl Scheduler {
             preferred: fetch.preferred_exit.as_deref(),
             region: fetch.region.as_deref(),
             exclude: &[],
-            family: select::Family::of_host(&host),
+            family: state.family,
             avoid: None,
         };
         let selection = pacing.choose(

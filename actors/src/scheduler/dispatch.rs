@@ -124,6 +124,7 @@ impl Scheduler {
         let Some(state) = queues.host_mut(host) else {
             return Step::Empty;
         };
+        let family = state.family;
         let (Some(head), active, host_pacing) = state.parts() else {
             return Step::Empty;
         };
@@ -131,7 +132,7 @@ impl Scheduler {
             preferred: head.fetch.preferred_exit.as_deref(),
             region: head.fetch.region.as_deref(),
             exclude: &head.excluded,
-            family: select::Family::of_host(host),
+            family,
             avoid: head.avoid,
         };
         let selection = pacing.choose(exits, (active, host_pacing), host, &req, now_std);

@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use exitcrawl::select::Family;
 use foldhash::HashMap;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Semaphore;
@@ -16,9 +17,11 @@ use super::pacing::HostPacing;
 use super::pending::Pending;
 
 /// One host as the scheduler sees it.
-#[derive(Default)]
 pub(super) struct HostState {
     queue: VecDeque<Pending>,
+    /// The family of the host when it is an address literal, read once: the exit choice
+    /// asks it for every fetch.
+    pub(super) family: Option<Family>,
     /// Fetches in flight to this host, by exit index.
     pub(super) active: Vec<u32>,
     /// The host is in the round-robin.
@@ -28,6 +31,16 @@ pub(super) struct HostState {
 }
 
 impl HostState {
+    fn new(host: &str) -> Self {
+        Self {
+            queue: VecDeque::new(),
+            family: Family::of_host(host),
+            active: Vec::new(),
+            ordered: false,
+            pacing: HostPacing::default(),
+        }
+    }
+
     /// Nothing queued, nothing in flight, not in the round-robin: the entry can go.
     pub(super) fn idle(&self) -> bool {
         !self.ordered && self.queue.is_empty() && self.active.iter().all(|n| *n == 0)
@@ -106,13 +119,18 @@ impl Queues {
     /// first: for a host already there (the common case) that costs no reference-count
     /// round trip on its name.
     pub(super) fn entry(&mut self, host: &Arc<str>) -> &mut HostState {
-        self.hosts.entry(Arc::clone(host)).or_default()
+        self.hosts
+            .entry(Arc::clone(host))
+            .or_insert_with(|| HostState::new(host))
     }
 
     /// A new fetch at the back of its host's queue; the host joins the round-robin's end.
     pub(super) fn push(&mut self, p: Pending) {
         let host = Arc::clone(&p.host);
-        let state = self.hosts.entry(Arc::clone(&host)).or_default();
+        let state = self
+            .hosts
+            .entry(Arc::clone(&host))
+            .or_insert_with(|| HostState::new(&host));
         state.queue.push_back(p);
         if !state.ordered {
             state.ordered = true;
@@ -125,7 +143,10 @@ impl Queues {
     /// asked for); the host is served first.
     pub(super) fn push_front(&mut self, p: Pending) {
         let host = Arc::clone(&p.host);
-        let state = self.hosts.entry(Arc::clone(&host)).or_default();
+        let state = self
+            .hosts
+            .entry(Arc::clone(&host))
+            .or_insert_with(|| HostState::new(&host));
         state.queue.push_front(p);
         if !state.ordered {
             state.ordered = true;
