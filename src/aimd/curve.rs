@@ -36,7 +36,10 @@ impl Controller {
                 // Growth since the last answer, at the doubling time of now: a longer
                 // round trip slows the doubling from here on, it does not undo it.
                 let doubling = self.doubling_time();
-                let grown = self.rate * (dt.as_secs_f64() / doubling).exp2();
+                let mut grown = self.rate * (dt.as_secs_f64() / doubling).exp2();
+                if !self.may_probe() {
+                    grown = grown.min(self.cfg.initial_rps.max(self.rate));
+                }
                 self.rate = self.clamp(grown, now);
             }
             Phase::Probe => {
@@ -85,6 +88,22 @@ impl Controller {
                 }
             }
         }
+    }
+
+    /// Whether a host's first slow start may grow past `initial_rps`: above the configured
+    /// start, slow start is a probe, and it ends in a throttle, which the site counts.
+    /// A host is probed only once its work pays for that throttle at
+    /// [`Controller::THROTTLE_SHARE`] of its requests: 50 requests waiting, or sent. A
+    /// broad crawl's small hosts (a few dozen pages each) are crawled at the start rate,
+    /// and only those slower than it are throttled, where a ramp would throttle every
+    /// host once. Where the work waiting is not known (the sender's window is the limit,
+    /// not the host's pages), or once the host was cut, slow start is not held.
+    pub(super) fn may_probe(&self) -> bool {
+        let budget = 1.0 / Self::THROTTLE_SHARE;
+        let Some(backlog) = self.backlog.filter(|_| self.decreases == 0) else {
+            return true;
+        };
+        f64::from(backlog) >= budget || self.answers as f64 >= budget
     }
 
     /// Whether a host's first slow start holds its rate for the pause its overshoot would

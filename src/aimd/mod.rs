@@ -263,6 +263,9 @@ impl Controller {
     /// lasts at least P / PAUSE_SHARE (a `Retry-After: 1` site is probed every 33 s; one
     /// without, whose holds last a round trip, as often as `probe_requests` allows).
     const PAUSE_SHARE: f64 = 0.03;
+    /// The share of a host's requests that its first probe, slow start's ramp past
+    /// `initial_rps`, may cost in refusals (see `may_probe`).
+    const THROTTLE_SHARE: f64 = 0.02;
     /// The throttles (counted after their cut) during which a host is being learned: what
     /// got through between them may correct slow start's estimate (see [`between`]).
     const LEARNING: u64 = 3;

@@ -1,6 +1,7 @@
 //! Slow start ends in a throttle, and a throttle costs its pause: where the pause
 //! outlasts the work waiting, slow start holds its rate, and at most as long as the pause
-//! (ski rental).
+//! (ski rental). The throttle is also the site's to count: past the start rate, slow start
+//! ramps only for a host with work enough to pay for one at 2 % of its requests.
 use super::*;
 
 /// The pause the crawl's hosts bring in these tests.
@@ -28,15 +29,15 @@ fn expecting(c: &FakeClock, pause: Duration) -> Controller {
 #[test]
 fn slow_start_holds_while_the_work_waiting_is_done_before_a_pause_would_end() {
     let c = FakeClock::new();
-    // 39 pages waiting at 5 req/s: 8 s of work against a minute's pause.
+    // 99 pages waiting at 5 req/s: 20 s of work against a minute's pause.
     let mut held = expecting(&c, MINUTE);
-    answers(&mut held, &c, 20, Some(39));
+    answers(&mut held, &c, 20, Some(99));
     assert_eq!(held.rate(), 5.0);
     assert_eq!(held.phase(), Phase::SlowStart);
     // The same work where throttles bring no pause, or where the work is not known:
     // slow start as ever.
     let mut cheap = expecting(&c, Duration::ZERO);
-    answers(&mut cheap, &c, 20, Some(39));
+    answers(&mut cheap, &c, 20, Some(99));
     assert!(cheap.rate() > 20.0, "no pause expected: {}", cheap.rate());
     let mut unknown = expecting(&c, MINUTE);
     answers(&mut unknown, &c, 20, None);
@@ -50,12 +51,44 @@ fn slow_start_ramps_once_the_work_outlasts_the_pause_or_holding_cost_as_much() {
     let mut big = expecting(&c, MINUTE);
     answers(&mut big, &c, 20, Some(1_000));
     assert!(big.rate() > 20.0, "{}", big.rate());
-    // Work that keeps coming, 39 at a time: held for the minute, then ramps.
+    // Work that keeps coming, 99 at a time: held for the minute, then ramps.
     let mut stream = expecting(&c, MINUTE);
-    answers(&mut stream, &c, 295, Some(39));
+    answers(&mut stream, &c, 295, Some(99));
     assert_eq!(stream.rate(), 5.0, "held for 59 s");
-    answers(&mut stream, &c, 10, Some(39));
+    answers(&mut stream, &c, 10, Some(99));
     assert!(stream.rate() > 5.0, "then ramps: {}", stream.rate());
+}
+
+#[test]
+fn a_host_with_few_pages_is_crawled_at_the_start_rate_not_probed_above_it() {
+    let c = FakeClock::new();
+    // 39 pages waiting, throttles bringing no pause: the ramp would end in a throttle
+    // that 39 requests cannot pay for at 2 %.
+    let mut small = expecting(&c, Duration::ZERO);
+    answers(&mut small, &c, 40, Some(39));
+    assert_eq!(small.rate(), 5.0);
+    assert_eq!(small.phase(), Phase::SlowStart);
+    // 50 waiting pay for it: slow start as ever.
+    let mut big = expecting(&c, Duration::ZERO);
+    answers(&mut big, &c, 20, Some(50));
+    assert!(big.rate() > 20.0, "{}", big.rate());
+    // Work that keeps coming a few pages at a time pays for it once 50 were sent.
+    let mut stream = expecting(&c, Duration::ZERO);
+    answers(&mut stream, &c, 49, Some(3));
+    assert_eq!(stream.rate(), 5.0);
+    answers(&mut stream, &c, 10, Some(3));
+    assert!(stream.rate() > 5.0, "{}", stream.rate());
+}
+
+#[test]
+fn a_host_started_below_the_start_rate_ramps_up_to_it_and_no_further() {
+    // The crawl's prior starts a new host at 1 req/s: it ramps by answers to the start
+    // rate, and holds there while it has few pages.
+    let c = FakeClock::new();
+    let mut ctl = Controller::from_prior(AimdConfig::default(), 1.0, c.now());
+    answers(&mut ctl, &c, 45, Some(39));
+    assert_eq!(ctl.rate(), 5.0);
+    assert_eq!(ctl.phase(), Phase::SlowStart);
 }
 
 #[test]
