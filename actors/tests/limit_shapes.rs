@@ -384,17 +384,23 @@ async fn a_learned_hosts_retry_after_pauses_the_exit_that_read_it_while_the_othe
     );
 }
 
-#[actix_rt::test]
-async fn a_small_host_at_the_start_rate_is_not_throttled() {
-    // A broad crawl's everyday host: 5 req/s with a burst of 2, `Retry-After: 1` on every
-    // 429, 40 pages, reached through four exits. Its 40 pages cannot pay for the throttle
-    // a probe past the start rate (5 req/s, its own) would end in: it is crawled there.
-    let site = paused_site(SiteConfig {
-        limit: Limit::Global(Rate::per_second(5, 2)),
+/// A broad crawl's everyday host: `rate` req/s with a burst of 2, `Retry-After: 1` on
+/// every 429, pages of 40 ms.
+fn small_host(rate: u64) -> TestSite {
+    paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(rate, 2)),
         retry_after: RetryAfter::Fixed(1),
         latency: Duration::from_millis(40),
         ..SiteConfig::default()
-    });
+    })
+}
+
+#[actix_rt::test]
+async fn a_small_host_at_the_start_rate_is_not_throttled() {
+    // 5 req/s, 40 pages, reached through four exits. Its 40 pages cannot pay for the
+    // throttle a probe past the start rate (5 req/s, its own) would end in: it is crawled
+    // there.
+    let site = small_host(5);
     let shape = crawl_shape(&site, 40, 5.0, Duration::ZERO, 429).await;
     assert_eq!(shape.ok, 40, "every URL ends 200");
     assert_eq!(shape.seen.refused, 0, "throttles for 40 pages");
@@ -408,13 +414,8 @@ async fn a_small_host_at_the_start_rate_is_not_throttled() {
 
 #[actix_rt::test]
 async fn a_small_host_slower_than_the_start_rate_resumes_as_each_pause_ends() {
-    // 2 req/s with a burst of 2, met at 5 req/s: it throttles while it is learned.
-    let site = paused_site(SiteConfig {
-        limit: Limit::Global(Rate::per_second(2, 2)),
-        retry_after: RetryAfter::Fixed(1),
-        latency: Duration::from_millis(40),
-        ..SiteConfig::default()
-    });
+    // 2 req/s, met at 5 req/s: it throttles while it is learned.
+    let site = small_host(2);
     let shape = crawl_shape(&site, 40, 2.0, Duration::ZERO, 429).await;
     assert_eq!(shape.ok, 40, "every URL ends 200");
     assert!(

@@ -93,12 +93,13 @@ impl Controller {
     /// Whether a host's first slow start may grow past `initial_rps`: above the configured
     /// start, slow start is a probe, and it ends in a throttle, which the site counts.
     /// A host is probed only once its work pays for that throttle at
-    /// [`Controller::THROTTLE_SHARE`] of its requests: 50 requests waiting, or sent. A
-    /// broad crawl's small hosts (a few dozen pages each) are crawled at the start rate,
+    /// [`Controller::THROTTLE_SHARE`] of its requests: 50 requests waiting, or answered.
+    /// A broad crawl's small hosts (a few dozen pages each) are crawled at the start rate,
     /// and only those slower than it are throttled, where a ramp would throttle every
-    /// host once. Where the work waiting is not known (the sender's window is the limit,
-    /// not the host's pages), or once the host was cut, slow start is not held.
-    pub(super) fn may_probe(&self) -> bool {
+    /// host once. Where the work waiting is not known (the last answer's
+    /// [`Response::backlog`](super::Response::backlog) is `None`), or once the host was
+    /// cut, slow start is not held.
+    fn may_probe(&self) -> bool {
         let budget = 1.0 / Self::THROTTLE_SHARE;
         let Some(backlog) = self.backlog.filter(|_| self.decreases == 0) else {
             return true;
