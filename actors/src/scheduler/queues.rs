@@ -69,6 +69,14 @@ pub(super) struct Queues {
     slots: Arc<Semaphore>,
 }
 
+/// `host`'s entry in `hosts`, made when it has none (a field apart, so that the caller
+/// may touch the round-robin while it holds the entry).
+fn entry_in<'a>(hosts: &'a mut HashMap<Arc<str>, HostState>, host: &Arc<str>) -> &'a mut HostState {
+    hosts
+        .entry(Arc::clone(host))
+        .or_insert_with(|| HostState::new(host))
+}
+
 impl Queues {
     /// Queues for at most `capacity` waiting fetches; `depth` follows their number.
     pub(super) fn new(capacity: usize, depth: Gauge) -> Self {
@@ -119,18 +127,13 @@ impl Queues {
     /// first: for a host already there (the common case) that costs no reference-count
     /// round trip on its name.
     pub(super) fn entry(&mut self, host: &Arc<str>) -> &mut HostState {
-        self.hosts
-            .entry(Arc::clone(host))
-            .or_insert_with(|| HostState::new(host))
+        entry_in(&mut self.hosts, host)
     }
 
     /// A new fetch at the back of its host's queue; the host joins the round-robin's end.
     pub(super) fn push(&mut self, p: Pending) {
         let host = Arc::clone(&p.host);
-        let state = self
-            .hosts
-            .entry(Arc::clone(&host))
-            .or_insert_with(|| HostState::new(&host));
+        let state = entry_in(&mut self.hosts, &host);
         state.queue.push_back(p);
         if !state.ordered {
             state.ordered = true;
@@ -143,10 +146,7 @@ impl Queues {
     /// asked for); the host is served first.
     pub(super) fn push_front(&mut self, p: Pending) {
         let host = Arc::clone(&p.host);
-        let state = self
-            .hosts
-            .entry(Arc::clone(&host))
-            .or_insert_with(|| HostState::new(&host));
+        let state = entry_in(&mut self.hosts, &host);
         state.queue.push_front(p);
         if !state.ordered {
             state.ordered = true;

@@ -19,6 +19,12 @@ fn answers(ctl: &mut Controller, c: &FakeClock, n: usize, backlog: Option<u32>) 
     }
 }
 
+/// Held at the start rate (`initial_rps`, 5 req/s), still in slow start.
+fn assert_held(ctl: &Controller) {
+    assert_eq!(ctl.rate(), 5.0);
+    assert_eq!(ctl.phase(), Phase::SlowStart);
+}
+
 /// A new controller that expects a throttle to bring `pause`.
 fn expecting(c: &FakeClock, pause: Duration) -> Controller {
     let mut ctl = Controller::new(AimdConfig::default(), c.now());
@@ -32,8 +38,7 @@ fn slow_start_holds_while_the_work_waiting_is_done_before_a_pause_would_end() {
     // 99 pages waiting at 5 req/s: 20 s of work against a minute's pause.
     let mut held = expecting(&c, MINUTE);
     answers(&mut held, &c, 20, Some(99));
-    assert_eq!(held.rate(), 5.0);
-    assert_eq!(held.phase(), Phase::SlowStart);
+    assert_held(&held);
     // The same work where throttles bring no pause, or where the work is not known:
     // slow start as ever.
     let mut cheap = expecting(&c, Duration::ZERO);
@@ -66,8 +71,7 @@ fn a_host_with_few_pages_is_crawled_at_the_start_rate_not_probed_above_it() {
     // that 39 requests cannot pay for at 2 %.
     let mut small = expecting(&c, Duration::ZERO);
     answers(&mut small, &c, 40, Some(39));
-    assert_eq!(small.rate(), 5.0);
-    assert_eq!(small.phase(), Phase::SlowStart);
+    assert_held(&small);
     // 50 waiting pay for it: slow start as ever.
     let mut big = expecting(&c, Duration::ZERO);
     answers(&mut big, &c, 20, Some(50));
@@ -87,8 +91,7 @@ fn a_host_started_below_the_start_rate_ramps_up_to_it_and_no_further() {
     let c = FakeClock::new();
     let mut ctl = Controller::from_prior(AimdConfig::default(), 1.0, c.now());
     answers(&mut ctl, &c, 45, Some(39));
-    assert_eq!(ctl.rate(), 5.0);
-    assert_eq!(ctl.phase(), Phase::SlowStart);
+    assert_held(&ctl);
 }
 
 #[test]
