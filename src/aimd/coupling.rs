@@ -263,7 +263,7 @@ impl HostPolicy {
                         h.continue_run();
                     }
                 }
-                if let Some(a) = h.on_response(r, now) {
+                if let Some(a) = h.on_answer(exit, r, now) {
                     out.push((Lane::Host, a));
                 }
             }

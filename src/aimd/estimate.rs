@@ -8,7 +8,8 @@
 
 use std::time::Instant;
 
-use super::{Controller, Phase};
+use super::fit::Bounds;
+use super::{Controller, Phase, Response};
 
 impl Controller {
     /// Requests a probe cycle spans after an estimate from what got through between
@@ -16,9 +17,12 @@ impl Controller {
     pub(super) const LEARNED_CYCLE: f64 = 10.0;
     /// Answers in a second from which what got through says something besides the burst.
     const SECOND_SAYS: u32 = 8;
-    /// The fit of a host's first answers speaks while its fastest refill lasts longer than
-    /// this many round trips' worth of tokens: under one token per two round trips, the
-    /// network cannot reorder arrivals by a token.
+    /// The fit of a host's first answers speaks while its fastest refill gives at most
+    /// this many tokens over the spread of their round trips: the site then saw any two
+    /// requests a token apart in the order they were sent.
+    pub(super) const FIT_TOKENS_PER_SHUFFLE: f64 = 1.0;
+    /// The stricter bound where a bucket per exit explains the answers as well: at most
+    /// this many tokens per round trip (see `fit_estimate`).
     pub(super) const FIT_TOKENS_PER_RTT: f64 = 0.5;
     /// A fit whose fastest refill is within this factor of its slowest has pinned the
     /// rate: the estimate goes no higher than the middle of the range.
@@ -130,9 +134,9 @@ impl Controller {
     /// [`BucketFit::EVENTS`](super::fit::BucketFit::EVENTS) answers, and speaks no more
     /// once it holds them: by then a thin host is learned and a fast one is the other
     /// estimators'.
-    pub(super) fn fit_record(&mut self, sent_at: Instant, ok: bool) {
+    pub(super) fn fit_record(&mut self, (r, exit): (&Response, usize), ok: bool) {
         if let Some(f) = &mut self.fit {
-            f.record(sent_at, ok);
+            f.record((r.sent_at, exit), ok, r.latency);
             if !f.open() {
                 self.fit = None;
                 self.fit_ceiling = None;
@@ -154,13 +158,23 @@ impl Controller {
             return;
         }
         let hi = 2.0 * self.w_max.max(self.rate);
-        let Some((lo, hi)) = fit.bounds(self.cfg.min_rps, hi) else {
+        let Some(Bounds { lo, hi, per_exit }) = fit.bounds(self.cfg.min_rps, hi) else {
             return;
         };
         // The fit takes the order requests were sent in for the order they arrived: true
-        // only while a token takes longer than the network's reordering, which the
-        // round trip bounds.
-        if hi * self.srtt.unwrap_or(f64::INFINITY) > Self::FIT_TOKENS_PER_RTT {
+        // while a token takes longer than the network can shuffle arrivals by, which the
+        // spread of the round trips bounds. Where a bucket per exit explains the answers
+        // as well, the limit may be per client address, which one bucket for the host
+        // explains only while the exits take even turns: a turn that came round early (two
+        // requests through one exit closer than its share's token, the host under its
+        // rate) reads as a slow host, and a ceiling there holds a per-address site under
+        // its rate. The fit then keeps to hosts whose tokens are two round trips apart.
+        let silent = if per_exit {
+            hi * self.srtt.unwrap_or(f64::INFINITY) > Self::FIT_TOKENS_PER_RTT
+        } else {
+            hi * fit.shuffle() > Self::FIT_TOKENS_PER_SHUFFLE
+        };
+        if silent {
             self.fit_ceiling = None;
             return;
         }

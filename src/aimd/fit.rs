@@ -21,19 +21,38 @@
 //!
 //! Where it does not speak: a host whose limit is not a bucket (a fixed window, a queue)
 //! may fit no refill at all or a range the window's edges made up, and a fast host's
-//! answers arrive in an order the network shuffles by more than a token's time. So it only
-//! corrects the other estimators while a thin host is learned (the controller's first
-//! cuts), never past the range it found, and it stops listening once it holds
-//! [`BucketFit::EVENTS`] answers.
+//! answers arrive in an order the network shuffles by more than a token's time (the spread
+//! of their round trips says by how much, [`BucketFit::shuffle`]). A limit per client
+//! address is a bucket per exit: one for the host explains its answers only while the
+//! exits take their turns evenly, and a turn that comes round early reads as a slow host.
+//! So the fit also says whether buckets alike, one per exit, explain the answers as well
+//! ([`Bounds::per_exit`]), and the controller trusts it less there. It only corrects the
+//! other estimators while a thin host is learned (the controller's first cuts), never
+//! past the range it found, and it stops listening once it holds [`BucketFit::EVENTS`]
+//! answers.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The answers of a host's first requests, in the order they were sent.
 #[derive(Debug, Clone, Default)]
 pub(super) struct BucketFit {
     origin: Option<Instant>,
-    /// Seconds after `origin` each request was sent, and whether it got through.
-    events: Vec<(f64, bool)>,
+    /// Seconds after `origin` each request was sent, whether it got through, and the
+    /// exit it went through.
+    events: Vec<(f64, bool, usize)>,
+    /// The shortest and the longest round trip of those answers, seconds.
+    round_trips: Option<(f64, f64)>,
+}
+
+/// The refills that explain a host's answers, requests/s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Bounds {
+    /// The slowest.
+    pub(super) lo: f64,
+    /// The fastest.
+    pub(super) hi: f64,
+    /// One bucket per exit explains them as well: the limit may be per client address.
+    pub(super) per_exit: bool,
 }
 
 impl BucketFit {
@@ -43,8 +62,14 @@ impl BucketFit {
     /// Refills tried between the bounds: about 2 % apart over a hundredfold range.
     const GRID: usize = 240;
 
-    /// A success (`ok`) or a throttle of the request sent at `sent_at`.
-    pub(super) fn record(&mut self, sent_at: Instant, ok: bool) {
+    /// A success (`ok`) or a throttle of the request sent at `sent_at` through `exit`,
+    /// answered `round_trip` later.
+    pub(super) fn record(
+        &mut self,
+        (sent_at, exit): (Instant, usize),
+        ok: bool,
+        round_trip: Duration,
+    ) {
         if self.events.len() >= Self::EVENTS {
             return;
         }
@@ -52,7 +77,18 @@ impl BucketFit {
         let t = sent_at
             .checked_duration_since(origin)
             .map_or(0.0, |d| d.as_secs_f64());
-        self.events.push((t, ok));
+        self.events.push((t, ok, exit));
+        let rt = round_trip.as_secs_f64();
+        self.round_trips = Some(match self.round_trips {
+            None => (rt, rt),
+            Some((lo, hi)) => (lo.min(rt), hi.max(rt)),
+        });
+    }
+
+    /// How far apart the answers' round trips were, seconds. The site saw two requests in
+    /// the order they were sent unless they went out closer than that.
+    pub(super) fn shuffle(&self) -> f64 {
+        self.round_trips.map_or(0.0, |(lo, hi)| hi - lo)
     }
 
     /// Whether it still listens.
@@ -60,58 +96,89 @@ impl BucketFit {
         self.events.len() < Self::EVENTS
     }
 
-    /// The refills within `[lo, hi]` (requests/s) that explain every answer so far, as
-    /// the slowest and the fastest; `None` while no throttle was seen or when none does.
-    pub(super) fn bounds(&self, lo: f64, hi: f64) -> Option<(f64, f64)> {
+    /// The refills within `[lo, hi]` (requests/s) of one bucket for the host that explain
+    /// every answer so far; `None` while no throttle was seen or when none does.
+    pub(super) fn bounds(&self, lo: f64, hi: f64) -> Option<Bounds> {
         if !(lo > 0.0 && hi > lo) || self.events.iter().all(|e| e.1) {
             return None;
         }
-        let mut events = self.events.clone();
-        // Answers come back out of order; the site saw them in about the order sent.
-        events.sort_by(|a, b| a.0.total_cmp(&b.0));
         let step = (hi / lo).ln() / (Self::GRID - 1) as f64;
-        let feasible = (0..Self::GRID)
-            .map(|i| lo * (step * i as f64).exp())
-            .filter(|&c| explains(&events, c));
-        feasible.fold(None, |acc, c| match acc {
-            None => Some((c, c)),
-            Some((l, h)) => Some((f64::min(l, c), f64::max(h, c))),
+        let grid = || (0..Self::GRID).map(move |i| lo * (step * i as f64).exp());
+        let host = [self.sent_by(None)];
+        let (slowest, fastest) = grid()
+            .filter(|&c| explains(&host, c))
+            .fold(None, |acc, c| match acc {
+                None => Some((c, c)),
+                Some((l, h)) => Some((f64::min(l, c), f64::max(h, c))),
+            })?;
+        // Requests spread over n exits, each exit's bucket refills at a share of the host's.
+        let mut exits: Vec<usize> = self.events.iter().map(|e| e.2).collect();
+        exits.sort_unstable();
+        exits.dedup();
+        let per_exit = exits.len() >= 2 && {
+            let each: Vec<_> = exits.iter().map(|&x| self.sent_by(Some(x))).collect();
+            let n = exits.len() as f64;
+            grid().any(|c| explains(&each, c / n))
+        };
+        Some(Bounds {
+            lo: slowest,
+            hi: fastest,
+            per_exit,
         })
+    }
+
+    /// The answers through `exit` (all of them for `None`) in the order they were sent:
+    /// answers come back out of order, the site saw them in about the order sent.
+    fn sent_by(&self, exit: Option<usize>) -> Vec<(f64, bool)> {
+        let mut events: Vec<(f64, bool)> = self
+            .events
+            .iter()
+            .filter(|e| exit.is_none_or(|x| e.2 == x))
+            .map(|e| (e.0, e.1))
+            .collect();
+        events.sort_by(|a, b| a.0.total_cmp(&b.0));
+        events
     }
 }
 
-/// Whether a bucket refilling at `c` a second, of the shallowest depth its successes
-/// allow, leaves every throttle in `events` without a token.
-fn explains(events: &[(f64, bool)], c: f64) -> bool {
-    // Debt: tokens taken and not yet refilled. A bucket of depth B holds B - debt.
-    let debts = || {
-        let mut debt = 0.0_f64;
-        let mut last = events.first().map_or(0.0, |e| e.0);
-        events.iter().map(move |&(t, ok)| {
-            debt = (debt - c * (t - last)).max(0.0);
-            last = t;
-            let before = debt;
-            if ok {
-                debt += 1.0;
-            }
-            (before, ok)
-        })
-    };
+/// Whether buckets alike, one per stream of `events` (each in the order sent), refilling
+/// at `c` a second and of the shallowest depth their successes allow, leave every
+/// throttle without a token.
+fn explains(streams: &[Vec<(f64, bool)>], c: f64) -> bool {
     // A success needs a token: B - before >= 1.
-    let depth = debts()
+    let depth = streams
+        .iter()
+        .flat_map(|s| debts(s, c))
         .filter(|e| e.1)
         .map(|(before, _)| before + 1.0)
         .fold(1.0, f64::max);
     // A throttle found none: B - before < 1.
-    debts()
+    streams
+        .iter()
+        .flat_map(|s| debts(s, c))
         .filter(|e| !e.1)
         .all(|(before, _)| depth - before < 1.0)
+}
+
+/// Each request's debt before it (tokens taken and not yet refilled: a bucket of depth B
+/// then holds B - debt), and whether it got through.
+fn debts(events: &[(f64, bool)], c: f64) -> impl Iterator<Item = (f64, bool)> + '_ {
+    let mut debt = 0.0_f64;
+    let mut last = events.first().map_or(0.0, |e| e.0);
+    events.iter().map(move |&(t, ok)| {
+        debt = (debt - c * (t - last)).max(0.0);
+        last = t;
+        let before = debt;
+        if ok {
+            debt += 1.0;
+        }
+        (before, ok)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// Requests to a bucket of `depth` refilling at `c`, sent at `times` (seconds), as the
     /// site answers them.
@@ -127,7 +194,7 @@ mod tests {
             if ok {
                 tokens -= 1.0;
             }
-            fit.record(t0 + Duration::from_secs_f64(t), ok);
+            fit.record((t0 + Duration::from_secs_f64(t), 0), ok, Duration::ZERO);
         }
         fit
     }
@@ -146,7 +213,7 @@ mod tests {
         let mut times = steady(0.0, 8.0, 0.75);
         times.extend(steady(1.75, 6.0, 1.5));
         let fit = answers(5.0, 2.0, &times);
-        let (lo, hi) = fit.bounds(0.1, 20.0).expect("a bucket explains them");
+        let Bounds { lo, hi, .. } = fit.bounds(0.1, 20.0).expect("a bucket explains them");
         assert!(lo <= 5.0 && hi >= 5.0, "{lo}..{hi} holds the truth");
         assert!(lo > 4.2, "the fit excludes the span's low figure: {lo}");
     }
@@ -156,8 +223,8 @@ mod tests {
         // 1 req/s, burst 2, sent at 1.5/s: every few requests a throttle.
         let few = answers(1.0, 2.0, &steady(0.0, 1.5, 6.0));
         let many = answers(1.0, 2.0, &steady(0.0, 1.5, 30.0));
-        let (l1, h1) = few.bounds(0.1, 10.0).unwrap();
-        let (l2, h2) = many.bounds(0.1, 10.0).unwrap();
+        let Bounds { lo: l1, hi: h1, .. } = few.bounds(0.1, 10.0).unwrap();
+        let Bounds { lo: l2, hi: h2, .. } = many.bounds(0.1, 10.0).unwrap();
         assert!(l1 <= 1.0 && h1 >= 1.0 && l2 <= 1.0 && h2 >= 1.0);
         assert!(h2 / l2 < h1 / l1, "{l1}..{h1} then {l2}..{h2}");
         assert!(h2 / l2 < 1.25, "thirty seconds pin it: {l2}..{h2}");
@@ -174,9 +241,76 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            odd.record(t0 + Duration::from_millis(100 * i as u64), ok);
+            odd.record(
+                (t0 + Duration::from_millis(100 * i as u64), 0),
+                ok,
+                Duration::ZERO,
+            );
         }
         assert_eq!(odd.bounds(0.1, 5.0), None);
+    }
+
+    /// Requests sent at `sends` (seconds, exit) to buckets refilling at `c`, of `depth`:
+    /// one per exit where `per_exit`, else one for the host; as the site answers them.
+    fn through(c: f64, depth: f64, sends: &[(f64, usize)], per_exit: bool) -> BucketFit {
+        let t0 = Instant::now();
+        let mut fit = BucketFit::default();
+        let mut buckets = std::collections::HashMap::new();
+        for &(t, exit) in sends {
+            let key = if per_exit { exit } else { 0 };
+            let (tokens, last) = buckets.entry(key).or_insert((depth, 0.0_f64));
+            *tokens = (*tokens + c * (t - *last)).min(depth);
+            *last = t;
+            let ok = *tokens >= 1.0;
+            if ok {
+                *tokens -= 1.0;
+            }
+            fit.record((t0 + Duration::from_secs_f64(t), exit), ok, Duration::ZERO);
+        }
+        fit
+    }
+
+    #[test]
+    fn uneven_turns_of_a_limit_per_exit_read_as_a_slow_host_and_are_told_apart() {
+        // 2 req/s per exit, burst 1, four exits (8/s in all). Exit 1's turn comes round
+        // again after 0.47 s while the host is sent to at 5/s: refused, which one bucket
+        // for the host explains only below 6.4/s. A bucket per exit explains it too.
+        let mut sends = vec![(0.0, 1), (0.2, 2), (0.3, 3), (0.4, 0), (0.47, 1)];
+        sends.extend((0..10).map(|i| (0.6 + 0.2 * f64::from(i), (i % 4) as usize)));
+        let fit = through(2.0, 1.0, &sends, true);
+        let b = fit.bounds(0.1, 16.0).expect("one bucket explains them");
+        assert!(b.hi < 6.5, "the host's bucket reads too slow: {b:?}");
+        assert!(b.per_exit, "{b:?}");
+    }
+
+    #[test]
+    fn the_shuffle_is_the_spread_of_the_round_trips() {
+        let t0 = Instant::now();
+        let mut fit = BucketFit::default();
+        assert_eq!(fit.shuffle(), 0.0);
+        for ms in [30, 45, 20, 33] {
+            fit.record((t0, 0), true, Duration::from_millis(ms));
+        }
+        assert!((fit.shuffle() - 0.025).abs() < 1e-9, "{}", fit.shuffle());
+    }
+
+    #[test]
+    fn a_limit_for_the_host_rules_out_one_per_exit() {
+        // 10/s for the host, burst 2. Exit 0 gets two requests through 10 ms apart (its
+        // bucket holds two); exit 1, 20 ms later, is refused after one: buckets alike
+        // cannot do both, one for the host can.
+        let sends = [
+            (0.0, 0),
+            (0.01, 0),
+            (0.02, 1),
+            (0.03, 1),
+            (0.5, 0),
+            (0.6, 1),
+        ];
+        let fit = through(10.0, 2.0, &sends, false);
+        let b = fit.bounds(0.1, 40.0).expect("one bucket explains them");
+        assert!(!b.per_exit, "{b:?}");
+        assert!(b.lo <= 10.0 && b.hi >= 10.0, "{b:?}");
     }
 
     #[test]
@@ -184,7 +318,7 @@ mod tests {
         let mut fit = answers(1.0, 2.0, &steady(0.0, 2.0, 40.0));
         assert!(!fit.open());
         let before = fit.events.len();
-        fit.record(Instant::now(), true);
+        fit.record((Instant::now(), 0), true, Duration::ZERO);
         assert_eq!(fit.events.len(), before);
         assert_eq!(before, BucketFit::EVENTS);
     }

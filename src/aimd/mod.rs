@@ -77,6 +77,7 @@ mod errors;
 mod estimate;
 mod fit;
 pub mod fleet;
+mod hint;
 mod latency;
 mod lockout;
 mod meter;
@@ -87,7 +88,6 @@ mod trial;
 
 use std::time::{Duration, Instant};
 
-use crate::headers::Pacing;
 use crate::limiter::interval_of;
 
 use between::Between;
@@ -444,6 +444,17 @@ impl Controller {
 
     /// Feed one response; returns the change to carry out, if any.
     pub fn on_response(&mut self, r: &Response, now: Instant) -> Option<Adjustment> {
+        self.on_answer(0, r, now)
+    }
+
+    /// [`Controller::on_response`] for an answer through exit `exit` of those the key is
+    /// reached through, which the bucket fit tells apart (see `fit`).
+    pub(super) fn on_answer(
+        &mut self,
+        exit: usize,
+        r: &Response,
+        now: Instant,
+    ) -> Option<Adjustment> {
         let pause_before = self.pause_until;
         // A response to a request sent before the last decrease was sent at the old rate:
         // it carries no news about the new one.
@@ -458,7 +469,7 @@ impl Controller {
             .step(now, || accepted_long.rate(now, created).0);
         match r.signal {
             Signal::Neutral => {}
-            Signal::Success => self.on_success(r, fresh, now),
+            Signal::Success => self.on_success((r, exit), fresh, now),
             Signal::Error => {
                 self.errors.observe(true);
                 if fresh && !self.lockout.active() && self.errors.overloaded() {
@@ -468,7 +479,7 @@ impl Controller {
             }
             Signal::Throttle { retry_after } => {
                 self.errors.observe(false);
-                self.fit_record(r.sent_at, false);
+                self.fit_record((r, exit), false);
                 let spanned = self.spans.refusal(r.sent_at);
                 if let Some(ra) = retry_after {
                     if self.retry_after_pauses_key {
@@ -527,9 +538,9 @@ impl Controller {
         self.adjustment(now, pause_before)
     }
 
-    fn on_success(&mut self, r: &Response, fresh: bool, now: Instant) {
+    fn on_success(&mut self, (r, exit): (&Response, usize), fresh: bool, now: Instant) {
         self.ok_since_cut = true;
-        self.fit_record(r.sent_at, true);
+        self.fit_record((r, exit), true);
         self.accepted.record(now);
         self.accepted_long.record(now);
         self.between.answer(r.sent_at, true, r.limited);
@@ -614,34 +625,6 @@ impl Controller {
         self.enter_probe(w_max, now, true);
         self.rate = self.clamp(w_max, now);
         self.last_decrease = Some(now);
-    }
-
-    /// Apply a pacing hint announced by the site (see [`crate::headers`]): a pause when its
-    /// quota is used up, and a ceiling on the rate until the quota resets.
-    pub fn on_hint(&mut self, hint: &Pacing, now: Instant) -> Option<Adjustment> {
-        let pause_before = self.pause_until;
-        if let Some(p) = hint.pause_for {
-            if p > Duration::ZERO {
-                self.extend_pause(now + p);
-                self.hinted_pause = Some(now);
-            }
-        }
-        let cap = match (hint.max_rps, hint.min_interval) {
-            (Some(r), Some(i)) => Some(r.min(1.0 / i.as_secs_f64().max(1e-9))),
-            (Some(r), None) => Some(r),
-            (None, Some(i)) => Some(1.0 / i.as_secs_f64().max(1e-9)),
-            (None, None) => None,
-        };
-        if let Some(cap) = cap.filter(|c| c.is_finite() && *c > 0.0) {
-            // Hints are repeated on every response; one that is not renewed lapses.
-            let lifetime = hint
-                .pause_for
-                .unwrap_or(Duration::ZERO)
-                .max(Duration::from_secs(60));
-            self.hint_cap = Some((cap.max(self.cfg.min_rps), now + lifetime));
-            self.rate = self.clamp(self.rate, now);
-        }
-        self.adjustment(now, pause_before)
     }
 
     /// The estimate no longer holds (an exit whose own limit it was got a budget of its

@@ -2,6 +2,7 @@
 use super::*;
 use crate::clock::{Clock, FakeClock};
 use crate::decision::Decision;
+use crate::headers::Pacing;
 use crate::limiter::{Quota, RateLimiter, TokenBucket};
 
 const MS: Duration = Duration::from_millis(1);

@@ -4,7 +4,7 @@
 //! throttled) is a property of the feedback loop, not of one function, and it can only be
 //! checked by closing the loop — on every shape a site may have, not one. The simulation
 //! does that on fake time: a [`HostPolicy`] (host lane and exit lanes) drives
-//! [`Pacer`]s, each request goes through the exit that sent to the host longest ago among
+//! [`Pacer`](crate::pacer::Pacer)s, each request goes through the exit that sent to the host longest ago among
 //! those its pacers allow (as the scheduler does), reaches a modelled [`site`] after half
 //! a round trip, and the answers come back as feedback, within a concurrency limit and a
 //! timeout. Minutes of crawling run in milliseconds, deterministically from a seed, so the
