@@ -171,6 +171,15 @@ impl HostPolicy {
         self
     }
 
+    /// Expect a probe of this host to bring `throttles` throttles until one did (see
+    /// [`Controller::expect_probe_throttles`]).
+    pub fn expecting_probe_throttles(mut self, throttles: f64) -> Self {
+        for ctl in self.controllers_mut() {
+            ctl.expect_probe_throttles(throttles);
+        }
+        self
+    }
+
     /// Every controller: the host lane's and the exit lanes' that have one.
     fn controllers_mut(&mut self) -> impl Iterator<Item = &mut Controller> {
         self.host

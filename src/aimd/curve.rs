@@ -93,14 +93,16 @@ impl Controller {
     /// Whether a host's first slow start may grow past `initial_rps`: above the configured
     /// start, slow start is a probe, and it ends in a throttle, which the site counts.
     /// A host is probed only once its work pays for that throttle at
-    /// [`Controller::THROTTLE_SHARE`] of its requests: 50 requests waiting, or answered.
+    /// [`Controller::THROTTLE_SHARE`] of its requests: 50 requests waiting, or answered;
+    /// 50 per throttle where the crawl's probes brought several (a limit per client
+    /// address is overrun through every exit; see [`Controller::expect_probe_throttles`]).
     /// A broad crawl's small hosts (a few dozen pages each) are crawled at the start rate,
     /// and only those slower than it are throttled, where a ramp would throttle every
     /// host once. Where the work waiting is not known (the last answer's
     /// [`Response::backlog`](super::Response::backlog) is `None`), or once the host was
     /// cut, slow start is not held.
     fn may_probe(&self) -> bool {
-        let budget = 1.0 / Self::THROTTLE_SHARE;
+        let budget = self.probe_throttles / Self::THROTTLE_SHARE;
         let Some(backlog) = self.backlog.filter(|_| self.decreases == 0) else {
             return true;
         };
@@ -159,6 +161,7 @@ impl Controller {
     }
 
     pub(super) fn decrease(&mut self, now: Instant, cause: Cause) {
+        self.first_cut.get_or_insert(now);
         let at_throttle = self.rate;
         let mut guess = false;
         let w_max = match self.phase {

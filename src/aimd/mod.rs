@@ -251,6 +251,13 @@ pub struct Controller {
     backlog: Option<u32>,
     /// Seconds slow start was held for the pause's price while the sender wanted more.
     held_for_price: f64,
+    /// The throttles a probe past `initial_rps` is expected to bring: what the crawl's
+    /// other hosts' first overshoots brought (see [`Controller::expect_probe_throttles`]).
+    probe_throttles: f64,
+    /// When the rate was first cut.
+    first_cut: Option<Instant>,
+    /// Throttles of requests sent before the first cut: what the first overshoot cost.
+    overshoot: u32,
 }
 
 impl Controller {
@@ -316,24 +323,11 @@ impl Controller {
             expected_pause: Duration::ZERO,
             backlog: None,
             held_for_price: 0.0,
+            probe_throttles: 1.0,
+            first_cut: None,
+            overshoot: 0,
             cfg,
         }
-    }
-
-    /// A controller in slow start at `start_rps`, where the crawl's host prior
-    /// ([`prior::HostPrior`]) says a new host should start. Below `cfg.initial_rps`, the
-    /// crawl has met hosts that slow: slow start doubles at most once per
-    /// [`Controller::SS_ANSWERS`] answers, as a time-based doubling would multiply a rate
-    /// of one request a second a hundredfold between two of its answers.
-    pub fn from_prior(cfg: AimdConfig, start_rps: f64, now: Instant) -> Self {
-        let ramp_by_answers = start_rps < cfg.initial_rps;
-        let mut c = Self::new(cfg, now);
-        c.rate = start_rps.clamp(c.cfg.min_rps, c.cfg.max_rps);
-        c.w_max = c.rate;
-        c.start_rps = c.rate;
-        c.broadcast_rps = c.rate;
-        c.ramp_by_answers = ramp_by_answers;
-        c
     }
 
     /// Where the next throttle's Retry-After binds: `pauses_key`, this key (the default);
@@ -344,16 +338,6 @@ impl Controller {
     pub fn bind_retry_after(&mut self, pauses_key: bool, share: f64) {
         self.retry_after_pauses_key = pauses_key;
         self.retry_after_share = share.clamp(0.0, 1.0);
-    }
-
-    /// The pause a throttle of this key is expected to bring until it brings one: the
-    /// `Retry-After` the crawl's hosts send (see [`prior::HostPrior::pause`]). Slow start
-    /// ends in a throttle, so that pause is what ramping up costs, and a first slow start holds
-    /// its rate while the work waiting would be done at it before the pause would end,
-    /// and at most as long as the pause (ski rental: renting stops once the rent paid is
-    /// the price of buying, so holding costs at most what one throttle would).
-    pub fn expect_pause(&mut self, pause: Duration) {
-        self.expected_pause = pause;
     }
 
     /// The next refusal continues the run of refusals the last cut began, whatever
@@ -479,6 +463,9 @@ impl Controller {
             }
             Signal::Throttle { retry_after } => {
                 self.errors.observe(false);
+                if self.first_cut.is_none_or(|c| r.sent_at < c) {
+                    self.overshoot += 1;
+                }
                 self.fit_record((r, exit), false);
                 let spanned = self.spans.refusal(r.sent_at);
                 if let Some(ra) = retry_after {

@@ -18,13 +18,20 @@
 //! what a new host's first throttle is expected to cost (many sites send one fixed value,
 //! one second or a minute, and a crawl meets many alike), which its slow start weighs
 //! against the work it has waiting ([`Controller::expect_pause`](super::Controller::expect_pause)).
+//!
+//! And it keeps how many throttles each of those hosts' first overshoot brought (the
+//! throttles of requests sent before its first cut): one for a host refused at its start
+//! rate, one per exit for a host that limits each client address, since every exit's
+//! budget is overrun. The median is what a new host's probe past `initial_rps` is
+//! expected to cost, which its work must pay for before slow start may go there
+//! ([`Controller::expect_probe_throttles`](super::Controller::expect_probe_throttles)).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::coupling::{HostPolicy, Lane};
-use super::Phase;
+use super::{AimdConfig, Controller, Phase};
 
 /// The learned rates of recent hosts, and the pauses their throttles brought.
 #[derive(Debug, Clone, Default)]
@@ -34,6 +41,8 @@ pub struct HostPrior {
     /// kept apart from `rates`: a throttle's pause is known at once, its estimate
     /// often a pause later.
     pauses: Recent,
+    /// The throttles each throttled host's first overshoot brought.
+    overshoots: Recent,
 }
 
 /// A figure per host for the last [`HostPrior::HOSTS`] hosts learned.
@@ -116,6 +125,7 @@ impl HostPrior {
             }
             if c.decreases() > 0 {
                 self.paused(host, c.last_pause());
+                self.overshoots.set(host, f64::from(c.overshoot()));
             }
         }
     }
@@ -135,6 +145,13 @@ impl HostPrior {
             .map_or(Duration::ZERO, Duration::from_secs_f64)
     }
 
+    /// The throttles a new host's probe past `initial_rps` is expected to bring: the
+    /// median of the throttled hosts' first overshoots; one until it knows
+    /// [`HostPrior::MIN_HOSTS`] of them.
+    pub fn probe_throttles(&self) -> f64 {
+        self.overshoots.quantile(0.5).map_or(1.0, |n| n.max(1.0))
+    }
+
     /// How many hosts it knows.
     pub fn hosts(&self) -> usize {
         self.rates.len()
@@ -149,6 +166,49 @@ impl HostPrior {
             .map_or(initial_rps, |q| {
                 q.clamp(min_rps.min(initial_rps), initial_rps)
             })
+    }
+}
+
+/// What a new host's controller takes from the prior.
+impl Controller {
+    /// A controller in slow start at `start_rps`, where the crawl's host prior
+    /// ([`HostPrior`]) says a new host should start. Below `cfg.initial_rps`, the
+    /// crawl has met hosts that slow: slow start doubles at most once per
+    /// [`Controller::SS_ANSWERS`] answers, as a time-based doubling would multiply a rate
+    /// of one request a second a hundredfold between two of its answers.
+    pub fn from_prior(cfg: AimdConfig, start_rps: f64, now: Instant) -> Self {
+        let ramp_by_answers = start_rps < cfg.initial_rps;
+        let mut c = Self::new(cfg, now);
+        c.rate = start_rps.clamp(c.cfg.min_rps, c.cfg.max_rps);
+        c.w_max = c.rate;
+        c.start_rps = c.rate;
+        c.broadcast_rps = c.rate;
+        c.ramp_by_answers = ramp_by_answers;
+        c
+    }
+
+    /// The pause a throttle of this key is expected to bring until it brings one: the
+    /// `Retry-After` the crawl's hosts send (see [`HostPrior::pause`]). Slow start
+    /// ends in a throttle, so that pause is what ramping up costs, and a first slow start holds
+    /// its rate while the work waiting would be done at it before the pause would end,
+    /// and at most as long as the pause (ski rental: renting stops once the rent paid is
+    /// the price of buying, so holding costs at most what one throttle would).
+    pub fn expect_pause(&mut self, pause: Duration) {
+        self.expected_pause = pause;
+    }
+
+    /// Expect a probe past `initial_rps` to bring `throttles` throttles before this key's
+    /// own first overshoot says (see [`HostPrior::probe_throttles`]): one per exit
+    /// where the site limits each client address, since each exit's budget is overrun.
+    /// A host is probed only once its work pays for them (see `may_probe`).
+    pub fn expect_probe_throttles(&mut self, throttles: f64) {
+        self.probe_throttles = throttles.max(1.0);
+    }
+
+    /// Throttles of requests sent before the key's first cut: what its first overshoot
+    /// cost (one, for a key refused at its start rate).
+    pub fn overshoot(&self) -> u32 {
+        self.overshoot
     }
 }
 
@@ -210,6 +270,22 @@ mod tests {
         }
         assert_eq!(p.pause(), minute);
         assert_eq!(p.pauses.len(), 17);
+    }
+
+    #[test]
+    fn a_new_host_expects_the_throttles_most_first_overshoots_brought() {
+        let mut p = HostPrior::new();
+        for i in 0..7 {
+            p.overshoots.set(&host(i), 4.0);
+        }
+        assert_eq!(p.probe_throttles(), 1.0, "seven hosts say nothing yet");
+        p.overshoots.set(&host(7), 4.0);
+        assert_eq!(p.probe_throttles(), 4.0);
+        // Mostly hosts refused once at their start rate.
+        for i in 8..20 {
+            p.overshoots.set(&host(i), 1.0);
+        }
+        assert_eq!(p.probe_throttles(), 1.0);
     }
 
     #[test]

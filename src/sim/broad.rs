@@ -207,6 +207,7 @@ impl<'a> BroadRun<'a> {
             controller: c.clone(),
             start_rps: Some(self.prior.start(c.initial_rps, c.min_rps)),
             expected_pause: self.prior.pause(),
+            probe_throttles: self.prior.probe_throttles(),
             coupling: Coupling::Auto,
             exits: cfg.exits,
             jitter: cfg.jitter,

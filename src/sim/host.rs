@@ -186,6 +186,9 @@ pub(super) struct HostSetup {
     pub(super) start_rps: Option<f64>,
     /// The pause the prior expects a throttle to bring (see [`HostPolicy::expecting_pause`]).
     pub(super) expected_pause: Duration,
+    /// The throttles the prior expects a probe to bring (see
+    /// [`HostPolicy::expecting_probe_throttles`]).
+    pub(super) probe_throttles: f64,
     pub(super) coupling: Coupling,
     pub(super) exits: usize,
     pub(super) jitter: f64,
@@ -206,7 +209,8 @@ impl HostSim {
                 Some(r) => policy.starting_at(r, now),
                 None => policy,
             }
-            .expecting_pause(s.expected_pause),
+            .expecting_pause(s.expected_pause)
+            .expecting_probe_throttles(s.probe_throttles),
             pacers: Pacers::new(first, per_exit, s.exits, s.jitter, s.seed, now),
             last_sent: vec![0u64; s.exits],
             sent: 0,

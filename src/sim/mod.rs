@@ -211,6 +211,7 @@ impl<'a> Run<'a> {
             controller: cfg.controller.clone(),
             start_rps: cfg.start_rps,
             expected_pause: Duration::ZERO,
+            probe_throttles: 1.0,
             coupling: cfg.coupling,
             exits,
             jitter: cfg.jitter,

@@ -27,7 +27,8 @@
 //! `concurrency` costs: the slow hosts' waiting URLs fill it and starve the fast ones).
 //! `--hosts-per-s R` meets the hosts over time, as a crawl that discovers them does: in a
 //! seeded order, the k-th host's URLs are handed in from k / R seconds on, so the hosts
-//! met later start where the crawler's host prior says.
+//! met later start where the crawler's host prior says. `--per-ip` makes every host limit
+//! each client address instead (a bucket per exit: four times the rate in all).
 //!
 //! Per host class it prints: hosts, pages, the ideal time (the slowest constraint: a host's
 //! meeting time plus its pages ÷ its rate, or the class's pages × median latency ÷
@@ -69,13 +70,15 @@ struct Args {
     outstanding: Option<usize>,
     /// Hosts met a second (`--hosts-per-s`); all at once when `None`.
     hosts_per_s: Option<f64>,
+    /// Each host limits each client address (`--per-ip`): a bucket per exit.
+    per_ip: bool,
     /// Child mode (`--serve I/N`): serve part I of N of the site and answer on
     /// stdin/stdout.
     serve: Option<(usize, usize)>,
 }
 
 const USAGE: &str = "bench_broad [--many] [--hosts-scale F] [--pages N] [--seed S] \
-[--retry-after N|none] [--timeout SECS] [--outstanding N] [--hosts-per-s R]";
+[--retry-after N|none] [--timeout SECS] [--outstanding N] [--hosts-per-s R] [--per-ip]";
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
@@ -87,6 +90,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         timeout: Duration::from_secs(300),
         outstanding: None,
         hosts_per_s: None,
+        per_ip: false,
         serve: None,
     };
     fn value<T: std::str::FromStr>(
@@ -144,6 +148,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 )?);
             }
             "--many" => a.many = true,
+            "--per-ip" => a.per_ip = true,
             "--serve" => {
                 let v = it.next().unwrap_or_default();
                 let part = v.split_once('/').and_then(|(i, n)| {
@@ -181,7 +186,11 @@ fn site_config(a: &Args) -> BroadConfig {
             hosts: scaled(hosts),
             rps: Rps::Fixed(rps),
             burst: 2,
-            key: LimitKey::PerHost,
+            key: if a.per_ip {
+                LimitKey::PerClient
+            } else {
+                LimitKey::PerHost
+            },
             latency: Duration::from_millis(40),
             noise: 0.5,
             retry_after: a.retry_after,

@@ -180,6 +180,7 @@ impl LimiterActor {
                     HostPolicy::new(cfg, n, Coupling::Auto, now)
                         .starting_at(start, now)
                         .expecting_pause(p.pause())
+                        .expecting_probe_throttles(p.probe_throttles())
                 });
                 let before = policy.detected();
                 let estimate = HostPrior::estimate(policy);

@@ -131,3 +131,40 @@ fn a_slow_start_resumed_for_a_stale_estimate_is_not_held() {
         ctl.rate()
     );
 }
+
+#[test]
+fn a_probe_that_brings_a_throttle_per_exit_waits_for_work_that_pays_for_them_all() {
+    // The crawl's hosts limit each client address: their probes brought four throttles
+    // each, one per exit. 99 pages pay for one at 2 %, not for four.
+    let c = FakeClock::new();
+    let mut ctl = expecting(&c, Duration::ZERO);
+    ctl.expect_probe_throttles(4.0);
+    answers(&mut ctl, &c, 40, Some(99));
+    assert_held(&ctl);
+    // 200 pay for four.
+    let mut big = expecting(&c, Duration::ZERO);
+    big.expect_probe_throttles(4.0);
+    answers(&mut big, &c, 20, Some(200));
+    assert!(big.rate() > 20.0, "{}", big.rate());
+}
+
+#[test]
+fn the_overshoot_counts_the_throttles_of_requests_sent_before_the_first_cut() {
+    let c = FakeClock::new();
+    let mut ctl = expecting(&c, Duration::ZERO);
+    for _ in 0..20 {
+        c.advance(10 * MS);
+        ctl.on_response(&ok(c.now() - 5 * MS), c.now());
+    }
+    let before = c.now();
+    // Four requests on their way when the first refusal came back are refused too.
+    for i in 0..4 {
+        ctl.on_response(&throttled(before - (5 - i) * MS, None), c.now());
+        c.advance(MS);
+    }
+    assert_eq!(ctl.overshoot(), 4);
+    // Refusals of requests sent after the cut are the cut rate's, not the overshoot's.
+    c.advance(100 * MS);
+    ctl.on_response(&throttled(c.now() - 5 * MS, None), c.now());
+    assert_eq!(ctl.overshoot(), 4);
+}
