@@ -134,9 +134,9 @@ impl Controller {
     /// [`BucketFit::EVENTS`](super::fit::BucketFit::EVENTS) answers, and speaks no more
     /// once it holds them: by then a thin host is learned and a fast one is the other
     /// estimators'.
-    pub(super) fn fit_record(&mut self, (r, exit): (&Response, usize), ok: bool) {
+    pub(super) fn fit_record(&mut self, r: &Response, exit: usize, ok: bool) {
         if let Some(f) = &mut self.fit {
-            f.record((r.sent_at, exit), ok, r.latency);
+            f.record(r.sent_at, exit, ok, r.latency);
             if !f.open() {
                 self.fit = None;
                 self.fit_ceiling = None;

@@ -64,12 +64,7 @@ impl BucketFit {
 
     /// A success (`ok`) or a throttle of the request sent at `sent_at` through `exit`,
     /// answered `round_trip` later.
-    pub(super) fn record(
-        &mut self,
-        (sent_at, exit): (Instant, usize),
-        ok: bool,
-        round_trip: Duration,
-    ) {
+    pub(super) fn record(&mut self, sent_at: Instant, exit: usize, ok: bool, round_trip: Duration) {
         if self.events.len() >= Self::EVENTS {
             return;
         }
@@ -194,7 +189,7 @@ mod tests {
             if ok {
                 tokens -= 1.0;
             }
-            fit.record((t0 + Duration::from_secs_f64(t), 0), ok, Duration::ZERO);
+            fit.record(t0 + Duration::from_secs_f64(t), 0, ok, Duration::ZERO);
         }
         fit
     }
@@ -242,7 +237,8 @@ mod tests {
             .enumerate()
         {
             odd.record(
-                (t0 + Duration::from_millis(100 * i as u64), 0),
+                t0 + Duration::from_millis(100 * i as u64),
+                0,
                 ok,
                 Duration::ZERO,
             );
@@ -265,7 +261,7 @@ mod tests {
             if ok {
                 *tokens -= 1.0;
             }
-            fit.record((t0 + Duration::from_secs_f64(t), exit), ok, Duration::ZERO);
+            fit.record(t0 + Duration::from_secs_f64(t), exit, ok, Duration::ZERO);
         }
         fit
     }
@@ -289,7 +285,7 @@ mod tests {
         let mut fit = BucketFit::default();
         assert_eq!(fit.shuffle(), 0.0);
         for ms in [30, 45, 20, 33] {
-            fit.record((t0, 0), true, Duration::from_millis(ms));
+            fit.record(t0, 0, true, Duration::from_millis(ms));
         }
         assert!((fit.shuffle() - 0.025).abs() < 1e-9, "{}", fit.shuffle());
     }
@@ -318,7 +314,7 @@ mod tests {
         let mut fit = answers(1.0, 2.0, &steady(0.0, 2.0, 40.0));
         assert!(!fit.open());
         let before = fit.events.len();
-        fit.record((Instant::now(), 0), true, Duration::ZERO);
+        fit.record(Instant::now(), 0, true, Duration::ZERO);
         assert_eq!(fit.events.len(), before);
         assert_eq!(before, BucketFit::EVENTS);
     }

@@ -453,7 +453,7 @@ impl Controller {
             .step(now, || accepted_long.rate(now, created).0);
         match r.signal {
             Signal::Neutral => {}
-            Signal::Success => self.on_success((r, exit), fresh, now),
+            Signal::Success => self.on_success(r, exit, fresh, now),
             Signal::Error => {
                 self.errors.observe(true);
                 if fresh && !self.lockout.active() && self.errors.overloaded() {
@@ -466,7 +466,7 @@ impl Controller {
                 if self.first_cut.is_none_or(|c| r.sent_at < c) {
                     self.overshoot += 1;
                 }
-                self.fit_record((r, exit), false);
+                self.fit_record(r, exit, false);
                 let spanned = self.spans.refusal(r.sent_at);
                 if let Some(ra) = retry_after {
                     if self.retry_after_pauses_key {
@@ -525,9 +525,9 @@ impl Controller {
         self.adjustment(now, pause_before)
     }
 
-    fn on_success(&mut self, (r, exit): (&Response, usize), fresh: bool, now: Instant) {
+    fn on_success(&mut self, r: &Response, exit: usize, fresh: bool, now: Instant) {
         self.ok_since_cut = true;
-        self.fit_record((r, exit), true);
+        self.fit_record(r, exit, true);
         self.accepted.record(now);
         self.accepted_long.record(now);
         self.between.answer(r.sent_at, true, r.limited);

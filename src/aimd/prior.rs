@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use super::coupling::{HostPolicy, Lane};
 use super::{AimdConfig, Controller, Phase};
 
-/// The learned rates of recent hosts, and the pauses their throttles brought.
+/// The learned rates of recent hosts, the pauses their throttles brought, and the
+/// throttles their first overshoots brought.
 #[derive(Debug, Clone, Default)]
 pub struct HostPrior {
     rates: Recent,
