@@ -1,7 +1,8 @@
 //! Prints what the adaptive controller reaches in every scenario of `tests/scenarios/`
 //! (fake time, no network): `cargo run --release --example aimd_sim [-- NAME-FILTER]`
-//! (`--trace`: one line per simulated second on stderr; `--dir DIR`: the scenarios of
-//! another folder, e.g. while writing new ones).
+//! (`--trace`: one line per simulated second on stderr; `--trace-host NAME`: on a broad
+//! scenario, every answer of host `NAME` (`h0`, `h1`, …) with its lanes after it, on
+//! stderr; `--dir DIR`: the scenarios of another folder, e.g. while writing new ones).
 //! The scenario tests (`tests/aimd_scenarios.rs`) assert the same runs against the
 //! expected ranges written in each file; `--markdown` prints docs/limiter.md's table (one row
 //! per scenario: the worst of its seeds).
@@ -15,15 +16,20 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let markdown = args.iter().any(|a| a == "--markdown");
     let trace = args.iter().any(|a| a == "--trace");
-    let dir = args
-        .iter()
-        .position(|a| a == "--dir")
-        .and_then(|i| args.get(i + 1))
-        .map(PathBuf::from);
+    let value_of = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+    };
+    let dir = value_of("--dir").map(PathBuf::from);
+    let trace_host = value_of("--trace-host").cloned();
     let filter = args
         .iter()
         .enumerate()
-        .find(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--dir"))
+        .find(|(i, a)| {
+            !a.starts_with("--")
+                && (*i == 0 || !["--dir", "--trace-host"].contains(&args[i - 1].as_str()))
+        })
         .map(|(_, a)| a.clone());
     let broad_dir = dir
         .clone()
@@ -63,7 +69,7 @@ fn main() {
         }
     }
     if broad_dir.is_dir() {
-        all_met &= run_broad(&broad_dir, filter.as_deref(), markdown);
+        all_met &= run_broad(&broad_dir, filter.as_deref(), markdown, trace_host);
     }
     if !all_met {
         std::process::exit(1);
@@ -72,7 +78,7 @@ fn main() {
 
 /// The broad-crawl scenarios of `dir` (a row per class and seed, or docs/limiter.md's
 /// table: a row per scenario, the worst of its seeds); whether all met their ranges.
-fn run_broad(dir: &Path, filter: Option<&str>, markdown: bool) -> bool {
+fn run_broad(dir: &Path, filter: Option<&str>, markdown: bool, trace_host: Option<String>) -> bool {
     println!();
     if markdown {
         println!("| broad scenario | what it models | ideal/elapsed | 429s | 429s per host p90 / max | expected ideal/elapsed | expected 429s | met |");
@@ -114,7 +120,10 @@ fn run_broad(dir: &Path, filter: Option<&str>, markdown: bool) -> bool {
         let mut runs: Vec<(BroadReport, Vec<String>)> = vec![];
         for &seed in &sc.run.seeds {
             let cfg = match sc.sim_config(seed) {
-                Ok(c) => c,
+                Ok(c) => exitcrawl::sim::BroadConfig {
+                    trace_host: trace_host.clone(),
+                    ..c
+                },
                 Err(e) => {
                     eprintln!("{}: {e}", path.display());
                     break;

@@ -159,6 +159,25 @@ fn a_broad_crawl_that_cannot_finish_misses_its_ranges() {
 }
 
 #[test]
+fn tracing_a_host_leaves_the_crawl_as_it_was() {
+    // `aimd_sim --trace-host` prints one host's answers; the run must be the same one.
+    let sc = BroadScenario::parse(
+        "name = \"n\"\n[run]\npages = 10\n[[class]]\nname = \"c\"\nhosts = 3\n\
+         [class.site]\nkind = \"token_bucket\"\ncapacity = 2.0\nburst = 1.0\n\
+         [expect]\nideal_share = [0.0, 2.0]\nthrottled = [0.0, 1.0]\n",
+    )
+    .unwrap();
+    let cfg = sc.sim_config(1).unwrap();
+    let plain = simulate_broad(&cfg);
+    let traced = simulate_broad(&exitcrawl::sim::BroadConfig {
+        trace_host: Some("h1".into()),
+        ..cfg
+    });
+    assert!(plain.all.throttled > 0, "the hosts are learned: {plain:?}");
+    assert_eq!(plain, traced);
+}
+
+#[test]
 fn a_bad_scenario_file_is_reported() {
     let err = Scenario::parse("name = 1\n[site]\nkind = \"x\"\ncapacity = 1.0\n[expect]\ngoodput = [0.0, 1.0]\nthrottled = [0.0, 1.0]\nbogus = 1\n")
         .unwrap_err();

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::host::{drive, ns, Answer, Events, HostSetup, HostSim, Kind, Reach};
 use super::site::{Site, SiteModel};
-use crate::aimd::coupling::Coupling;
+use crate::aimd::coupling::{Coupling, HostPolicy};
 use crate::aimd::prior::HostPrior;
 use crate::aimd::AimdConfig;
 use crate::rng::{RandomSource, SplitMix64};
@@ -64,6 +64,10 @@ pub struct BroadConfig {
     pub limit: Duration,
     /// Seed for the order hosts are met in, noise and faults.
     pub seed: u64,
+    /// Print each answer of this host (named `h0`, `h1`, … in the order of the classes)
+    /// on stderr, with every lane of its policy after it: what a host's learning did,
+    /// answer by answer.
+    pub trace_host: Option<String>,
 }
 
 /// What a class of hosts (or the whole crawl) saw.
@@ -320,6 +324,9 @@ impl Events for BroadRun<'_> {
         let before = HostPrior::estimate(&sim.policy);
         sim.feed(a, now);
         self.prior.observe(&h.name, before, &sim.policy);
+        if self.cfg.trace_host.as_deref() == Some(&*h.name) {
+            trace_answer(&h.name, a, now, &sim.policy);
+        }
         match a.kind {
             Kind::Ok => {
                 h.done += 1;
@@ -334,6 +341,32 @@ impl Events for BroadRun<'_> {
             }
         }
     }
+}
+
+/// One line on stderr for `BroadConfig::trace_host`: when the answer came and its
+/// request went (seconds into the crawl), the exit, the answer, and each lane's rate
+/// (req/s), phase, cuts so far and capacity estimate after it.
+fn trace_answer(host: &str, a: &Answer, now: u64, policy: &HostPolicy) {
+    let lanes: Vec<String> = policy
+        .lanes()
+        .map(|(l, c)| {
+            format!(
+                "{l:?} rate={:.2} {:?} cuts={} est={:.2}",
+                c.rate(),
+                c.phase(),
+                c.decreases(),
+                c.capacity_estimate()
+            )
+        })
+        .collect();
+    eprintln!(
+        "{host} t={:.3}s sent={:.3}s exit={} {}: {}",
+        now as f64 / 1e9,
+        a.sent_ns as f64 / 1e9,
+        a.exit,
+        a.kind.label(),
+        lanes.join("; ")
+    );
 }
 
 /// The slowest constraint of a class: its latest host's meeting time plus its pages over

@@ -37,6 +37,17 @@ pub(super) enum Kind {
 }
 
 impl Kind {
+    /// How a trace line names it.
+    pub(super) fn label(self) -> String {
+        match self {
+            Kind::Ok => "ok".into(),
+            Kind::Error => "error".into(),
+            Kind::Forbidden => "403".into(),
+            Kind::Throttle(None) => "429".into(),
+            Kind::Throttle(Some(ra)) => format!("429 retry-after {:.1}s", ra as f64 / 1e9),
+        }
+    }
+
     /// A refusal (429/503/403): the page must be asked for again later.
     pub(super) fn refused(self) -> bool {
         matches!(self, Kind::Throttle(_) | Kind::Forbidden)

@@ -605,6 +605,7 @@ impl BroadScenario {
             hosts_per_s: r.hosts_per_s,
             limit: Duration::from_secs(r.limit_s),
             seed,
+            trace_host: None,
         })
     }
 
