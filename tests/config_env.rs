@@ -26,6 +26,7 @@ fn env_overrides_apply_over_the_file() {
             ("EXITCRAWL__HEALTH__URL", "https://example.com/ok"),
             ("EXITCRAWL__METRICS__LISTEN", "127.0.0.1:9100"),
             ("EXITCRAWL__CRAWLER__ARBITERS", "per_exit"),
+            ("EXITCRAWL__REDIS__URL", "redis://10.0.0.5:6380/2"),
             // Not ours: ignored.
             ("PATH", "/bin"),
             ("EXITCRAWL_LOG", "debug"),
@@ -44,6 +45,7 @@ fn env_overrides_apply_over_the_file() {
     assert_eq!(s.metrics.listen.unwrap().port(), 9100);
     assert_eq!(s.crawler.arbiters, Arbiters::PerExit);
     assert_eq!(s.crawler.max_retries, 3);
+    assert_eq!(s.redis.url.as_deref(), Some("redis://10.0.0.5:6380/2"));
 
     let one = Settings::from_toml_str_with_env(
         ONE_EXIT,

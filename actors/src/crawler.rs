@@ -388,7 +388,7 @@ impl CrawlerHandle {
     /// itself, as [`crate::follow::crawl`] does; a `Fetch` message to [`Self::scheduler`]
     /// always asks unless `[crawl] robots = false`): the origin's `/robots.txt` is fetched
     /// once (through this crawler, paced and counted like any fetch) and cached for
-    /// `[crawl] robots_ttl_ms`, for the user agent of `[crawl] robots_user_agent` or
+    /// `[crawl] robots_ttl_ms`, for the user agent of `[crawl] user_agent_token` or
     /// `crawler.user_agent`; a Crawl-delay makes the origin serial and spaced.
     /// `[crawl] robots = false` turns it off for every handle. Clones share the cache,
     /// polite or not.

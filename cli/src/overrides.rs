@@ -43,8 +43,8 @@ impl Overrides {
 
     /// Put the flags' values into `s`. A key bounded by another moves to agree, as a
     /// default does (`--timeout 2` lowers a longer connect timeout to 2 s; `--max-rps`
-    /// below the starting rate lowers the starting rate, and the floor with it); checking
-    /// the result is `Settings::validate`'s job.
+    /// below the starting rate lowers the starting rate, the floor and the probe's step
+    /// with it); checking the result is `Settings::validate`'s job.
     pub fn apply(&self, s: &mut exitcrawl::config::Settings) {
         if let Some(n) = self.concurrency {
             s.crawler.concurrency = n;
@@ -74,6 +74,7 @@ impl Overrides {
             }
         }
         s.limiter.min_rps = s.limiter.min_rps.min(s.limiter.initial_rps);
+        s.limiter.increase_rps = s.limiter.increase_rps.min(s.limiter.max_rps);
         if let Some(n) = self.depth {
             s.crawl.max_depth = Some(n);
         }
@@ -146,5 +147,22 @@ mod tests {
         assert_eq!(s.crawl.max_depth, Some(2));
         let keys: Vec<&str> = Overrides::FLAGS.iter().map(|f| f.0).collect();
         assert!(keys.contains(&"crawl.scope"), "{keys:?}");
+    }
+
+    #[test]
+    fn a_ceiling_below_one_request_a_second_moves_the_keys_it_bounds() {
+        // The defaults start at 5 req/s and probe by 1 req/s a second: a ceiling of half a
+        // request a second brings both down to it, and the settings hold.
+        let exit = exitcrawl::config::ExitSettings::new("e", "127.0.0.2".parse().unwrap());
+        let mut s = Settings::with_exits(vec![exit]);
+        Overrides {
+            max_rps: Some(0.5),
+            ..Overrides::default()
+        }
+        .apply(&mut s);
+        let l = &s.limiter;
+        assert_eq!((l.max_rps, l.initial_rps, l.increase_rps), (0.5, 0.5, 0.5));
+        assert!(l.min_rps <= 0.5);
+        s.validate().expect("a ceiling of 0.5 req/s is valid");
     }
 }

@@ -56,7 +56,7 @@ pub struct CrawlSettings {
     #[serde(deserialize_with = "strict::int")]
     pub robots_ttl_ms: u64,
     /// The name matched against robots.txt `User-agent:` lines. Default absent: the
-    /// product token of `crawler.user_agent` (`exitcrawl/0.1 (+url)` → `exitcrawl`).
+    /// product token of `crawler.user_agent` (`exitcrawl/0.1.0 (+url)` → `exitcrawl`).
     /// When set: 1..=64 characters from `A-Z a-z _ -` (RFC 9309 §2.2.1).
     pub user_agent_token: Option<String>,
     /// Also seed the crawl from the `Sitemap:` lines of each seed origin's robots.txt

@@ -44,8 +44,8 @@ impl Settings {
     /// Environment values are parsed as booleans and numbers when they look like them
     /// (`try_parsing`), lists are comma-separated (`THROTTLE_STATUSES=429,503`), empty
     /// values are ignored, names are case-insensitive. Variables starting with
-    /// `EXITCRAWL__` that do not name a `[crawler]`, `[limiter]`, `[health]`, `[metrics]`
-    /// or `[crawl]` key are errors rather than silently ignored.
+    /// `EXITCRAWL__` that do not name a `[crawler]`, `[limiter]`, `[health]`, `[metrics]`,
+    /// `[redis]` or `[crawl]` key are errors rather than silently ignored.
     pub fn load(path: &Path) -> Result<Settings, ConfigError> {
         Self::load_adjusted(path, |_| {})
     }

@@ -98,7 +98,8 @@ pub struct CrawlerSettings {
     /// 1..=512 bytes of visible ASCII and spaces (a header value must not hold control
     /// characters, and sites log this to find who is crawling them).
     pub user_agent: String,
-    /// Bodies longer than this are cut off and the fetch reported as truncated, in bytes.
+    /// Bodies longer than this, once decoded, end the fetch as `body_too_large`, in bytes
+    /// (an embedder's fetch may set a limit of its own, or ask for a body's first bytes).
     /// Default 2097152 (2 MiB); 1..=1073741824 (1 GiB). Bounds memory per fetch.
     #[serde(deserialize_with = "strict::int")]
     pub max_body_bytes: u64,

@@ -347,7 +347,7 @@ fn validate_health(h: &HealthSettings) -> Result {
             return Err(ConfigError::invalid(
                 "health.url",
                 format!(
-                    "{} is not an http:// or https:// URL with a host (expected e.g. \"http://example.com/health\", or leave it out for passive health checks only)",
+                    "{} is not an http:// or https:// URL with a host, at most 2048 bytes (expected e.g. \"http://example.com/health\", or leave it out for passive health checks only)",
                     show(url)
                 ),
             ));

@@ -9,7 +9,7 @@
 //! the whole file for every URL checked and has no Crawl-delay accessor.
 //!
 //! Choices on top of the crate:
-//! - the user agent is reduced to its product token (`exitcrawl/0.3 (+url)` → `exitcrawl`),
+//! - the user agent is reduced to its product token (`exitcrawl/0.1.0 (+url)` → `exitcrawl`),
 //!   which is what robots.txt groups name;
 //! - only the first 500 KiB of a body are read (RFC 9309 §2.5 lets crawlers stop there);
 //! - a body the crate cannot parse allows everything (as an empty file would);
