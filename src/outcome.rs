@@ -259,6 +259,13 @@ impl<K: std::hash::Hash + Eq + Clone> Refusing<K> {
         }
     }
 
+    /// `host`'s run ended without an answer: its waiting URLs were given up for a pause
+    /// too long to wait. A URL of it met later starts a run of its own, and the time
+    /// between is not counted as refusing.
+    pub fn given_up(&mut self, host: &K) {
+        self.answered(host);
+    }
+
     /// Hosts refusing now.
     pub fn len(&self) -> usize {
         self.since.len()
@@ -602,6 +609,11 @@ mod tests {
         clock.advance(SECS);
         assert_eq!(r.throttled(&"a", clock.now()), Duration::ZERO);
         assert_eq!(r.throttled(&"b", clock.now()), SECS);
+        // Given up (its pause was too long): ten minutes later a new URL's first throttle
+        // starts a run of its own.
+        r.given_up(&"b");
+        clock.advance(600 * SECS);
+        assert_eq!(r.throttled(&"b", clock.now()), Duration::ZERO);
     }
 
     #[test]

@@ -7,14 +7,16 @@
 //! masked the same way ([`mask_header`]): those of `Authorization`, `Cookie` and of any
 //! header whose name looks secret.
 
-/// Query parameter names (lowercase substrings) whose values are masked.
-const SECRET_NAMES: [&str; 8] = [
+/// The endings of a word of a parameter's or header's name that make its value a secret
+/// (see [`is_secret`]).
+const SECRET_NAMES: [&str; 9] = [
     "token",
     "key",
     "password",
     "passwd",
     "secret",
     "auth",
+    "authorization",
     "signature",
     "sig",
 ];
@@ -65,8 +67,8 @@ const SECRET_HEADERS: [&str; 4] = [
 ];
 
 /// Whether a header's value is to be masked: `Authorization`, `Proxy-Authorization`,
-/// `Cookie`, `Set-Cookie`, or a name containing `token`, `key`, `password`, `secret`,
-/// `auth` or `sig` (`X-Api-Key`, `X-Auth-Token`), in any case.
+/// `Cookie`, `Set-Cookie`, or a name that looks secret by its words (`X-Api-Key`,
+/// `X-Auth-Token`; see [`is_secret`]), in any case.
 pub fn is_secret_header(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     SECRET_HEADERS.contains(&lower.as_str()) || is_secret(&lower)
@@ -82,9 +84,36 @@ pub fn mask_header<'a>(name: &str, value: &'a str) -> &'a str {
     }
 }
 
+/// Whether a name looks secret: one of its words ends with a [`SECRET_NAMES`] entry, in
+/// any case (`api_key`, `apiKey`, `apikey`, `X-Auth-Token`, `access_token`, `sig`).
+///
+/// Why words and not substrings: the masked URL is what `--resume` and the records'
+/// compaction know a URL by, so two URLs that differ only in a masked value are one URL to
+/// them. A substring test masked `keyword`, `author` and `design` too, and a search list
+/// of `?keyword=shoes` and `?keyword=boots` lost a record on resume.
 fn is_secret(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    SECRET_NAMES.iter().any(|s| lower.contains(s))
+    words(name).any(|w| SECRET_NAMES.iter().any(|s| w.ends_with(s)))
+}
+
+/// The words of a name, lowercase: split at anything but letters and digits, and where a
+/// lowercase letter or digit is followed by an uppercase one (`apiKey` → `api`, `key`).
+fn words(name: &str) -> impl Iterator<Item = String> + '_ {
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .flat_map(|part| {
+            let mut out = Vec::new();
+            let mut word = String::new();
+            let mut prev_lower = false;
+            for c in part.chars() {
+                if c.is_ascii_uppercase() && prev_lower && !word.is_empty() {
+                    out.push(std::mem::take(&mut word));
+                }
+                prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+                word.push(c.to_ascii_lowercase());
+            }
+            out.push(word);
+            out
+        })
+        .filter(|w| !w.is_empty())
 }
 
 fn mask_userinfo(base: &str) -> String {
@@ -179,6 +208,43 @@ mod tests {
         assert_eq!(mask_url("http://h/p?page=2"), "http://h/p?page=2");
         assert_eq!(mask_url("not a url ?password=1"), "not a url ?password=***");
         assert_eq!(mask_url("http://h/a@b"), "http://h/a@b");
+    }
+
+    #[test]
+    fn a_name_is_secret_by_its_words_not_its_letters() {
+        for name in [
+            "api_key",
+            "apiKey",
+            "apikey",
+            "APIKey",
+            "access_token",
+            "X-Amz-Signature",
+            "sig",
+            "client_secret",
+            "oauth",
+            "authorization",
+            "passwd",
+            "TOKEN",
+        ] {
+            assert_eq!(
+                mask_url(&format!("http://h/?{name}=x")),
+                format!("http://h/?{name}=***"),
+                "{name}"
+            );
+        }
+        // Search terms and names that only hold a secret word's letters stay as they are:
+        // two of them are two URLs to `--resume` and the compaction.
+        for name in [
+            "keyword",
+            "author",
+            "design",
+            "signup",
+            "keys",
+            "tokens_left",
+        ] {
+            let url = format!("http://h/?{name}=shoes");
+            assert_eq!(mask_url(&url), url, "{name}");
+        }
     }
 
     #[test]

@@ -54,6 +54,20 @@ impl Backoff {
         jittered.max(retry_after.unwrap_or(Duration::ZERO))
     }
 
+    /// How long a retry the host's retry budget deferred waits before it asks the budget
+    /// again: what it would have waited anyway (its backoff, never less than the site's
+    /// `retry_after`), and at least `recheck`, the budget's own round. A deferral delays a
+    /// retry; it never lets one go sooner than its backoff or into the site's pause.
+    pub fn deferred(
+        &self,
+        retry: u32,
+        retry_after: Option<Duration>,
+        recheck: Duration,
+        rng: &mut impl RandomSource,
+    ) -> Duration {
+        self.delay(retry, retry_after, rng).max(recheck)
+    }
+
     /// How long a throttled fetch waits before it goes back to its host's queue: the
     /// site's `retry_after`, or without one the first retry's cap (`base`), so that an
     /// answer read a mailbox hop before the limiter's cut is not sent into the same wall.
@@ -306,6 +320,31 @@ mod tests {
         }
         let d = b.delay(1, Some(Duration::from_secs(7)), &mut NoJitter);
         assert_eq!(d, Duration::from_secs(7));
+    }
+
+    #[test]
+    fn a_deferred_retry_waits_its_backoff_and_the_sites_pause_at_least() {
+        let b = Backoff {
+            base: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+        };
+        let recheck = Duration::from_millis(500);
+        // The third retry backs off 1–2 s, longer than the budget's round.
+        let d = b.deferred(3, None, recheck, &mut NoJitter);
+        assert_eq!(d, b.delay(3, None, &mut NoJitter));
+        assert!(d >= Duration::from_secs(1), "{d:?}");
+        // A 5xx that asked for 30 s is not retried before them.
+        let ra = Some(Duration::from_secs(30));
+        assert_eq!(
+            b.deferred(1, ra, recheck, &mut NoJitter),
+            Duration::from_secs(30)
+        );
+        // A first retry's short backoff waits the budget's round.
+        let short = Backoff {
+            base: Duration::from_millis(100),
+            ..b
+        };
+        assert_eq!(short.deferred(1, None, recheck, &mut NoJitter), recheck);
     }
 
     #[test]

@@ -229,10 +229,10 @@ async fn a_fetch_its_caller_gives_up_on_gives_its_capacity_back() {
 }
 
 /// A site on 127.0.0.1 that holds the answers to its first two requests until the test
-/// says go, then writes them in one go — a 429 with `Retry-After: 1` to `/throttled`
-/// first, then a 200 to the other — so that both are in the client's socket buffers
-/// before the client's thread runs again. Every later request gets a 200; the site notes
-/// when each arrived, counted from the 429's write.
+/// says go, then writes them in one go — a 429 with `Retry-After: 1` to `/throttled` and
+/// a 200 to the other, in the order asked — so that both are in the client's socket
+/// buffers before the client's thread runs again. Every later request gets a 200; the
+/// site notes when each arrived, counted from the first answer's write.
 struct TwoAtOnce {
     addr: std::net::SocketAddr,
     /// Both first requests have arrived.
@@ -260,7 +260,9 @@ fn read_request(conn: &mut std::net::TcpStream) -> Option<String> {
 }
 
 impl TwoAtOnce {
-    fn start() -> Self {
+    /// `throttle_first`: the 429 is written first (else the 200 is, and the 429 is the
+    /// host's last answer in flight when it is read).
+    fn start_ordered(throttle_first: bool) -> Self {
         use std::io::Write as _;
         use std::sync::{mpsc, Arc, Mutex};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -279,16 +281,19 @@ impl TwoAtOnce {
             }
             let _ = arrived_tx.send(());
             go_rx.recv().expect("go");
-            // The 429 first: its socket becomes readable first.
-            first.sort_by_key(|(path, _)| path != "/throttled");
-            let throttle =
+            // The one to write first: its socket becomes readable first.
+            first.sort_by_key(|(path, _)| (path != "/throttled") == throttle_first);
+            let throttle: &[u8] =
                 b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\ncontent-length: 0\r\n\r\n";
-            first[0].1.write_all(throttle).expect("write 429");
+            let ok: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+            let (a, b) = if throttle_first {
+                (throttle, ok)
+            } else {
+                (ok, throttle)
+            };
+            first[0].1.write_all(a).expect("write the first answer");
             let t0 = std::time::Instant::now();
-            first[1]
-                .1
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                .expect("write 200");
+            first[1].1.write_all(b).expect("write the second answer");
             written_tx.send(()).expect("test waits");
             // Later requests, on these connections (keep-alive) or new ones.
             let serve = move |mut conn: std::net::TcpStream, log: Arc<Mutex<Vec<_>>>| {
@@ -331,7 +336,19 @@ async fn a_fetch_handed_in_beside_a_throttle_waits_for_its_pause() {
     // The crawler takes in the answers already received (the 429, and the pause it leads
     // to) before it admits a new fetch, so the third waits out the pause like the 429's
     // retry; sent at once, it would have gone to a host that had just said "slow down".
-    let mut site = TwoAtOnce::start();
+    third_fetch_waits_for_the_pause(true).await;
+}
+
+#[actix_rt::test]
+async fn a_throttle_read_as_its_hosts_last_answer_still_pauses_the_host() {
+    // The same, the 200 ahead of the 429: when the 429 is read, nothing else is queued or
+    // in flight for the host, which the scheduler then forgets; its pause must be set
+    // before that, or the third fetch goes at once.
+    third_fetch_waits_for_the_pause(false).await;
+}
+
+async fn third_fetch_waits_for_the_pause(throttle_first: bool) {
+    let mut site = TwoAtOnce::start_ordered(throttle_first);
     let mut s = Settings::with_exits(exits(1, 4));
     s.crawl.robots = false;
     // A fixed rate with room to spare: nothing but the pause can delay the third fetch.

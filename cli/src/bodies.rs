@@ -1,7 +1,8 @@
 //! `--bodies DIR`: every answer's body in a file named by its SHA-256 (`DIR/ab/abcd…`, 256
 //! subdirectories so no directory grows past a few thousand entries per million bodies).
 //! A body already stored is not written again; a new one is written to a temporary name
-//! and renamed into place, so a file under its final name is always whole.
+//! and renamed into place, so a file under its final name is whole after any kill (and one
+//! a power cut left short is written again, see [`BodyStore::put`]).
 
 use std::fs;
 use std::io::{self, Write};
@@ -35,18 +36,24 @@ impl BodyStore {
         self.dir.join(&hex[..2]).join(hex)
     }
 
-    /// Store `body` under `hex` unless it is there already.
+    /// Store `body` under `hex` unless it is there already, whole.
+    ///
+    /// Whole means of the body's length: a file renamed into place without a sync can be
+    /// found empty or short after a power cut (the rename reached the disk, the data did
+    /// not), and is then written again rather than trusted. Syncing every body instead
+    /// would cost a disk flush per page.
     pub fn put(&mut self, hex: &str, body: &[u8]) -> io::Result<()> {
         let path = self.path_of(hex);
         let sub = u8::from_str_radix(&hex[..2], 16).map_or(0, usize::from);
-        if self.made[sub] && path.exists() {
+        let there = |p: &Path| fs::metadata(p).is_ok_and(|m| m.len() == body.len() as u64);
+        if self.made[sub] && there(&path) {
             return Ok(());
         }
         let parent = self.dir.join(&hex[..2]);
         if !self.made[sub] {
             fs::create_dir_all(&parent)?;
             self.made[sub] = true;
-            if path.exists() {
+            if there(&path) {
                 return Ok(());
             }
         }
@@ -74,6 +81,22 @@ mod tests {
         s.put(&hex, b"hello").unwrap();
         assert_eq!(s.written, 1);
         assert_eq!(fs::read(s.path_of(&hex)).unwrap(), b"hello");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_short_of_its_body_is_written_again() {
+        // What a power cut can leave: the name in place, the data not.
+        let dir =
+            std::env::temp_dir().join(format!("exitcrawl-bodies-short-{}", std::process::id()));
+        let hex = "cd".repeat(32);
+        let mut s = BodyStore::open(&dir).unwrap();
+        s.put(&hex, b"hello").unwrap();
+        fs::write(s.path_of(&hex), b"").unwrap();
+        let mut again = BodyStore::open(&dir).unwrap();
+        again.put(&hex, b"hello").unwrap();
+        assert_eq!(fs::read(again.path_of(&hex)).unwrap(), b"hello");
+        assert_eq!(again.written, 1);
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -58,6 +58,12 @@ fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> u64 {
     }
 }
 
+/// The longest header line a WARC record of ours may have. `WARC-Target-URI` is the final
+/// URL after redirects, masked: `http::Uri` takes up to 64 KiB, and masking lengthens a
+/// value (`k=x` becomes `k=***`), so a bound at 64 KiB cut whole records off at such a
+/// URL, and every record after it.
+const HEADER_LINE_MAX: u64 = 1 << 20;
+
 /// The end of the last whole uncompressed WARC record.
 fn whole_warc_records<R: BufRead>(r: &mut Tracked<R>) -> u64 {
     let mut end = 0;
@@ -83,9 +89,9 @@ fn record_head<R: BufRead>(r: &mut Tracked<R>) -> Option<u64> {
     let mut first = true;
     loop {
         line.clear();
-        // A header line is short; a longer one is not a header.
+        // A header line longer than any the writer emits is not a header.
         let n = (&mut *r)
-            .take(64 * 1024)
+            .take(HEADER_LINE_MAX)
             .read_until(b'\n', &mut line)
             .ok()?;
         if n == 0 || !line.ends_with(b"\n") {
@@ -200,5 +206,19 @@ mod tests {
                 std::fs::remove_file(&p).unwrap();
             }
         }
+    }
+
+    #[test]
+    fn a_record_for_a_url_of_100_kib_is_whole() {
+        // A redirect may end at a URL as long as `http::Uri` takes, longer still masked.
+        let long = format!("http://h.test/{}", "a".repeat(100 * 1024));
+        let head = format!(
+            "WARC/1.1\r\nWARC-Type: response\r\nWARC-Target-URI: {long}\r\nContent-Length: 2\r\n\r\nok\r\n\r\n"
+        );
+        let whole = [head.into_bytes(), record("after")].concat();
+        let p = temp("long-uri", &whole);
+        cut_to_whole_records(&p, false).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().len() as usize, whole.len());
+        std::fs::remove_file(&p).unwrap();
     }
 }

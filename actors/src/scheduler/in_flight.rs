@@ -73,6 +73,14 @@ impl<P> InFlight<P> {
         self.backoff.after_throttle(retry_after)
     }
 
+    /// How long a retry the budget deferred waits before it asks again (see
+    /// [`Backoff::deferred`]).
+    pub(super) fn deferred(&mut self, count: u32, retry_after: Option<Duration>) -> Duration {
+        let recheck = self.budgets.recheck_after();
+        self.backoff
+            .deferred(count, retry_after, recheck, &mut self.rng)
+    }
+
     /// When a retry the budget deferred asks it again.
     pub(super) fn recheck_after(&self) -> Duration {
         self.budgets.recheck_after()

@@ -50,10 +50,28 @@ impl Scheduler {
     pub(super) fn settle(
         &mut self,
         i: usize,
+        p: Pending,
+        res: Result<Attempted, MailboxError>,
+    ) -> Option<(Pending, Duration)> {
+        // The host's own count goes last: the host's entry, and with it the handle to its
+        // pacing, is dropped once nothing is queued or in flight for it, and a throttle's
+        // Retry-After must reach that pacing first, so that no fetch handed in before the
+        // limiter's word is sent into the pause.
+        self.exits[i].share.release();
+        self.in_flight.release();
+        let host = Arc::clone(&p.host);
+        let out = self.settle_attempt(i, p, res);
+        self.release_host(i, &host);
+        out
+    }
+
+    /// [`Self::settle`], the capacity but the host's count given back.
+    fn settle_attempt(
+        &mut self,
+        i: usize,
         mut p: Pending,
         res: Result<Attempted, MailboxError>,
     ) -> Option<(Pending, Duration)> {
-        self.release(i, &p.host);
         let att = match res {
             Ok(att) => att,
             Err(e) => {
@@ -201,6 +219,12 @@ impl Scheduler {
     /// in flight settle on their own answers.
     fn give_up_host(&mut self, host: &Arc<str>, why: GaveUp) {
         tracing::warn!(host = %host, reason = %why, "giving up the host's waiting URLs");
+        // Given up for a pause too long to wait: the host did not refuse for long, and a URL
+        // of it met later starts its own run. A host given up for refusing keeps its run, so
+        // that the fetches still in flight end on their next throttle too.
+        if matches!(why, GaveUp::RetryAfter(_)) {
+            self.refusing.given_up(host);
+        }
         let queued = self.queues.drain_host(host);
         let waiting = self.in_flight.take_delayed_where(|p| p.host == *host);
         for p in queued.into_iter().chain(waiting) {
@@ -377,8 +401,9 @@ impl Scheduler {
 
     /// How long a fetch the verdict keeps waits before it goes back to its host's queue:
     /// a retry backs off by the errors so far, a throttled fetch by its throttles (never
-    /// less than the site's `retry_after`), and a retry the budget deferred asks again
-    /// after the budget's recheck. `None`: the verdict ends the fetch, or moves it.
+    /// less than the site's `retry_after`), and a retry the budget deferred waits its
+    /// backoff too, and at least the budget's recheck, before it asks again. `None`: the
+    /// verdict ends the fetch, or moves it.
     fn wait_for(
         &mut self,
         p: &mut Pending,
@@ -396,7 +421,7 @@ impl Scheduler {
             Verdict::Later => Some(self.in_flight.after_throttle(retry_after)),
             Verdict::Defer => {
                 p.awaits_budget = true;
-                Some(self.in_flight.recheck_after())
+                Some(self.in_flight.deferred(p.errors(), retry_after))
             }
             Verdict::GaveUp(_) | Verdict::Final | Verdict::Move => None,
         }
@@ -431,7 +456,20 @@ impl Scheduler {
         });
     }
 
+    /// `p` goes back to the front of its host's queue: a retry whose wait is over, or a
+    /// fetch whose attempt sent nothing (a local failure, an exit gone, the shared
+    /// budget's wait). During a shutdown the queues are closed and drained: it ends
+    /// `Shutdown` instead, as the queued fetches did, so that a shutdown that reports
+    /// every fetch answered has answered this one too.
     pub(super) fn requeue_front(&mut self, p: Pending) {
+        if self.shutting_down {
+            p.fail(
+                FetchErrorKind::Shutdown,
+                "crawler shut down before this fetch was sent",
+                &self.exits,
+            );
+            return;
+        }
         self.queues.push_front(p);
     }
 
