@@ -130,13 +130,27 @@ impl WarcWriter {
     /// Open FILE (truncated), or with `resume` the first of FILE, FILE-00001, … that does
     /// not exist, and write its warcinfo record. A file an interrupted run left is never
     /// appended to; the last of them is cut back to its last whole record (see
-    /// `warc_repair`), so every file of the series reads whole.
+    /// `warc_repair`), so every file of the series reads whole. A new run finding
+    /// FILE-00001 there refuses to start: that file belongs to another run's series,
+    /// which this run would leave beside its own, repair as its own on `--resume`, or
+    /// write over when it rotates.
     pub fn create(
         name: WarcName,
         max_bytes: Option<u64>,
         info: Vec<u8>,
         resume: bool,
     ) -> io::Result<WarcWriter> {
+        let next = name.file(1);
+        if !resume && next.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} is there from an earlier run's series: remove the series, name \
+                     another file, or add --resume to go on with it",
+                    next.display()
+                ),
+            ));
+        }
         let mut index = 0;
         while resume && name.file(index).exists() {
             index += 1;
@@ -149,7 +163,11 @@ impl WarcWriter {
                 tracing::warn!(file = %last.display(), bytes = cut, "cut a WARC record an interrupted run left unfinished");
             }
         }
-        let out = open(&name.file(index))?;
+        let out = if index == 0 {
+            open(&name.file(index))?
+        } else {
+            open_new(&name, &mut index)?
+        };
         let gzip = name.gzip.then(GzipMembers::new);
         let mut w = WarcWriter {
             name,
@@ -236,7 +254,7 @@ impl WarcWriter {
     fn rotate(&mut self) -> io::Result<()> {
         self.out.flush()?;
         self.index += 1;
-        self.out = open(&self.name.file(self.index))?;
+        self.out = open_new(&self.name, &mut self.index)?;
         self.files += 1;
         self.write_warcinfo()
     }
@@ -274,10 +292,28 @@ impl WarcWriter {
 fn open(path: &Path) -> io::Result<Counting<BufWriter<File>>> {
     let f = File::create(path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    Ok(Counting {
+    Ok(counting(f))
+}
+
+/// File `index` of the series, or the first after it that does not exist yet: a file of
+/// the series is never written over (another process writing the same series, or a file
+/// a resumed run's count skipped past, keeps what it holds).
+fn open_new(name: &WarcName, index: &mut u32) -> io::Result<Counting<BufWriter<File>>> {
+    loop {
+        let path = name.file(*index);
+        match File::options().write(true).create_new(true).open(&path) {
+            Ok(f) => return Ok(counting(f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => *index += 1,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        }
+    }
+}
+
+fn counting(f: File) -> Counting<BufWriter<File>> {
+    Counting {
         inner: BufWriter::with_capacity(64 * 1024, f),
         bytes: 0,
-    })
+    }
 }
 
 /// Records as gzip members with one deflate state for all of them: a fresh state per
@@ -460,5 +496,30 @@ mod tests {
         assert_eq!(n.file(1), PathBuf::from("a-00001.warc"));
         assert!(WarcName::parse(Path::new("a.gz")).is_err());
         assert!(WarcName::parse(Path::new(".warc.gz")).is_err());
+    }
+
+    #[test]
+    fn a_series_is_never_mixed_with_another_runs_files() {
+        let dir = std::env::temp_dir().join(format!("warc-series-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("w.warc");
+        let name = || WarcName::parse(&file).unwrap();
+        // An earlier run's series: w.warc and w-00001.warc.
+        std::fs::write(name().file(0), b"").unwrap();
+        std::fs::write(name().file(1), b"another run's").unwrap();
+        let e = WarcWriter::create(name(), None, Vec::new(), false)
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert!(e.to_string().contains("--resume"), "{e}");
+        // Resumed, it goes on after the series; rotating past a file another process
+        // wrote meanwhile leaves that file as it was.
+        let mut w = WarcWriter::create(name(), Some(1), Vec::new(), true).unwrap();
+        assert_eq!(w.current(), name().file(2));
+        std::fs::write(name().file(3), b"taken").unwrap();
+        w.rotate().unwrap();
+        assert_eq!(w.current(), name().file(4));
+        assert_eq!(std::fs::read(name().file(3)).unwrap(), b"taken");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

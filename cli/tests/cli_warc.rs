@@ -392,6 +392,21 @@ fn resume_starts_a_new_warc_file_and_plain_warc_reads_back() {
         "the resumed run writes the rest to a new file"
     );
     assert_eq!(records(&out).len(), 6);
+    // A new run over that series would leave w-00001.warc beside its own w.warc: refused,
+    // and the series kept as it was.
+    let series = std::fs::read(dir.path("w-00001.warc")).unwrap();
+    let o = cli_support::cmd(&[])
+        .args(args(&first, false))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("w-00001.warc is there from an earlier run's series")
+            && err.contains("--resume"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.path("w-00001.warc")).unwrap(), series);
 }
 
 #[test]
