@@ -76,18 +76,6 @@ impl<'a> FollowWriter<'a> {
         }
         r.error = r.error.as_deref().map(|e| mask_text(e, &raw));
         let fetched_at = std::time::SystemTime::now();
-        self.totals.add_fetch(&Counted {
-            url: &r.url,
-            exit: r.exit.as_deref(),
-            status: r.status,
-            attempts: r.attempts,
-            throttled: r.throttled,
-            elapsed_ms: r.elapsed_ms,
-            error: r.error.as_deref(),
-            interrupted: false,
-            skipped: r.skipped,
-            at: fetched_at,
-        });
         let kept = match answer {
             Some(a) => {
                 let peer = match self.resolver {
@@ -113,6 +101,20 @@ impl<'a> FollowWriter<'a> {
             }
             written.map_err(|e| format!("writing --out: {e}"))?;
         }
+        // Counted once written: a record dropped on the way (a stop while the site's
+        // address is looked up) is in neither the figures nor `--out`.
+        self.totals.add_fetch(&Counted {
+            url: &r.url,
+            exit: r.exit.as_deref(),
+            status: r.status,
+            attempts: r.attempts,
+            throttled: r.throttled,
+            elapsed_ms: r.elapsed_ms,
+            error: r.error.as_deref(),
+            interrupted: false,
+            skipped: r.skipped,
+            at: fetched_at,
+        });
         Ok(())
     }
 }
@@ -144,30 +146,50 @@ pub async fn follow_crawl(
     // Records come out of the crawl through a callback; keeping a page may wait (the
     // site's address for WARC), so they are written by a second future beside it.
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let crawl = follow::crawl(handle, seeds, opts, move |r, a| {
-        let _ = tx.send((r, a));
-    });
-    let write = async {
-        while let Some((r, a)) = rx.recv().await {
-            writer.write(r, a).await?;
-            // The crawl's count as of this record, for the progress display.
-            writer.totals.found.set(so_far.borrow().discovered);
+    let done = {
+        let crawl = follow::crawl(handle, seeds, opts, move |r, a| {
+            let _ = tx.send((r, a));
+        });
+        let write = async {
+            while let Some((r, a)) = rx.recv().await {
+                writer.write(r, a).await?;
+                // The crawl's count as of this record, for the progress display.
+                writer.totals.found.set(so_far.borrow().discovered);
+            }
+            Ok::<_, String>(())
+        };
+        let both = pin!(join(crawl, write));
+        let stopped = pin!(stop.recv());
+        match select(both, stopped).await {
+            Either::Left(((result, written), _)) => {
+                written?;
+                Some(result.map_err(|e| e.to_string())?)
+            }
+            Either::Right(_) => None,
         }
-        Ok::<_, String>(())
     };
-    let both = pin!(join(crawl, write));
-    let stopped = pin!(stop.recv());
-    let (ended, ft) = match select(both, stopped).await {
-        Either::Left(((result, written), _)) => {
-            written?;
-            let ft = result.map_err(|e| e.to_string())?;
-            (Ended::Complete, Some(ft))
-        }
-        Either::Right(_) => {
+    let (ended, ft) = match done {
+        Some(ft) => (Ended::Complete, Some(ft)),
+        None => {
             say("interrupted: --follow stops at once (fetches in flight get no record)");
+            // What the crawl handed over before the stop (fetches that ended, links it
+            // left out) is written, so that the figures and `--out` agree.
+            let handed = async {
+                while let Ok((r, a)) = rx.try_recv() {
+                    writer.write(r, a).await?;
+                }
+                Ok::<_, String>(())
+            };
+            if let Ok(written) = tokio::time::timeout(HANDED_OVER_WAIT, handed).await {
+                written?;
+            }
             (Ended::Interrupted, Some(so_far.borrow().clone()))
         }
     };
     flush(writer.out)?;
     Ok((ended, ft))
 }
+
+/// How long a stopped `--follow` crawl writes the records it was handed before the stop
+/// (a page kept in the WARC waits for its site's address, which the DNS cache holds).
+const HANDED_OVER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -300,4 +300,6 @@ fn an_interrupted_follow_crawl_reports_its_figures_so_far() {
         off_scope >= 10,
         "each fetched page links elsewhere.test ten times: {sum}"
     );
+    // Every record the figures count is in `--out`, and every record there is counted.
+    assert_eq!(sum["total"].as_u64(), Some(recs.len() as u64), "{sum}");
 }
