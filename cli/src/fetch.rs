@@ -62,7 +62,10 @@ pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
         },
     };
     let result = ctx.handle.fetch(Fetch::get(url)).await;
-    if let Some(s) = spacing {
+    // A fetch the stopping crawler did not send leaves the origin's next turn where it
+    // was: re-armed, it would hold the origin's other unsent URLs a delay each.
+    let unsent = matches!(&result, Err(e) if e.kind == FetchErrorKind::Shutdown && e.attempts == 0);
+    if let Some(s) = spacing.filter(|_| !unsent) {
         s.answered();
     }
     match result {

@@ -211,6 +211,7 @@ impl<'a> ListLoop<'a> {
 
     fn begin_stop(&mut self) {
         self.stopping = true;
+        self.ctx.gate.stop();
         self.input_open = false;
         // The reader thread's next send fails: it stops reading.
         self.urls.close();

@@ -74,6 +74,8 @@ pub struct RobotsGate {
     /// Crawl-delay origins: the time the next send may go, behind a fair lock.
     turns: RefCell<HashMap<String, Arc<Mutex<Option<Instant>>>>>,
     stopped: Cell<bool>,
+    /// Wakes the URLs waiting for a Crawl-delay turn when the crawl stops.
+    stop: Notify,
     /// robots.txt fetches made, and the HTTP attempts they took.
     pub fetches: Cell<u64>,
     pub requests: Cell<u64>,
@@ -94,6 +96,7 @@ impl RobotsGate {
             failures: RefCell::default(),
             turns: RefCell::default(),
             stopped: Cell::new(false),
+            stop: Notify::new(),
             fetches: Cell::new(0),
             requests: Cell::new(0),
         }
@@ -129,7 +132,12 @@ impl RobotsGate {
                 return Admit::Stopped;
             }
             match step {
-                Step::Allowed(delay) => return Admit::Go(self.turn(&origin, delay).await),
+                Step::Allowed(delay) => {
+                    return match self.turn(&origin, delay).await {
+                        Some(spacing) => Admit::Go(spacing),
+                        None => Admit::Stopped,
+                    }
+                }
                 Step::Disallowed => return Admit::Skip(None),
                 Step::Unavailable(why) => return Admit::Skip(Some(why)),
                 Step::Unreachable(kind, why) => return Admit::Fail(kind, why),
@@ -211,7 +219,7 @@ impl RobotsGate {
                     .then(|| (format!("it answered {}", r.status), None))
             }
             Err(e) if e.kind == FetchErrorKind::Shutdown => {
-                self.stopped.set(true);
+                self.stop();
                 None
             }
             Err(e) => {
@@ -251,14 +259,37 @@ impl RobotsGate {
         Arc::clone(turns.entry(origin.to_owned()).or_default())
     }
 
-    /// With a Crawl-delay: wait for the origin's turn and its time.
-    async fn turn(&self, origin: &str, delay: Option<Duration>) -> Option<Spacing> {
-        let delay = delay.filter(|d| !d.is_zero())?;
-        let next = self.turn_lock(origin).lock_owned().await;
-        if let Some(at) = *next {
-            tokio::time::sleep_until(at.into()).await;
+    /// With a Crawl-delay: wait for the origin's turn and its time (`Some(None)` without
+    /// one); `None` when the crawl stops meanwhile: the URL was never sent, and waiting
+    /// out the turns of an origin's other URLs would hold the stop past its grace.
+    async fn turn(&self, origin: &str, delay: Option<Duration>) -> Option<Option<Spacing>> {
+        let Some(delay) = delay.filter(|d| !d.is_zero()) else {
+            return Some(None);
+        };
+        // Made before the check, so that a stop between the two still wakes it.
+        let stopped = std::pin::pin!(self.stop.notified());
+        if self.stopped.get() {
+            return None;
         }
-        Some(Spacing { next, delay })
+        let lock = self.turn_lock(origin);
+        let wait = std::pin::pin!(async move {
+            let next = lock.lock_owned().await;
+            if let Some(at) = *next {
+                tokio::time::sleep_until(at.into()).await;
+            }
+            next
+        });
+        match futures_util::future::select(wait, stopped).await {
+            futures_util::future::Either::Left((next, _)) => Some(Some(Spacing { next, delay })),
+            futures_util::future::Either::Right(_) => None,
+        }
+    }
+
+    /// The crawl stops: no URL is admitted any more, and those waiting for a Crawl-delay
+    /// turn end at once, unsent.
+    pub fn stop(&self) {
+        self.stopped.set(true);
+        self.stop.notify_waiters();
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use cli_support::example::{crawl, slow_site, spawn_crawl, NO_ROBOTS, SLOW_CONFIG};
 use cli_support::{records, s, signal, stderr, wait_bounded, wait_for_lines, TempDir};
-use exitcrawl_testsite::{SiteConfig, TestSite};
+use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
 
 #[test]
@@ -166,6 +166,59 @@ fn sigterm_stops_like_ctrl_c() {
     assert!(
         recs.iter().all(|r| r["status"] == 200),
         "in-flight fetches finished within the grace period"
+    );
+}
+
+#[test]
+fn sigint_ends_the_unsent_urls_of_a_crawl_delay_host_at_once() {
+    // One origin with `Crawl-delay: 2`: its URLs go one every two seconds, the others
+    // wait their turn. Stopped, the waiting ones were never sent: no record, counted
+    // `left_queued` for `--resume`, and the run does not wait out their turns.
+    let pages = Pages::new(|_host: &str, pq: &str| match pq {
+        "/robots.txt" => Some(Page::text("User-agent: *\nCrawl-delay: 2\n")),
+        p if p.starts_with("/d/") => Some(Page::html("<p>ok</p>")),
+        _ => None,
+    });
+    let site = TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("crawl-delay-stop");
+    let config = dir.file("crawl.toml", SLOW_CONFIG);
+    let all: Vec<String> = (0..20).map(|i| site.url(&format!("/d/{i}"))).collect();
+    let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("sum.json"));
+    let child = spawn_crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+    ]);
+    wait_for_lines(&out, 1, Duration::from_secs(20));
+    let stopped = Instant::now();
+    signal(&child, "-INT");
+    let o = wait_bounded(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    // The default grace is 10 s, and the turns left about 36 s.
+    assert!(
+        stopped.elapsed() < Duration::from_secs(8),
+        "took {:?} to stop",
+        stopped.elapsed()
+    );
+    let recs = records(&out);
+    assert!(
+        recs.iter().all(|r| r["status"] == 200),
+        "only the sent URLs have records: {recs:?}"
+    );
+    let sum: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(
+        sum["left_queued"].as_u64(),
+        Some((all.len() - recs.len()) as u64),
+        "{sum}"
     );
 }
 
