@@ -107,7 +107,7 @@ fn ends_in_open_escape(out: &[u8]) -> bool {
 }
 
 /// Decode `%XX` of unreserved characters and uppercase the rest; `None` if nothing changes.
-fn normalize_escapes(s: &str) -> Option<String> {
+pub(crate) fn normalize_escapes(s: &str) -> Option<String> {
     let b = s.as_bytes();
     if !b.contains(&b'%') {
         return None;

@@ -59,6 +59,64 @@ pub fn product_token(user_agent: &str) -> &str {
     &ua[..end]
 }
 
+/// `body` with each `Allow`/`Disallow` path written as the crawler writes a URL's path:
+/// bytes outside US-ASCII percent-encoded, escapes of unreserved characters decoded and
+/// the others in upper case ([`normalize_escapes`](super::normalize::normalize_escapes)).
+///
+/// Why: RFC 9309 §2.2.2 compares the two sides percent-encoded alike (`/%7Ejoe` and
+/// `/~joe` are one path), and the matcher compares bytes. The crawler's URLs are already
+/// in that form, a rule as the site wrote it may not be: `Disallow: /%7Ejoe/` would
+/// never match the link `/~joe/`, and the page would be fetched.
+fn rules_as_urls_are(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let rule = |line: &[u8]| {
+        let t = line.trim_ascii_start();
+        ["allow", "disallow"].iter().find_map(|k| {
+            let head = t.get(..k.len())?;
+            let rest = t[k.len()..].trim_ascii_start();
+            (head.eq_ignore_ascii_case(k.as_bytes()) && rest.first() == Some(&b':'))
+                .then(|| line.len() - rest.len() + 1)
+        })
+    };
+    if !body
+        .split(|b| *b == b'\n')
+        .any(|l| rule(l).is_some_and(|at| needs_work(&l[at..])))
+    {
+        return std::borrow::Cow::Borrowed(body);
+    }
+    let mut out = Vec::with_capacity(body.len() + 64);
+    for (i, line) in body.split(|b| *b == b'\n').enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        match rule(line) {
+            Some(at) if needs_work(&line[at..]) => {
+                out.extend_from_slice(&line[..at]);
+                out.extend_from_slice(encoded(&line[at..]).as_bytes());
+            }
+            _ => out.extend_from_slice(line),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether a rule's value has an escape or a byte outside US-ASCII.
+fn needs_work(value: &[u8]) -> bool {
+    value.iter().any(|b| *b == b'%' || !b.is_ascii())
+}
+
+/// A rule's value percent-encoded as a URL path is (see [`rules_as_urls_are`]).
+fn encoded(value: &[u8]) -> String {
+    let mut s = String::with_capacity(value.len());
+    for &b in value {
+        if b.is_ascii() {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    super::normalize::normalize_escapes(&s).unwrap_or(s)
+}
+
 /// The robots.txt URL for the origin of `url`.
 pub fn robots_url(url: &Url) -> Url {
     let mut u = url.clone();
@@ -79,7 +137,8 @@ impl Robots {
     /// Parse `body` for `user_agent` (a full User-Agent value or just its token).
     pub fn parse(body: &[u8], user_agent: &str) -> Robots {
         let body = &body[..body.len().min(MAX_ROBOTS_BYTES)];
-        match texting_robots::Robot::new(product_token(user_agent), body) {
+        let body = rules_as_urls_are(body);
+        match texting_robots::Robot::new(product_token(user_agent), &body) {
             Ok(r) => {
                 let delay = r
                     .delay
@@ -110,9 +169,14 @@ impl Robots {
     /// May the URL with this path and query (as `Url` serialises them, from the leading
     /// `/`) be fetched? For callers that have the path without a parsed `Url`.
     pub fn allowed_path(&self, path_and_query: &str) -> bool {
-        match &self.rules {
-            None => true,
-            Some(r) => r.allowed(path_and_query),
+        let Some(r) = &self.rules else {
+            return true;
+        };
+        // Escapes as the rules have them (see `rules_as_urls_are`): a URL handed in as
+        // written (`/%7ejoe/`) is the same path as `/~joe/`.
+        match super::normalize::normalize_escapes(path_and_query) {
+            Some(p) => r.allowed(&p),
+            None => r.allowed(path_and_query),
         }
     }
 
@@ -313,6 +377,33 @@ mod tests {
         let capped = Robots::parse(b"User-agent: *\nCrawl-delay: 86400\n", "x");
         assert_eq!(capped.crawl_delay(), Some(MAX_CRAWL_DELAY));
         assert!(Robots::allow_all().allowed(&u("http://e.com/private/x")));
+    }
+
+    #[test]
+    fn a_rule_and_a_url_match_however_either_is_percent_encoded() {
+        // RFC 9309 §2.2.2: both sides are compared percent-encoded alike.
+        let r = Robots::parse(
+            "User-agent: *\nDisallow: /%7Ejoe/\nDisallow: /a%2fb\nDisallow: /caf\u{e9}/\nDisallow: /x%41y\n"
+                .as_bytes(),
+            "exitcrawl",
+        );
+        for blocked in [
+            "http://e.com/~joe/x",
+            "http://e.com/%7Ejoe/x",
+            "http://e.com/%7ejoe/x",
+            "http://e.com/a%2Fb",
+            "http://e.com/a%2fb",
+            "http://e.com/caf%C3%A9/menu",
+            "http://e.com/café/menu",
+            "http://e.com/xAy",
+        ] {
+            assert!(!r.allowed(&u(blocked)), "{blocked}");
+        }
+        assert!(
+            r.allowed(&u("http://e.com/a/b")),
+            "an encoded slash is not a slash"
+        );
+        assert!(r.allowed(&u("http://e.com/joe/x")));
     }
 
     #[test]
