@@ -340,7 +340,8 @@ mod tests {
             c,
             Counted {
                 status: Some(201),
-                throttled: 0
+                throttled: 0,
+                attempts: 0,
             },
             "the last status counts"
         );

@@ -33,6 +33,9 @@ pub struct SeenRecord {
 pub struct Counted {
     pub status: Option<u16>,
     pub throttled: u32,
+    /// HTTP attempts made: 0 for a URL never sent (robots.txt unreachable, a private
+    /// address refused, an interruption before it went).
+    pub attempts: u32,
 }
 
 impl Counted {
@@ -66,6 +69,12 @@ impl<'de> Deserialize<'de> for Counted {
                         "throttled" => {
                             let v: serde_json::Value = m.next_value()?;
                             c.throttled = v
+                                .as_u64()
+                                .map_or(0, |t| u32::try_from(t).unwrap_or(u32::MAX));
+                        }
+                        "attempts" => {
+                            let v: serde_json::Value = m.next_value()?;
+                            c.attempts = v
                                 .as_u64()
                                 .map_or(0, |t| u32::try_from(t).unwrap_or(u32::MAX));
                         }
@@ -190,16 +199,14 @@ pub fn visit_lines(mut input: impl BufRead, mut f: impl FnMut(Visit<'_>)) -> io:
 }
 
 impl ResumeState {
-    fn add(&mut self, r: SeenRecord, interrupted: &mut HashSet<String>) {
+    fn add(&mut self, r: SeenRecord, attempts: u32, interrupted: &mut HashSet<String>) {
         self.records += 1;
         if r.is_duplicate() {
             return;
         }
-        let invalid_seed = r
-            .error
-            .as_deref()
-            .is_some_and(|e| e.starts_with("invalid_url"));
-        if r.skipped.is_none() && !invalid_seed {
+        // The page budget (`max_pages`) is what was sent: a URL that never went took none
+        // of it, and one interrupted before it went takes its share when it goes.
+        if r.skipped.is_none() && attempts > 0 {
             self.pages += 1;
         }
         let interrupted_now = r.is_interrupted();
@@ -247,7 +254,10 @@ pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
     let mut state = ResumeState::default();
     let mut interrupted = HashSet::new();
     let visited = visit_lines(input, |v| match v {
-        Visit::Record(r, _, _) => state.add(r, &mut interrupted),
+        Visit::Record(r, line, _) => {
+            let attempts = Counted::of(line).attempts;
+            state.add(r, attempts, &mut interrupted);
+        }
         Visit::Unreadable(line, e, _) => {
             state.unreadable += 1;
             if state.first_unreadable.is_none() {

@@ -218,7 +218,9 @@ impl Crawl {
     }
 
     /// A discovered URL into the frontier, if it is in scope, new, and within the budget;
-    /// `true` when it went in.
+    /// `true` when it went in, or was new and left out for the page budget alone: its
+    /// page's record lists it all the same, so that a resumed crawl with pages left to
+    /// fetch finds it (a resume rebuilds what waits from the records' links).
     fn offer(&mut self, entry: Entry) -> bool {
         if self.scope.check(&entry.url, entry.depth) != Verdict::In {
             self.totals.skipped_scope += 1;
@@ -236,7 +238,7 @@ impl Crawl {
         self.totals.discovered += 1;
         if self.budget_spent {
             self.totals.skipped_budget += 1;
-            return false;
+            return true;
         }
         self.frontier.push_entry(entry);
         true

@@ -244,9 +244,10 @@ fn the_page_budget_stops_hand_outs_and_drops_the_queue() {
     assert_eq!(c.next(clock.now()), Next::Idle);
     assert!(c.budget_spent());
     assert_eq!(c.totals().skipped_budget, 2);
-    // Links found after that are counted, not queued.
+    // Links found after that are counted, not queued, and listed in the page's record,
+    // where a resumed crawl finds them.
     let done = c.on_page(&one, Ok(html(r#"<a href="/4">4</a>"#)), clock.now());
-    assert!(done.links.is_empty());
+    assert_eq!(done.links, ["http://a.test/4"]);
     assert_eq!(c.totals().skipped_budget, 3);
     assert_eq!(c.next(clock.now()), Next::Done);
     assert_eq!(c.totals().fetched, 2);
