@@ -157,7 +157,11 @@ pub async fn frontier_crawl(
         live,
         beat_ok,
         lapse_said: false,
-        next_pass: now,
+        // Not at once: Redis may have come back from an outage just before this consumer
+        // started (or while it waited to start), with every heartbeat expired meanwhile;
+        // the live consumers get a whole heartbeat TTL to refresh theirs before this one
+        // judges any of them dead and takes over what they are fetching.
+        next_pass: live.first_pass_after_outage(now),
         wait,
         retry_at: None,
         cause: None,
@@ -401,7 +405,20 @@ impl<'a> Consumer<'a> {
         if !holding && self.may_call() && clock::since(self.last_activity) >= self.o.idle_exit {
             let r = self.frontier.pending().await;
             match self.redis(r)? {
-                Some(0) => return Ok(false),
+                Some(0) => {
+                    // A consumer that stops puts what it held back (added and acknowledged
+                    // at once): between this one's empty read and its count of what is
+                    // pending, such an entry is in neither. One more read closes that gap.
+                    let r = self.frontier.next(&self.name, 1, Duration::ZERO).await;
+                    let more = self.redis(r)?.unwrap_or_default();
+                    if more.is_empty() {
+                        return Ok(false);
+                    }
+                    self.last_activity = clock::now();
+                    for entry in more {
+                        self.start(entry).await?;
+                    }
+                }
                 // Pending for live consumers (they are working on it), or for this one
                 // after Redis lost an acknowledgement.
                 Some(_) => self.take_own_pending().await?,

@@ -16,10 +16,20 @@ use super::Failure;
 /// URLs pushed per `SharedFrontier::enqueue` call by `--enqueue`.
 const ENQUEUE_BATCH: usize = 10_000;
 
-/// The consumer name: `hostname-pid`.
+/// The consumer name: `hostname-pid-start`, `start` the process's start time in
+/// nanoseconds (hex, low 32 bits).
+///
+/// Why more than host and pid: containers that share the node's network namespace
+/// (Docker `--network host`, Kubernetes `hostNetwork`) share its hostname, and each
+/// runs its crawler as pid 1. Two live consumers of one name share one pending list: each
+/// takes the other's entries as its own, and the one that leaves deletes the heartbeat
+/// the other still lives by.
 pub fn consumer_name() -> String {
     let host = hostname().unwrap_or_else(|| "host".into());
-    format!("{host}-{}", std::process::id())
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u32);
+    format!("{host}-{}-{start:08x}", std::process::id())
 }
 
 /// This machine's name, if it has one.

@@ -65,11 +65,14 @@ impl LimitKey {
 }
 
 /// The rate one of `processes` crawler processes keeps while the store that shares a
-/// budget of `rps` is away: its even share, never below `min_rps`. Why a share and not
-/// the whole: every process falls back at once, and each pacing at the whole rate would
-/// multiply the load on the site by the number of processes.
+/// budget of `rps` is away: its even share, never below its share of `min_rps`. Why a
+/// share and not the whole: every process falls back at once, and each pacing at the
+/// whole rate would multiply the load on the site by the number of processes. The floor
+/// is shared too: a site the crawl has cut to `min_rps` is one that throttles hard, and
+/// each process at `min_rps` would send it that many times its budget.
 pub fn fallback_rps(rps: f64, processes: u32, min_rps: f64) -> f64 {
-    (rps / f64::from(processes.max(1))).max(min_rps)
+    let n = f64::from(processes.max(1));
+    (rps / n).max(min_rps / n)
 }
 
 /// `[limiter] scope`: what one limiter (and one AIMD controller) covers.
@@ -144,6 +147,9 @@ mod tests {
     fn the_fallback_is_an_even_share_with_a_floor() {
         assert_eq!(fallback_rps(300.0, 3, 0.1), 100.0);
         assert_eq!(fallback_rps(1.0, 0, 0.1), 1.0);
-        assert_eq!(fallback_rps(1.0, 100, 0.1), 0.1);
+        assert_eq!(fallback_rps(1.0, 100, 0.1), 0.01);
+        // The floor is shared: a hundred processes at a site cut to 0.1 req/s send 0.1
+        // req/s in all, not ten.
+        assert!((fallback_rps(0.05, 100, 0.1) - 0.001).abs() < 1e-12);
     }
 }
