@@ -104,7 +104,10 @@ enum Input {
     Gzip(flate2::write::GzDecoder<Sink>),
     Deflate(flate2::write::ZlibDecoder<Sink>),
     Brotli(Box<brotli_decompressor::DecompressorWriter<Sink>>),
-    Zstd(zstd::stream::write::Decoder<'static, Sink>),
+    /// The stream writer under `zstd::stream::write::Decoder`, whose `finish` tells a
+    /// frame cut short (that wrapper's `flush` does not: a body cut mid-frame came out
+    /// as a whole answer).
+    Zstd(zstd::stream::zio::Writer<Sink, zstd::stream::raw::Decoder<'static>>),
 }
 
 impl Input {
@@ -118,8 +121,8 @@ impl Input {
             Some("br") => Input::Brotli(Box::new(brotli_decompressor::DecompressorWriter::new(
                 sink, PIECE,
             ))),
-            Some("zstd") => match zstd::stream::write::Decoder::new(sink) {
-                Ok(d) => Input::Zstd(d),
+            Some("zstd") => match zstd::stream::raw::Decoder::new() {
+                Ok(d) => Input::Zstd(zstd::stream::zio::Writer::new(sink, d)),
                 Err(_) => return (Input::Plain(Sink::empty()), false),
             },
             _ => return (Input::Plain(sink), false),
@@ -133,7 +136,7 @@ impl Input {
             Input::Gzip(d) => d.get_mut(),
             Input::Deflate(d) => d.get_mut(),
             Input::Brotli(d) => d.get_mut(),
-            Input::Zstd(d) => d.get_mut(),
+            Input::Zstd(d) => d.writer_mut(),
         }
     }
 
@@ -169,9 +172,9 @@ impl Input {
                 }),
                 Err(e) => Err((std::mem::replace(d.get_mut(), Sink::empty()), e)),
             },
-            Input::Zstd(mut d) => match d.flush() {
-                Ok(()) => Ok(d.into_inner()),
-                Err(e) => Err((std::mem::replace(d.get_mut(), Sink::empty()), e)),
+            Input::Zstd(mut d) => match d.finish() {
+                Ok(()) => Ok(d.into_inner().0),
+                Err(e) => Err((std::mem::replace(d.writer_mut(), Sink::empty()), e)),
             },
         }
     }
@@ -397,6 +400,23 @@ mod tests {
         let f = b.finish().unwrap();
         assert_eq!(f.body, "raw");
         assert_eq!(f.decoded, None);
+    }
+
+    #[test]
+    fn a_compressed_body_cut_short_is_an_error_not_a_whole_page() {
+        // A connection closed mid-stream, with no length to tell: every decoder must say
+        // the stream did not end (zstd's writer said nothing of a frame cut short).
+        let page = b"<html>".repeat(5000);
+        for (enc, data) in [
+            ("gzip", gzip(&page)),
+            ("zstd", zstd::stream::encode_all(&page[..], 3).unwrap()),
+        ] {
+            let mut b = Body::new(&headers(enc), 1 << 20, false, false).unwrap();
+            b.append(Ok(Bytes::copy_from_slice(&data[..data.len() / 2])))
+                .unwrap();
+            let r = b.finish();
+            assert!(r.is_err(), "{enc}: half a stream read as a whole body");
+        }
     }
 
     #[test]

@@ -131,3 +131,48 @@ async fn a_redirect_to_another_scheme_or_past_the_limit_is_an_error() {
         "nothing past the limit was sent"
     );
 }
+
+#[actix_rt::test]
+async fn a_redirect_whose_body_never_comes_does_not_hold_the_fetch() {
+    // A raw site: `/stall` answers a 302 that announces 100 bytes of body and sends none,
+    // the socket kept open; `/x` answers 200. The redirect's body is not waited for
+    // beyond a moment: the fetch goes on to `/x` rather than hang with its exit's slot.
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for conn in listener.incoming().take(4) {
+            let Ok(mut conn) = conn else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match conn.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            if String::from_utf8_lossy(&head).starts_with("GET /stall ") {
+                let _ = conn.write_all(
+                    b"HTTP/1.1 302 Found\r\nlocation: /x\r\ncontent-length: 100\r\n\r\n",
+                );
+                open.push(conn);
+            } else {
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+            }
+        }
+    });
+    let mut s = settings();
+    s.crawler.timeout_ms = 60_000;
+    let h = Crawler::start(s).expect("start");
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        h.fetch(Fetch::get(format!("http://{addr}/stall"))),
+    )
+    .await
+    .expect("the fetch ends before the request's own timeout")
+    .expect("answered");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.final_url.as_deref(), Some(&*format!("http://{addr}/x")));
+    h.shutdown(std::time::Duration::from_secs(1)).await;
+}

@@ -104,8 +104,13 @@ impl Hop {
                 "redirect to an unusable Location {location:?}: {e}"
             ))
         })?;
-        // Read a small redirect body so the connection can go back to the pool.
-        let _ = resp.body().limit(REDIRECT_BODY_LIMIT).await;
+        // Read a small redirect body so the connection can go back to the pool — if it
+        // comes at once: the body's read has no deadline of its own (the request's timer
+        // ended with the head), and a site that sends the head and then nothing would hold
+        // the fetch, and its exit's slot, for good. Given up, the connection is dropped.
+        let _ =
+            actix_rt::time::timeout(REDIRECT_DRAIN_WAIT, resp.body().limit(REDIRECT_BODY_LIMIT))
+                .await;
         if uri.scheme() != self.uri.scheme()
             || uri.host() != self.uri.host()
             || uri.port_u16() != self.uri.port_u16()
@@ -127,7 +132,11 @@ impl Hop {
 }
 
 /// At most this much of a redirect's body is read (and dropped) before the next hop.
-const REDIRECT_BODY_LIMIT: usize = 64 * 1024;
+pub(super) const REDIRECT_BODY_LIMIT: usize = 64 * 1024;
+
+/// How long a redirect's body (or a health check's) is waited for before its connection
+/// is dropped instead of reused.
+pub(super) const REDIRECT_DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The `Location` of a redirect answer (301, 302, 303, 307, 308 with the header).
 pub(super) fn redirect_location<S>(resp: &awc::ClientResponse<S>) -> Option<String> {

@@ -386,8 +386,13 @@ impl ExitCore {
                 .await
             {
                 Ok((mut resp, _)) if resp.status().is_success() => {
-                    // Drain a little so the connection can be reused; the content is unused.
-                    let _ = resp.body().limit(64 * 1024).await;
+                    // Drain a little so the connection can be reused; the content is unused,
+                    // and a body that does not come at once is not waited for.
+                    let _ = actix_rt::time::timeout(
+                        hop::REDIRECT_DRAIN_WAIT,
+                        resp.body().limit(hop::REDIRECT_BODY_LIMIT),
+                    )
+                    .await;
                     Ok(())
                 }
                 Ok((resp, _)) => Err(format!("health check answered {}", resp.status())),
