@@ -176,3 +176,33 @@ async fn a_redirect_whose_body_never_comes_does_not_hold_the_fetch() {
     assert_eq!(r.final_url.as_deref(), Some(&*format!("http://{addr}/x")));
     h.shutdown(std::time::Duration::from_secs(1)).await;
 }
+
+#[actix_rt::test]
+async fn the_timeout_bounds_the_whole_request_redirects_included() {
+    // Each answer takes 600 ms; the request may take 1 s in all. The first redirect's
+    // head comes in time, the second hop cannot: the fetch times out, where a timeout
+    // per hop let a chain of slow redirects run for as long as it liked.
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(|_, pq: &str| {
+            Some(match pq {
+                "/a" => Page::redirect(302, "/b"),
+                "/b" => Page::redirect(302, "/c"),
+                _ => Page::text("here"),
+            })
+        })),
+        latency: std::time::Duration::from_millis(600),
+        ..SiteConfig::default()
+    });
+    let mut s = settings();
+    s.crawler.timeout_ms = 1000;
+    s.crawler.connect_timeout_ms = 1000;
+    let h = Crawler::start(s).expect("start");
+    let e = h
+        .fetch(Fetch::get(site.url("/a")))
+        .await
+        .expect_err("the chain outlasts the request's timeout");
+    assert_eq!(e.kind, FetchErrorKind::Timeout, "{e}");
+    let asked: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert!(!asked.iter().any(|p| p == "/c"), "{asked:?}");
+    h.shutdown(std::time::Duration::from_secs(1)).await;
+}

@@ -203,9 +203,12 @@ impl ExitCore {
         if !self.clients.decide(hop) {
             Box::pin(self.clients.resolve(hop)).await;
         }
+        // `timeout_ms` is the whole request's: redirects and the body's reading take what
+        // the first hop left of it, not a timeout each.
+        let deadline = sent_at + self.opts.client.timeout;
         let sent = match self.answered(hop, self.send_hop(hop, headers, None).await) {
             Ok(resp) if self.is_followed(&resp) => {
-                Box::pin(self.redirected(hop, headers, None, resp)).await
+                Box::pin(self.redirected(hop, headers, deadline, resp)).await
             }
             Ok(resp) => Ok((resp, 0)),
             Err(e) => Err(send_failure(&e)),
@@ -218,7 +221,8 @@ impl ExitCore {
                 let limit = hop.body_limit.map_or(self.opts.max_body_bytes, |l| {
                     usize::try_from(l).unwrap_or(usize::MAX)
                 });
-                let answer = match self.read_answer(resp, final_url, (head, hop.truncate), limit) {
+                let read = (head, hop.truncate, deadline);
+                let answer = match self.read_answer(resp, final_url, read, limit) {
                     Read::Now(answer) => answer,
                     Read::Later(rest) => rest.await,
                 };
@@ -246,9 +250,10 @@ impl ExitCore {
         if !self.clients.decide(hop) {
             self.clients.resolve(hop).await;
         }
+        let deadline = Instant::now() + timeout.unwrap_or(self.opts.client.timeout);
         let resp = self.send_hop(hop, headers, timeout).await;
         let resp = self.answered(hop, resp).map_err(|e| send_failure(&e))?;
-        self.redirected(hop, headers, timeout, resp).await
+        self.redirected(hop, headers, deadline, resp).await
     }
 
     /// Keep the cookies of a hop's answer (with `[crawler] cookies`), whatever comes next.
@@ -269,13 +274,13 @@ impl ExitCore {
     }
 
     /// Follow redirects from `resp`, the answer to `hop` (at most `max_redirects`, each
-    /// hop moving `hop`), up to the first answer that is not one; returns it with the
-    /// redirects followed.
+    /// hop moving `hop`), up to the first answer that is not one, all before `deadline`;
+    /// returns it with the redirects followed.
     async fn redirected(
         &self,
         hop: &mut Hop,
         headers: &[(String, String)],
-        timeout: Option<Duration>,
+        deadline: Instant,
         mut resp: awc::ClientResponse,
     ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
         let max_redirects = self.opts.client.max_redirects;
@@ -299,7 +304,11 @@ impl ExitCore {
             if !self.clients.decide(hop) {
                 self.clients.resolve(hop).await;
             }
-            let sent = self.send_hop(hop, headers, timeout).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(send_failure(&SendRequestError::Timeout));
+            }
+            let sent = self.send_hop(hop, headers, Some(left)).await;
             resp = self.answered(hop, sent).map_err(|e| send_failure(&e))?;
         }
     }
@@ -351,7 +360,7 @@ impl ExitCore {
         &self,
         mut resp: awc::ClientResponse,
         final_url: Option<String>,
-        (head, truncate): (bool, bool),
+        (head, truncate, deadline): (bool, bool, Instant),
         limit: usize,
     ) -> Read<'_> {
         let status = resp.status().as_u16();
@@ -365,8 +374,8 @@ impl ExitCore {
             return Read::Now(answer(resp, body.end(done), final_url, limit));
         }
         Read::Later(Box::pin(async move {
-            // Not all here yet: the rest within the body timeout.
-            let mut timed = resp.timeout(self.opts.client.timeout);
+            // Not all here yet: the rest within what the request's timeout left.
+            let mut timed = resp.timeout(deadline.saturating_duration_since(Instant::now()));
             let rest = read_rest(&mut body, &mut timed).await;
             answer(timed, body.end(rest), final_url, limit)
         }))
