@@ -15,7 +15,8 @@ use std::sync::Arc;
 ///
 /// - IPv4: loopback `127.0.0.0/8`, private (RFC 1918) `10.0.0.0/8`, `172.16.0.0/12`,
 ///   `192.168.0.0/16`, link-local `169.254.0.0/16`, unspecified / "this network"
-///   `0.0.0.0/8` (Linux connects `0.0.0.0` to the host itself);
+///   `0.0.0.0/8` (Linux connects `0.0.0.0` to the host itself), shared address space
+///   (carrier-grade NAT, RFC 6598) `100.64.0.0/10`;
 /// - IPv6: loopback `::1`, unspecified `::`, unique local (ULA) `fc00::/7`, link-local
 ///   `fe80::/10`, the deprecated site-local `fec0::/10`; an IPv4 address carried in IPv6
 ///   (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, NAT64 `64:ff9b::/96`) is
@@ -42,6 +43,10 @@ fn v4_kind(ip: Ipv4Addr) -> Option<&'static str> {
         Some("link-local")
     } else if a == 0 {
         Some("unspecified")
+    } else if a == 100 && (64..128).contains(&ip.octets()[1]) {
+        // Shared address space (RFC 6598): no public site is there, and a cloud's
+        // metadata service can be (Alibaba Cloud's at 100.100.100.200).
+        Some("shared")
     } else {
         None
     }
@@ -152,6 +157,9 @@ mod tests {
             ("169.254.169.254", "link-local"),
             ("0.0.0.0", "unspecified"),
             ("0.1.2.3", "unspecified"),
+            ("100.64.0.1", "shared"),
+            ("100.100.100.200", "shared"),
+            ("100.127.255.255", "shared"),
         ] {
             assert_eq!(kind(ip), Some(k), "{ip}");
         }
@@ -161,7 +169,8 @@ mod tests {
             "172.32.0.0",
             "192.169.0.1",
             "169.253.0.1",
-            "100.64.0.1",
+            "100.63.255.255",
+            "100.128.0.0",
             "1.0.0.0",
         ] {
             assert_eq!(kind(ip), None, "{ip}");

@@ -206,3 +206,25 @@ async fn the_timeout_bounds_the_whole_request_redirects_included() {
     assert!(!asked.iter().any(|p| p == "/c"), "{asked:?}");
     h.shutdown(std::time::Duration::from_secs(1)).await;
 }
+
+#[actix_rt::test]
+async fn credentials_go_on_within_one_origin_however_its_host_is_written() {
+    // `LOCALHOST` as the caller wrote it, `localhost` as the redirect's URL has it: one
+    // origin, so the credentials go on with the redirect.
+    let s = site(None);
+    let h = Crawler::start(settings()).expect("start");
+    let url = s.url("/a").replace("127.0.0.1", "LOCALHOST");
+    let f = Fetch::get(url).header("Authorization", "Bearer secret");
+    let r = h.fetch(f).await.expect("answer");
+    assert_eq!(r.status, 200);
+    let asked = s.requests();
+    assert_eq!(asked.len(), 3, "/a, /dir/b, /dir/c");
+    for r in &asked {
+        assert_eq!(
+            header(r, "authorization"),
+            Some("Bearer secret"),
+            "{}",
+            r.path
+        );
+    }
+}

@@ -67,8 +67,8 @@ pub struct CrawlSettings {
     pub sitemaps: bool,
     /// Lift the private-address rule. By default a link found in a page, a URL listed in
     /// a sitemap, or a redirect that leads from a public address to a loopback, private
-    /// (RFC 1918, ULA `fc00::/7`), link-local (`169.254.0.0/16`, `fe80::/10`) or
-    /// unspecified one is refused (record error `"private address refused"`), checked on
+    /// (RFC 1918, ULA `fc00::/7`), link-local (`169.254.0.0/16`, `fe80::/10`),
+    /// unspecified or shared (`100.64.0.0/10`) one is refused (record error `"private address refused"`), checked on
     /// the address actually connected to. URLs the user gives are trusted, and a crawl
     /// that starts on a private host keeps following its links there. Default false.
     #[serde(deserialize_with = "strict::boolean")]

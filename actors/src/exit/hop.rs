@@ -80,13 +80,13 @@ impl Hop {
             error: FetchErrorKind::Other,
             message: why,
         };
-        let next = Url::parse(&self.uri.to_string())
-            .and_then(|base| base.join(location))
-            .map_err(|e| {
-                unusable(format!(
-                    "redirect to an unusable Location {location:?}: {e}"
-                ))
-            })?;
+        let unusable_location = |e: url::ParseError| {
+            unusable(format!(
+                "redirect to an unusable Location {location:?}: {e}"
+            ))
+        };
+        let base = Url::parse(&self.uri.to_string()).map_err(unusable_location)?;
+        let next = base.join(location).map_err(unusable_location)?;
         if !matches!(next.scheme(), "http" | "https") {
             return Err(unusable(format!(
                 "redirect to an unsupported scheme refused: {next} (only http and https are followed)"
@@ -111,10 +111,10 @@ impl Hop {
         let _ =
             actix_rt::time::timeout(REDIRECT_DRAIN_WAIT, resp.body().limit(REDIRECT_BODY_LIMIT))
                 .await;
-        if uri.scheme() != self.uri.scheme()
-            || uri.host() != self.uri.host()
-            || uri.port_u16() != self.uri.port_u16()
-        {
+        // Origins as URLs have them: `https://API.example.com:443` and the `/v1/` it
+        // redirects to are one origin (the raw URI's host case and default port said not,
+        // and the credentials were left behind).
+        if base.origin() != next.origin() {
             self.cross_origin = true;
         }
         if !matches!(resp.status().as_u16(), 307 | 308) {
