@@ -55,6 +55,23 @@ end
 return added
 ";
 
+/// Puts an entry back at the end of the queue (ARGV: its id, its URL, its tries), once:
+/// only when acknowledging the old entry takes it out of the pending list. A retry after
+/// an answer that was lost (a timeout while Redis carried it out, a reset) finds it
+/// acknowledged already and adds nothing, where a retried `MULTI` added the URL twice.
+/// Returns 1 when it was put back, 0 when it had been; refuses (`NOGROUP`) when the
+/// stream is gone.
+const REQUEUE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.error_reply('NOGROUP the stream ' .. KEYS[1] .. ' does not exist')
+end
+if redis.call('XACK', KEYS[1], KEYS[2], ARGV[1]) == 1 then
+  redis.call('XADD', KEYS[1], '*', 'url', ARGV[2], 'tries', ARGV[3])
+  return 1
+end
+return 0
+";
+
 /// One URL handed to a consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharedFrontierEntry {
@@ -166,24 +183,16 @@ impl SharedFrontier {
     }
 
     /// Puts `e` back at the end of the queue with `tries` counted, and acknowledges the
-    /// old entry, in one transaction. `NOGROUP` when the stream is gone (`NOMKSTREAM`:
-    /// a lost queue is not recreated without its group).
+    /// old entry, in one script that does both only once (see [`REQUEUE`]): safe to
+    /// retry. `NOGROUP` when the stream is gone (a lost queue is not recreated without
+    /// its group).
     pub async fn requeue(&self, e: &SharedFrontierEntry, tries: u32) -> Result<(), RedisError> {
-        let mut pipe = ::redis::pipe();
-        pipe.atomic()
-            .cmd("XADD")
-            .arg(&self.stream)
-            .arg("NOMKSTREAM")
-            .arg("*")
-            .arg("url")
-            .arg(&e.url)
-            .arg("tries")
-            .arg(tries);
-        let (id,): (Option<String>,) = self.acking("requeue", pipe, &e.id).await?;
-        match id {
-            Some(_) => Ok(()),
-            None => Err(lost(&self.stream)),
-        }
+        static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+        let script = SCRIPT.get_or_init(|| ::redis::Script::new(REQUEUE));
+        let keys = [self.stream.as_str(), GROUP];
+        let args = [e.id.clone(), e.url.clone(), tries.to_string()];
+        let _: u64 = eval_script(&self.redis, script, &keys, &args).await?;
+        Ok(())
     }
 
     /// Up to `count` new entries for `consumer` (`XREADGROUP … >`), waiting up to `block`
@@ -362,12 +371,4 @@ fn entry(s: StreamId) -> Option<SharedFrontierEntry> {
         url,
         tries,
     })
-}
-
-/// The error of a stream that no longer exists, as Redis names it for a lost group.
-pub(super) fn lost(stream: &str) -> RedisError {
-    RedisError::Server(::redis::make_extension_error(
-        "NOGROUP".into(),
-        Some(format!("the stream {stream} does not exist")),
-    ))
 }
