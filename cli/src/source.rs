@@ -224,7 +224,25 @@ impl UrlInput {
         match source {
             UrlSource::Demo(n) => Ok(UrlInput::Demo(*n)),
             UrlSource::Frontier(_) | UrlSource::Nothing => Ok(UrlInput::None),
-            UrlSource::Stdin => Ok(UrlInput::Stdin),
+            UrlSource::Stdin => {
+                // A directory on stdin (`< /tmp`) fails its first read: found here, it is
+                // refused as a directory named with `--urls` is.
+                use std::os::fd::AsFd as _;
+                let dir = std::io::stdin()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .ok()
+                    .and_then(|fd| File::from(fd).metadata().ok())
+                    .is_some_and(|m| m.is_dir());
+                if dir {
+                    return Err(
+                        "-: standard input is a directory (expected a file with one \
+                                URL a line)"
+                            .into(),
+                    );
+                }
+                Ok(UrlInput::Stdin)
+            }
             UrlSource::File(path) => {
                 let file = open_url_file(path)?;
                 let meta = file
@@ -489,6 +507,9 @@ fn feed_lines(
                         stats.skipped.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
+                    // A line that was not UTF-8 is no URL (it ends `invalid_url`), and two
+                    // such lines read alike once decoded: neither is a duplicate.
+                    (Line::Url(url), _) if url.contains('\u{fffd}') => Line::Url(url),
                     (Line::Url(url), Some(seen)) => match seen.insert(&url) {
                         Insert::New => Line::Url(url),
                         Insert::Duplicate => Line::Duplicate(url),

@@ -395,6 +395,30 @@ fn repeats_of_a_url_are_fetched_once_and_each_line_gets_a_record() {
 }
 
 #[test]
+fn two_lines_that_are_not_utf8_are_two_invalid_urls_not_a_duplicate() {
+    // Decoded, both read `http://a.test/\u{fffd}`: alike, yet two different lines.
+    let dir = TempDir::new("not-utf8");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let urls = dir.path("urls.txt");
+    std::fs::write(&urls, b"http://a.test/\xff\nhttp://a.test/\xfe\n").unwrap();
+    let (o, out, summary) = run_list(&dir, &cfg, &urls, &["--quiet"]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2);
+    assert!(
+        recs.iter().all(|r| r["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("invalid_url"))),
+        "{recs:?}"
+    );
+    let sum = json(&summary);
+    assert_eq!(
+        (sum["invalid"].as_u64(), sum["skipped_duplicate"].as_u64()),
+        (Some(2), Some(0))
+    );
+}
+
+#[test]
 fn a_directory_as_url_list_is_exit_2() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("urls-dir");
@@ -412,6 +436,22 @@ fn a_directory_as_url_list_is_exit_2() {
     assert_refused(&o, 2, &["--urls", "is a directory"]);
     assert_eq!(bytes(&out), b"kept\n");
     assert_eq!(site.stats().requests, 0);
+
+    // The same directory on stdin (`--urls - < DIR`).
+    let o = cli_support::cmd(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        "-",
+        "--out",
+        s(&out),
+        "--quiet",
+    ])
+    .stdin(std::fs::File::open(&dir.0).unwrap())
+    .output()
+    .unwrap();
+    assert_refused(&o, 2, &["--urls", "standard input is a directory"]);
+    assert_eq!(bytes(&out), b"kept\n");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ fn expected_lines(data: &[u8], dedupe: bool) -> Vec<Line> {
         let url = url.to_string();
         out.push(if line.len() > MAX_LINE {
             Line::TooLong(url, line.len() as u64)
-        } else if dedupe && !seen.insert(url.clone()) {
+        } else if dedupe && !url.contains('\u{fffd}') && !seen.insert(url.clone()) {
             Line::Duplicate(url)
         } else {
             Line::Url(url)
