@@ -160,7 +160,7 @@ impl fmt::Display for GaveUp {
                 "the host refused every request for {} s (crawler.give_up_after_ms)",
                 d.as_secs()
             ),
-            // Pauses are read up to a day (`headers::MAX_HINT`): one that long may have
+            // Pauses are read up to a week (`headers::MAX_HINT`): one that long may have
             // been longer.
             GaveUp::RetryAfter(d) => write!(
                 f,
@@ -549,7 +549,7 @@ mod tests {
             decide(at_cap, attempts(1), &b, &mut budget, clock.now()),
             Verdict::Later
         );
-        let absurd = Duration::from_secs(86_400);
+        let absurd = crate::headers::MAX_HINT;
         let v = decide(
             throttle(Some(absurd), Duration::ZERO),
             attempts(1),
@@ -563,7 +563,7 @@ mod tests {
         };
         assert_eq!(
             g.to_string(),
-            "the site asked to wait ≥ 86400 s, longer than crawler.max_retry_after_ms"
+            "the site asked to wait ≥ 604800 s, longer than crawler.max_retry_after_ms"
         );
     }
 

@@ -43,8 +43,10 @@ mod parse;
 
 use parse::*;
 
-/// Ceiling for every duration read from a header (1 day).
-pub const MAX_HINT: Duration = Duration::from_secs(86_400);
+/// Ceiling for every duration read from a header (7 days): above the longest pause
+/// `crawler.max_retry_after_ms` may allow (a day), so that a site asking for more than
+/// that is told apart from one asking for exactly it, and its URL is given up.
+pub const MAX_HINT: Duration = Duration::from_secs(7 * 86_400);
 
 /// A reset value above this is a unix timestamp in seconds, not a delay (10⁹ s ≈ 31.7
 /// years as a delay; as a timestamp, September 2001).
@@ -150,7 +152,10 @@ impl ServerHints {
             let name = name.trim();
             let is = |n: &str| name.eq_ignore_ascii_case(n);
             if is("retry-after") {
-                if let Some(d) = parse_retry_after(value, now) {
+                // A date already past (a stale page, a clock behind ours) asks for no pause
+                // and says nothing: taken for `0`, it would turn a 429 into one that need
+                // not be waited for, held or counted toward a ban.
+                if let Some(d) = parse_retry_after(value, now).filter(|d| !d.is_zero()) {
                     retry_after = Some(retry_after.map_or(d, |r| r.max(d)));
                 }
             } else if is("ratelimit") {
@@ -160,15 +165,15 @@ impl ServerHints {
             } else if is("ratelimit-limit") {
                 parse_limit(value, &mut legacy_pol);
             } else if is("ratelimit-remaining") {
-                set_first(&mut legacy.remaining, first_int(value));
+                keep_least(&mut legacy.remaining, first_int(value));
             } else if is("ratelimit-reset") {
-                set_first(&mut legacy.reset, parse_reset(value, now));
+                keep_most(&mut legacy.reset, parse_reset(value, now));
             } else if is("x-ratelimit-limit") {
                 parse_limit(value, &mut x_pol);
             } else if is("x-ratelimit-remaining") {
-                set_first(&mut x.remaining, first_int(value));
+                keep_least(&mut x.remaining, first_int(value));
             } else if is("x-ratelimit-reset") {
-                set_first(&mut x.reset, parse_reset(value, now));
+                keep_most(&mut x.reset, parse_reset(value, now));
             }
         }
 

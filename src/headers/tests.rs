@@ -24,8 +24,9 @@ fn retry_after_delay_seconds() {
     assert_eq!(parse_retry_after("0", n), Some(Duration::ZERO));
     assert_eq!(parse_retry_after("  5 \t", n), Some(secs(5)));
     assert_eq!(parse_retry_after("007", n), Some(secs(7)));
-    assert_eq!(parse_retry_after("86400", n), Some(MAX_HINT));
-    assert_eq!(parse_retry_after("86401", n), Some(MAX_HINT));
+    assert_eq!(parse_retry_after("86400", n), Some(secs(86_400)));
+    assert_eq!(parse_retry_after("604800", n), Some(MAX_HINT));
+    assert_eq!(parse_retry_after("604801", n), Some(MAX_HINT));
     assert_eq!(
         parse_retry_after("99999999999999999999999999", n),
         Some(MAX_HINT)
@@ -394,6 +395,36 @@ fn pacing_combines_retry_after_and_quota() {
     // Retry-After longer than reset wins.
     let h = hints(&[("Retry-After", "100"), ("RateLimit", "\"d\";r=0;t=30")]);
     assert_eq!(h.pacing().unwrap().pause_for, Some(secs(100)));
+}
+
+#[test]
+fn a_retry_after_date_already_past_is_no_retry_after() {
+    let n = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let h = ServerHints::from_headers([("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")], n);
+    assert_eq!(h.retry_after, None, "a 429 with it is one without");
+    let h = ServerHints::from_headers([("retry-after", "0")], n);
+    assert_eq!(h.retry_after, None);
+    let h = ServerHints::from_headers([("retry-after", "7")], n);
+    assert_eq!(h.retry_after, Some(secs(7)));
+}
+
+#[test]
+fn repeated_legacy_fields_keep_the_most_restrictive() {
+    // A gateway's and the origin's headers both: the quota used up is the one that counts.
+    let h = hints(&[
+        ("X-RateLimit-Remaining", "57"),
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset", "10"),
+        ("X-RateLimit-Reset", "30"),
+    ]);
+    assert_eq!((h.remaining, h.reset), (Some(0), Some(secs(30))));
+    let h = hints(&[
+        ("RateLimit-Remaining", "0"),
+        ("RateLimit-Remaining", "9"),
+        ("RateLimit-Reset", "30"),
+        ("RateLimit-Reset", "5"),
+    ]);
+    assert_eq!((h.remaining, h.reset), (Some(0), Some(secs(30))));
 }
 
 #[test]
