@@ -15,7 +15,8 @@
 //! Who is at fault: the proxy refusing us (407, 403, any other answer to `CONNECT`; a
 //! SOCKS method, auth or rule refusal; garbage) is the exit's fault — another exit may
 //! succeed. A SOCKS5 reply that says the *target* refused, was unreachable or timed out is
-//! the site's, reported with the matching I/O error kind.
+//! the site's, reported with the matching I/O error kind, and so is a general failure to
+//! reach a name the proxy was to resolve (see `socks_reply`).
 
 use std::io;
 
@@ -204,13 +205,14 @@ async fn socks5(
 
     let mut req = vec![5, 1, 0];
     let port = push_address(&mut req, target)?;
+    let named = req[3] == 3;
     req.extend_from_slice(&port.to_be_bytes());
     stream.write_all(&req).await.map_err(io)?;
 
     let mut head = [0u8; 4];
     stream.read_exact(&mut head).await.map_err(io)?;
     if head[1] != 0 {
-        return Err(socks_reply(head[1]));
+        return Err(socks_reply(head[1], named));
     }
     // The bound address the proxy reports: read it whole so the tunnel starts clean.
     let rest = match head[3] {
@@ -277,8 +279,14 @@ fn push_address(req: &mut Vec<u8>, target: Target<'_>) -> Result<u16, HandshakeE
     Ok(port)
 }
 
-/// A SOCKS5 reply code other than success (RFC 1928 §6).
-fn socks_reply(code: u8) -> HandshakeError {
+/// A SOCKS5 reply code other than success (RFC 1928 §6); `named`: the target was sent
+/// as a name for the proxy to resolve.
+///
+/// Why a general failure to a name is the site's: RFC 1928 has no code for a name that
+/// does not resolve, and proxies answer it with 1 (microsocks, dante). Taken for the
+/// proxy's fault, every URL of an expired domain counted against each exit it was moved
+/// to, and a few such URLs ejected every `socks5h` exit.
+fn socks_reply(code: u8, named: bool) -> HandshakeError {
     let target = |kind, what: &str| HandshakeError::Target(io::Error::new(kind, what.to_owned()));
     match code {
         3 => target(
@@ -291,10 +299,72 @@ fn socks_reply(code: u8) -> HandshakeError {
             "SOCKS5: connection refused",
         ),
         6 => target(io::ErrorKind::TimedOut, "SOCKS5: TTL expired"),
+        1 if named => target(
+            io::ErrorKind::HostUnreachable,
+            "SOCKS5: general failure (the proxy could not resolve or reach the name)",
+        ),
         1 => HandshakeError::Proxy("SOCKS5: general failure".into()),
         2 => HandshakeError::Proxy("SOCKS5: connection not allowed by ruleset".into()),
         7 => HandshakeError::Proxy("SOCKS5: command not supported".into()),
         8 => HandshakeError::Proxy("SOCKS5: address type not supported".into()),
         other => HandshakeError::Proxy(format!("SOCKS5: reply code {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SOCKS5 server on loopback that takes "no auth" and answers every CONNECT with
+    /// reply code `code`; the handshake's result for `target`.
+    async fn refused_with(code: u8, target: Target<'_>) -> HandshakeError {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = actix_rt::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut greeting = [0u8; 3];
+            s.read_exact(&mut greeting).await.unwrap();
+            s.write_all(&[5, 0]).await.unwrap();
+            let mut head = [0u8; 4];
+            s.read_exact(&mut head).await.unwrap();
+            let rest = match head[3] {
+                1 => 4 + 2,
+                4 => 16 + 2,
+                _ => {
+                    let mut len = [0u8; 1];
+                    s.read_exact(&mut len).await.unwrap();
+                    usize::from(len[0]) + 2
+                }
+            };
+            let mut skip = vec![0u8; rest];
+            s.read_exact(&mut skip).await.unwrap();
+            s.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0])
+                .await
+                .unwrap();
+        });
+        let proxy: ProxyUrl = format!("socks5h://{addr}").parse().unwrap();
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let e = handshake(&mut stream, &proxy, target)
+            .await
+            .expect_err("refused");
+        server.await.unwrap();
+        e
+    }
+
+    #[actix_rt::test]
+    async fn a_general_failure_to_reach_a_name_is_the_sites_not_the_proxys() {
+        // What microsocks answers for a name that does not resolve: the domain is gone, the
+        // proxy is fine.
+        let e = refused_with(1, Target::Name("gone.test", 80)).await;
+        assert!(
+            matches!(&e, HandshakeError::Target(io) if io.kind() == io::ErrorKind::HostUnreachable),
+            "{e:?}"
+        );
+        // Sent an address, a general failure is the proxy's own.
+        let e = refused_with(1, Target::Addr("127.0.0.1:80".parse().unwrap())).await;
+        assert!(matches!(e, HandshakeError::Proxy(_)), "{e:?}");
+        // So is a ruleset's refusal, whatever was sent.
+        let e = refused_with(2, Target::Name("gone.test", 80)).await;
+        assert!(matches!(e, HandshakeError::Proxy(_)), "{e:?}");
     }
 }
