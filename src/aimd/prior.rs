@@ -183,7 +183,11 @@ impl Controller {
         c.rate = start_rps.clamp(c.cfg.min_rps, c.cfg.max_rps);
         c.w_max = c.rate;
         c.start_rps = c.rate;
-        c.broadcast_rps = c.rate;
+        // Not told yet: whoever paces the key may have started it at another figure of
+        // the prior (the scheduler reads it when it first sends, this controller at the
+        // first answer, and a cut host in between moves it), so the first answer tells
+        // the rate whatever it is.
+        c.broadcast_rps = 0.0;
         c.ramp_by_answers = ramp_by_answers;
         c
     }
@@ -248,6 +252,27 @@ mod tests {
             p.learned(&host(i), 0.01);
         }
         assert_eq!(p.start(5.0, 0.1), 0.1);
+    }
+
+    #[test]
+    fn a_controller_started_from_the_prior_tells_its_rate_at_the_first_answer() {
+        // The scheduler may pace the host at another figure of the prior (read at its
+        // first send, before a cut elsewhere moved it): the first answer corrects it.
+        let clock = crate::FakeClock::new();
+        let now = crate::Clock::now(&clock);
+        let mut ctl = Controller::from_prior(AimdConfig::default(), 1.0, now);
+        let r = super::super::Response {
+            sent_at: now,
+            latency: Duration::from_millis(50),
+            signal: super::super::Signal::Success,
+            limited: true,
+            backlog: None,
+        };
+        let told = ctl.on_response(&r, now + Duration::from_millis(50));
+        assert!(
+            told.is_some_and(|a| (a.rps - 1.0).abs() < 0.1),
+            "the starting rate is told: {told:?}"
+        );
     }
 
     #[test]
