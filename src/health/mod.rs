@@ -168,6 +168,8 @@ pub struct ExitHealth {
     /// Start of the current healthy period used for decay (`None`: never ejected since the
     /// count was last zero, so there is nothing to decay).
     decay_anchor: Option<Instant>,
+    /// When the exit last went from ejected to probing.
+    probing_since: Option<Instant>,
 }
 
 impl Default for ExitHealth {
@@ -189,6 +191,7 @@ impl ExitHealth {
             last_real_failure: None,
             check_discounted: false,
             decay_anchor: None,
+            probing_since: None,
         }
     }
 
@@ -221,12 +224,29 @@ impl ExitHealth {
         error: &str,
         rng: &mut impl RandomSource,
     ) -> CheckVerdict {
-        if self.recently_answered(now) {
+        if self.recently_answered(now) || self.probe_fresh(now) {
             let first = !self.check_discounted;
             self.check_discounted = true;
             return CheckVerdict::Discounted { first };
         }
         CheckVerdict::Counted(self.failed(now, error, rng))
+    }
+
+    /// Probing for less than the passive window, and no real failure of the exit's own
+    /// since its last real answer (its checks alone took it out): the real requests the
+    /// probe lets through judge it first. A check that fails at once (a wrong health URL
+    /// answers in a millisecond) would otherwise eject it again before they could answer,
+    /// its last real answer an ejection old, and an exit whose traffic works would never
+    /// come back. A real failure of the exit's own still ejects it at once.
+    fn probe_fresh(&self, now: Instant) -> bool {
+        let own_failure_last = self
+            .last_real_failure
+            .is_some_and(|bad| self.last_real_success.is_none_or(|ok| bad >= ok));
+        self.state == HealthState::Probing
+            && !own_failure_last
+            && self
+                .probing_since
+                .is_some_and(|p| now.saturating_duration_since(p) < self.policy.passive_window)
     }
 
     /// A real answer within the passive window, and no real failure of the exit's own
@@ -317,6 +337,7 @@ impl ExitHealth {
         match self.state {
             HealthState::Ejected { until } if now >= until => {
                 self.state = HealthState::Probing;
+                self.probing_since = Some(now);
                 Some(Transition::Probing)
             }
             _ => None,

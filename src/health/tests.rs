@@ -376,6 +376,48 @@ fn failing_checks_while_real_answers_succeed_never_eject_and_say_so_once() {
 }
 
 #[test]
+fn a_probing_exit_is_judged_by_its_real_answers_before_a_failing_check() {
+    // Ejected after an idle spell of failing checks (a wrong health URL), then probed:
+    // the check fails at once, the real requests sent through it answer after.
+    let clock = FakeClock::new();
+    let mut h = ExitHealth::default();
+    for _ in 0..3 {
+        clock.advance(secs(10));
+        check(&mut h, &clock);
+    }
+    assert!(matches!(h.state(), HealthState::Ejected { .. }));
+    clock.advance(secs(30));
+    assert_eq!(h.poll(clock.now()), Some(Transition::Probing));
+    assert!(matches!(
+        check(&mut h, &clock),
+        CheckVerdict::Discounted { .. }
+    ));
+    assert_eq!(h.state(), HealthState::Probing);
+    clock.advance(Duration::from_millis(80));
+    assert_eq!(h.on_success(clock.now()), Some(Transition::Recovered));
+    // A probing exit whose real traffic fails is ejected at once, as before.
+    for _ in 0..3 {
+        clock.advance(secs(10));
+        h.on_failure(clock.now(), "bind failed", &mut NoJitter);
+    }
+    assert!(matches!(h.state(), HealthState::Ejected { .. }));
+    clock.advance(secs(120));
+    assert_eq!(h.poll(clock.now()), Some(Transition::Probing));
+    assert!(matches!(
+        h.on_failure(clock.now(), "bind failed", &mut NoJitter),
+        Some(Transition::Ejected { .. })
+    ));
+    // With no real answer within the window, the checks count again.
+    clock.advance(secs(600));
+    assert_eq!(h.poll(clock.now()), Some(Transition::Probing));
+    clock.advance(secs(13));
+    assert!(matches!(
+        check(&mut h, &clock),
+        CheckVerdict::Counted(Some(Transition::Ejected { .. }))
+    ));
+}
+
+#[test]
 fn failing_checks_count_once_real_answers_stop() {
     let clock = FakeClock::new();
     let mut h = ExitHealth::default();
