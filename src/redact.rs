@@ -89,8 +89,8 @@ pub fn mask_header<'a>(name: &str, value: &'a str) -> &'a str {
 ///
 /// Why words and not substrings: the masked URL is what `--resume` and the records'
 /// compaction know a URL by, so two URLs that differ only in a masked value are one URL to
-/// them. A substring test masked `keyword`, `author` and `design` too, and a search list
-/// of `?keyword=shoes` and `?keyword=boots` lost a record on resume.
+/// them. A substring test would mask `keyword`, `author` and `design` too, and a search
+/// list of `?keyword=shoes` and `?keyword=boots` would lose a record on resume.
 fn is_secret(name: &str) -> bool {
     words(name).any(|w| SECRET_NAMES.iter().any(|s| w.ends_with(s)))
 }

@@ -105,8 +105,8 @@ enum Input {
     Deflate(flate2::write::ZlibDecoder<Sink>),
     Brotli(Box<brotli_decompressor::DecompressorWriter<Sink>>),
     /// The stream writer under `zstd::stream::write::Decoder`, whose `finish` tells a
-    /// frame cut short (that wrapper's `flush` does not: a body cut mid-frame came out
-    /// as a whole answer).
+    /// frame cut short (that wrapper's `flush` does not: a body cut mid-frame would come
+    /// out as a whole answer).
     Zstd(zstd::stream::zio::Writer<Sink, zstd::stream::raw::Decoder<'static>>),
 }
 

@@ -180,8 +180,8 @@ async fn a_redirect_whose_body_never_comes_does_not_hold_the_fetch() {
 #[actix_rt::test]
 async fn the_timeout_bounds_the_whole_request_redirects_included() {
     // Each answer takes 600 ms; the request may take 1 s in all. The first redirect's
-    // head comes in time, the second hop cannot: the fetch times out, where a timeout
-    // per hop let a chain of slow redirects run for as long as it liked.
+    // head comes in time, the second hop cannot: the fetch times out (a timeout per hop
+    // would let a chain of slow redirects run as long as it liked).
     let site = TestSite::start(SiteConfig {
         pages: Some(Pages::new(|_, pq: &str| {
             Some(match pq {

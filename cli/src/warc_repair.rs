@@ -60,8 +60,8 @@ fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> u64 {
 
 /// The longest header line a WARC record of ours may have. `WARC-Target-URI` is the final
 /// URL after redirects, masked: `http::Uri` takes up to 64 KiB, and masking lengthens a
-/// value (`k=x` becomes `k=***`), so a bound at 64 KiB cut whole records off at such a
-/// URL, and every record after it.
+/// value (`k=x` becomes `k=***`), so a bound at 64 KiB would cut a whole record off at
+/// such a URL, and every record after it.
 const HEADER_LINE_MAX: u64 = 1 << 20;
 
 /// The end of the last whole uncompressed WARC record.

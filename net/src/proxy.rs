@@ -284,8 +284,8 @@ fn push_address(req: &mut Vec<u8>, target: Target<'_>) -> Result<u16, HandshakeE
 ///
 /// Why a general failure to a name is the site's: RFC 1928 has no code for a name that
 /// does not resolve, and proxies answer it with 1 (microsocks, dante). Taken for the
-/// proxy's fault, every URL of an expired domain counted against each exit it was moved
-/// to, and a few such URLs ejected every `socks5h` exit.
+/// proxy's fault, every URL of an expired domain would count against each exit it was
+/// moved to, and a few such URLs would eject every `socks5h` exit.
 fn socks_reply(code: u8, named: bool) -> HandshakeError {
     let target = |kind, what: &str| HandshakeError::Target(io::Error::new(kind, what.to_owned()));
     match code {

@@ -58,7 +58,7 @@ return added
 /// Puts an entry back at the end of the queue (ARGV: its id, its URL, its tries), once:
 /// only when acknowledging the old entry takes it out of the pending list. A retry after
 /// an answer that was lost (a timeout while Redis carried it out, a reset) finds it
-/// acknowledged already and adds nothing, where a retried `MULTI` added the URL twice.
+/// acknowledged already and adds nothing (a transaction of the two would add it again).
 /// Returns 1 when it was put back, 0 when it had been; refuses (`NOGROUP`) when the
 /// stream is gone.
 const REQUEUE: &str = r"

@@ -395,7 +395,7 @@ fn a_probing_exit_is_judged_by_its_real_answers_before_a_failing_check() {
     assert_eq!(h.state(), HealthState::Probing);
     clock.advance(Duration::from_millis(80));
     assert_eq!(h.on_success(clock.now()), Some(Transition::Recovered));
-    // A probing exit whose real traffic fails is ejected at once, as before.
+    // A probing exit whose real traffic fails is ejected at once.
     for _ in 0..3 {
         clock.advance(secs(10));
         h.on_failure(clock.now(), "bind failed", &mut NoJitter);

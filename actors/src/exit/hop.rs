@@ -112,8 +112,8 @@ impl Hop {
             actix_rt::time::timeout(REDIRECT_DRAIN_WAIT, resp.body().limit(REDIRECT_BODY_LIMIT))
                 .await;
         // Origins as URLs have them: `https://API.example.com:443` and the `/v1/` it
-        // redirects to are one origin (the raw URI's host case and default port said not,
-        // and the credentials were left behind).
+        // redirects to are one origin (compared raw, the host's case and the default port
+        // would tell them apart and leave the credentials behind).
         if base.origin() != next.origin() {
             self.cross_origin = true;
         }
