@@ -387,9 +387,10 @@ impl Scheduler {
     ) -> Result<Reply, oneshot::Receiver<Reply>> {
         let outcome = match attempted.result {
             Ok(answer) if self.is_plain(answer.status) => {
-                self.release(i, host);
                 let exit_name = Arc::clone(&self.exits[i].name);
                 self.refusing.answered(host);
+                // Noted before the host's count is given back: a quota the answer says is
+                // used up pauses the host's pacing, whose handle goes with its last count.
                 self.note_answer(
                     i,
                     &exit_name,
@@ -398,6 +399,7 @@ impl Scheduler {
                     (attempted.sent_at, attempted.latency),
                     &answer,
                 );
+                self.release(i, host);
                 self.metrics.urls_done.inc();
                 Ok(Ok(answer.deliver(Delivery {
                     url: fetch.url,

@@ -128,7 +128,7 @@ impl Scheduler {
         let ended = if throttle {
             p.throttled += 1;
             if let Some(ra) = hints.retry_after {
-                self.honour_retry_after(&p.host, i, now.into_std() + ra);
+                self.honour_pause(&p.host, i, now.into_std() + ra, false);
             }
             tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
             let refusing_for = self.refusing.throttled(&p.host, now.into_std());
@@ -268,6 +268,14 @@ impl Scheduler {
             ServerHints::default()
         };
         let asked = self.cap_pauses(host, &mut hints);
+        // A quota used up pauses from the moment it is read, as a throttle's Retry-After
+        // does: the limiter's word comes a mailbox hop later, and the host's fetches sent
+        // meanwhile would meet the same wall.
+        if hints.remaining == Some(0) {
+            if let Some(d) = hints.pacing().and_then(|p| p.pause_for) {
+                self.honour_pause(host, i, crate::clock::now() + d, true);
+            }
+        }
         let throttle = self.settings.limiter.is_throttle_status(answer.status);
         let adaptive = self.settings.limiter.algorithm == Algorithm::Aimd;
         let heard = outcome::heard(throttle, adaptive, !hints.is_empty());
@@ -306,15 +314,15 @@ impl Scheduler {
         (throttle, hints, asked)
     }
 
-    /// A throttle's Retry-After through exit `i` binds from the moment it is read
-    /// ([`HostPacing::pause`](super::pacing::HostPacing::pause)), and is counted in the
-    /// pause metrics.
-    fn honour_retry_after(&mut self, host: &Arc<str>, i: usize, until: std::time::Instant) {
+    /// A throttle's Retry-After (or a quota used up, `quota`) through exit `i` binds from
+    /// the moment it is read ([`HostPacing::pause`](super::pacing::HostPacing::pause)),
+    /// and is counted in the pause metrics.
+    fn honour_pause(&mut self, host: &Arc<str>, i: usize, until: std::time::Instant, quota: bool) {
         let Some(pacing) = self.queues.host(host).map(|h| &h.pacing) else {
             return;
         };
         let now = crate::clock::now();
-        let Some((on_exit, before)) = pacing.pause(i, until, now) else {
+        let Some((on_exit, before)) = pacing.pause(i, until, now, quota) else {
             return;
         };
         // Named as the limiter names its keys (an exit's lane by the exit, a host's budget

@@ -419,17 +419,21 @@ impl HostPacing {
     /// throttles to first: the exit's own lane where it has one, else the host's budget.
     /// Returns whether it went on the exit's own key (`false`: the host's budget) and that
     /// key's pause before, for the pause metrics; `None` when the host has no key yet.
+    /// `quota`: the pause of a quota used up (the site's rate-limit headers), which goes on
+    /// the key throttles are charged to whatever a Retry-After binds.
     pub(super) fn pause(
         &self,
         i: usize,
         until: std::time::Instant,
         now: std::time::Instant,
+        quota: bool,
     ) -> Option<(bool, Option<std::time::Instant>)> {
         let own = self.keys.get(i).and_then(Option::as_ref);
-        let binds_exit = self
-            .host_key
-            .as_ref()
-            .is_some_and(|k| k.borrow().retry_after_binds_exit);
+        let binds_exit = !quota
+            && self
+                .host_key
+                .as_ref()
+                .is_some_and(|k| k.borrow().retry_after_binds_exit);
         let (key, on_exit) = match own {
             Some(k) if binds_exit || k.borrow().limiter.is_some() => (k, true),
             _ => match self.host_key.as_ref() {

@@ -119,7 +119,7 @@ async fn a_retry_after_binds_the_host_budget_until_it_ends() {
     // the host's budget, which every exit draws on.
     let until = crate::clock::now() + Duration::from_secs(2);
     assert_eq!(
-        h.pacing.pause(i, until, crate::clock::now()),
+        h.pacing.pause(i, until, crate::clock::now(), false),
         Some((false, None))
     );
     // Not before the pause ends, and as it ends: the site named when it takes a request
@@ -154,14 +154,36 @@ async fn an_exit_lane_with_a_rate_takes_its_own_retry_after() {
         None
     );
     let until = now + Duration::from_secs(3);
-    assert_eq!(h.pacing.pause(i, until, now), Some((true, None)));
+    assert_eq!(h.pacing.pause(i, until, now, false), Some((true, None)));
     // The other exit may still send: the pause is the lane's, not the host's.
     tokio::time::advance(Duration::from_millis(200)).await;
     let j = h.sent_now(&mut p, &mut exits, "a.test");
     assert_ne!(i, j);
     h.done(&mut exits, j);
     // A second pause reports the first.
-    assert_eq!(h.pacing.pause(i, now, now), Some((true, Some(until))));
+    assert_eq!(
+        h.pacing.pause(i, now, now, false),
+        Some((true, Some(until)))
+    );
+}
+
+#[actix_rt::test]
+async fn a_used_up_quota_pauses_the_host_budget_where_a_retry_after_binds_the_exit() {
+    let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
+    let mut h = Host::default();
+    let i = h.sent_now(&mut p, &mut exits, "a.test");
+    h.done(&mut exits, i);
+    // The limiter says the host's Retry-After binds the exit that read it.
+    let host: Arc<str> = Arc::from("a.test");
+    p.bind_retry_after(&LimitKey::new(Scope::Auto, &exits[i].name, &host), true);
+    let now = crate::clock::now();
+    let until = now + Duration::from_secs(2);
+    assert_eq!(h.pacing.pause(i, until, now, false), Some((true, None)));
+    // A quota is the host's: its pause goes on the budget every exit draws on.
+    assert_eq!(h.pacing.pause(i, until, now, true), Some((false, None)));
+    let (after, j) = h.sent_after(&mut p, &mut exits, "a.test").await;
+    assert!(after >= Duration::from_secs(2), "{after:?}");
+    h.done(&mut exits, j);
 }
 
 #[actix_rt::test]
