@@ -213,8 +213,10 @@ impl<'a> ListLoop<'a> {
         self.stopping = true;
         self.ctx.gate.stop();
         self.input_open = false;
-        // The reader thread's next send fails: it stops reading.
-        self.urls.close();
+        // The reader thread's next send fails: it stops reading. What it had handed over
+        // is left for `--resume` too.
+        let left = self.urls.close();
+        self.totals.left_queued_add(left);
         say(&format!(
             "interrupted: no new URLs; the fetches on their way get {:.0} s to finish, the \
              {} URLs read are recorded or left for --resume (Ctrl-C again to quit now)",

@@ -446,7 +446,11 @@ impl Totals {
     }
 
     pub fn left_queued_one(&self) {
-        bump(&self.left_queued, 1);
+        self.left_queued_add(1);
+    }
+
+    pub fn left_queued_add(&self, n: u64) {
+        bump(&self.left_queued, n);
     }
 
     pub fn read_one(&self) {

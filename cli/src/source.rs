@@ -169,10 +169,16 @@ impl Lines {
     }
 
     /// Take no more: the reader thread stops at its next hand-off. URLs it read but did
-    /// not hand over have no record; `--resume` fetches them.
-    pub fn close(&mut self) {
+    /// not hand over have no record; `--resume` fetches them. Returns how many lines were
+    /// handed over and not taken (those of the reader's last, unfinished batch are not
+    /// known here).
+    pub fn close(&mut self) -> u64 {
         self.rx.close();
-        self.batch = Vec::new().into_iter();
+        let mut left = std::mem::replace(&mut self.batch, Vec::new().into_iter()).count();
+        while let Ok(batch) = self.rx.try_recv() {
+            left += batch.map_or(0, |b| b.len());
+        }
+        left as u64
     }
 }
 

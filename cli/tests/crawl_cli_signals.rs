@@ -222,6 +222,41 @@ fn sigint_ends_the_unsent_urls_of_a_crawl_delay_host_at_once() {
     );
 }
 
+#[test]
+fn urls_read_ahead_and_not_taken_are_counted_left_for_resume() {
+    // A queue of 16: of 600 URLs, a few dozen are taken and the rest wait in the reader's
+    // hand-offs when the crawl is stopped. Each URL then has a record or is counted in
+    // `left_queued` (the reader read the whole list, so none is in a batch it still holds).
+    let site = slow_site();
+    let dir = TempDir::new("read-ahead");
+    let config = SLOW_CONFIG.replacen("[crawler]\n", "[crawler]\nqueue_capacity = 16\n", 1);
+    let config = dir.file("crawl.toml", &format!("{config}{NO_ROBOTS}"));
+    let all: Vec<String> = (0..600).map(|i| site.url(&format!("/q/{i}"))).collect();
+    let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("sum.json"));
+    let child = spawn_crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+    ]);
+    wait_for_lines(&out, 8, Duration::from_secs(20));
+    signal(&child, "-INT");
+    let o = wait_bounded(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    let recs = records(&out);
+    let sum: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(
+        recs.len() as u64 + sum["left_queued"].as_u64().unwrap(),
+        all.len() as u64,
+        "{sum}"
+    );
+}
+
 const LOAD_CONFIG: &str = r#"
 [crawler]
 concurrency = 256
