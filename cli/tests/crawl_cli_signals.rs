@@ -184,37 +184,14 @@ fn sigint_ends_the_unsent_urls_of_a_crawl_delay_host_at_once() {
         ..SiteConfig::default()
     });
     let dir = TempDir::new("crawl-delay-stop");
-    let config = dir.file("crawl.toml", SLOW_CONFIG);
     let all: Vec<String> = (0..20).map(|i| site.url(&format!("/d/{i}"))).collect();
-    let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
-    let (out, summary) = (dir.path("out.jsonl"), dir.path("sum.json"));
-    let child = spawn_crawl(&[
-        "--config",
-        s(&config),
-        "--urls",
-        s(&urls),
-        "--out",
-        s(&out),
-        "--summary",
-        s(&summary),
-    ]);
-    wait_for_lines(&out, 1, Duration::from_secs(20));
-    let stopped = Instant::now();
-    signal(&child, "-INT");
-    let o = wait_bounded(child, Duration::from_secs(20));
-    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    let (recs, sum, took) = stopped_after(&dir, SLOW_CONFIG, &all, 1);
     // The default grace is 10 s, and the turns left about 36 s.
-    assert!(
-        stopped.elapsed() < Duration::from_secs(8),
-        "took {:?} to stop",
-        stopped.elapsed()
-    );
-    let recs = records(&out);
+    assert!(took < Duration::from_secs(8), "took {took:?} to stop");
     assert!(
         recs.iter().all(|r| r["status"] == 200),
         "only the sent URLs have records: {recs:?}"
     );
-    let sum: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert_eq!(
         sum["left_queued"].as_u64(),
         Some((all.len() - recs.len()) as u64),
@@ -230,31 +207,44 @@ fn urls_read_ahead_and_not_taken_are_counted_left_for_resume() {
     let site = slow_site();
     let dir = TempDir::new("read-ahead");
     let config = SLOW_CONFIG.replacen("[crawler]\n", "[crawler]\nqueue_capacity = 16\n", 1);
-    let config = dir.file("crawl.toml", &format!("{config}{NO_ROBOTS}"));
     let all: Vec<String> = (0..600).map(|i| site.url(&format!("/q/{i}"))).collect();
-    let urls = dir.file("urls.txt", &(all.join("\n") + "\n"));
-    let (out, summary) = (dir.path("out.jsonl"), dir.path("sum.json"));
-    let child = spawn_crawl(&[
-        "--config",
-        s(&config),
-        "--urls",
-        s(&urls),
-        "--out",
-        s(&out),
-        "--summary",
-        s(&summary),
-    ]);
-    wait_for_lines(&out, 8, Duration::from_secs(20));
-    signal(&child, "-INT");
-    let o = wait_bounded(child, Duration::from_secs(20));
-    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
-    let recs = records(&out);
-    let sum: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let (recs, sum, _) = stopped_after(&dir, &format!("{config}{NO_ROBOTS}"), &all, 8);
     assert_eq!(
         recs.len() as u64 + sum["left_queued"].as_u64().unwrap(),
         all.len() as u64,
         "{sum}"
     );
+}
+
+/// A crawl of `urls` with `config`, sent SIGINT once `after` records are in: its records,
+/// its summary and how long it took to stop (exit 130 asserted).
+fn stopped_after(
+    dir: &TempDir,
+    config: &str,
+    urls: &[String],
+    after: usize,
+) -> (Vec<Value>, Value, Duration) {
+    let config = dir.file("crawl.toml", config);
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("sum.json"));
+    let child = spawn_crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+    ]);
+    wait_for_lines(&out, after, Duration::from_secs(20));
+    let stopped = Instant::now();
+    signal(&child, "-INT");
+    let o = wait_bounded(child, Duration::from_secs(20));
+    let took = stopped.elapsed();
+    assert_eq!(o.status.code(), Some(130), "stderr: {}", stderr(&o));
+    let sum = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    (records(&out), sum, took)
 }
 
 const LOAD_CONFIG: &str = r#"
