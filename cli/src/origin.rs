@@ -7,6 +7,8 @@
 //! about goes to the parser; the tests check that both always agree.
 
 use exitcrawl::discover::robots::origin_key;
+use exitcrawl_actors::http::Uri;
+use exitcrawl_actors::MAX_URL_BYTES;
 use url::{Position, Url};
 
 /// `(origin, path_and_query)` as `Url` gives them: `origin().ascii_serialization()` and
@@ -20,16 +22,23 @@ pub enum Split<'a> {
 
 impl<'a> Split<'a> {
     pub fn of(url: &'a str) -> Split<'a> {
+        if url.len() > MAX_URL_BYTES {
+            return Split::Invalid;
+        }
         if let Some((origin, path)) = split_canonical(url) {
             return Split::Canonical(origin, path);
         }
         match Url::parse(url) {
-            // The parser takes port 0, which no request can go to: the crawler refuses
-            // it as invalid_url (robots.txt is not asked for it).
+            // The parser takes port 0, which no request can go to, and (percent-encoding
+            // them) spaces and other bytes a request line cannot carry, and the U+FFFD a
+            // line that was not UTF-8 leaves: the crawler refuses all of them as
+            // invalid_url, and robots.txt is not asked for them.
             Ok(u)
                 if matches!(u.scheme(), "http" | "https")
                     && u.host().is_some()
-                    && u.port() != Some(0) =>
+                    && u.port() != Some(0)
+                    && !url.contains('\u{fffd}')
+                    && (!url.is_ascii() || url.parse::<Uri>().is_ok()) =>
             {
                 Split::Parsed(u)
             }
@@ -198,16 +207,27 @@ mod tests {
             }
             let s = Split::of(u);
             if let Split::Invalid = s {
-                assert!(parsed(u).is_none_or(|(o, _)| !o.starts_with("http")), "{u}");
+                // Not an http(s) URL, or one the crawler cannot send as written.
+                let unsendable = u.is_ascii() && u.parse::<Uri>().is_err();
+                assert!(
+                    unsendable || parsed(u).is_none_or(|(o, _)| !o.starts_with("http")),
+                    "{u}"
+                );
             } else {
                 assert_eq!(Some((s.origin(), s.path().to_string())), parsed(u), "{u}");
             }
         }
-        // Port 0 parses, but is no port: left to the crawler, which refuses it.
+        // Port 0 parses, but is no port; a space is no part of a request line, and U+FFFD
+        // is what a line that was not UTF-8 left; nor is a URL past the
+        // crawler's length: left to the crawler, which refuses them, with no robots.txt.
+        let long = format!("http://example.com/{}", "a".repeat(MAX_URL_BYTES));
         for u in [
             "http://127.0.0.1:0/x",
             "https://example.com:0",
             "http://[::1]:00/",
+            "http://example.com/a b",
+            "http://example.com/\u{fffd}",
+            &long,
         ] {
             assert!(matches!(Split::of(u), Split::Invalid), "{u}");
         }

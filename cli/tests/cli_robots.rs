@@ -164,6 +164,41 @@ fn list_mode_obeys_robots_crawl_delay_and_skips_sites_without_robots() {
 }
 
 #[test]
+fn a_line_the_crawler_cannot_send_is_invalid_whatever_robots_txt_says() {
+    // `/private/a b` parses as a URL (the space percent-encoded) but is no request line:
+    // the crawler refuses it. robots.txt, which disallows `/private/`, is not asked for it.
+    let log: Log = Arc::default();
+    let site = polite_site(Arc::clone(&log));
+    let dir = TempDir::new("robots-invalid");
+    let cfg = dir.file("c.toml", &config(""));
+    let list = dir.file("urls.txt", &format!("{}\n", site.url("/private/a b")));
+    let out = dir.path("o.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 1);
+    assert!(
+        recs[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("invalid_url")),
+        "{}",
+        recs[0]
+    );
+    assert!(
+        paths(&log, "127.0.0.1").is_empty(),
+        "nothing asked of the site"
+    );
+}
+
+#[test]
 fn ignore_robots_fetches_everything_in_list_mode() {
     let log: Log = Arc::default();
     let site = polite_site(Arc::clone(&log));
