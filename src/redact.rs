@@ -70,8 +70,7 @@ const SECRET_HEADERS: [&str; 4] = [
 /// `Cookie`, `Set-Cookie`, or a name that looks secret by its words (`X-Api-Key`,
 /// `X-Auth-Token`; see [`is_secret`]), in any case.
 pub fn is_secret_header(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    SECRET_HEADERS.contains(&lower.as_str()) || is_secret(&lower)
+    SECRET_HEADERS.iter().any(|h| h.eq_ignore_ascii_case(name)) || is_secret(name)
 }
 
 /// `value` as it may be shown for header `name`: `***` when the header looks secret
@@ -92,28 +91,29 @@ pub fn mask_header<'a>(name: &str, value: &'a str) -> &'a str {
 /// them. A substring test would mask `keyword`, `author` and `design` too, and a search
 /// list of `?keyword=shoes` and `?keyword=boots` would lose a record on resume.
 fn is_secret(name: &str) -> bool {
-    words(name).any(|w| SECRET_NAMES.iter().any(|s| w.ends_with(s)))
-}
-
-/// The words of a name, lowercase: split at anything but letters and digits, and where a
-/// lowercase letter or digit is followed by an uppercase one (`apiKey` → `api`, `key`).
-fn words(name: &str) -> impl Iterator<Item = String> + '_ {
-    name.split(|c: char| !c.is_ascii_alphanumeric())
-        .flat_map(|part| {
-            let mut out = Vec::new();
-            let mut word = String::new();
-            let mut prev_lower = false;
-            for c in part.chars() {
-                if c.is_ascii_uppercase() && prev_lower && !word.is_empty() {
-                    out.push(std::mem::take(&mut word));
-                }
-                prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
-                word.push(c.to_ascii_lowercase());
-            }
-            out.push(word);
-            out
+    let secret = |w: &[u8]| {
+        SECRET_NAMES.iter().any(|s| {
+            w.len() >= s.len() && w[w.len() - s.len()..].eq_ignore_ascii_case(s.as_bytes())
         })
-        .filter(|w| !w.is_empty())
+    };
+    // Parts hold ASCII letters and digits only, so a word is a byte range of one.
+    name.as_bytes()
+        .split(|b| !b.is_ascii_alphanumeric())
+        .any(|part| {
+            let mut start = 0;
+            for i in 1..part.len() {
+                // `apiKey` → `api`, `key`: a lowercase letter or digit, then an uppercase one.
+                let boundary = part[i].is_ascii_uppercase()
+                    && (part[i - 1].is_ascii_lowercase() || part[i - 1].is_ascii_digit());
+                if boundary {
+                    if secret(&part[start..i]) {
+                        return true;
+                    }
+                    start = i;
+                }
+            }
+            secret(&part[start..])
+        })
 }
 
 fn mask_userinfo(base: &str) -> String {

@@ -199,14 +199,15 @@ pub fn visit_lines(mut input: impl BufRead, mut f: impl FnMut(Visit<'_>)) -> io:
 }
 
 impl ResumeState {
-    fn add(&mut self, r: SeenRecord, attempts: u32, interrupted: &mut HashSet<String>) {
+    /// `sent`: the record's URL went out (attempts > 0).
+    fn add(&mut self, r: SeenRecord, sent: bool, interrupted: &mut HashSet<String>) {
         self.records += 1;
         if r.is_duplicate() {
             return;
         }
         // The page budget (`max_pages`) is what was sent: a URL that never went took none
         // of it, and one interrupted before it went takes its share when it goes.
-        if r.skipped.is_none() && attempts > 0 {
+        if r.skipped.is_none() && sent {
             self.pages += 1;
         }
         let interrupted_now = r.is_interrupted();
@@ -255,8 +256,10 @@ pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
     let mut interrupted = HashSet::new();
     let visited = visit_lines(input, |v| match v {
         Visit::Record(r, line, _) => {
-            let attempts = Counted::of(line).attempts;
-            state.add(r, attempts, &mut interrupted);
+            // A record without an error was answered, so sent: only the others are read
+            // again for their attempts, and most lines are parsed once.
+            let sent = r.error.is_none() || Counted::of(line).attempts > 0;
+            state.add(r, sent, &mut interrupted);
         }
         Visit::Unreadable(line, e, _) => {
             state.unreadable += 1;

@@ -515,7 +515,7 @@ fn feed_lines(
                     }
                     // A line that was not UTF-8 is no URL (it ends `invalid_url`), and two
                     // such lines read alike once decoded: neither is a duplicate.
-                    (Line::Url(url), _) if url.contains('\u{fffd}') => Line::Url(url),
+                    (Line::Url(url), Some(_)) if url.contains('\u{fffd}') => Line::Url(url),
                     (Line::Url(url), Some(seen)) => match seen.insert(&url) {
                         Insert::New => Line::Url(url),
                         Insert::Duplicate => Line::Duplicate(url),
