@@ -53,7 +53,12 @@ pub enum Failure {
     /// The connection was reset or closed after it was established (a body cut short of
     /// its framing included).
     Reset,
-    /// Anything else (DNS, malformed framing, a body that does not decode, a body over the
+    /// The host's name did not resolve this time: the resolver failed temporarily
+    /// (`EAI_AGAIN`: no answer from the DNS server, or `SERVFAIL`) or timed out. Nothing
+    /// was sent; a resolver's hiccup passes, so it is worth another try. A name that does
+    /// not exist is [`Failure::Other`].
+    Unresolved,
+    /// Anything else (a name that does not exist, malformed framing, a body that does not decode, a body over the
     /// cap, the private-address rule): trying again would end the same way.
     Other,
 }
@@ -73,12 +78,12 @@ impl Failure {
         matches!(self, Failure::LocalConnect | Failure::Proxy)
     }
 
-    /// The site or the path to it failed in a way the next connection may not (refused,
-    /// reset, timed out): worth another try, and what the controller hears as an error.
+    /// The site, the path to it or the resolver failed in a way the next attempt may not
+    /// (refused, reset, timed out, the name not resolved this time): worth another try.
     pub fn is_transient(self) -> bool {
         matches!(
             self,
-            Failure::ConnectRefused | Failure::Timeout | Failure::Reset
+            Failure::ConnectRefused | Failure::Timeout | Failure::Reset | Failure::Unresolved
         )
     }
 }
@@ -374,7 +379,12 @@ mod tests {
         assert!(!answer(200).wants_retry());
         assert!(!answer(404).wants_retry());
         assert!(!answer(403).wants_retry());
-        for f in [Failure::ConnectRefused, Failure::Timeout, Failure::Reset] {
+        for f in [
+            Failure::ConnectRefused,
+            Failure::Timeout,
+            Failure::Reset,
+            Failure::Unresolved,
+        ] {
             assert!(Ended::Failed(f).wants_retry(), "{f:?}");
         }
         for f in [

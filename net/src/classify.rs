@@ -72,6 +72,10 @@ pub fn classify_connect(err: &ConnectError) -> Failure {
                 _ => classify_io(e),
             }
         }
+        ConnectError::Resolver(e) => match e.downcast_ref::<io::Error>() {
+            Some(e) if super::dns::temporary(e) => Failure::Unresolved,
+            _ => Failure::Other,
+        },
         _ => Failure::Other,
     }
 }

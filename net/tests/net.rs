@@ -146,6 +146,44 @@ async fn dns_cache_resolves_a_host_once_for_many_connections() {
     assert_eq!((dns.resolutions(), dns.hits()), (1, 17));
 }
 
+/// A resolver's hiccup (`EAI_AGAIN`, as std words it, or a timeout) is worth another try;
+/// a name that does not exist is not.
+#[actix_rt::test]
+async fn a_name_that_did_not_resolve_is_classified_by_whether_it_may_pass() {
+    use std::io;
+    let cases = [
+        (
+            io::Error::other(
+                "failed to lookup address information: Temporary failure in name resolution",
+            ),
+            Failure::Unresolved,
+        ),
+        (
+            io::Error::from(io::ErrorKind::TimedOut),
+            Failure::Unresolved,
+        ),
+        (
+            io::Error::other("failed to lookup address information: Name or service not known"),
+            Failure::Other,
+        ),
+    ];
+    for (error, want) in cases {
+        let text = error.to_string();
+        let error = std::sync::Mutex::new(Some(error));
+        let dns = DnsCache::with_resolver(Duration::ZERO, move |_host: &str| {
+            let e = error.lock().unwrap().take().expect("resolved once");
+            async move { Err::<Vec<IpAddr>, _>(e) }
+        });
+        let client = build_client(&opts(EXIT_A), dns);
+        let err = client
+            .get("http://name.test/")
+            .send()
+            .await
+            .expect_err("not resolved");
+        assert_eq!(classify(&err), want, "{text}: {err}");
+    }
+}
+
 #[actix_rt::test]
 async fn refused_connection_is_classified() {
     // A port that was just free: nothing listens there.

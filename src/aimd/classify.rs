@@ -27,8 +27,9 @@ pub fn answer(status: u16, retry_after: Option<Duration>, limiter: &LimiterSetti
 /// The signal of a request that got no answer: a timeout, a reset or a refused
 /// connection is an error (a throttle only where `throttle_on_timeout` /
 /// `throttle_on_reset` say so); anything else says nothing about load: a local failure
-/// reached no site, and one that would end the same way again (DNS, a malformed answer)
-/// is about the page, not the pace.
+/// reached no site, one that would end the same way again (a name that does not exist, a
+/// malformed answer) is about the page, not the pace, and a resolver's hiccup is the
+/// resolver's, not the site's.
 pub fn failure(f: Failure, limiter: &LimiterSettings) -> Signal {
     let throttle = Signal::Throttle { retry_after: None };
     match f {
@@ -39,6 +40,7 @@ pub fn failure(f: Failure, limiter: &LimiterSettings) -> Signal {
         | Failure::OutOfFiles
         | Failure::WrongFamily
         | Failure::Proxy
+        | Failure::Unresolved
         | Failure::Other => Signal::Neutral,
     }
 }
@@ -142,6 +144,7 @@ mod tests {
             Failure::OutOfFiles,
             Failure::WrongFamily,
             Failure::Proxy,
+            Failure::Unresolved,
             Failure::Other,
         ] {
             assert_eq!(failure(f, &l), Signal::Neutral, "{f:?}");

@@ -200,18 +200,23 @@ impl ExitCore {
         // The first hop is awaited here, and redirects, which are rare, in a boxed future
         // of their own: the common path's future stays small and one level shallower.
         // So is resolving a host the DNS cache does not hold yet, once per TTL.
-        if !self.clients.decide(hop) {
-            Box::pin(self.clients.resolve(hop)).await;
-        }
+        let resolved = if self.clients.decide(hop) {
+            Ok(())
+        } else {
+            Box::pin(self.clients.resolve(hop)).await
+        };
         // `timeout_ms` is the whole request's: redirects and the body's reading take what
         // the first hop left of it, not a timeout each.
         let deadline = sent_at + self.opts.client.timeout;
-        let sent = match self.answered(hop, self.send_hop(hop, headers, None).await) {
-            Ok(resp) if self.is_followed(&resp) => {
-                Box::pin(self.redirected(hop, headers, deadline, resp)).await
-            }
-            Ok(resp) => Ok((resp, 0)),
-            Err(e) => Err(send_failure(&e)),
+        let sent = match resolved {
+            Ok(()) => match self.answered(hop, self.send_hop(hop, headers, None).await) {
+                Ok(resp) if self.is_followed(&resp) => {
+                    Box::pin(self.redirected(hop, headers, deadline, resp)).await
+                }
+                Ok(resp) => Ok((resp, 0)),
+                Err(e) => Err(send_failure(&e)),
+            },
+            Err(failure) => Err(failure),
         };
         let latency = sent_at.elapsed();
         let result = match sent {
@@ -248,7 +253,7 @@ impl ExitCore {
         timeout: Option<Duration>,
     ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
         if !self.clients.decide(hop) {
-            self.clients.resolve(hop).await;
+            self.clients.resolve(hop).await?;
         }
         let deadline = Instant::now() + timeout.unwrap_or(self.opts.client.timeout);
         let resp = self.send_hop(hop, headers, timeout).await;
@@ -302,7 +307,7 @@ impl ExitCore {
             hop.follow(resp, &location).await?;
             redirects += 1;
             if !self.clients.decide(hop) {
-                self.clients.resolve(hop).await;
+                self.clients.resolve(hop).await?;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -543,6 +548,9 @@ fn send_failure(err: &SendRequestError) -> AttemptFailure {
     };
     let error = match (kind, err) {
         (Failure::Other, SendRequestError::Response(_)) => FetchErrorKind::Malformed,
+        (_, SendRequestError::Connect(awc::error::ConnectError::Resolver(_))) => {
+            FetchErrorKind::Dns
+        }
         _ => fetch_error(kind),
     };
     AttemptFailure {
@@ -561,6 +569,7 @@ fn fetch_error(kind: Failure) -> FetchErrorKind {
         Failure::ConnectRefused => FetchErrorKind::ConnectRefused,
         Failure::Timeout => FetchErrorKind::Timeout,
         Failure::Reset => FetchErrorKind::Reset,
+        Failure::Unresolved => FetchErrorKind::Dns,
         Failure::Other => FetchErrorKind::Other,
     }
 }
@@ -659,3 +668,6 @@ impl Handler<GetCounters> for ExitActor {
         MessageResult(self.core().counters())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,7 +8,10 @@ use awc::http::header::{HeaderMap, HeaderName, HeaderValue, COOKIE, SET_COOKIE};
 use exitcrawl::address::AddressRule;
 use exitcrawl::cookies::{CookieJar, Stored};
 
+use exitcrawl::outcome::Failure;
+
 use super::hop::{is_credential, Hop};
+use crate::messages::{AttemptFailure, FetchErrorKind};
 use crate::net::{build_client_reaching, host_of, ClientOptions, DnsCache, Reach, Renewing};
 
 /// An exit's awc clients, built when first needed: one that reaches any address when the
@@ -73,14 +76,20 @@ impl Clients {
         }
     }
 
-    /// [`Self::decide`] after resolving the host. A name that does not resolve is sent
-    /// as public, where the connector reports the resolver's error.
-    pub(super) async fn resolve(&self, hop: &mut Hop) {
-        let private = match self.dns.lookup(host_of(&hop.uri).unwrap_or("")).await {
-            Ok(addrs) => self.all_private(&addrs),
-            Err(_) => false,
-        };
-        hop.private = Some(private);
+    /// [`Self::decide`] after resolving the host; a name that does not resolve ends the
+    /// attempt with the resolver's error. Why not send it as public and let the
+    /// connector report it: the connector resolves again, and a name whose resolver
+    /// failed only the first time would then resolve to its private address there, and
+    /// be refused for good as a public hop led to a private one.
+    pub(super) async fn resolve(&self, hop: &mut Hop) -> Result<(), AttemptFailure> {
+        let host = host_of(&hop.uri).unwrap_or("");
+        match self.dns.lookup(host).await {
+            Ok(addrs) => {
+                hop.private = Some(self.all_private(&addrs));
+                Ok(())
+            }
+            Err(e) => Err(unresolved(host, &e)),
+        }
     }
 
     /// Whether every address of the exit's family (or, with none of it, every address) is
@@ -99,6 +108,20 @@ impl Clients {
             }
         }
         any || addrs.iter().all(|a| self.rule.is_private(*a))
+    }
+}
+
+/// The failure of a hop whose `host` did not resolve: retried when the resolver's
+/// `error` may pass ([`crate::net::temporary`]).
+fn unresolved(host: &str, error: &std::io::Error) -> AttemptFailure {
+    AttemptFailure {
+        kind: if crate::net::temporary(error) {
+            Failure::Unresolved
+        } else {
+            Failure::Other
+        },
+        error: FetchErrorKind::Dns,
+        message: format!("failed resolving {host}: {error}"),
     }
 }
 

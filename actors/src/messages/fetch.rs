@@ -177,6 +177,10 @@ pub enum FetchErrorKind {
     Timeout,
     /// The connection was refused.
     ConnectRefused,
+    /// The host's name did not resolve: it does not exist, has no address, or the
+    /// resolver failed (the message says which). A temporary failure (`EAI_AGAIN`, a
+    /// resolver timeout) is retried like a timeout; the others are final.
+    Dns,
     /// The connection was reset or closed without an answer.
     Reset,
     /// No exit could even open a connection (all failed locally).
@@ -215,7 +219,7 @@ pub enum FetchErrorKind {
     /// (a 5xx, 429 or no answer: disallowed until a retry); the message names the
     /// robots.txt and the user agent. Nothing was sent to the URL.
     Robots,
-    /// Anything else (DNS, TLS, …); the message says what.
+    /// Anything else (TLS, …); the message says what.
     Other,
 }
 
@@ -229,6 +233,7 @@ impl FetchErrorKind {
             FetchErrorKind::NoHealthyExit => "no_healthy_exit",
             FetchErrorKind::Timeout => "timeout",
             FetchErrorKind::ConnectRefused => "connect_refused",
+            FetchErrorKind::Dns => "dns",
             FetchErrorKind::Reset => "reset",
             FetchErrorKind::LocalConnect => "local_connect",
             FetchErrorKind::Proxy => "proxy",
