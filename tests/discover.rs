@@ -436,6 +436,7 @@ fn crawl_by_state_machine(
             attempts: 1,
             body: body.as_bytes(),
             final_url: None,
+            location: None,
             html: true,
             from_public: false,
         };

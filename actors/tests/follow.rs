@@ -364,7 +364,7 @@ async fn unreachable_robots_txt_is_retried_then_the_host_skipped() {
 }
 
 #[actix_rt::test]
-async fn links_resolve_against_where_redirects_led() {
+async fn a_redirect_is_a_record_and_its_target_a_page_of_its_own() {
     // `/start` redirects into `/dir/`; its page links relatively and back to itself.
     let site = TestSite::start(SiteConfig {
         pages: Some(Pages::new(|_, pq: &str| match pq {
@@ -397,13 +397,105 @@ async fn links_resolve_against_where_redirects_led() {
             "/robots.txt",
             "/start"
         ],
-        "page2 resolved under /dir/, and the redirect's target counted as seen"
+        "page2 resolved under /dir/, each page fetched once"
     );
+    let got: BTreeMap<String, (Option<u16>, u32, Vec<String>)> = records
+        .iter()
+        .map(|r| (r.url.clone(), (r.status, r.depth, r.links.clone())))
+        .collect();
+    assert_eq!(records.len(), 3, "a record per URL: {got:?}");
     assert_eq!(
-        records.len(),
-        2,
-        "a record per URL handed out: /start and page2"
+        got[&site.url("/start")],
+        (Some(302), 0, vec![site.url("/dir/index.html")]),
+        "the redirect's record names its target"
     );
+    assert_eq!(got[&site.url("/dir/index.html")].1, 0, "the seed moved");
+    assert_eq!(got[&site.url("/dir/page2.html")].1, 1);
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A redirect's target goes through robots.txt, the scope and the dedupe as a link does:
+/// one into a disallowed path or off the site is not fetched, and one to a page queued
+/// under its own URL is fetched once. A seed that moves to another host takes that host
+/// into the scope with it.
+#[actix_rt::test]
+async fn a_redirects_target_obeys_robots_scope_and_dedupe() {
+    let other = TestSite::start_at(
+        SiteConfig {
+            pages: Some(Pages::new(|_, pq: &str| match pq {
+                "/robots.txt" => Some(Page::text("")),
+                _ => Some(Page::html("<a href=\"/more\">more</a>")),
+            })),
+            ..SiteConfig::default()
+        },
+        ip("127.0.0.5"),
+    );
+    let elsewhere = other.url("/landing");
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_, pq: &str| match pq {
+            "/robots.txt" => Some(Page::text("User-agent: *\nDisallow: /private/\n")),
+            "/" => Some(Page::html(
+                "<a href=\"/go-private\">p</a> <a href=\"/go-away\">a</a> \
+                 <a href=\"/go-known\">k</a> <a href=\"/known\">known</a>",
+            )),
+            "/go-private" => Some(Page::redirect(302, "/private/secret")),
+            "/go-away" => Some(Page::redirect(301, elsewhere.as_str())),
+            "/go-known" => Some(Page::redirect(301, "/known")),
+            "/moved-seed" => Some(Page::redirect(301, "/")),
+            _ => Some(Page::html("")),
+        })),
+        ..SiteConfig::default()
+    });
+    let s = settings();
+    let opts = FollowOptions::from_settings(&s);
+    let h = Crawler::start(s).expect("start");
+    let mut records = Vec::new();
+    crawl(&h, vec![site.url("/moved-seed")], opts.clone(), |r, _| {
+        records.push(r)
+    })
+    .await
+    .unwrap();
+    let mut paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "/",
+            "/go-away",
+            "/go-known",
+            "/go-private",
+            "/known",
+            "/moved-seed",
+            "/robots.txt"
+        ],
+        "nothing under /private/, /known once"
+    );
+    assert!(other.requests().is_empty(), "off the site: not fetched");
+    let secret = records
+        .iter()
+        .find(|r| r.url == site.url("/private/secret"))
+        .expect("the disallowed target has its record");
+    assert_eq!(secret.skipped, Some(SkipReason::Robots));
+
+    // A seed that moves to another host brings it into the scope.
+    let records_before = records.len();
+    let seed_site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new({
+            let to = other.url("/landing");
+            move |_, pq: &str| match pq {
+                "/robots.txt" => Some(Page::text("")),
+                _ => Some(Page::redirect(301, to.as_str())),
+            }
+        })),
+        ..SiteConfig::default()
+    });
+    crawl(&h, vec![seed_site.url("/")], opts, |r, _| records.push(r))
+        .await
+        .unwrap();
+    let mut paths: Vec<String> = other.requests().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    assert_eq!(paths, ["/landing", "/more", "/robots.txt"]);
+    assert!(records.len() > records_before);
     h.shutdown(Duration::from_secs(1)).await;
 }
 

@@ -17,12 +17,23 @@ use super::record::{DUPLICATE, INTERRUPTED};
 pub struct SeenRecord {
     pub url: String,
     pub error: Option<String>,
+    /// A 3xx here is a redirect `--follow` did not follow in the fetch: its one link is
+    /// the target, the same page moved. Read leniently (another type counts as absent),
+    /// as [`Counted`] reads it: it never makes a line stop being a record.
+    #[serde(default, deserialize_with = "lenient_status")]
+    pub status: Option<u16>,
     #[serde(default)]
     pub depth: u32,
     #[serde(default)]
     pub skipped: Option<String>,
     #[serde(default)]
     pub links: Vec<String>,
+}
+
+/// A record's `status`: a number that is an HTTP status, else absent.
+fn lenient_status<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(v.as_u64().and_then(|s| u16::try_from(s).ok()))
 }
 
 /// The fields of a record the summary of a resumed crawl counts besides
@@ -211,6 +222,7 @@ impl ResumeState {
             self.pages += 1;
         }
         let interrupted_now = r.is_interrupted();
+        let redirect = r.status.is_some_and(|s| (300..400).contains(&s));
         for link in r.links {
             if link.contains("***") {
                 self.masked_links += 1;
@@ -218,8 +230,9 @@ impl ResumeState {
             }
             self.links.push(PendingLink {
                 url: link,
-                depth: r.depth.saturating_add(1),
+                depth: r.depth.saturating_add(u32::from(!redirect)),
                 parent: Some(r.url.clone()),
+                redirect,
             });
         }
         if interrupted_now {
@@ -284,4 +297,35 @@ fn not_a_record(line: u64, e: &serde_json::Error) -> (String, String) {
         format!("line {line} column {}", e.column()),
         why.to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirects_target_resumes_at_its_pages_depth() {
+        let input = br#"{"url":"http://a.test/","status":301,"depth":0,"error":null,"links":["https://www.a.test/"]}
+{"url":"https://www.a.test/","status":200,"depth":0,"error":null,"links":["https://www.a.test/x"]}
+{"url":"http://a.test/odd","status":"301","depth":2,"error":null,"links":["http://a.test/y"]}
+"#;
+        let (state, _) = read_records(&input[..]).unwrap();
+        assert_eq!(
+            state.unreadable, 0,
+            "a status of another type keeps its record"
+        );
+        let got: Vec<_> = state
+            .links
+            .iter()
+            .map(|l| (l.url.as_str(), l.depth, l.redirect))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("https://www.a.test/", 0, true),
+                ("https://www.a.test/x", 1, false),
+                ("http://a.test/y", 3, false),
+            ]
+        );
+    }
 }

@@ -36,6 +36,8 @@ pub(crate) struct Hop {
     pub(super) body_limit: Option<u64>,
     /// A body over the limit is cut, not refused (see [`crate::Fetch::truncate_body`]).
     pub(super) truncate: bool,
+    /// Redirects are followed (see [`crate::Fetch::follow_redirects`]).
+    pub(super) follow_redirects: bool,
 }
 
 impl Hop {
@@ -50,7 +52,14 @@ impl Hop {
             private: None,
             body_limit: None,
             truncate: false,
+            follow_redirects: true,
         }
+    }
+
+    /// Follow redirects from this hop (`true`), or answer with them.
+    pub(crate) fn redirects(mut self, follow: bool) -> Self {
+        self.follow_redirects = follow;
+        self
     }
 
     /// Allow a body of `limit` bytes for this request, if set; `truncate`: cut a longer

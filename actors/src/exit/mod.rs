@@ -171,11 +171,13 @@ impl ExitCore {
             from_public,
             max_body_bytes,
             truncate_body,
+            follow_redirects,
             done,
         } = msg;
         let mut hop = Hop::new(url, method, body)
             .led_from_public(from_public)
-            .body_limit(max_body_bytes, truncate_body);
+            .body_limit(max_body_bytes, truncate_body)
+            .redirects(follow_redirects);
         let attempted = self.exchange(&mut hop, &headers, Instant::now()).await;
         self.count_end(&attempted);
         done.send(attempted);
@@ -210,7 +212,7 @@ impl ExitCore {
         let deadline = sent_at + self.opts.client.timeout;
         let sent = match resolved {
             Ok(()) => match self.answered(hop, self.send_hop(hop, headers, None).await) {
-                Ok(resp) if self.is_followed(&resp) => {
+                Ok(resp) if self.is_followed(hop, &resp) => {
                     Box::pin(self.redirected(hop, headers, deadline, resp)).await
                 }
                 Ok(resp) => Ok((resp, 0)),
@@ -273,9 +275,11 @@ impl ExitCore {
         sent
     }
 
-    /// Whether `resp` is a redirect this exit follows.
-    fn is_followed(&self, resp: &awc::ClientResponse) -> bool {
-        self.opts.client.max_redirects > 0 && location_header(resp).is_some()
+    /// Whether `resp`, the answer to `hop`, is a redirect this exit follows.
+    fn is_followed(&self, hop: &Hop, resp: &awc::ClientResponse) -> bool {
+        hop.follow_redirects
+            && self.opts.client.max_redirects > 0
+            && location_header(resp).is_some()
     }
 
     /// Follow redirects from `resp`, the answer to `hop` (at most `max_redirects`, each

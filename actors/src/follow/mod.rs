@@ -108,6 +108,10 @@ pub struct FollowOptions {
     pub so_far: Option<std::rc::Rc<std::cell::RefCell<FollowTotals>>>,
     /// An earlier run to go on from (see [`crawl`]). Default none: a fresh crawl.
     pub resume: Option<Resume>,
+    /// Redirects a page may take (`crawler.max_redirects`). The crawl follows them
+    /// itself, each target a page of its own through robots.txt, the scope and the
+    /// dedupe (see `exitcrawl::discover::crawl::Crawl::on_page`).
+    pub max_redirects: u32,
 }
 
 impl FollowOptions {
@@ -131,6 +135,7 @@ impl FollowOptions {
             max_sitemap_bytes: SITEMAP_MAX_BYTES,
             so_far: None,
             resume: None,
+            max_redirects: s.crawler.max_redirects,
         }
     }
 }
@@ -170,7 +175,8 @@ pub async fn crawl(
     let robots = exitcrawl::discover::RobotsCache::new(&opts.robots_token, opts.robots_policy);
     let crawl = Crawl::new(&opts.crawl, robots)?
         .with_concurrency(opts.concurrency)
-        .with_max_robots_failures(opts.max_robots_failures);
+        .with_max_robots_failures(opts.max_robots_failures)
+        .with_max_redirects(opts.max_redirects);
     let mut driver = Driver {
         handle,
         opts,
@@ -279,7 +285,9 @@ impl<'h> Driver<'h> {
         let handle = self.handle;
         let fut = match r {
             Request::Page(entry) => {
-                let fetch = Fetch::get(entry.url.to_string()).found_on_public(entry.from_public);
+                let fetch = Fetch::get(entry.url.to_string())
+                    .found_on_public(entry.from_public)
+                    .no_redirects();
                 async move {
                     let sent = crate::clock::now();
                     let result = handle.fetch(fetch).await;
@@ -367,7 +375,7 @@ impl<'h> Driver<'h> {
         let page = self
             .crawl
             .on_page(&entry, outcome(&result), crate::clock::now());
-        let (record, answer) = match result {
+        let (mut record, answer) = match result {
             Ok(r) => (FollowRecord::answered(&entry, &r, page.links), Some(r)),
             Err(e) => {
                 if e.kind == FetchErrorKind::PrivateAddress {
@@ -376,8 +384,15 @@ impl<'h> Driver<'h> {
                 (FollowRecord::failed(&entry, &e, sent.elapsed()), None)
             }
         };
-        let lastmod = page.lastmod;
-        on_record(FollowRecord { lastmod, ..record }, answer);
+        let (lastmod, error) = (page.lastmod, page.error.or(record.error.take()));
+        on_record(
+            FollowRecord {
+                lastmod,
+                error,
+                ..record
+            },
+            answer,
+        );
     }
 }
 

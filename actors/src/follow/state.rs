@@ -45,9 +45,20 @@ pub(super) fn answer<'a>(r: &'a FetchResponse, body: &'a [u8]) -> Answer<'a> {
         attempts: r.attempts,
         body,
         final_url: r.final_url.as_deref(),
+        location: location(r),
         html: is_html(&r.headers),
         from_public: r.peer_private == Some(false),
     }
+}
+
+/// The `Location` of a redirect answer (301, 302, 303, 307, 308), as the exit reads it.
+fn location(r: &FetchResponse) -> Option<&str> {
+    if !matches!(r.status, 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    r.headers
+        .get(http::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
 }
 
 /// `e` as the core sees it.

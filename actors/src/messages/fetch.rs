@@ -46,6 +46,11 @@ pub struct Fetch {
     /// instead of failing with `body_too_large`. A robots.txt fetch sets it: its first
     /// 500 KiB are parsed (RFC 9309 §2.5).
     pub truncate_body: bool,
+    /// Follow redirects (the default, up to `crawler.max_redirects`). `false`: a redirect
+    /// is the fetch's answer, its `Location` left to the caller. Link following sets it,
+    /// so that a redirect's target is asked of robots.txt, the scope and the dedupe as
+    /// any link is.
+    pub follow_redirects: bool,
 }
 
 impl Fetch {
@@ -62,7 +67,14 @@ impl Fetch {
             max_throttles: None,
             max_body_bytes: None,
             truncate_body: false,
+            follow_redirects: true,
         }
+    }
+
+    /// Do not follow redirects: a redirect is the answer (see [`Fetch::follow_redirects`]).
+    pub fn no_redirects(mut self) -> Self {
+        self.follow_redirects = false;
+        self
     }
 
     /// Take the body's first `bytes` (decoded) and cut the rest, instead of failing a

@@ -304,6 +304,8 @@ pub(crate) struct SendRequest {
     pub max_body_bytes: Option<u64>,
     /// See [`Fetch::truncate_body`].
     pub truncate_body: bool,
+    /// See [`Fetch::follow_redirects`].
+    pub follow_redirects: bool,
     pub done: AttemptReport,
 }
 

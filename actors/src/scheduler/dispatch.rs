@@ -263,6 +263,7 @@ impl Scheduler {
             from_public: p.fetch.from_public,
             max_body_bytes: p.fetch.max_body_bytes,
             truncate_body: p.fetch.truncate_body,
+            follow_redirects: p.fetch.follow_redirects,
             done: AttemptReport::new(id, reports),
         };
         match &self.exits[i].local {

@@ -30,12 +30,20 @@ impl Crawl {
         }
         self.totals.fetched += 1;
         let lastmod = self.lastmods.remove(entry.url.as_str());
+        let moved = self.redirected.remove(&entry.url);
+        let mut error = None;
         let links = match result {
             Ok(a) => {
                 self.totals.requests += u64::from(a.attempts);
                 let ok = (200..300).contains(&a.status);
                 self.totals.ok += u64::from(ok);
-                if self.follow && ok && a.html {
+                if let Some(location) = a.location {
+                    self.redirect(entry, location, a.from_public, moved)
+                        .unwrap_or_else(|e| {
+                            error = Some(e);
+                            Vec::new()
+                        })
+                } else if self.follow && ok && a.html {
                     self.enqueue_links(entry, a.final_url, a.body, a.from_public)
                 } else {
                     Vec::new()
@@ -47,7 +55,64 @@ impl Crawl {
                 Vec::new()
             }
         };
-        PageDone { links, lastmod }
+        PageDone {
+            links,
+            lastmod,
+            error,
+        }
+    }
+
+    /// `page` answered with a redirect to `location` (relative to it) that its fetch did
+    /// not follow. The target joins the frontier as the same page moved: at its depth,
+    /// through the scope, the dedupe and robots.txt as any link, so a redirect into a
+    /// disallowed path or out of scope is not fetched, and a target queued under its own
+    /// URL is fetched once. A seed's targets join the scope as the seed did (as wget
+    /// takes a start URL that redirects): `http://a.test/` moving to `https://www.a.test/`
+    /// is still the crawl's site. Returns the target when it was new, or the record's
+    /// error when the chain is longer than `max_redirects` or the `Location` is no
+    /// http(s) URL.
+    fn redirect(
+        &mut self,
+        page: &Entry,
+        location: &str,
+        from_public: bool,
+        moved: Option<super::Redirected>,
+    ) -> Result<Vec<String>, String> {
+        if self.max_redirects == 0 {
+            return Ok(Vec::new());
+        }
+        let hops = moved.map_or(0, |m| m.hops);
+        let from_seed = moved.map_or(page.parent.is_none(), |m| m.from_seed);
+        if hops >= self.max_redirects {
+            return Err(format!(
+                "too_many_redirects: more than {} (last Location: {location})",
+                self.max_redirects
+            ));
+        }
+        let target = page
+            .url
+            .join(location)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .and_then(|u| normalize(u.as_str()).ok())
+            .ok_or_else(|| format!("other: redirect to an unusable Location {location:?}"))?;
+        if from_seed {
+            self.scope = std::mem::take(&mut self.scope).seed(&target);
+        }
+        let entry = Entry {
+            url: target.clone(),
+            depth: page.depth,
+            parent: Some(page.url.clone()),
+            from_public,
+        };
+        let url = entry.url.to_string();
+        if !self.offer(entry) {
+            return Ok(Vec::new());
+        }
+        let hops = hops + 1;
+        self.redirected
+            .insert(target, super::Redirected { hops, from_seed });
+        Ok(vec![url])
     }
 
     /// The robots.txt fetch of `origin`, wanted by `host`, completed at `now`.

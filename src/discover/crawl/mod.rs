@@ -183,6 +183,9 @@ pub struct Answer<'a> {
     pub body: &'a [u8],
     /// Where redirects led, if anywhere.
     pub final_url: Option<&'a str>,
+    /// A redirect's `Location` (301, 302, 303, 307, 308), when the fetch did not follow
+    /// it: its target joins the frontier as the same page moved (see [`Crawl::on_page`]).
+    pub location: Option<&'a str>,
     /// `text/html` or `application/xhtml+xml`: links are looked for in it.
     pub html: bool,
     /// It came from a public address: what it names may not lead to a private one.
@@ -207,6 +210,9 @@ pub struct PageDone {
     pub links: Vec<String>,
     /// The `<lastmod>` of the sitemap that listed it.
     pub lastmod: Option<String>,
+    /// Its redirect was not followed, and why (`too_many_redirects: …`, or a `Location`
+    /// that is no http(s) URL): the record's `error`.
+    pub error: Option<String>,
 }
 
 /// One crawl's decisions (see the module doc).
@@ -243,6 +249,19 @@ pub struct Crawl {
     lastmods: HashMap<String, String>,
     /// The private-address rule: which resumed links count as found on a public page.
     addresses: AddressRule,
+    /// Redirects one page may take before it ends (`crawler.max_redirects`).
+    max_redirects: u32,
+    /// Redirect targets queued: the redirects that led there, and whether from a seed.
+    redirected: HashMap<Url, Redirected>,
+}
+
+/// How a queued redirect target was reached.
+#[derive(Debug, Clone, Copy)]
+struct Redirected {
+    /// Redirects in the chain so far.
+    hops: u32,
+    /// The chain began at a seed: its targets are in scope as the seed is.
+    from_seed: bool,
 }
 
 /// What the robots.txt gate did with a popped entry.
@@ -283,7 +302,15 @@ impl Crawl {
             sitemaps: Sitemaps::default(),
             lastmods: HashMap::new(),
             addresses: c.address_rule(),
+            max_redirects: 10,
+            redirected: HashMap::new(),
         })
+    }
+
+    /// Redirects one page may take (`crawler.max_redirects`; 10 unless set).
+    pub fn with_max_redirects(mut self, n: u32) -> Self {
+        self.max_redirects = n;
+        self
     }
 
     /// Fetches in flight at once, all kinds together (at least 1).
@@ -387,6 +414,9 @@ impl Crawl {
         let Ok(u) = normalize(&link.url) else {
             return;
         };
+        if link.redirect && link.depth == 0 {
+            self.add_seed_host(&u);
+        }
         // Seeds define the scope, so a link that was in scope then is checked again.
         if self.scope.check(&u, link.depth) != Verdict::In || !self.seen.insert(&u) {
             return;

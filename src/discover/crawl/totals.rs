@@ -69,10 +69,13 @@ pub struct Resume {
 pub struct PendingLink {
     /// The link.
     pub url: String,
-    /// Its depth (its page's depth + 1).
+    /// Its depth (its page's depth + 1; a redirect's target, its page's depth).
     pub depth: u32,
     /// The page it was found on.
     pub parent: Option<String>,
+    /// It is where its page redirected, not a link on it: at depth 0, a seed's target,
+    /// in scope as the seed is.
+    pub redirect: bool,
 }
 
 /// Why a crawl could not start: a rule that does not compile.
