@@ -557,3 +557,66 @@ async fn robots_txt_that_gets_no_answer_fails_the_urls_not_skips_them() {
     assert_eq!((totals.skipped_robots, totals.failed), (0, 2), "{totals:?}");
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A redirect chain goes on through the exit that read it (one address, one cookie jar,
+/// as a client's session), and a page that redirects to itself is asked again until
+/// `crawler.max_redirects`, with one record.
+#[actix_rt::test]
+async fn a_redirect_chain_keeps_its_exit_and_a_self_redirect_ends_at_max_redirects() {
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(|_, pq: &str| {
+            match pq {
+            "/robots.txt" => Some(Page::text("")),
+            "/" => Some(Page::html(
+                "<a href=\"/a1\">a</a> <a href=\"/b1\">b</a> <a href=\"/c1\">c</a> <a href=\"/self\">s</a>",
+            )),
+            "/self" => Some(Page::redirect(302, "/self")),
+            p if p.ends_with('1') => Some(Page::redirect(302, format!("{}2", &p[..2]))),
+            p if p.ends_with('2') => Some(Page::redirect(301, format!("{}3", &p[..2]))),
+            _ => Some(Page::html("")),
+        }
+        })),
+        ..SiteConfig::default()
+    });
+    let mut s = settings();
+    s.crawler.max_redirects = 3;
+    // Each exit sends at most 20 a second: the next hop, asked at once, finds the exit
+    // that sent the last one not ready, and keeps it only if it is asked to.
+    // Three exits for four chains: without that ask, their hops take turns.
+    s.exits.push(ExitSettings::new("e4", ip("127.0.0.4")));
+    for e in &mut s.exits {
+        e.rate = Some(20.0);
+        e.burst = Some(1);
+    }
+    let opts = FollowOptions::from_settings(&s);
+    let h = Crawler::start(s).expect("start");
+    let mut records = Vec::new();
+    crawl(&h, vec![site.url("/")], opts, |r, _| records.push(r))
+        .await
+        .unwrap();
+    let log = site.requests();
+    for chain in ["/a", "/b", "/c"] {
+        let peers: BTreeSet<_> = log
+            .iter()
+            .filter(|r| r.path.starts_with(chain))
+            .map(|r| r.peer)
+            .collect();
+        assert_eq!(peers.len(), 1, "{chain}: one exit for the chain, {peers:?}");
+    }
+    let selfs = log.iter().filter(|r| r.path == "/self").count();
+    assert_eq!(selfs, 4, "asked once and again at each of 3 redirects");
+    let mine: Vec<_> = records
+        .iter()
+        .filter(|r| r.url == site.url("/self"))
+        .collect();
+    assert_eq!(mine.len(), 1, "one record for the page");
+    assert!(
+        mine[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("too_many_redirects")),
+        "{:?}",
+        mine[0].error
+    );
+    h.shutdown(Duration::from_secs(1)).await;
+}

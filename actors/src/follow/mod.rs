@@ -55,7 +55,9 @@ mod record;
 mod sitemaps;
 mod state;
 
+use std::collections::HashMap;
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{CrawlSettings, Settings};
@@ -182,6 +184,7 @@ pub async fn crawl(
         opts,
         crawl,
         in_flight: FuturesUnordered::new(),
+        redirected_by: HashMap::new(),
     };
     if !opts.crawl.robots {
         tracing::warn!(
@@ -232,6 +235,9 @@ struct Driver<'h> {
     opts: &'h FollowOptions,
     crawl: Crawl,
     in_flight: FuturesUnordered<LocalBoxFuture<'h, Done>>,
+    /// Redirect targets queued, and the exit whose answer named them: a chain goes on
+    /// through one exit, as a client with one address and one cookie jar would.
+    redirected_by: HashMap<String, Arc<str>>,
 }
 
 type OnRecord<'r> = dyn FnMut(FollowRecord, Option<FetchResponse>) + 'r;
@@ -264,13 +270,16 @@ impl<'h> Driver<'h> {
         match a {
             Action::Fetch(r) => self.send(r),
             Action::Skipped { entry, error } => {
+                self.redirected_by.remove(entry.url.as_str());
                 on_record(FollowRecord::skipped(&entry, error.map(String::from)), None);
             }
             Action::Refused(entry) => {
+                self.redirected_by.remove(entry.url.as_str());
                 tracing::warn!(url = %Masked(entry.url.as_str()), why = %why.unwrap_or_default(), "private address refused");
                 on_record(FollowRecord::refused(&entry), None);
             }
             Action::Unreachable { entry, error } => {
+                self.redirected_by.remove(entry.url.as_str());
                 on_record(FollowRecord::unreachable(&entry, error), None);
             }
             Action::InvalidSeed { url, error } => {
@@ -285,9 +294,12 @@ impl<'h> Driver<'h> {
         let handle = self.handle;
         let fut = match r {
             Request::Page(entry) => {
-                let fetch = Fetch::get(entry.url.to_string())
+                let mut fetch = Fetch::get(entry.url.to_string())
                     .found_on_public(entry.from_public)
                     .no_redirects();
+                if let Some(exit) = self.redirected_by.remove(entry.url.as_str()) {
+                    fetch = fetch.prefer(&*exit);
+                }
                 async move {
                     let sent = crate::clock::now();
                     let result = handle.fetch(fetch).await;
@@ -375,6 +387,16 @@ impl<'h> Driver<'h> {
         let page = self
             .crawl
             .on_page(&entry, outcome(&result), crate::clock::now());
+        if let (Ok(r), [target]) = (&result, page.links.as_slice()) {
+            if r.headers.contains_key(http::header::LOCATION) && (300..400).contains(&r.status) {
+                self.redirected_by
+                    .insert(target.clone(), Arc::clone(&r.exit));
+                if target.as_str() == entry.url.as_str() {
+                    // Asked again: its record is the one that answer makes, one per URL.
+                    return;
+                }
+            }
+        }
         let (mut record, answer) = match result {
             Ok(r) => (FollowRecord::answered(&entry, &r, page.links), Some(r)),
             Err(e) => {

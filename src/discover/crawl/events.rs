@@ -68,7 +68,8 @@ impl Crawl {
     /// disallowed path or out of scope is not fetched, and a target queued under its own
     /// URL is fetched once. A seed's targets join the scope as the seed did (as wget
     /// takes a start URL that redirects): `http://a.test/` moving to `https://www.a.test/`
-    /// is still the crawl's site. Returns the target when it was new, or the record's
+    /// is still the crawl's site. A page that redirects to itself is queued again (its
+    /// chain bounded as any). Returns the target when it was queued, or the record's
     /// error when the chain is longer than `max_redirects` or the `Location` is no
     /// http(s) URL.
     fn redirect(
@@ -99,14 +100,27 @@ impl Crawl {
         if from_seed {
             self.scope = std::mem::take(&mut self.scope).seed(&target);
         }
+        let itself = target == page.url;
         let entry = Entry {
             url: target.clone(),
             depth: page.depth,
-            parent: Some(page.url.clone()),
+            // Asked again, the page is still where it was found.
+            parent: if itself {
+                page.parent.clone()
+            } else {
+                Some(page.url.clone())
+            },
             from_public,
         };
         let url = entry.url.to_string();
-        if !self.offer(entry) {
+        if itself {
+            // A page that sets a cookie and redirects to itself is asked again (through
+            // the same exit, see `exitcrawl_actors::follow`): the dedupe would end it.
+            if self.budget_spent {
+                return Ok(Vec::new());
+            }
+            self.frontier.push_entry(entry);
+        } else if !self.offer(entry) {
             return Ok(Vec::new());
         }
         let hops = hops + 1;
@@ -136,6 +150,7 @@ impl Crawl {
                     if entry.from_public {
                         self.totals.fetched += 1;
                         self.totals.failed += 1;
+                        self.redirected.remove(&entry.url);
                         out.push(Action::Refused(entry));
                     } else {
                         self.frontier.push_entry(entry);

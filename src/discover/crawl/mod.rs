@@ -448,7 +448,15 @@ impl Crawl {
             if self.obey_robots {
                 match self.robots_gate(entry, &host, now) {
                     Gate::Pass(e) => entry = e,
-                    Gate::Act(a) => return Next::Act(a),
+                    Gate::Act(a) => {
+                        if let Action::Skipped { entry, .. } | Action::Unreachable { entry, .. } =
+                            &a
+                        {
+                            // Not fetched: its redirect chain ends here.
+                            self.redirected.remove(&entry.url);
+                        }
+                        return Next::Act(a);
+                    }
                     Gate::Held => continue,
                 }
             }

@@ -736,3 +736,22 @@ fn a_seeds_pending_redirect_target_resumes_in_scope() {
         ("https://www.a.test/", 0)
     );
 }
+
+#[test]
+fn a_page_that_redirects_to_itself_is_asked_again_within_max_redirects() {
+    let clock = FakeClock::new();
+    let now = clock.now();
+    let mut c = crawl(&no_robots()).with_max_redirects(2);
+    c.start(seeds(&["http://a.test/"]), &[], Resume::default());
+    let seed = page(c.next(now));
+    for _ in 0..2 {
+        let done = c.on_page(&seed, Ok(moved(302, "/")), now);
+        assert_eq!(done.links, ["http://a.test/"]);
+        assert_eq!(page(c.next(now)), seed);
+    }
+    let done = c.on_page(&seed, Ok(moved(302, "/")), now);
+    assert!(done
+        .error
+        .is_some_and(|e| e.starts_with("too_many_redirects")));
+    assert_eq!(c.next(now), Next::Done);
+}
