@@ -169,6 +169,7 @@ impl Scheduler {
             excluded: Vec::new(),
             arrived: m.arrived,
             local_failure: None,
+            local: None,
             waited: false,
             backlog: 0,
             last_exit: None,

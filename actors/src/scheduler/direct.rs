@@ -432,6 +432,7 @@ impl Scheduler {
                     excluded: Vec::new(),
                     arrived,
                     local_failure: None,
+                    local: None,
                     waited: false,
                     backlog: 0,
                     last_exit: Some(i),

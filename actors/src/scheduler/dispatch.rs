@@ -185,17 +185,32 @@ impl Scheduler {
                     select::Family::of_host(host).unwrap_or_default().as_str()
                 ),
             ),
-            NoExitReason::AllExcluded => match head.local_failure.take() {
-                // Every exit failed the same way: say how (a family mismatch, a bind error).
-                Some((kind, message)) => (
-                    kind,
-                    format!("no exit could open a connection; the last said: {message}"),
-                ),
-                None => (
-                    FetchErrorKind::LocalConnect,
-                    "no exit could open a connection (every source address failed locally)".into(),
-                ),
-            },
+            NoExitReason::AllExcluded => {
+                let family = matches!(
+                    &head.local_failure,
+                    Some((FetchErrorKind::AddressFamily, _))
+                );
+                if !family {
+                    if let Some(wait) =
+                        retry_locally(head, self.settings.health.max_ejection(), now)
+                    {
+                        return wait;
+                    }
+                }
+                match head.local_failure.take() {
+                    // Every exit failed the same way: say how (a family mismatch, a bind
+                    // error).
+                    Some((kind, message)) => (
+                        kind,
+                        format!("no exit could open a connection; the last said: {message}"),
+                    ),
+                    None => (
+                        FetchErrorKind::LocalConnect,
+                        "no exit could open a connection (every source address failed locally)"
+                            .into(),
+                    ),
+                }
+            }
             NoExitReason::AllUnavailable => {
                 let since = *self.all_down_since.get_or_insert(now);
                 let max_ejection = self.settings.health.max_ejection();
@@ -353,3 +368,28 @@ impl Scheduler {
         self.queues.release(i, host);
     }
 }
+
+/// Every exit that may send `head` has failed on our side for it, nothing sent: out of
+/// descriptors, out of ports, an address gone. Those pass (descriptors and ports come
+/// back as requests end, an address comes back), so the fetch waits and tries every exit
+/// again each second ([`outcome::all_down`]'s pace and bound: as long as an exit may stay
+/// ejected), where failing at once would lose the URL to a moment's shortage. `None`:
+/// waited that long, the fetch ends.
+fn retry_locally(head: &mut Pending, max_ejection: Duration, now: Instant) -> Option<Step> {
+    let (since, again) = *head.local.get_or_insert((now, now + LOCAL_RETRY));
+    match outcome::all_down(since.into_std(), now.into_std(), max_ejection) {
+        AllDown::GiveUp { .. } => {
+            head.local = None;
+            None
+        }
+        AllDown::Wait(_) if now < again => Some(Step::Wait(again - now)),
+        AllDown::Wait(_) => {
+            head.excluded.clear();
+            head.local = Some((since, now + LOCAL_RETRY));
+            Some(Step::Wait(Duration::ZERO))
+        }
+    }
+}
+
+/// How often a fetch every exit failed locally for tries them all again.
+const LOCAL_RETRY: Duration = Duration::from_secs(1);

@@ -22,6 +22,7 @@ fn pending(host: &str, path: &str) -> Pending {
         arrived: Instant::now(),
         uri: None,
         local_failure: None,
+        local: None,
         waited: false,
         backlog: 0,
         last_exit: None,
