@@ -12,11 +12,12 @@ const HOSTS: usize = 10;
 /// The table for `s`, ending with a newline.
 pub fn table(s: &Summary) -> String {
     let mut out = format!(
-        "{} URLs: {} ok, {} failed, {} interrupted, {} skipped by robots.txt, {} duplicates, \
-         {} invalid; {} requests, {} answered 429/503; {:.1} s\n",
+        "{} URLs: {} ok, {} failed, {} redirected, {} interrupted, {} skipped by robots.txt, \
+         {} duplicates, {} invalid; {} requests, {} answered 429/503; {:.1} s\n",
         s.total,
         s.ok,
         s.failed,
+        s.redirected,
         s.interrupted,
         s.skipped_robots,
         s.skipped_duplicate,
@@ -145,6 +146,7 @@ mod tests {
             skipped_robots: 1,
             skipped_duplicate: 0,
             invalid: 0,
+            redirected: 0,
             robots_fetches: 1,
             resumed: false,
             elapsed_s: 2.25,

@@ -143,6 +143,8 @@ pub struct RecordCounts {
     pub skipped_duplicate: u64,
     /// Records of lines that are not a URL the crawler takes ([`Fate::Invalid`]).
     pub invalid: u64,
+    /// Records answered with a redirect ([`Fate::Redirected`]).
+    pub redirected: u64,
 }
 
 impl RecordCounts {
@@ -156,6 +158,7 @@ impl RecordCounts {
             Fate::Robots => &mut self.skipped_robots,
             Fate::Duplicate => &mut self.skipped_duplicate,
             Fate::Invalid => &mut self.invalid,
+            Fate::Redirected => &mut self.redirected,
         };
         *figure += 1;
     }
@@ -171,6 +174,7 @@ impl std::ops::AddAssign for RecordCounts {
         self.skipped_robots += o.skipped_robots;
         self.skipped_duplicate += o.skipped_duplicate;
         self.invalid += o.invalid;
+        self.redirected += o.redirected;
     }
 }
 
@@ -312,6 +316,7 @@ mod tests {
                 skipped_robots: 1,
                 skipped_duplicate: 0,
                 invalid: 0,
+                redirected: 0,
             }
         );
         assert_eq!(c.lines(), 5);

@@ -9,7 +9,9 @@ use exitcrawl_actors::{CrawlerHandle, Fetch, FetchError, FetchErrorKind, FetchRe
 
 use super::archive::{Archive, Resolver};
 use super::record::Record;
-use super::robots::{Admit, Check, RobotsGate};
+use url::Url;
+
+use super::robots::{Admit, Check, RobotsGate, Spacing};
 
 /// What a crawl's fetches share.
 pub struct Ctx<'a> {
@@ -47,26 +49,24 @@ impl Outcome {
     }
 }
 
-/// Admit, fetch and (with `--warc`) find the site's address for `url`.
+/// Admit, fetch and (with `--warc`) find the site's address for `url`. With robots.txt
+/// obeyed, redirects are followed here, each hop admitted as the URL was (see
+/// [`follow_redirects`]); without, the exit follows them.
 pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
-    let spacing = match ctx.gate.check(&url) {
-        Check::Go => None,
-        Check::Skip(why) => return Outcome::Robots(why),
-        Check::Fail(kind, why) => return Outcome::Unreachable(kind, why),
-        // Boxed: the wait is rare, and inline it would make every URL's future larger.
-        Check::Wait(step) => match Box::pin(ctx.gate.admit(ctx.handle, &url, step)).await {
-            Admit::Go(spacing) => spacing,
-            Admit::Skip(why) => return Outcome::Robots(why),
-            Admit::Fail(kind, why) => return Outcome::Unreachable(kind, why),
-            Admit::Stopped => return Outcome::Stopped,
-        },
+    let spacing = match admit(ctx, &url).await {
+        Ok(spacing) => spacing,
+        Err(outcome) => return outcome,
     };
-    let result = ctx.handle.fetch(Fetch::get(url)).await;
-    // A fetch the stopping crawler did not send leaves the origin's next turn where it
-    // was: re-armed, it would hold the origin's other unsent URLs a delay each.
-    let unsent = matches!(&result, Err(e) if e.kind == FetchErrorKind::Shutdown && e.attempts == 0);
-    if let Some(s) = spacing.filter(|_| !unsent) {
-        s.answered();
+    let hops = ctx.gate.enabled() && ctx.handle.settings().crawler.max_redirects > 0;
+    let fetch = if hops {
+        Fetch::get(url.clone()).no_redirects()
+    } else {
+        Fetch::get(url.clone())
+    };
+    let mut result = send(ctx, fetch, spacing).await;
+    if hops && result.as_ref().is_ok_and(|r| location(r).is_some()) {
+        // Boxed: a redirect is rare, and inline it would make every URL's future larger.
+        result = Box::pin(follow_redirects(ctx, url, result)).await;
     }
     match result {
         Ok(r) => {
@@ -77,6 +77,136 @@ pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
             Outcome::Answer(r, peer)
         }
         Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// What robots.txt says of `url`: go (with a Crawl-delay turn), or the outcome instead.
+async fn admit(ctx: &Ctx<'_>, url: &str) -> Result<Option<Spacing>, Outcome> {
+    match ctx.gate.check(url) {
+        Check::Go => Ok(None),
+        Check::Skip(why) => Err(Outcome::Robots(why)),
+        Check::Fail(kind, why) => Err(Outcome::Unreachable(kind, why)),
+        // Boxed: the wait is rare, and inline it would make every URL's future larger.
+        Check::Wait(step) => match Box::pin(ctx.gate.admit(ctx.handle, url, step)).await {
+            Admit::Go(spacing) => Ok(spacing),
+            Admit::Skip(why) => Err(Outcome::Robots(why)),
+            Admit::Fail(kind, why) => Err(Outcome::Unreachable(kind, why)),
+            Admit::Stopped => Err(Outcome::Stopped),
+        },
+    }
+}
+
+/// Send `fetch`; with a Crawl-delay, the origin's next turn is timed from its answer.
+async fn send(
+    ctx: &Ctx<'_>,
+    fetch: Fetch,
+    spacing: Option<Spacing>,
+) -> Result<FetchResponse, FetchError> {
+    let result = ctx.handle.fetch(fetch).await;
+    // A fetch the stopping crawler did not send leaves the origin's next turn where it
+    // was: re-armed, it would hold the origin's other unsent URLs a delay each.
+    let unsent = matches!(&result, Err(e) if e.kind == FetchErrorKind::Shutdown && e.attempts == 0);
+    if let Some(s) = spacing.filter(|_| !unsent) {
+        s.answered();
+    }
+    result
+}
+
+/// The `Location` of a redirect answer (301, 302, 303, 307, 308).
+fn location(r: &FetchResponse) -> Option<&str> {
+    if !matches!(r.status, 301 | 302 | 303 | 307 | 308) {
+        return None;
+    }
+    r.headers
+        .get(exitcrawl_actors::http::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+}
+
+/// Follow the redirects of `listed`'s answer `result`, each hop asked of robots.txt (and
+/// its Crawl-delay) as a listed URL is, so that a page that redirects into a disallowed
+/// path, or to another origin's, is not fetched there: it ends `robots: redirect to …
+/// not followed …`. A hop goes through the exit that read the redirect (one address,
+/// one cookie jar), may not reach a private address from a public one (as a link may
+/// not), and the whole chain is one answer for `listed`: `final_url` where it ended,
+/// attempts, throttles and time summed, at most `crawler.max_redirects` hops.
+async fn follow_redirects(
+    ctx: &Ctx<'_>,
+    listed: String,
+    mut result: Result<FetchResponse, FetchError>,
+) -> Result<FetchResponse, FetchError> {
+    let max = ctx.handle.settings().crawler.max_redirects;
+    let (mut attempts, mut throttled, mut elapsed) = (0, 0, Duration::ZERO);
+    let mut hops = 0;
+    loop {
+        let mut r = match result {
+            Ok(r) => r,
+            Err(mut e) => {
+                e.url = listed;
+                e.attempts += attempts;
+                e.throttled += throttled;
+                return Err(e);
+            }
+        };
+        let Some(loc) = location(&r).map(str::to_owned) else {
+            r.final_url = (hops > 0).then(|| std::mem::take(&mut r.url));
+            r.url = listed;
+            r.attempts += attempts;
+            r.throttled += throttled;
+            r.elapsed += elapsed;
+            return Ok(r);
+        };
+        let fail = |kind: FetchErrorKind, message: String| {
+            let mut e = FetchError::new(kind, message, listed.clone());
+            e.attempts = attempts + r.attempts;
+            e.throttled = throttled + r.throttled;
+            e.exit = Some(std::sync::Arc::clone(&r.exit));
+            Err(e)
+        };
+        if hops == max {
+            let why = format!("too many redirects: more than {max} (last Location: {loc})");
+            return fail(FetchErrorKind::TooManyRedirects, why);
+        }
+        let next = match Url::parse(&r.url).and_then(|base| base.join(&loc)) {
+            Ok(next) if !matches!(next.scheme(), "http" | "https") => {
+                let why = format!(
+                    "redirect to an unsupported scheme refused: {next} (only http and https are followed)"
+                );
+                return fail(FetchErrorKind::Other, why);
+            }
+            Ok(next) if next.port() == Some(0) => {
+                let why = format!("redirect to port 0 refused: {next} (ports are 1 to 65535)");
+                return fail(FetchErrorKind::Other, why);
+            }
+            Ok(next) => next.to_string(),
+            Err(e) => {
+                let why = format!("redirect to an unusable Location {loc:?}: {e}");
+                return fail(FetchErrorKind::Other, why);
+            }
+        };
+        let spacing = match admit(ctx, &next).await {
+            Ok(spacing) => spacing,
+            Err(Outcome::Robots(why)) => {
+                let why = why.unwrap_or_else(|| "robots.txt disallows it".into());
+                let message = format!("redirect to {next} not followed: {why}");
+                return fail(FetchErrorKind::Robots, message);
+            }
+            Err(Outcome::Unreachable(kind, why)) => {
+                return fail(kind, format!("redirect to {next} not followed: {why}"));
+            }
+            Err(_) => {
+                let message = format!("stopped before the redirect to {next} was followed");
+                return fail(FetchErrorKind::Shutdown, message);
+            }
+        };
+        attempts += r.attempts;
+        throttled += r.throttled;
+        elapsed += r.elapsed;
+        hops += 1;
+        let fetch = Fetch::get(next)
+            .no_redirects()
+            .found_on_public(r.peer_private == Some(false))
+            .prefer(&*r.exit);
+        result = send(ctx, fetch, spacing).await;
     }
 }
 

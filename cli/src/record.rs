@@ -186,6 +186,8 @@ pub struct Totals {
     pub failed: Cell<u64>,
     /// Records of lines that are not a URL the crawler takes (see [`Fate::Invalid`]).
     pub invalid: Cell<u64>,
+    /// Records whose answer is a redirect (see [`Fate::Redirected`]).
+    pub redirected: Cell<u64>,
     pub throttled: Cell<u64>,
     /// HTTP attempts of the records, plus robots.txt fetches.
     pub requests: Cell<u64>,
@@ -255,6 +257,10 @@ pub enum Fate {
     Duplicate,
     /// A line that is not a URL the crawler takes (`invalid_url`, never sent).
     Invalid,
+    /// Answered with a redirect (301, 302, 303, 307, 308) and no error: with `--follow`
+    /// the target is a page of its own; otherwise a redirect not followed
+    /// (`crawler.max_redirects = 0`).
+    Redirected,
 }
 
 impl Fate {
@@ -266,6 +272,9 @@ impl Fate {
             Some(DUPLICATE) => Fate::Duplicate,
             _ if status.is_some_and(|s| (200..300).contains(&s)) => Fate::Ok,
             _ if error == Some(INTERRUPTED) => Fate::Interrupted,
+            _ if error.is_none() && matches!(status, Some(301 | 302 | 303 | 307 | 308)) => {
+                Fate::Redirected
+            }
             _ if status.is_none()
                 && error.is_some_and(|e| {
                     e.strip_prefix(invalid_prefix)
@@ -286,8 +295,8 @@ fn skip_name(s: Option<SkipReason>) -> Option<&'static str> {
     })
 }
 
-/// What a record says of its fetch: ended 2xx, attempts, throttled answers, `elapsed_ms`.
-pub type Fetched = (bool, u32, u32, u64);
+/// What a record says of its fetch: its fate, attempts, throttled answers, `elapsed_ms`.
+pub type Fetched = (Fate, u32, u32, u64);
 
 /// One host's records that were fetched (at least one attempt).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -299,7 +308,7 @@ pub struct HostTally {
     pub ok: u64,
     /// Throttle answers (429/503) over every attempt.
     pub throttled: u64,
-    /// URLs fetched that did not end 2xx.
+    /// URLs fetched that did not end 2xx, nor with a redirect.
     pub failed: u64,
     /// The sum of their records' `elapsed_ms`.
     pub elapsed_ms: u64,
@@ -310,13 +319,14 @@ pub struct HostTally {
 impl HostTally {
     /// A fetched URL's record: ended 2xx or not, its attempts, throttled answers and
     /// `elapsed_ms`.
-    fn add(&mut self, (ok, attempts, throttled, elapsed_ms): Fetched, at: SystemTime) {
+    fn add(&mut self, (fate, attempts, throttled, elapsed_ms): Fetched, at: SystemTime) {
+        let ok = fate == Fate::Ok;
         self.urls += 1;
         self.elapsed_ms = self.elapsed_ms.saturating_add(elapsed_ms);
         self.requests += u64::from(attempts);
         self.ok += u64::from(ok);
         self.throttled += u64::from(throttled);
-        self.failed += u64::from(!ok);
+        self.failed += u64::from(!ok && fate != Fate::Redirected);
         self.first_at = Some(self.first_at.map_or(at, |f| f.min(at)));
         self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
     }
@@ -367,7 +377,7 @@ impl Totals {
             Fate::of(c.status, c.error, skip_name(c.skipped))
         };
         self.count_fate(fate);
-        let fetched = (ok, c.attempts, c.throttled, c.elapsed_ms);
+        let fetched = (fate, c.attempts, c.throttled, c.elapsed_ms);
         self.add_host(c.url, fetched, c.at);
         if let (Some(exit), true) = (c.exit, c.attempts > 0) {
             let mut exits = self.exits.borrow_mut();
@@ -401,6 +411,7 @@ impl Totals {
         let figure = match fate {
             Fate::Failed => &self.failed,
             Fate::Invalid => &self.invalid,
+            Fate::Redirected => &self.redirected,
             Fate::Robots => &self.skipped_robots,
             Fate::Duplicate => &self.skipped_duplicate,
             // Counted by `count`.
@@ -486,7 +497,13 @@ mod tests {
         let of = Fate::of;
         assert_eq!(of(Some(200), None, None), Fate::Ok);
         assert_eq!(of(Some(404), None, None), Fate::Failed);
-        assert_eq!(of(Some(301), None, None), Fate::Failed);
+        assert_eq!(of(Some(301), None, None), Fate::Redirected);
+        assert_eq!(of(Some(308), None, None), Fate::Redirected);
+        assert_eq!(of(Some(304), None, None), Fate::Failed);
+        assert_eq!(
+            of(Some(301), Some("too_many_redirects: x"), None),
+            Fate::Failed
+        );
         assert_eq!(of(None, Some("timeout: no answer"), None), Fate::Failed);
         assert_eq!(of(None, Some(INTERRUPTED), None), Fate::Interrupted);
         assert_eq!(of(None, None, Some("robots")), Fate::Robots);

@@ -17,23 +17,12 @@ use super::record::{DUPLICATE, INTERRUPTED};
 pub struct SeenRecord {
     pub url: String,
     pub error: Option<String>,
-    /// A 3xx here is a redirect `--follow` did not follow in the fetch: its one link is
-    /// the target, the same page moved. Read leniently (another type counts as absent),
-    /// as [`Counted`] reads it: it never makes a line stop being a record.
-    #[serde(default, deserialize_with = "lenient_status")]
-    pub status: Option<u16>,
     #[serde(default)]
     pub depth: u32,
     #[serde(default)]
     pub skipped: Option<String>,
     #[serde(default)]
     pub links: Vec<String>,
-}
-
-/// A record's `status`: a number that is an HTTP status, else absent.
-fn lenient_status<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
-    let v = serde_json::Value::deserialize(d)?;
-    Ok(v.as_u64().and_then(|s| u16::try_from(s).ok()))
 }
 
 /// The fields of a record the summary of a resumed crawl counts besides
@@ -210,8 +199,15 @@ pub fn visit_lines(mut input: impl BufRead, mut f: impl FnMut(Visit<'_>)) -> io:
 }
 
 impl ResumeState {
-    /// `sent`: the record's URL went out (attempts > 0).
-    fn add(&mut self, r: SeenRecord, sent: bool, interrupted: &mut HashSet<String>) {
+    /// `sent`: the record's URL went out (attempts > 0); `redirect`: it answered with a
+    /// redirect `--follow` did not follow in the fetch, so its one link is the target,
+    /// the same page moved.
+    fn add(
+        &mut self,
+        r: SeenRecord,
+        (sent, redirect): (bool, bool),
+        interrupted: &mut HashSet<String>,
+    ) {
         self.records += 1;
         if r.is_duplicate() {
             return;
@@ -222,7 +218,6 @@ impl ResumeState {
             self.pages += 1;
         }
         let interrupted_now = r.is_interrupted();
-        let redirect = r.status.is_some_and(|s| (300..400).contains(&s));
         for link in r.links {
             if link.contains("***") {
                 self.masked_links += 1;
@@ -272,7 +267,13 @@ pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
             // A record without an error was answered, so sent: only the others are read
             // again for their attempts, and most lines are parsed once.
             let sent = r.error.is_none() || Counted::of(line).attempts > 0;
-            state.add(r, sent, &mut interrupted);
+            // A redirect's record has its target as its one link: only such records are
+            // read again for their status (leniently, as `Counted` reads it).
+            let redirect = r.links.len() == 1
+                && Counted::of(line)
+                    .status
+                    .is_some_and(|s| (300..400).contains(&s));
+            state.add(r, (sent, redirect), &mut interrupted);
         }
         Visit::Unreadable(line, e, _) => {
             state.unreadable += 1;

@@ -102,6 +102,11 @@ impl RobotsGate {
         }
     }
 
+    /// Whether robots.txt is obeyed (`[crawl] robots`).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// May `url` be fetched? Answered at once when the origin's robots.txt is known and
     /// sets no Crawl-delay — nearly every URL; the rest take [`RobotsGate::admit`].
     pub fn check(&self, url: &str) -> Check {

@@ -37,9 +37,12 @@ pub struct Summary {
     /// Final answer 2xx.
     pub ok: u64,
     /// Fetches that were tried and failed: errors (robots.txt unreachable included) and
-    /// final answers that are not 2xx. `total` is `ok + failed + interrupted +
-    /// skipped_robots + skipped_duplicate + invalid`.
+    /// final answers that are not 2xx (nor a redirect). `total` is `ok + failed +
+    /// redirected + interrupted + skipped_robots + skipped_duplicate + invalid`.
     pub failed: u64,
+    /// Answered with a redirect (301, 302, 303, 307, 308): with `--follow`, the target is
+    /// a page of its own; otherwise one not followed (`crawler.max_redirects = 0`).
+    pub redirected: u64,
     /// 429/503 answers over all attempts of all URLs.
     pub throttled: u64,
     /// HTTP requests the exits sent (every attempt, robots.txt fetches included): the
@@ -63,7 +66,7 @@ pub struct Summary {
     pub invalid: u64,
     /// robots.txt fetches sent (their attempts count in `requests`).
     pub robots_fetches: u64,
-    /// `--resume`: `total`, `ok`, `failed`, `throttled`, `interrupted`, `skipped_robots`,
+    /// `--resume`: `total`, `ok`, `failed`, `redirected`, `throttled`, `interrupted`, `skipped_robots`,
     /// `skipped_duplicate` and `invalid` count the records of the compacted `--out`, one per URL —
     /// the whole crawl over every run; the other figures are this run's.
     pub resumed: bool,
@@ -162,7 +165,7 @@ pub struct HostSummary {
     pub ok: u64,
     /// Throttle answers (429/503) over every attempt.
     pub throttled: u64,
-    /// URLs fetched that did not end 2xx.
+    /// URLs fetched that did not end 2xx, nor with a redirect.
     pub failed: u64,
     /// The rate the limiter allowed the host at the end (its whole budget over every
     /// exit), requests/s; `null` without an adaptive limit for it.
@@ -287,6 +290,7 @@ impl Summary {
             total: t.total.get(),
             ok: t.ok.get(),
             failed: t.failed.get(),
+            redirected: t.redirected.get(),
             throttled: t.throttled.get(),
             requests: per_exit.iter().map(|e| e.requests).sum(),
             interrupted: t.interrupted.get(),
@@ -330,6 +334,7 @@ impl Summary {
         self.total = c.total;
         self.ok = c.ok;
         self.failed = c.failed;
+        self.redirected = c.redirected;
         self.throttled = c.throttled;
         self.interrupted = c.interrupted;
         self.skipped_robots = c.skipped_robots;

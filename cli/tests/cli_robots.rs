@@ -198,6 +198,76 @@ fn a_line_the_crawler_cannot_send_is_invalid_whatever_robots_txt_says() {
     );
 }
 
+/// A listed URL's redirects are asked of robots.txt hop by hop: one into a disallowed
+/// path is not fetched there, and an allowed chain is one record with its `final_url`.
+#[test]
+fn list_mode_asks_robots_txt_for_each_redirect() {
+    let log: Log = Arc::default();
+    let site = {
+        let log = Arc::clone(&log);
+        TestSite::start(SiteConfig {
+            pages: Some(Pages::new(move |_: &str, pq: &str| {
+                log.lock()
+                    .unwrap()
+                    .push(("127.0.0.1".into(), pq.to_owned(), Instant::now()));
+                Some(match pq {
+                    "/robots.txt" => Page::text("User-agent: *\nDisallow: /private/\n"),
+                    "/go-private" => Page::redirect(302, "/private/secret"),
+                    "/moved" => Page::redirect(301, "/hop"),
+                    "/hop" => Page::redirect(307, "/landed"),
+                    _ => Page::html(format!("<p>{pq}</p>")),
+                })
+            })),
+            ..SiteConfig::default()
+        })
+    };
+    let dir = TempDir::new("robots-redirects");
+    let cfg = dir.file("c.toml", &config(""));
+    let list = dir.file(
+        "urls.txt",
+        &format!("{}\n{}\n", site.url("/go-private"), site.url("/moved")),
+    );
+    let out = dir.path("o.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let mut asked: Vec<String> = paths(&log, "127.0.0.1")
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    asked.sort();
+    assert_eq!(
+        asked,
+        ["/go-private", "/hop", "/landed", "/moved", "/robots.txt"],
+        "nothing under /private/"
+    );
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2, "one record per listed URL");
+    let by_url: HashMap<&str, &Value> = recs
+        .iter()
+        .map(|r| (r["url"].as_str().unwrap(), r))
+        .collect();
+    let refused = by_url[site.url("/go-private").as_str()];
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("robots: redirect to") && e.contains("/private/secret")),
+        "{refused}"
+    );
+    assert_eq!(refused["attempts"], 1);
+    let moved = by_url[site.url("/moved").as_str()];
+    assert_eq!(moved["status"], 200, "{moved}");
+    assert_eq!(moved["final_url"], Value::from(site.url("/landed")));
+    assert_eq!(moved["attempts"], 3, "one attempt per hop");
+}
+
 #[test]
 fn ignore_robots_fetches_everything_in_list_mode() {
     let log: Log = Arc::default();

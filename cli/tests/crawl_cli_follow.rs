@@ -143,6 +143,67 @@ fn follow_crawls_allowed_pages_once_and_obeys_robots() {
     assert_eq!(exit_requests, n("requests"));
 }
 
+/// A redirect is a record of its own, counted as `redirected` (not failed), and its target
+/// a page with its own record.
+#[test]
+fn a_redirect_is_counted_as_redirected_and_its_target_fetched_once() {
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(|_: &str, pq: &str| match pq {
+            "/robots.txt" => Some(Page::text("")),
+            "/old" => Some(Page::redirect(301, "/new")),
+            "/new" => Some(Page::html(
+                "<a href=\"/old\">old</a> <a href=\"/new\">me</a>",
+            )),
+            _ => None,
+        })),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("follow-redirect");
+    let config = dir.file("crawl.toml", &crawl_config(""));
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/old")));
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
+    let o = crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--follow",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let recs = records(&out);
+    let statuses: Vec<(&str, &Value)> = recs
+        .iter()
+        .map(|r| (r["url"].as_str().unwrap(), &r["status"]))
+        .collect();
+    assert_eq!(recs.len(), 2, "{statuses:?}");
+    let sum: Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("json");
+    assert_eq!(
+        (
+            &sum["total"],
+            &sum["ok"],
+            &sum["redirected"],
+            &sum["failed"]
+        ),
+        (
+            &Value::from(2),
+            &Value::from(1),
+            &Value::from(1),
+            &Value::from(0)
+        ),
+        "{sum}"
+    );
+    assert_eq!(sum["hosts"][0]["failed"], 0, "{sum}");
+    let mut paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    assert_eq!(paths, ["/new", "/old", "/robots.txt"]);
+}
+
 #[test]
 fn an_interrupted_follow_crawl_resumes_where_it_stopped() {
     // Run 1 stops after 6 pages (max_pages, like an interruption); run 2 resumes
