@@ -398,3 +398,79 @@ fn a_redis_outage_mid_crawl_is_survived_and_reported() {
     );
     assert_eq!(site.requests().len(), 600);
 }
+
+/// The host lane's rate of the crawler's one host, and the host.
+async fn host_rate(h: &CrawlerHandle) -> Option<(String, f64)> {
+    let limits = h.limits().await;
+    limits
+        .iter()
+        .find(|l| l.host != "*")
+        .map(|l| (l.host.clone(), l.lanes[0].rps))
+}
+
+/// Whether the crawler's host lane reaches `rps` within 10 s (polled every 20 ms).
+async fn rate_becomes(h: &CrawlerHandle, rps: f64) -> bool {
+    for _ in 0..500 {
+        if host_rate(h)
+            .await
+            .is_some_and(|(_, r)| (r - rps).abs() < 0.01)
+        {
+            return true;
+        }
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// A crawler whose subscription to the shared rates was lost reads the keys it shares
+/// again once it is back: a cut another process stored meanwhile is taken, where it was
+/// missed until that key's next change.
+#[test]
+fn a_crawler_back_from_a_lost_subscription_takes_the_cuts_it_missed() {
+    let _serial = wall_clock_guard();
+    let redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig::default());
+    let url = redis.url();
+    let s = settings(&url, &["127.0.0.2"], Algorithm::Aimd, 40.0);
+    let urls: Vec<_> = (0..5).map(|i| site.url(&format!("/b/{i}"))).collect();
+    let b = spawn_crawler(s, urls, move |h| async move {
+        let other = exitcrawl_redis::SharedRates::new(
+            exitcrawl_redis::Redis::connect(&url, exitcrawl_redis::RedisOptions::default())
+                .expect("valid url"),
+        );
+        // Wait for the fetches: the host's key is then in use (and idle, so the
+        // crawler's own controller does not move it: an idle rate does not grow).
+        for _ in 0..500 {
+            if h.stats().await.iter().map(|e| e.ok).sum::<u64>() >= 5 {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (host, _) = host_rate(&h).await.expect("the host's limit");
+        let name = format!("*|{host}");
+        other.set(&name, 3.0, None).await.expect("stored");
+        let took_first = rate_becomes(&h, 3.0).await;
+        // The subscription drops; a cut is stored while it is away.
+        let client = redis::Client::open(url.as_str()).expect("url");
+        let mut c = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connected");
+        let _: redis::Value = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut c)
+            .await
+            .expect("killed");
+        other.set(&name, 2.0, None).await.expect("stored");
+        let took_missed = rate_becomes(&h, 2.0).await;
+        let last = host_rate(&h).await;
+        h.shutdown(Duration::ZERO).await;
+        (took_first, took_missed, last)
+    });
+    let ((took_first, took_missed, last), ok) = b.join().expect("B");
+    assert_eq!(ok, 5);
+    assert!(took_first, "the first stored rate taken: {last:?}");
+    assert!(took_missed, "the cut stored while away taken: {last:?}");
+}

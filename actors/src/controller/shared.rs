@@ -48,6 +48,28 @@ impl LimiterActor {
         });
     }
 
+    /// The subscription was lost and is back: the changes published meanwhile never came,
+    /// so the stored rate of every key this process shares is read again and taken as a
+    /// change would be. Without it a process kept a rate the others had cut until that
+    /// key's next change, which a site that stays cut never brings.
+    fn reread_shared(&mut self) {
+        let (Some(shared), Some(me)) = (self.shared.clone(), self.me.clone()) else {
+            return;
+        };
+        let names: Vec<String> = self.fleet.keys().map(LimitKey::redis_name).collect();
+        actix_rt::spawn(async move {
+            for name in names {
+                match shared.get(&name).await {
+                    Ok(Some(u)) => me.do_send(SharedNews::Received(RateMessage::Update(u))),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(key = %name, error = %e, "shared rate not read again");
+                    }
+                }
+            }
+        });
+    }
+
     /// Take `u`, a rate decided elsewhere for `key` (already judged worth taking).
     fn adopt_shared(&mut self, key: LimitKey, u: &RateUpdate) {
         let now = crate::clock::now();
@@ -164,9 +186,7 @@ impl Handler<SharedNews> for LimiterActor {
                     tracing::debug!(key = %u.key, rps = u.rps, "a rise older than our cut: not taken");
                 }
             }
-            // Resubscribed: updates in between are lost; the next change of each key
-            // brings the processes back in line.
-            SharedNews::Received(RateMessage::Resubscribed) => {}
+            SharedNews::Received(RateMessage::Resubscribed) => self.reread_shared(),
             SharedNews::CutStored { key, server_ms } => {
                 self.fleet.entry(key).or_default().cut_stored(server_ms);
             }
