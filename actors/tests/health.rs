@@ -175,3 +175,49 @@ async fn every_waiting_fetch_ends_once_the_fleet_has_been_down_for_the_bound() {
     assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
 }
+
+/// The bound on waiting for an exit is counted per region asked for: a region whose
+/// exits have been down for long does not end at once the fetches of another region whose
+/// exits have only just gone down.
+#[actix_rt::test]
+async fn a_regions_wait_for_an_exit_is_its_own() {
+    let site = paused_site(SiteConfig::default());
+    let mut eu = ExitSettings::new("d1", ip("192.0.2.10"));
+    eu.region = Some("eu".into());
+    let mut us = ExitSettings::new("e2", ip("127.0.0.2"));
+    us.region = Some("us".into());
+    let mut s = settings(vec![eu, us]);
+    s.health.url = Some(site.url(HEALTH_PATH));
+    s.health.base_ejection_ms = 120_000;
+    s.health.max_ejection_ms = 300_000;
+    let h = Crawler::start(s).expect("one exit can bind");
+    // The eu exit cannot bind: a fetch for eu waits the bound, then ends.
+    let t = tokio::time::Instant::now();
+    let err = h
+        .fetch(Fetch::get(site.url("/eu")).in_region("eu"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
+    assert!(t.elapsed() >= Duration::from_secs(29), "{:?}", t.elapsed());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // Now the us exit fails its checks too.
+    site.set_fail_peer(ip("127.0.0.2"), true);
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let h = h.clone();
+            async move { h.stats().await.iter().all(|s| !s.healthy) }
+        })
+        .await
+    );
+    let t = tokio::time::Instant::now();
+    let err = h
+        .fetch(Fetch::get(site.url("/us")).in_region("us"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
+    assert!(
+        t.elapsed() >= Duration::from_secs(25),
+        "the us fetch waited {:?}, not the bound",
+        t.elapsed()
+    );
+}

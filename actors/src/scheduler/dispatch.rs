@@ -212,7 +212,8 @@ impl Scheduler {
                 }
             }
             NoExitReason::AllUnavailable => {
-                let since = *self.all_down_since.get_or_insert(now);
+                let region = head.fetch.region.clone();
+                let since = *self.all_down_since.entry(region).or_insert(now);
                 let max_ejection = self.settings.health.max_ejection();
                 let waited = match outcome::all_down(since.into_std(), now.into_std(), max_ejection)
                 {

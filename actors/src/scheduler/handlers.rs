@@ -164,7 +164,9 @@ impl Scheduler {
         // A probing exit takes fetches but has not shown it works: only an exit that
         // recovered ends the stretch in which every exit is down.
         if m.available && !m.probing {
-            self.all_down_since = None;
+            let region = self.exits.get(m.exit).and_then(|e| e.region.clone());
+            self.all_down_since
+                .retain(|r, _| r.is_some() && *r != region);
         }
         // Of the exits in service: a disabled exit is not one the crawl is missing.
         let enabled = self.exits.iter().filter(|e| e.enabled).count();
@@ -185,7 +187,7 @@ impl Scheduler {
         _m: AllExitsDown,
         ctx: &mut Context<SchedulerActor>,
     ) {
-        self.all_down_since.get_or_insert_with(Instant::now);
+        self.all_down_since.entry(None).or_insert_with(Instant::now);
         self.dispatch(ctx);
     }
 

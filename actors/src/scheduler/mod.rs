@@ -214,9 +214,12 @@ pub(crate) struct Scheduler {
     /// A finer timer for the earliest wait of a host paced fast enough to need it (see
     /// `alarm.rs`); made in `attach`.
     alarm: Option<alarm::Alarm>,
-    /// Since when no exit in service has been available (each ejected): fleet-wide, so
-    /// that once the bound is past every waiting fetch ends at once, not one per bound.
-    all_down_since: Option<Instant>,
+    /// Since when no exit in service has been available (each ejected), by the region
+    /// the waiting fetches ask for (`None`: any exit): one clock for all of them, so that
+    /// once the bound is past every waiting fetch ends at once, not one per bound. A
+    /// region's own, so that its exits being down since long ago does not end at once the
+    /// fetches of another region whose exits have just gone down.
+    all_down_since: foldhash::HashMap<Option<String>, Instant>,
     shutting_down: bool,
     drained: Vec<oneshot::Sender<()>>,
     metrics: Arc<Metrics>,
@@ -269,7 +272,7 @@ impl Scheduler {
             warned_pause: foldhash::HashSet::default(),
             wake: None,
             alarm: None,
-            all_down_since: None,
+            all_down_since: foldhash::HashMap::default(),
             shutting_down: false,
             drained: Vec::new(),
             metrics,
