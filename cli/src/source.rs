@@ -288,19 +288,25 @@ pub struct ReadOptions {
 
 /// Start a thread feeding `input`'s URLs into a bounded channel, after the URLs `given`
 /// as arguments: each of those is read as a line before the input's, so that repeats,
-/// `--resume`, blank and bad lines are all as in a list.
+/// `--resume`, blank and bad lines are all as in a list. A line break inside an argument
+/// is read as U+FFFD: the argument stays one line, an invalid URL (no request can carry
+/// a line break), not two URLs.
 pub fn spawn_reader(
     input: UrlInput,
     given: &[String],
     demo_site: Option<&TestSite>,
     opts: ReadOptions,
 ) -> (Lines, Arc<ReadStats>) {
+    let given: Vec<String> = given
+        .iter()
+        .map(|u| u.replace(['\n', '\r'], "\u{FFFD}"))
+        .collect();
     let given_lines = given
         .iter()
         .filter(|u| url_line(u.as_bytes()).is_some())
         .count() as u64;
     let mut text = Vec::new();
-    for u in given {
+    for u in &given {
         text.extend_from_slice(u.as_bytes());
         text.push(b'\n');
     }

@@ -75,6 +75,27 @@ fn urls_given_as_arguments_are_each_fetched_once_with_no_config() {
     );
 }
 
+/// An argument with a line break in it is one line: an invalid URL, not two URLs.
+#[test]
+fn an_argument_with_a_line_break_is_one_invalid_url() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("positional-newline");
+    let out = dir.path("out.jsonl");
+    let two = format!("{}\n{}", site.url("/x"), site.url("/y"));
+    let o = run(&[&two, "--out", s(&out), "--exit", "127.0.0.2"]);
+    assert_ok(&o);
+    assert!(requests_by_path(&site).is_empty(), "nothing fetched");
+    let recs = records(&out);
+    assert_eq!(recs.len(), 1, "one record for the argument: {recs:?}");
+    assert!(
+        recs[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("invalid_url")),
+        "{:?}",
+        recs[0]
+    );
+}
+
 #[test]
 fn urls_given_as_arguments_and_a_urls_file_are_both_crawled() {
     let site = TestSite::start(SiteConfig::default());
