@@ -119,6 +119,14 @@ fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure
     }
     args.overrides.apply(&mut settings);
     settings.validate().map_err(|e| {
+        // `--timeout` is in seconds: its range is said in seconds, not as the key's ms.
+        if let (Some(secs), Some("crawler.timeout_ms")) = (args.overrides.timeout, e.key()) {
+            let max = exitcrawl::config::HOUR_MS / 1000;
+            return Failure::Usage(format!(
+                "--timeout {secs}: {secs} seconds is out of range (0.001 to \
+                 {max}; sets crawler.timeout_ms)"
+            ));
+        }
         let flag = Overrides::FLAGS
             .iter()
             .find(|(key, _)| e.key() == Some(*key))

@@ -322,8 +322,13 @@ fn everyday_flags_set_their_keys_and_name_themselves_when_out_of_range() {
         ),
         (
             &["--timeout", "0"][..],
-            "--timeout (sets crawler.timeout_ms)",
-            "",
+            "--timeout 0: 0 seconds is out of range",
+            "(0.001 to 3600; sets crawler.timeout_ms)",
+        ),
+        (
+            &["--timeout", "100000"][..],
+            "--timeout 100000: 100000 seconds",
+            "(0.001 to 3600; sets crawler.timeout_ms)",
         ),
         (
             &["--scope", "galaxy"][..],

@@ -18,7 +18,7 @@ use super::Settings;
 type Result<T = ()> = std::result::Result<T, ConfigError>;
 
 /// Longest timeout / interval accepted anywhere, in ms (one hour).
-pub(super) const HOUR_MS: u64 = 3_600_000;
+pub const HOUR_MS: u64 = 3_600_000;
 /// One day, in ms.
 pub(super) const DAY_MS: u64 = 86_400_000;
 /// The highest rate accepted anywhere, requests/s.
