@@ -170,6 +170,7 @@ impl Scheduler {
             arrived: m.arrived,
             local_failure: None,
             local: None,
+            local_passes: false,
             waited: false,
             backlog: 0,
             last_exit: None,

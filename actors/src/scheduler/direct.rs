@@ -433,6 +433,7 @@ impl Scheduler {
                     arrived,
                     local_failure: None,
                     local: None,
+                    local_passes: false,
                     waited: false,
                     backlog: 0,
                     last_exit: Some(i),

@@ -186,11 +186,7 @@ impl Scheduler {
                 ),
             ),
             NoExitReason::AllExcluded => {
-                let family = matches!(
-                    &head.local_failure,
-                    Some((FetchErrorKind::AddressFamily, _))
-                );
-                if !family {
+                if head.local_passes {
                     if let Some(wait) =
                         retry_locally(head, self.settings.health.max_ejection(), now)
                     {
@@ -370,12 +366,12 @@ impl Scheduler {
     }
 }
 
-/// Every exit that may send `head` has failed on our side for it, nothing sent: out of
-/// descriptors, out of ports, an address gone. Those pass (descriptors and ports come
-/// back as requests end, an address comes back), so the fetch waits and tries every exit
-/// again each second ([`outcome::all_down`]'s pace and bound: as long as an exit may stay
-/// ejected), where failing at once would lose the URL to a moment's shortage. `None`:
-/// waited that long, the fetch ends.
+/// Every exit that may send `head` has failed on our side for it, nothing sent, the last
+/// for want of file descriptors: that is the process's, not an exit's (no exit is ejected
+/// for it), and it passes as requests end. So the fetch waits and tries every exit again
+/// each second ([`outcome::all_down`]'s pace and bound), where failing at once would lose
+/// the URL to a moment's shortage. An exit's own failure (a bind error, a refusing proxy)
+/// is said at once, and ejects the exit. `None`: waited that long, the fetch ends.
 fn retry_locally(head: &mut Pending, max_ejection: Duration, now: Instant) -> Option<Step> {
     let (since, again) = *head.local.get_or_insert((now, now + LOCAL_RETRY));
     match outcome::all_down(since.into_std(), now.into_std(), max_ejection) {

@@ -32,8 +32,11 @@ pub(super) struct Pending {
     pub(super) uri: Option<Uri>,
     /// The last failure on our side (nothing sent), said when no exit is left to try.
     pub(super) local_failure: Option<(FetchErrorKind, String)>,
-    /// Since when every exit tried has failed on our side, and when they are all tried
-    /// again (see `Scheduler::no_exit`).
+    /// The last failure on our side was this process's, not the exit's (out of file
+    /// descriptors): it passes, so with every exit tried the fetch waits for it.
+    pub(super) local_passes: bool,
+    /// Since when every exit tried has failed on our side that way, and when they are all
+    /// tried again (see `Scheduler::no_exit`).
     pub(super) local: Option<(Instant, Instant)>,
     pub(super) waited: bool,
     /// Fetches that were waiting for its host when its last attempt was sent: the work a

@@ -23,6 +23,7 @@ fn pending(host: &str, path: &str) -> Pending {
         uri: None,
         local_failure: None,
         local: None,
+        local_passes: false,
         waited: false,
         backlog: 0,
         last_exit: None,

@@ -100,6 +100,7 @@ impl Scheduler {
         if f.kind.is_exit_fault() {
             self.observe(i, Some(f.message.clone()));
         }
+        p.local_passes = f.kind == outcome::Failure::OutOfFiles;
         p.local_failure = Some((f.error, f.message));
         self.requeue_front(p);
     }
