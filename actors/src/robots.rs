@@ -11,7 +11,9 @@
 //! - a disallowed URL (or one of an origin whose robots.txt is unavailable) ends with
 //!   [`FetchErrorKind::Robots`] and is never sent;
 //! - a Crawl-delay `d` makes the origin serial, each send at least `d` after the previous
-//!   answer (and after robots.txt's).
+//!   answer (and after robots.txt's);
+//! - a redirect is followed here, hop by hop, each hop admitted as the fetch was (see
+//!   [`RobotsGate::follow`]), not inside the exit, which would send to a disallowed path.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,6 +33,8 @@ pub(crate) struct RobotsGate {
     token: String,
     /// Throttled answers a robots.txt fetch waits through: `crawler.max_retries`.
     throttle_waits: u32,
+    /// Redirects a fetch may take, each asked of robots.txt (`crawler.max_redirects`).
+    max_redirects: u32,
     inner: Mutex<Inner>,
 }
 
@@ -42,6 +46,70 @@ struct Inner {
     failures: HashMap<String, String>,
     /// Crawl-delay origins: when the next send may go, behind a fair lock.
     turns: HashMap<String, Arc<tokio::sync::Mutex<Option<Instant>>>>,
+}
+
+/// Hand the Crawl-delay turn back once `result` is in.
+fn answered(
+    spacing: Option<Spacing>,
+    result: Result<FetchResponse, FetchError>,
+) -> Result<FetchResponse, FetchError> {
+    if let Some(s) = spacing {
+        s.answered();
+    }
+    result
+}
+
+/// What a fetch asked for that its redirect hops are made from.
+struct Asked {
+    method: http::Method,
+    headers: Vec<(String, String)>,
+    body: Option<bytes::Bytes>,
+    region: Option<String>,
+    max_body_bytes: Option<u64>,
+    truncate_body: bool,
+    max_throttles: Option<u32>,
+}
+
+impl Asked {
+    fn of(f: &Fetch) -> Asked {
+        Asked {
+            method: f.method.clone(),
+            headers: f.headers.clone(),
+            body: f.body.clone(),
+            region: f.region.clone(),
+            max_body_bytes: f.max_body_bytes,
+            truncate_body: f.truncate_body,
+            max_throttles: f.max_throttles,
+        }
+    }
+
+    /// The hop to `next` that the redirect answer `r` calls for (see
+    /// [`RobotsGate::follow`]); `left_origin`: the chain has left the first origin.
+    fn hop(&mut self, next: &Url, r: &FetchResponse, left_origin: bool) -> Fetch {
+        let keeps = matches!(r.status, 307 | 308);
+        if !keeps {
+            if self.method != http::Method::GET && self.method != http::Method::HEAD {
+                self.method = http::Method::GET;
+            }
+            self.body = None;
+        }
+        if left_origin {
+            self.headers
+                .retain(|(name, _)| !crate::exit::is_credential(name));
+        }
+        let mut hop = Fetch::get(next.as_str())
+            .no_redirects()
+            .found_on_public(r.peer_private == Some(false))
+            .prefer(&*r.exit);
+        hop.method = self.method.clone();
+        hop.headers = self.headers.clone();
+        hop.body = self.body.clone();
+        hop.region = self.region.clone();
+        hop.max_body_bytes = self.max_body_bytes;
+        hop.truncate_body = self.truncate_body;
+        hop.max_throttles = self.max_throttles;
+        hop
+    }
 }
 
 /// Where a URL stands with its origin's robots.txt.
@@ -86,6 +154,7 @@ impl RobotsGate {
             }),
             token,
             throttle_waits: s.crawler.max_retries,
+            max_redirects: s.crawler.max_redirects,
         })
     }
 
@@ -111,11 +180,97 @@ impl RobotsGate {
     {
         async move {
             let spacing = self.admit(&fetch, &send).await?;
-            let result = send(fetch).await;
-            if let Some(s) = spacing {
-                s.answered();
+            if !fetch.follow_redirects || self.max_redirects == 0 {
+                return answered(spacing, send(fetch).await);
             }
-            result
+            // What the next hop of a redirect is made from; cheap to keep (the headers
+            // are usually none, the body shared).
+            let asked = Asked::of(&fetch);
+            let result = answered(spacing, send(fetch.no_redirects()).await);
+            match result {
+                Ok(r) if r.redirect_target().is_some() => {
+                    // Boxed: a redirect is rare, and inline it would make every fetch's
+                    // future larger.
+                    Box::pin(self.follow(asked, r, &send)).await
+                }
+                other => other,
+            }
+        }
+    }
+
+    /// Follow the redirects of `r`, the answer to the fetch `asked` was made from, each
+    /// hop admitted as the fetch was (robots.txt, Crawl-delay), so that a redirect into a
+    /// disallowed path, or to another origin's, is not fetched there. Each hop is a
+    /// request as the exits make one: through the exit that read the redirect (one
+    /// address, one cookie jar), 301/302/303 turning any method but GET and HEAD into a
+    /// bodyless GET, 307/308 keeping both (as the exits do), credentials left behind once the
+    /// chain leaves the first origin, and a hop from a public address under the
+    /// private-address rule. The chain is one answer: `final_url` where it ended,
+    /// attempts, throttles and time summed; at most `max_redirects` hops.
+    async fn follow<F, Fut>(
+        &self,
+        mut asked: Asked,
+        mut r: FetchResponse,
+        send: &F,
+    ) -> Result<FetchResponse, FetchError>
+    where
+        F: Fn(Fetch) -> Fut,
+        Fut: std::future::Future<Output = Result<FetchResponse, FetchError>>,
+    {
+        let listed = r.url.clone();
+        let first = Url::parse(&listed).ok().map(|u| u.origin());
+        let mut left_origin = false;
+        let (mut attempts, mut throttled, mut elapsed) = (0, 0, Duration::ZERO);
+        let mut hops = 0;
+        loop {
+            let fail = |kind: FetchErrorKind, message: String, r: &FetchResponse| {
+                let mut e = FetchError::unsent(kind, message, listed.clone());
+                e.attempts = attempts + r.attempts;
+                e.throttled = throttled + r.throttled;
+                e.exit = Some(Arc::clone(&r.exit));
+                e
+            };
+            let next = match r.redirect_target() {
+                None => {
+                    r.final_url = (hops > 0).then(|| std::mem::take(&mut r.url));
+                    r.url = listed;
+                    r.attempts += attempts;
+                    r.throttled += throttled;
+                    r.elapsed += elapsed;
+                    return Ok(r);
+                }
+                Some(Ok(next)) if hops == self.max_redirects => {
+                    let why = format!(
+                        "too many redirects: more than {} (last Location: {next})",
+                        self.max_redirects
+                    );
+                    return Err(fail(FetchErrorKind::TooManyRedirects, why, &r));
+                }
+                Some(Ok(next)) => next,
+                Some(Err(why)) => return Err(fail(FetchErrorKind::Other, why, &r)),
+            };
+            left_origin |= first.as_ref() != Some(&next.origin());
+            let hop = asked.hop(&next, &r, left_origin);
+            let spacing = match self.admit(&hop, send).await {
+                Ok(spacing) => spacing,
+                Err(e) => {
+                    let why = format!("redirect to {next} not followed: {}", e.message);
+                    return Err(fail(e.kind, why, &r));
+                }
+            };
+            attempts += r.attempts;
+            throttled += r.throttled;
+            elapsed += r.elapsed;
+            hops += 1;
+            r = match answered(spacing, send(hop).await) {
+                Ok(r) => r,
+                Err(mut e) => {
+                    e.url = listed;
+                    e.attempts += attempts;
+                    e.throttled += throttled;
+                    return Err(e);
+                }
+            };
         }
     }
 

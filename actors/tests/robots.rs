@@ -191,3 +191,79 @@ async fn crawl_delay_spaces_the_origins_requests() {
         assert!(gap >= Duration::from_secs(2), "gap {gap:?} < Crawl-delay");
     }
 }
+
+/// A redirect is asked of robots.txt hop by hop: into a disallowed path it is not
+/// followed; an allowed chain is one answer; a POST's 303 is a GET there, and a chain
+/// that leaves the first origin leaves the fetch's credentials behind.
+#[actix_rt::test]
+async fn each_redirect_is_asked_of_robots_txt() {
+    let other = TestSite::start_on_runtime_at(
+        SiteConfig {
+            pages: Some(Pages::new(|_, pq: &str| {
+                Some(if pq == "/robots.txt" {
+                    Page::text("")
+                } else {
+                    Page::html("<p>other</p>")
+                })
+            })),
+            ..SiteConfig::default()
+        },
+        "127.0.0.5".parse().unwrap(),
+    );
+    let away = other.url("/landed");
+    let pages = Pages::new(move |_host: &str, pq: &str| {
+        Some(match pq {
+            "/robots.txt" => Page::text(RULES),
+            "/go-private" => Page::redirect(302, "/private/secret"),
+            "/moved" => Page::redirect(301, "/hop"),
+            "/hop" => Page::redirect(303, away.as_str()),
+            _ => Page::html("<p>page</p>"),
+        })
+    });
+    let site = paused_site(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings()).expect("start");
+    let err = h
+        .fetch(Fetch::get(site.url("/go-private")))
+        .await
+        .expect_err("its redirect is disallowed");
+    assert_eq!(err.kind, FetchErrorKind::Robots, "{err}");
+    assert_eq!(err.attempts, 1, "{err}");
+    assert!(err.message.contains("redirect to") && err.message.contains("/private/secret"));
+    assert_eq!(err.url, site.url("/go-private"));
+
+    let mut post = Fetch::get(site.url("/moved")).header("Authorization", "Bearer s3cret");
+    post.method = exitcrawl_actors::Method::POST;
+    post.body = Some("x=1".into());
+    let r = h.fetch(post).await.expect("followed");
+    assert_eq!((r.status, r.attempts), (200, 3));
+    assert_eq!(r.url, site.url("/moved"));
+    assert_eq!(r.final_url.as_deref(), Some(other.url("/landed").as_str()));
+
+    assert_eq!(
+        paths(&site),
+        ["/robots.txt", "/go-private", "/moved", "/hop"]
+    );
+    let log = site.requests();
+    assert_eq!(
+        (log[2].method.as_str(), log[3].method.as_str()),
+        ("POST", "GET"),
+        "a 301 turns a POST into a GET"
+    );
+    let landed = other
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/landed")
+        .expect("the last hop");
+    assert_eq!(landed.method, "GET", "a 303 is a GET");
+    assert!(
+        !landed
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("authorization")),
+        "credentials left behind off the first origin: {:?}",
+        landed.headers
+    );
+}

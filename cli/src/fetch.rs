@@ -9,8 +9,6 @@ use exitcrawl_actors::{CrawlerHandle, Fetch, FetchError, FetchErrorKind, FetchRe
 
 use super::archive::{Archive, Resolver};
 use super::record::Record;
-use url::Url;
-
 use super::robots::{Admit, Check, RobotsGate, Spacing};
 
 /// What a crawl's fetches share.
@@ -64,7 +62,7 @@ pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
         Fetch::get(url.clone())
     };
     let mut result = send(ctx, fetch, spacing).await;
-    if hops && result.as_ref().is_ok_and(|r| location(r).is_some()) {
+    if hops && result.as_ref().is_ok_and(|r| r.redirect_target().is_some()) {
         // Boxed: a redirect is rare, and inline it would make every URL's future larger.
         result = Box::pin(follow_redirects(ctx, url, result)).await;
     }
@@ -112,16 +110,6 @@ async fn send(
     result
 }
 
-/// The `Location` of a redirect answer (301, 302, 303, 307, 308).
-fn location(r: &FetchResponse) -> Option<&str> {
-    if !matches!(r.status, 301 | 302 | 303 | 307 | 308) {
-        return None;
-    }
-    r.headers
-        .get(exitcrawl_actors::http::header::LOCATION)
-        .and_then(|v| v.to_str().ok())
-}
-
 /// Follow the redirects of `listed`'s answer `result`, each hop asked of robots.txt (and
 /// its Crawl-delay) as a listed URL is, so that a page that redirects into a disallowed
 /// path, or to another origin's, is not fetched there: it ends `robots: redirect to …
@@ -147,7 +135,7 @@ async fn follow_redirects(
                 return Err(e);
             }
         };
-        let Some(loc) = location(&r).map(str::to_owned) else {
+        let Some(target) = r.redirect_target() else {
             r.final_url = (hops > 0).then(|| std::mem::take(&mut r.url));
             r.url = listed;
             r.attempts += attempts;
@@ -162,26 +150,13 @@ async fn follow_redirects(
             e.exit = Some(std::sync::Arc::clone(&r.exit));
             Err(e)
         };
-        if hops == max {
-            let why = format!("too many redirects: more than {max} (last Location: {loc})");
-            return fail(FetchErrorKind::TooManyRedirects, why);
-        }
-        let next = match Url::parse(&r.url).and_then(|base| base.join(&loc)) {
-            Ok(next) if !matches!(next.scheme(), "http" | "https") => {
-                let why = format!(
-                    "redirect to an unsupported scheme refused: {next} (only http and https are followed)"
-                );
-                return fail(FetchErrorKind::Other, why);
-            }
-            Ok(next) if next.port() == Some(0) => {
-                let why = format!("redirect to port 0 refused: {next} (ports are 1 to 65535)");
-                return fail(FetchErrorKind::Other, why);
+        let next = match target {
+            Ok(next) if hops == max => {
+                let why = format!("too many redirects: more than {max} (last Location: {next})");
+                return fail(FetchErrorKind::TooManyRedirects, why);
             }
             Ok(next) => next.to_string(),
-            Err(e) => {
-                let why = format!("redirect to an unusable Location {loc:?}: {e}");
-                return fail(FetchErrorKind::Other, why);
-            }
+            Err(why) => return fail(FetchErrorKind::Other, why),
         };
         let spacing = match admit(ctx, &next).await {
             Ok(spacing) => spacing,

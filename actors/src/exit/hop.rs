@@ -162,7 +162,7 @@ pub(super) fn location_header<S>(resp: &awc::ClientResponse<S>) -> Option<&Heade
 }
 
 /// Headers that carry credentials: not sent past a redirect to another origin.
-pub(super) fn is_credential(name: &str) -> bool {
+pub(crate) fn is_credential(name: &str) -> bool {
     ["authorization", "cookie", "proxy-authorization"]
         .iter()
         .any(|c| name.eq_ignore_ascii_case(c))

@@ -20,10 +20,12 @@ use awc::http::{Method, Uri};
 
 mod hop;
 mod request;
+
+pub(crate) use hop::is_credential;
 mod share;
 
 pub(crate) use hop::Hop;
-use hop::{is_credential, location_header, redirect_location};
+use hop::{location_header, redirect_location};
 use request::{Clients, Identity};
 pub(crate) use share::ExitShare;
 

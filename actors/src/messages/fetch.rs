@@ -173,6 +173,40 @@ pub struct FetchResponse {
     pub elapsed: Duration,
 }
 
+impl FetchResponse {
+    /// Where this answer redirects, when it is a redirect (301, 302, 303, 307, 308 with a
+    /// `Location`) that was not followed ([`Fetch::no_redirects`]): the target resolved
+    /// against the URL that answered, or why it cannot be followed (only http and https,
+    /// never port 0, as the exits follow redirects). `None` for any other answer.
+    pub fn redirect_target(&self) -> Option<Result<url::Url, String>> {
+        if !matches!(self.status, 301 | 302 | 303 | 307 | 308) {
+            return None;
+        }
+        let location = self.headers.get(http::header::LOCATION)?;
+        let location = String::from_utf8_lossy(location.as_bytes());
+        let at = self.final_url.as_deref().unwrap_or(&self.url);
+        let next = match url::Url::parse(at).and_then(|base| base.join(&location)) {
+            Ok(next) => next,
+            Err(e) => {
+                return Some(Err(format!(
+                    "redirect to an unusable Location {location:?}: {e}"
+                )))
+            }
+        };
+        Some(if !matches!(next.scheme(), "http" | "https") {
+            Err(format!(
+                "redirect to an unsupported scheme refused: {next} (only http and https are followed)"
+            ))
+        } else if next.port() == Some(0) {
+            Err(format!(
+                "redirect to port 0 refused: {next} (ports are 1 to 65535)"
+            ))
+        } else {
+            Ok(next)
+        })
+    }
+}
+
 /// What kind of failure ended a fetch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
