@@ -99,6 +99,7 @@ impl Asked {
         }
         let mut hop = Fetch::get(next.as_str())
             .no_redirects()
+            .off_origin(left_origin)
             .found_on_public(r.peer_private == Some(false))
             .prefer(&*r.exit);
         hop.method = self.method.clone();

@@ -620,3 +620,53 @@ async fn a_redirect_chain_keeps_its_exit_and_a_self_redirect_ends_at_max_redirec
     );
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+/// The configured credentials stay behind when a redirect chain leaves the origin it
+/// began at, as on a redirect the exit follows itself.
+#[actix_rt::test]
+async fn a_redirect_to_another_origin_leaves_the_configured_credentials_behind() {
+    let other = TestSite::start_at(
+        SiteConfig {
+            pages: Some(Pages::new(|_, pq: &str| match pq {
+                "/robots.txt" => Some(Page::text("")),
+                _ => Some(Page::html("")),
+            })),
+            ..SiteConfig::default()
+        },
+        ip("127.0.0.6"),
+    );
+    let away = other.url("/landing");
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_, pq: &str| match pq {
+            "/robots.txt" => Some(Page::text("")),
+            _ => Some(Page::redirect(302, away.as_str())),
+        })),
+        ..SiteConfig::default()
+    });
+    let mut s = settings();
+    s.crawler
+        .headers
+        .insert("Authorization".into(), "Bearer s3cret".into());
+    let opts = FollowOptions::from_settings(&s);
+    let h = Crawler::start(s).expect("start");
+    crawl(&h, vec![site.url("/")], opts, |_, _| {})
+        .await
+        .unwrap();
+    let has_auth = |r: &exitcrawl_testsite::RequestRecord| {
+        r.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+    };
+    let first = site.requests();
+    assert!(
+        first.iter().any(|r| r.path == "/" && has_auth(r)),
+        "sent where configured"
+    );
+    let landed = other.requests();
+    let landing = landed
+        .iter()
+        .find(|r| r.path == "/landing")
+        .expect("the seed's target fetched");
+    assert!(!has_auth(landing), "{:?}", landing.headers);
+    h.shutdown(Duration::from_secs(1)).await;
+}

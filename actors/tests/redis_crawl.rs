@@ -450,21 +450,47 @@ fn a_crawler_back_from_a_lost_subscription_takes_the_cuts_it_missed() {
         let name = format!("*|{host}");
         other.set(&name, 3.0, None).await.expect("stored");
         let took_first = rate_becomes(&h, 3.0).await;
-        // The subscription drops; a cut is stored while it is away.
+        // The subscription drops; a cut is stored while it is away. Stored while nobody
+        // listens (no subscriber before or after the store), else tried again lower: a
+        // subscription back before the store would hear it, and prove nothing.
         let client = redis::Client::open(url.as_str()).expect("url");
         let mut c = client
             .get_multiplexed_async_connection()
             .await
             .expect("connected");
-        let _: redis::Value = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("pubsub")
-            .query_async(&mut c)
-            .await
-            .expect("killed");
-        other.set(&name, 2.0, None).await.expect("stored");
-        let took_missed = rate_becomes(&h, 2.0).await;
+        let watch = c.clone();
+        let listeners = || {
+            let mut c = watch.clone();
+            async move {
+                let v: (String, u64) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg("exitcrawl:intervals")
+                    .query_async(&mut c)
+                    .await
+                    .expect("numsub");
+                v.1
+            }
+        };
+        let mut missed = None;
+        for i in 0..20 {
+            let _: redis::Value = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query_async(&mut c)
+                .await
+                .expect("killed");
+            let rps = 2.0 - 0.05 * f64::from(i);
+            let before = listeners().await;
+            other.set(&name, rps, None).await.expect("stored");
+            if before == 0 && listeners().await == 0 {
+                missed = Some(rps);
+                break;
+            }
+            assert!(rate_becomes(&h, rps).await, "a cut heard is taken");
+        }
+        let missed = missed.expect("a store while nobody listened");
+        let took_missed = rate_becomes(&h, missed).await;
         let last = host_rate(&h).await;
         h.shutdown(Duration::ZERO).await;
         (took_first, took_missed, last)

@@ -125,6 +125,8 @@ async fn follow_redirects(
     let max = ctx.handle.settings().crawler.max_redirects;
     let (mut attempts, mut throttled, mut elapsed) = (0, 0, Duration::ZERO);
     let mut hops = 0;
+    let first = url::Url::parse(&listed).ok().map(|u| u.origin());
+    let mut left_origin = false;
     loop {
         let mut r = match result {
             Ok(r) => r,
@@ -155,10 +157,10 @@ async fn follow_redirects(
                 let why = format!("too many redirects: more than {max} (last Location: {next})");
                 return fail(FetchErrorKind::TooManyRedirects, why);
             }
-            Ok(next) => next.to_string(),
+            Ok(next) => next,
             Err(why) => return fail(FetchErrorKind::Other, why),
         };
-        let spacing = match admit(ctx, &next).await {
+        let spacing = match admit(ctx, next.as_str()).await {
             Ok(spacing) => spacing,
             Err(Outcome::Robots(why)) => {
                 let why = why.unwrap_or_else(|| "robots.txt disallows it".into());
@@ -177,8 +179,10 @@ async fn follow_redirects(
         throttled += r.throttled;
         elapsed += r.elapsed;
         hops += 1;
-        let fetch = Fetch::get(next)
+        left_origin |= first.as_ref() != Some(&next.origin());
+        let fetch = Fetch::get(next.as_str())
             .no_redirects()
+            .off_origin(left_origin)
             .found_on_public(r.peer_private == Some(false))
             .prefer(&*r.exit);
         result = send(ctx, fetch, spacing).await;

@@ -167,7 +167,7 @@ async fn status_lines(period: Duration, w: Watched) {
             done_of(&w, done + skipped),
             t.ok.get(),
             t.throttled.get(),
-            done - t.ok.get(),
+            failed(t, done),
             if skipped > 0 {
                 format!(" skipped {skipped}")
             } else {
@@ -235,13 +235,18 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
     }
 }
 
+/// Of `done` records, those that did not end 2xx nor with a redirect.
+fn failed(t: &super::record::Totals, done: u64) -> u64 {
+    done.saturating_sub(t.ok.get() + t.redirected.get())
+}
+
 fn bar_message(w: &Watched, done: u64, skipped: u64, rate: f64) -> String {
     let t = &w.totals;
     let mut msg = format!(
         "ok {} throttled {} failed {}",
         t.ok.get(),
         t.throttled.get(),
-        done - t.ok.get(),
+        failed(t, done),
     );
     if skipped > 0 {
         msg.push_str(&format!(" skipped {skipped}"));

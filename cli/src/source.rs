@@ -289,17 +289,19 @@ pub struct ReadOptions {
 /// Start a thread feeding `input`'s URLs into a bounded channel, after the URLs `given`
 /// as arguments: each of those is read as a line before the input's, so that repeats,
 /// `--resume`, blank and bad lines are all as in a list. A line break inside an argument
-/// is read as U+FFFD: the argument stays one line, an invalid URL (no request can carry
-/// a line break), not two URLs.
+/// (not at its ends, trimmed as a line's whitespace is) is read as U+FFFD: the argument
+/// stays one line, an invalid URL (no request can carry a line break), not two URLs.
 pub fn spawn_reader(
     input: UrlInput,
     given: &[String],
     demo_site: Option<&TestSite>,
     opts: ReadOptions,
 ) -> (Lines, Arc<ReadStats>) {
+    // Trimmed first, as a line is: a break at either end (`"$(head -1 list)"` with CRLF)
+    // is no part of the URL.
     let given: Vec<String> = given
         .iter()
-        .map(|u| u.replace(['\n', '\r'], "\u{FFFD}"))
+        .map(|u| u.trim().replace(['\n', '\r'], "\u{FFFD}"))
         .collect();
     let given_lines = given
         .iter()

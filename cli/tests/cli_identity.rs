@@ -185,3 +185,63 @@ fn a_sitemap_seeds_every_listed_url_once_with_its_lastmod() {
     assert_eq!(sum["sitemap_fetches"], 1, "{sum}");
     assert_eq!(sum["sitemap_urls"], 3, "{sum}");
 }
+
+/// A listed URL's redirect to another origin: the hop there goes without the `-H`
+/// credentials, as a redirect the exit follows itself.
+#[test]
+fn a_redirect_to_another_origin_leaves_h_credentials_behind() {
+    let other = TestSite::start_at(
+        SiteConfig {
+            pages: Some(Pages::new(|_: &str, pq: &str| {
+                Some(match pq {
+                    "/robots.txt" => Page::text(""),
+                    _ => Page::html("<p>landed</p>"),
+                })
+            })),
+            ..SiteConfig::default()
+        },
+        "127.0.0.6".parse().unwrap(),
+    );
+    let away = other.url("/landing");
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_: &str, pq: &str| {
+            Some(match pq {
+                "/robots.txt" => Page::text(""),
+                _ => Page::redirect(302, away.as_str()),
+            })
+        })),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("identity-redirect");
+    let cfg = dir.file("c.toml", &config(""));
+    let out = dir.path("o.jsonl");
+    let o = run(&[
+        "--config",
+        s(&cfg),
+        &site.url("/go"),
+        "-H",
+        "Authorization: Bearer s3cret",
+        "--out",
+        s(&out),
+        "--quiet",
+    ]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs[0]["status"], 200, "{}", recs[0]);
+    let go = site
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/go")
+        .expect("asked");
+    assert!(header(&go, "authorization").is_some(), "sent where listed");
+    let landing = other
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/landing")
+        .expect("followed");
+    assert!(
+        header(&landing, "authorization").is_none(),
+        "{:?}",
+        landing.headers
+    );
+}

@@ -191,9 +191,10 @@ impl DnsCache {
 }
 
 /// Whether a resolver's error may pass: the resolver timed out, or `getaddrinfo` said
-/// `EAI_AGAIN` (glibc and musl word it "Temporary failure in name resolution": the DNS
-/// server did not answer, or answered `SERVFAIL`). A name that does not exist
-/// (`EAI_NONAME`) or has no address (`EAI_NODATA`) is not: asking again gives the same.
+/// `EAI_AGAIN` (the DNS server did not answer, or answered `SERVFAIL`), which glibc
+/// words "Temporary failure in name resolution" and musl "Try again". A name that does
+/// not exist (`EAI_NONAME`) or has no address (`EAI_NODATA`) is not: asking again gives
+/// the same.
 ///
 /// Why the text: std turns every `getaddrinfo` code but `EAI_SYSTEM` into one error kind
 /// and keeps the code only in the message, as `gai_strerror` words it.
@@ -201,9 +202,10 @@ pub fn temporary(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-    ) || e
-        .to_string()
-        .contains("Temporary failure in name resolution")
+    ) || {
+        let text = e.to_string().to_ascii_lowercase();
+        text.contains("temporary failure in name resolution") || text.ends_with("try again")
+    }
 }
 
 /// The addresses [`DnsCache::cached`] has at hand for a host: its own, for an IP literal,

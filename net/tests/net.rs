@@ -162,6 +162,11 @@ async fn a_name_that_did_not_resolve_is_classified_by_whether_it_may_pass() {
             io::Error::from(io::ErrorKind::TimedOut),
             Failure::Unresolved,
         ),
+        // musl's words for EAI_AGAIN.
+        (
+            io::Error::other("failed to lookup address information: Try again"),
+            Failure::Unresolved,
+        ),
         (
             io::Error::other("failed to lookup address information: Name or service not known"),
             Failure::Other,

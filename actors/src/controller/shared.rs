@@ -49,9 +49,12 @@ impl LimiterActor {
     }
 
     /// The subscription was lost and is back: the changes published meanwhile never came,
-    /// so the stored rate of every key this process shares is read again and taken as a
-    /// change would be. Without it a process kept a rate the others had cut until that
-    /// key's next change, which a site that stays cut never brings.
+    /// so the stored rate of every key this process shares is read again, and one below
+    /// ours is taken as a received cut. Without it a process kept a rate the others had
+    /// cut until that key's next change, which a site that stays cut never brings. One
+    /// above ours is not taken: what a read returns carries the time of the read, not of
+    /// the store, so it cannot be told from a rate stored before a cut of ours that the
+    /// outage kept from being stored (a rise missed costs speed, not politeness).
     fn reread_shared(&mut self) {
         let (Some(shared), Some(me)) = (self.shared.clone(), self.me.clone()) else {
             return;
@@ -60,7 +63,7 @@ impl LimiterActor {
         actix_rt::spawn(async move {
             for name in names {
                 match shared.get(&name).await {
-                    Ok(Some(u)) => me.do_send(SharedNews::Received(RateMessage::Update(u))),
+                    Ok(Some(u)) => me.do_send(SharedNews::Reread(u)),
                     Ok(None) => {}
                     Err(e) => {
                         tracing::debug!(key = %name, error = %e, "shared rate not read again");
@@ -68,6 +71,36 @@ impl LimiterActor {
                 }
             }
         });
+    }
+
+    /// Another process changed a key's rate: take it if the core judges it worth taking.
+    fn received(&mut self, u: &RateUpdate) {
+        let Some(key) = LimitKey::from_redis_name(&u.key) else {
+            return;
+        };
+        let fleet = self.fleet.entry(key.clone()).or_default();
+        if fleet.take(u.rps, u.server_now_ms) {
+            self.adopt_shared(key, u);
+        } else {
+            tracing::debug!(key = %u.key, rps = u.rps, "a rise older than our cut: not taken");
+        }
+    }
+
+    /// The rate this process paces `key` at now, if it has a controller for it.
+    fn rate_of(&self, key: &LimitKey) -> Option<f64> {
+        match &self.controllers {
+            Controllers::Hosts {
+                policies, exits, ..
+            } => {
+                let policy = policies.get(key.host.as_ref()?)?;
+                let lane = match &key.exit {
+                    None => Lane::Host,
+                    Some(e) => Lane::Exit(exits.iter().position(|x| x == e)?),
+                };
+                policy.controller(lane).map(Controller::rate)
+            }
+            Controllers::Keys(map) => map.get(key).map(Controller::rate),
+        }
     }
 
     /// Take `u`, a rate decided elsewhere for `key` (already judged worth taking).
@@ -164,6 +197,8 @@ enum SharedNews {
     },
     /// Our rise was refused: this is the stored rate, a cut we had not heard of yet.
     Refused(RateUpdate),
+    /// A key's stored rate, read again after the subscription came back.
+    Reread(RateUpdate),
 }
 
 impl Message for SharedNews {
@@ -175,20 +210,18 @@ impl Handler<SharedNews> for LimiterActor {
 
     fn handle(&mut self, m: SharedNews, _ctx: &mut Self::Context) {
         match m {
-            SharedNews::Received(RateMessage::Update(u)) => {
-                let Some(key) = LimitKey::from_redis_name(&u.key) else {
-                    return;
-                };
-                let fleet = self.fleet.entry(key.clone()).or_default();
-                if fleet.take(u.rps, u.server_now_ms) {
-                    self.adopt_shared(key, &u);
-                } else {
-                    tracing::debug!(key = %u.key, rps = u.rps, "a rise older than our cut: not taken");
-                }
-            }
+            SharedNews::Received(RateMessage::Update(u)) => self.received(&u),
             SharedNews::Received(RateMessage::Resubscribed) => self.reread_shared(),
             SharedNews::CutStored { key, server_ms } => {
                 self.fleet.entry(key).or_default().cut_stored(server_ms);
+            }
+            SharedNews::Reread(u) => {
+                let Some(key) = LimitKey::from_redis_name(&u.key) else {
+                    return;
+                };
+                if self.rate_of(&key).is_some_and(|ours| u.rps < ours) {
+                    self.received(&u);
+                }
             }
             SharedNews::Refused(u) => {
                 let Some(key) = LimitKey::from_redis_name(&u.key) else {

@@ -56,6 +56,13 @@ impl Hop {
         }
     }
 
+    /// A hop of a chain its caller follows that has left its first origin: credentials
+    /// stay behind, as past a redirect this exit follows.
+    pub(crate) fn off_origin(mut self, left: bool) -> Self {
+        self.cross_origin = left;
+        self
+    }
+
     /// Follow redirects from this hop (`true`), or answer with them.
     pub(crate) fn redirects(mut self, follow: bool) -> Self {
         self.follow_redirects = follow;

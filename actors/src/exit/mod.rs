@@ -174,12 +174,14 @@ impl ExitCore {
             max_body_bytes,
             truncate_body,
             follow_redirects,
+            left_origin,
             done,
         } = msg;
         let mut hop = Hop::new(url, method, body)
             .led_from_public(from_public)
             .body_limit(max_body_bytes, truncate_body)
-            .redirects(follow_redirects);
+            .redirects(follow_redirects)
+            .off_origin(left_origin);
         let attempted = self.exchange(&mut hop, &headers, Instant::now()).await;
         self.count_end(&attempted);
         done.send(attempted);

@@ -80,12 +80,18 @@ impl Clients {
     /// attempt with the resolver's error. Why not send it as public and let the
     /// connector report it: the connector resolves again, and a name whose resolver
     /// failed only the first time would then resolve to its private address there, and
-    /// be refused for good as a public hop led to a private one.
+    /// be refused for good as a public hop led to a private one. Through a proxy it is
+    /// sent as public all the same: the proxy may resolve what this host cannot (a name
+    /// only the proxy's network knows), and the connector hands it the name.
     pub(super) async fn resolve(&self, hop: &mut Hop) -> Result<(), AttemptFailure> {
         let host = host_of(&hop.uri).unwrap_or("");
         match self.dns.lookup(host).await {
             Ok(addrs) => {
                 hop.private = Some(self.all_private(&addrs));
+                Ok(())
+            }
+            Err(_) if self.opts.proxy.is_some() => {
+                hop.private = Some(false);
                 Ok(())
             }
             Err(e) => Err(unresolved(host, &e)),

@@ -20,13 +20,24 @@ fn ip(s: &str) -> IpAddr {
 /// An exit on 127.0.0.2 where only `private` counts as a private address, resolving
 /// names with `answers` in turn.
 fn exit(private: IpAddr, answers: Vec<io::Result<Vec<IpAddr>>>) -> Rc<ExitCore> {
+    exit_via(None, private, answers)
+}
+
+/// [`exit`], through `proxy` if given.
+fn exit_via(
+    proxy: Option<&str>,
+    private: IpAddr,
+    answers: Vec<io::Result<Vec<IpAddr>>>,
+) -> Rc<ExitCore> {
     let answers = Mutex::new(answers.into_iter());
     let dns = DnsCache::with_resolver(Duration::ZERO, move |_host: &str| {
         let next = answers.lock().unwrap().next().expect("an answer left");
         async move { next }
     });
+    let mut client = ClientOptions::new(ip("127.0.0.2"));
+    client.proxy = proxy.map(|p| p.parse().expect("a proxy URL"));
     let opts = ExitOptions {
-        client: ClientOptions::new(ip("127.0.0.2")),
+        client,
         max_body_bytes: 1 << 20,
         throttle_statuses: vec![429, 503],
         headers: Vec::new(),
@@ -85,4 +96,22 @@ async fn a_name_that_does_not_exist_is_a_final_dns_failure() {
         .expect_err("no such name");
     assert_eq!(failure.kind, Failure::Other);
     assert_eq!(failure.error, FetchErrorKind::Dns);
+}
+
+/// Through a proxy, a name this host cannot resolve goes to the proxy all the same (it
+/// may know it): here a proxy nothing listens for, so the attempt fails at the proxy,
+/// not as a DNS failure.
+#[actix_rt::test]
+async fn through_a_proxy_a_name_that_does_not_resolve_here_goes_to_the_proxy() {
+    let gone =
+        || io::Error::other("failed to lookup address information: Name or service not known");
+    // Asked twice: when the hop is planned, and by the connector, which then hands the
+    // proxy the name.
+    let answers = vec![Err(gone()), Err(gone())];
+    let core = exit_via(Some("http://127.0.0.1:9"), ip("127.0.0.9"), answers);
+    let failure = get(&core, "http://only-the-proxy-knows.test/")
+        .await
+        .result
+        .expect_err("no proxy listens");
+    assert_eq!(failure.error, FetchErrorKind::Proxy, "{}", failure.message);
 }

@@ -28,9 +28,13 @@
 //!   queues one request longer than the next. Hosts without a delay get
 //!   `crawl.per_host_concurrency` fetches in flight and the limiter's pacing.
 //! - **Links** are taken from 2xx answers whose `Content-Type` is `text/html` (or
-//!   `application/xhtml+xml`), resolved against the URL the answer finally came from
-//!   (after redirects, [`FetchResponse::final_url`]) and `<base href>`. That final URL
-//!   counts as seen, so a link to it is not fetched again.
+//!   `application/xhtml+xml`), resolved against the page's URL and `<base href>`.
+//! - **Redirects** are not followed inside a page's fetch ([`Fetch::no_redirects`]): a
+//!   redirect is the page's answer and record, and its target a page of its own, queued
+//!   through robots.txt, the scope and the dedupe like a link
+//!   (`exitcrawl::discover::crawl::Crawl::on_page`), fetched through the exit that read
+//!   the redirect and without the configured credentials once the chain has left its
+//!   first origin. A page that redirects to itself is asked again within its one fetch.
 //! - **Records**: one [`FollowRecord`] per URL that was fetched or skipped by robots.
 //!   Links that are out of scope, already seen, or past the page budget get no record;
 //!   they are only counted in [`FollowTotals`] (one count per link *occurrence* for
@@ -71,7 +75,7 @@ pub use exitcrawl::discover::crawl::{
     CrawlError as FollowError, CrawlTotals as FollowTotals, PendingLink, Resume,
 };
 pub use record::{FollowRecord, SkipReason};
-use state::{outcome, Done};
+use state::{outcome, Chain, Done};
 
 use crate::crawler::CrawlerHandle;
 use crate::messages::{Fetch, FetchErrorKind, FetchResponse};
@@ -235,9 +239,8 @@ struct Driver<'h> {
     opts: &'h FollowOptions,
     crawl: Crawl,
     in_flight: FuturesUnordered<LocalBoxFuture<'h, Done>>,
-    /// Redirect targets queued, and the exit whose answer named them: a chain goes on
-    /// through one exit, as a client with one address and one cookie jar would.
-    redirected_by: HashMap<String, Arc<str>>,
+    /// Redirect targets queued, and the chain that named them (see [`Chain`]).
+    redirected_by: HashMap<String, Chain>,
 }
 
 type OnRecord<'r> = dyn FnMut(FollowRecord, Option<FetchResponse>) + 'r;
@@ -294,22 +297,9 @@ impl<'h> Driver<'h> {
         let handle = self.handle;
         let fut = match r {
             Request::Page(entry) => {
-                let mut fetch = Fetch::get(entry.url.to_string())
-                    .found_on_public(entry.from_public)
-                    .no_redirects();
-                if let Some(exit) = self.redirected_by.remove(entry.url.as_str()) {
-                    fetch = fetch.prefer(&*exit);
-                }
-                async move {
-                    let sent = crate::clock::now();
-                    let result = handle.fetch(fetch).await;
-                    Done::Page {
-                        entry,
-                        sent,
-                        result,
-                    }
-                }
-                .boxed_local()
+                let chain = self.redirected_by.remove(entry.url.as_str());
+                let sent = crate::clock::now();
+                page_fetch(handle, entry, sent, chain, (0, 0))
             }
             Request::Robots {
                 origin,
@@ -368,7 +358,9 @@ impl<'h> Driver<'h> {
                 entry,
                 sent,
                 result,
-            } => self.on_page(entry, sent, result, on_record),
+                chain,
+                again,
+            } => self.on_page(entry, (sent, chain, again), result, on_record),
             Done::Sitemap { url, result } => {
                 for a in self.on_sitemap(&url, &result) {
                     self.act(a, None, on_record);
@@ -377,24 +369,55 @@ impl<'h> Driver<'h> {
         }
     }
 
+    /// A page's answer. One that redirects to the page itself (a cookie set, then the page
+    /// again) is asked again at once, through the exit that read it, up to
+    /// `max_redirects` times, within the page's one fetch and one record: the crawl, to
+    /// which it is seen already, would end it there. Otherwise the crawl hears of it; a
+    /// redirect's target is queued with its chain.
     fn on_page(
         &mut self,
         entry: exitcrawl::discover::Entry,
-        sent: Instant,
-        result: Result<FetchResponse, crate::FetchError>,
+        (sent, chain, (again, before)): (Instant, Option<Chain>, (u32, u32)),
+        mut result: Result<FetchResponse, crate::FetchError>,
         on_record: &mut OnRecord<'_>,
     ) {
+        let left = chain.as_ref().is_some_and(|c| c.left_origin);
+        let to_itself = result.as_ref().ok().and_then(|r| {
+            let target = r.redirect_target()?.ok()?;
+            let same = exitcrawl::discover::normalize(target.as_str()).ok()? == entry.url;
+            same.then(|| Arc::clone(&r.exit))
+        });
+        let mut error = None;
+        if let Some(exit) = to_itself {
+            if again < self.opts.max_redirects {
+                let attempts = before + result.as_ref().map_or(0, |r| r.attempts);
+                let chain = Chain {
+                    exit,
+                    left_origin: left,
+                };
+                let fut = page_fetch(self.handle, entry, sent, Some(chain), (again + 1, attempts));
+                self.in_flight.push(fut);
+                return;
+            }
+            error = Some(format!(
+                "too_many_redirects: too many redirects: more than {} (last Location: {})",
+                self.opts.max_redirects, entry.url
+            ));
+        }
+        if let Ok(r) = &mut result {
+            r.attempts += before;
+        }
         let page = self
             .crawl
             .on_page(&entry, outcome(&result), crate::clock::now());
         if let (Ok(r), [target]) = (&result, page.links.as_slice()) {
-            if r.headers.contains_key(http::header::LOCATION) && (300..400).contains(&r.status) {
-                self.redirected_by
-                    .insert(target.clone(), Arc::clone(&r.exit));
-                if target.as_str() == entry.url.as_str() {
-                    // Asked again: its record is the one that answer makes, one per URL.
-                    return;
-                }
+            if r.redirect_target().is_some() {
+                let moved = url::Url::parse(target).is_ok_and(|t| t.origin() != entry.url.origin());
+                let chain = Chain {
+                    exit: Arc::clone(&r.exit),
+                    left_origin: left || moved,
+                };
+                self.redirected_by.insert(target.clone(), chain);
             }
         }
         let (mut record, answer) = match result {
@@ -406,7 +429,8 @@ impl<'h> Driver<'h> {
                 (FollowRecord::failed(&entry, &e, sent.elapsed()), None)
             }
         };
-        let (lastmod, error) = (page.lastmod, page.error.or(record.error.take()));
+        let error = error.or(page.error).or(record.error.take());
+        let lastmod = page.lastmod;
         on_record(
             FollowRecord {
                 lastmod,
@@ -416,6 +440,35 @@ impl<'h> Driver<'h> {
             answer,
         );
     }
+}
+
+/// Fetch the page `entry`, sent first at `sent`, reached by `chain` (its next hop through
+/// that chain's exit, without credentials once it left its first origin); `again`: the
+/// times it was asked again, and the attempts that took (see [`Driver::on_page`]).
+fn page_fetch<'h>(
+    handle: &'h CrawlerHandle,
+    entry: exitcrawl::discover::Entry,
+    sent: Instant,
+    chain: Option<Chain>,
+    again: (u32, u32),
+) -> LocalBoxFuture<'h, Done> {
+    let mut fetch = Fetch::get(entry.url.to_string())
+        .found_on_public(entry.from_public)
+        .no_redirects();
+    if let Some(c) = &chain {
+        fetch = fetch.prefer(&*c.exit).off_origin(c.left_origin);
+    }
+    async move {
+        let result = handle.fetch(fetch).await;
+        Done::Page {
+            entry,
+            sent,
+            result,
+            chain,
+            again,
+        }
+    }
+    .boxed_local()
 }
 
 /// The log line for a notice from the crawl.

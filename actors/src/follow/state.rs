@@ -1,6 +1,7 @@
 //! What the driver hands between the crawler and the core: completed fetches, and the
 //! crawler's answers reduced to what `exitcrawl::discover::crawl` decides on.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::headers::Headers;
@@ -16,6 +17,10 @@ pub(super) enum Done {
         entry: Entry,
         sent: Instant,
         result: Result<FetchResponse, FetchError>,
+        /// The redirect chain that led to it, if any.
+        chain: Option<Chain>,
+        /// Times it was asked again for redirecting to itself, and the attempts that took.
+        again: (u32, u32),
     },
     Robots {
         origin: String,
@@ -51,14 +56,21 @@ pub(super) fn answer<'a>(r: &'a FetchResponse, body: &'a [u8]) -> Answer<'a> {
     }
 }
 
-/// The `Location` of a redirect answer (301, 302, 303, 307, 308), as the exit reads it.
-fn location(r: &FetchResponse) -> Option<&str> {
+/// The `Location` of a redirect answer (301, 302, 303, 307, 308), as it came.
+fn location(r: &FetchResponse) -> Option<&[u8]> {
     if !matches!(r.status, 301 | 302 | 303 | 307 | 308) {
         return None;
     }
-    r.headers
-        .get(http::header::LOCATION)
-        .and_then(|v| v.to_str().ok())
+    r.headers.get(http::header::LOCATION).map(|v| v.as_bytes())
+}
+
+/// A redirect chain the crawl follows: the exit that read its last redirect (the next
+/// hop goes through it: one address, one cookie jar), and whether it has left the origin
+/// it began at (the configured credentials stay behind then).
+#[derive(Debug, Clone)]
+pub(super) struct Chain {
+    pub(super) exit: Arc<str>,
+    pub(super) left_origin: bool,
 }
 
 /// `e` as the core sees it.

@@ -51,6 +51,11 @@ pub struct Fetch {
     /// so that a redirect's target is asked of robots.txt, the scope and the dedupe as
     /// any link is.
     pub follow_redirects: bool,
+    /// This fetch is a hop of a redirect chain its caller follows, and the chain has
+    /// left the origin it began at: the configured credentials (`Authorization`, `Cookie`,
+    /// `Proxy-Authorization` of `[crawler] headers`) are not sent, as on a hop the exit
+    /// follows itself. Default `false`.
+    pub left_origin: bool,
 }
 
 impl Fetch {
@@ -68,12 +73,20 @@ impl Fetch {
             max_body_bytes: None,
             truncate_body: false,
             follow_redirects: true,
+            left_origin: false,
         }
     }
 
     /// Do not follow redirects: a redirect is the answer (see [`Fetch::follow_redirects`]).
     pub fn no_redirects(mut self) -> Self {
         self.follow_redirects = false;
+        self
+    }
+
+    /// A hop of a redirect chain that has left its first origin: no configured
+    /// credentials (see [`Fetch::left_origin`]).
+    pub fn off_origin(mut self, left: bool) -> Self {
+        self.left_origin = left;
         self
     }
 

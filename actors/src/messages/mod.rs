@@ -306,6 +306,8 @@ pub(crate) struct SendRequest {
     pub truncate_body: bool,
     /// See [`Fetch::follow_redirects`].
     pub follow_redirects: bool,
+    /// See [`Fetch::left_origin`].
+    pub left_origin: bool,
     pub done: AttemptReport,
 }
 

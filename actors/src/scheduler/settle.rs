@@ -115,6 +115,8 @@ impl Scheduler {
         (sent_at, latency): (std::time::Instant, Duration),
         answer: Answer,
     ) -> Option<(Pending, Duration)> {
+        // An answer ends any stretch of failures on our side: a later one starts anew.
+        p.local = None;
         let now = Instant::now();
         let exit_name = self.exits[i].name.clone();
         let (throttle, hints, asked) = self.note_answer(

@@ -68,17 +68,19 @@ impl Crawl {
     /// disallowed path or out of scope is not fetched, and a target queued under its own
     /// URL is fetched once. A seed's targets join the scope as the seed did (as wget
     /// takes a start URL that redirects): `http://a.test/` moving to `https://www.a.test/`
-    /// is still the crawl's site. A page that redirects to itself is queued again (its
-    /// chain bounded as any). Returns the target when it was queued, or the record's
+    /// is still the crawl's site. (A page that redirects to itself is seen already: the
+    /// driver asks it again itself, within the page's one fetch.) Returns the target when
+    /// it was queued, or the record's
     /// error when the chain is longer than `max_redirects` or the `Location` is no
     /// http(s) URL.
     fn redirect(
         &mut self,
         page: &Entry,
-        location: &str,
+        location: &[u8],
         from_public: bool,
         moved: Option<super::Redirected>,
     ) -> Result<Vec<String>, String> {
+        let location = String::from_utf8_lossy(location);
         if self.max_redirects == 0 {
             return Ok(Vec::new());
         }
@@ -86,13 +88,13 @@ impl Crawl {
         let from_seed = moved.map_or(page.parent.is_none(), |m| m.from_seed);
         if hops >= self.max_redirects {
             return Err(format!(
-                "too_many_redirects: more than {} (last Location: {location})",
+                "too_many_redirects: too many redirects: more than {} (last Location: {location})",
                 self.max_redirects
             ));
         }
         let target = page
             .url
-            .join(location)
+            .join(&location)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .and_then(|u| normalize(u.as_str()).ok())
@@ -100,28 +102,18 @@ impl Crawl {
         if from_seed {
             self.scope = std::mem::take(&mut self.scope).seed(&target);
         }
-        let itself = target == page.url;
         let entry = Entry {
             url: target.clone(),
             depth: page.depth,
-            // Asked again, the page is still where it was found.
-            parent: if itself {
-                page.parent.clone()
-            } else {
-                Some(page.url.clone())
-            },
+            parent: Some(page.url.clone()),
             from_public,
         };
         let url = entry.url.to_string();
-        if itself {
-            // A page that sets a cookie and redirects to itself is asked again (through
-            // the same exit, see `exitcrawl_actors::follow`): the dedupe would end it.
-            if self.budget_spent {
-                return Ok(Vec::new());
-            }
-            self.frontier.push_entry(entry);
-        } else if !self.offer(entry) {
+        if !self.offer(entry) {
             return Ok(Vec::new());
+        }
+        if self.budget_spent {
+            return Ok(vec![url]);
         }
         let hops = hops + 1;
         self.redirected
@@ -293,6 +285,7 @@ impl Crawl {
         let stashed: usize = self.stash.values().map(Vec::len).sum();
         self.totals.skipped_budget += (self.frontier.len() + stashed) as u64;
         self.stash.clear();
+        self.redirected.clear();
         // Nothing more is handed out; completions still report `done` harmlessly.
         self.frontier = Frontier::new();
     }

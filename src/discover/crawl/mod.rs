@@ -183,9 +183,10 @@ pub struct Answer<'a> {
     pub body: &'a [u8],
     /// Where redirects led, if anywhere.
     pub final_url: Option<&'a str>,
-    /// A redirect's `Location` (301, 302, 303, 307, 308), when the fetch did not follow
-    /// it: its target joins the frontier as the same page moved (see [`Crawl::on_page`]).
-    pub location: Option<&'a str>,
+    /// A redirect's `Location` (301, 302, 303, 307, 308) as it came (read as UTF-8,
+    /// leniently), when the fetch did not follow it: its target joins the frontier as the
+    /// same page moved (see [`Crawl::on_page`]).
+    pub location: Option<&'a [u8]>,
     /// `text/html` or `application/xhtml+xml`: links are looked for in it.
     pub html: bool,
     /// It came from a public address: what it names may not lead to a private one.
