@@ -13,6 +13,8 @@
 //!   [`shutdown`](CrawlerHandle::shutdown); [`StartError`] says why it did not start.
 //! - [`Fetch`] (built with [`Fetch::get`] and its `with`-style methods) answers with a
 //!   [`FetchResponse`] (its [`Headers`]) or a [`FetchError`] of a [`FetchErrorKind`].
+//! - [`RedirectChain`] follows a redirect above the exit, one hop ([`RedirectHop`]) at a
+//!   time ([`ChainStep`]), for a caller that admits each hop itself.
 //! - [`follow::crawl`] follows links from seeds through a handle, going on from an earlier
 //!   run with [`follow::FollowOptions::resume`].
 //! - [`http`], [`Method`] and [`HeaderMap`]: the `http` crate the HTTP types come from.
@@ -102,7 +104,8 @@ pub use headers::Headers;
 pub use http;
 pub use http::{HeaderMap, Method};
 pub use messages::{
-    ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse, HostLimits, LaneLimits,
+    ChainStep, ExitStats, Fetch, FetchError, FetchErrorKind, FetchResponse, HostLimits, LaneLimits,
+    RedirectChain, RedirectHop,
 };
 pub use metrics::Metrics;
 pub use scheduler::SchedulerActor;

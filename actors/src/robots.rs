@@ -26,7 +26,9 @@ use tokio::sync::{watch, OwnedMutexGuard};
 use url::{Position, Url};
 
 use crate::clock;
-use crate::messages::{Fetch, FetchError, FetchErrorKind, FetchResponse};
+use crate::messages::{
+    ChainStep, Fetch, FetchError, FetchErrorKind, FetchResponse, RedirectChain, RedirectHop,
+};
 
 /// The robots.txt cache of one crawler.
 pub(crate) struct RobotsGate {
@@ -83,33 +85,27 @@ impl Asked {
         }
     }
 
-    /// The hop to `next` that the redirect answer `r` calls for (see
-    /// [`RobotsGate::follow`]); `left_origin`: the chain has left the first origin.
-    fn hop(&mut self, next: &Url, r: &FetchResponse, left_origin: bool) -> Fetch {
-        let keeps = matches!(r.status, 307 | 308);
-        if !keeps {
+    /// The fetch for `hop` (see [`RobotsGate::follow`]).
+    fn hop(&mut self, hop: &RedirectHop) -> Fetch {
+        if !matches!(hop.status, 307 | 308) {
             if self.method != http::Method::GET && self.method != http::Method::HEAD {
                 self.method = http::Method::GET;
             }
             self.body = None;
         }
-        if left_origin {
+        if hop.left_origin {
             self.headers
                 .retain(|(name, _)| !crate::exit::is_credential(name));
         }
-        let mut hop = Fetch::get(next.as_str())
-            .no_redirects()
-            .off_origin(left_origin)
-            .found_on_public(r.peer_private == Some(false))
-            .prefer(&*r.exit);
-        hop.method = self.method.clone();
-        hop.headers = self.headers.clone();
-        hop.body = self.body.clone();
-        hop.region = self.region.clone();
-        hop.max_body_bytes = self.max_body_bytes;
-        hop.truncate_body = self.truncate_body;
-        hop.max_throttles = self.max_throttles;
-        hop
+        let mut f = hop.fetch();
+        f.method = self.method.clone();
+        f.headers = self.headers.clone();
+        f.body = self.body.clone();
+        f.region = self.region.clone();
+        f.max_body_bytes = self.max_body_bytes;
+        f.truncate_body = self.truncate_body;
+        f.max_throttles = self.max_throttles;
+        f
     }
 }
 
@@ -202,12 +198,11 @@ impl RobotsGate {
     /// Follow the redirects of `r`, the answer to the fetch `asked` was made from, each
     /// hop admitted as the fetch was (robots.txt, Crawl-delay), so that a redirect into a
     /// disallowed path, or to another origin's, is not fetched there. Each hop is a
-    /// request as the exits make one: through the exit that read the redirect (one
-    /// address, one cookie jar), 301/302/303 turning any method but GET and HEAD into a
-    /// bodyless GET, 307/308 keeping both (as the exits do), credentials left behind once the
-    /// chain leaves the first origin, and a hop from a public address under the
-    /// private-address rule. The chain is one answer: `final_url` where it ended,
-    /// attempts, throttles and time summed; at most `max_redirects` hops.
+    /// request as the exits make one ([`RedirectChain`]): through the exit that read the
+    /// redirect, 301/302/303 turning any method but GET and HEAD into a bodyless GET,
+    /// 307/308 keeping both, credentials left behind once the chain leaves the first
+    /// origin, the private-address rule for a hop from a public address. The chain is one
+    /// answer, at most `max_redirects` hops.
     async fn follow<F, Fut>(
         &self,
         mut asked: Asked,
@@ -218,59 +213,21 @@ impl RobotsGate {
         F: Fn(Fetch) -> Fut,
         Fut: std::future::Future<Output = Result<FetchResponse, FetchError>>,
     {
-        let listed = r.url.clone();
-        let first = Url::parse(&listed).ok().map(|u| u.origin());
-        let mut left_origin = false;
-        let (mut attempts, mut throttled, mut elapsed) = (0, 0, Duration::ZERO);
-        let mut hops = 0;
+        let mut chain = RedirectChain::new(r.url.clone(), self.max_redirects);
         loop {
-            let fail = |kind: FetchErrorKind, message: String, r: &FetchResponse| {
-                let mut e = FetchError::unsent(kind, message, listed.clone());
-                e.attempts = attempts + r.attempts;
-                e.throttled = throttled + r.throttled;
-                e.exit = Some(Arc::clone(&r.exit));
-                e
+            let hop = match chain.step(r) {
+                ChainStep::Answer(r) => return Ok(r),
+                ChainStep::Failed(e) => return Err(e),
+                ChainStep::Hop(hop) => hop,
             };
-            let next = match r.redirect_target() {
-                None => {
-                    r.final_url = (hops > 0).then(|| std::mem::take(&mut r.url));
-                    r.url = listed;
-                    r.attempts += attempts;
-                    r.throttled += throttled;
-                    r.elapsed += elapsed;
-                    return Ok(r);
-                }
-                Some(Ok(next)) if hops == self.max_redirects => {
-                    let why = format!(
-                        "too many redirects: more than {} (last Location: {next})",
-                        self.max_redirects
-                    );
-                    return Err(fail(FetchErrorKind::TooManyRedirects, why, &r));
-                }
-                Some(Ok(next)) => next,
-                Some(Err(why)) => return Err(fail(FetchErrorKind::Other, why, &r)),
-            };
-            left_origin |= first.as_ref() != Some(&next.origin());
-            let hop = asked.hop(&next, &r, left_origin);
-            let spacing = match self.admit(&hop, send).await {
+            let next = asked.hop(&hop);
+            let spacing = match self.admit(&next, send).await {
                 Ok(spacing) => spacing,
-                Err(e) => {
-                    let why = format!("redirect to {next} not followed: {}", e.message);
-                    return Err(fail(e.kind, why, &r));
-                }
+                Err(e) => return Err(chain.not_followed(&hop, e.kind, &e.message)),
             };
-            attempts += r.attempts;
-            throttled += r.throttled;
-            elapsed += r.elapsed;
-            hops += 1;
-            r = match answered(spacing, send(hop).await) {
+            r = match answered(spacing, send(next).await) {
                 Ok(r) => r,
-                Err(mut e) => {
-                    e.url = listed;
-                    e.attempts += attempts;
-                    e.throttled += throttled;
-                    return Err(e);
-                }
+                Err(e) => return Err(chain.failed(e)),
             };
         }
     }

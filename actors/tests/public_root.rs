@@ -24,6 +24,11 @@ const ROOT: &[&str] = &[
     "Metrics",
     "HostLimits",
     "LaneLimits",
+    // Redirects followed above the exit, a hop at a time, by a caller that admits each
+    // one itself (the robots.txt gate does; the program's list mode too).
+    "RedirectChain",
+    "RedirectHop",
+    "ChainStep",
     // For other actors that send `Fetch` as a message.
     "SchedulerActor",
     // The `http` crate the HTTP types come from.

@@ -5,7 +5,9 @@ use std::cell::RefCell;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use exitcrawl_actors::{CrawlerHandle, Fetch, FetchError, FetchErrorKind, FetchResponse};
+use exitcrawl_actors::{
+    ChainStep, CrawlerHandle, Fetch, FetchError, FetchErrorKind, FetchResponse, RedirectChain,
+};
 
 use super::archive::{Archive, Resolver};
 use super::record::Record;
@@ -113,79 +115,37 @@ async fn send(
 /// Follow the redirects of `listed`'s answer `result`, each hop asked of robots.txt (and
 /// its Crawl-delay) as a listed URL is, so that a page that redirects into a disallowed
 /// path, or to another origin's, is not fetched there: it ends `robots: redirect to …
-/// not followed …`. A hop goes through the exit that read the redirect (one address,
-/// one cookie jar), may not reach a private address from a public one (as a link may
-/// not), and the whole chain is one answer for `listed`: `final_url` where it ended,
-/// attempts, throttles and time summed, at most `crawler.max_redirects` hops.
+/// not followed …`. The hops are as the exits make them ([`RedirectChain`]), and the
+/// chain is one answer for `listed`.
 async fn follow_redirects(
     ctx: &Ctx<'_>,
     listed: String,
     mut result: Result<FetchResponse, FetchError>,
 ) -> Result<FetchResponse, FetchError> {
     let max = ctx.handle.settings().crawler.max_redirects;
-    let (mut attempts, mut throttled, mut elapsed) = (0, 0, Duration::ZERO);
-    let mut hops = 0;
-    let first = url::Url::parse(&listed).ok().map(|u| u.origin());
-    let mut left_origin = false;
+    let mut chain = RedirectChain::new(listed, max);
     loop {
-        let mut r = match result {
-            Ok(r) => r,
-            Err(mut e) => {
-                e.url = listed;
-                e.attempts += attempts;
-                e.throttled += throttled;
-                return Err(e);
-            }
+        let hop = match result.map(|r| chain.step(r)) {
+            Ok(ChainStep::Hop(hop)) => hop,
+            Ok(ChainStep::Answer(r)) => return Ok(r),
+            Ok(ChainStep::Failed(e)) => return Err(e),
+            Err(e) => return Err(chain.failed(e)),
         };
-        let Some(target) = r.redirect_target() else {
-            r.final_url = (hops > 0).then(|| std::mem::take(&mut r.url));
-            r.url = listed;
-            r.attempts += attempts;
-            r.throttled += throttled;
-            r.elapsed += elapsed;
-            return Ok(r);
-        };
-        let fail = |kind: FetchErrorKind, message: String| {
-            let mut e = FetchError::new(kind, message, listed.clone());
-            e.attempts = attempts + r.attempts;
-            e.throttled = throttled + r.throttled;
-            e.exit = Some(std::sync::Arc::clone(&r.exit));
-            Err(e)
-        };
-        let next = match target {
-            Ok(next) if hops == max => {
-                let why = format!("too many redirects: more than {max} (last Location: {next})");
-                return fail(FetchErrorKind::TooManyRedirects, why);
-            }
-            Ok(next) => next,
-            Err(why) => return fail(FetchErrorKind::Other, why),
-        };
-        let spacing = match admit(ctx, next.as_str()).await {
+        let spacing = match admit(ctx, hop.url.as_str()).await {
             Ok(spacing) => spacing,
             Err(Outcome::Robots(why)) => {
-                let why = why.unwrap_or_else(|| "robots.txt disallows it".into());
-                let message = format!("redirect to {next} not followed: {why}");
-                return fail(FetchErrorKind::Robots, message);
+                let why = why.as_deref().unwrap_or("robots.txt disallows it");
+                return Err(chain.not_followed(&hop, FetchErrorKind::Robots, why));
             }
             Err(Outcome::Unreachable(kind, why)) => {
-                return fail(kind, format!("redirect to {next} not followed: {why}"));
+                return Err(chain.not_followed(&hop, kind, &why));
             }
             Err(_) => {
-                let message = format!("stopped before the redirect to {next} was followed");
-                return fail(FetchErrorKind::Shutdown, message);
+                let why = "the crawl stopped first";
+                return Err(chain.not_followed(&hop, FetchErrorKind::Shutdown, why));
             }
         };
-        attempts += r.attempts;
-        throttled += r.throttled;
-        elapsed += r.elapsed;
-        hops += 1;
-        left_origin |= first.as_ref() != Some(&next.origin());
-        let fetch = Fetch::get(next.as_str())
-            .no_redirects()
-            .off_origin(left_origin)
-            .found_on_public(r.peer_private == Some(false))
-            .prefer(&*r.exit);
-        result = send(ctx, fetch, spacing).await;
+        result = send(ctx, hop.fetch(), spacing).await;
     }
 }
 

@@ -351,12 +351,6 @@ impl FetchError {
         }
     }
 
-    /// A fetch that ended for a reason of the caller's (a redirect its caller follows,
-    /// refused there): `attempts`, `throttled` and `exit` are the caller's to fill in.
-    pub fn new(kind: FetchErrorKind, message: impl Into<String>, url: impl Into<String>) -> Self {
-        FetchError::unsent(kind, message, url.into())
-    }
-
     /// A fetch answered before any attempt was sent (invalid URL, shutting down, …).
     pub(crate) fn unsent(kind: FetchErrorKind, message: impl Into<String>, url: String) -> Self {
         FetchError {

@@ -19,8 +19,10 @@ use crate::headers::Headers;
 use exitcrawl::outcome::Failure;
 
 mod fetch;
+mod redirect;
 
 pub use fetch::{Fetch, FetchError, FetchErrorKind, FetchResponse, PRIVATE_REFUSED};
+pub use redirect::{ChainStep, RedirectChain, RedirectHop};
 
 // ---------------------------------------------------------------------------------------
 // Public: pacing and feedback
