@@ -414,22 +414,27 @@ async fn a_redirect_is_a_record_and_its_target_a_page_of_its_own() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A site on `addr` with an empty robots.txt and `page` at every other path.
+fn site_at(addr: &str, page: &'static str) -> TestSite {
+    TestSite::start_at(
+        SiteConfig {
+            pages: Some(Pages::new(move |_, pq: &str| match pq {
+                "/robots.txt" => Some(Page::text("")),
+                _ => Some(Page::html(page)),
+            })),
+            ..SiteConfig::default()
+        },
+        ip(addr),
+    )
+}
+
 /// A redirect's target goes through robots.txt, the scope and the dedupe as a link does:
 /// one into a disallowed path or off the site is not fetched, and one to a page queued
 /// under its own URL is fetched once. A seed that moves to another host takes that host
 /// into the scope with it.
 #[actix_rt::test]
 async fn a_redirects_target_obeys_robots_scope_and_dedupe() {
-    let other = TestSite::start_at(
-        SiteConfig {
-            pages: Some(Pages::new(|_, pq: &str| match pq {
-                "/robots.txt" => Some(Page::text("")),
-                _ => Some(Page::html("<a href=\"/more\">more</a>")),
-            })),
-            ..SiteConfig::default()
-        },
-        ip("127.0.0.5"),
-    );
+    let other = site_at("127.0.0.5", "<a href=\"/more\">more</a>");
     let elsewhere = other.url("/landing");
     let site = TestSite::start(SiteConfig {
         pages: Some(Pages::new(move |_, pq: &str| match pq {
@@ -625,16 +630,7 @@ async fn a_redirect_chain_keeps_its_exit_and_a_self_redirect_ends_at_max_redirec
 /// began at, as on a redirect the exit follows itself.
 #[actix_rt::test]
 async fn a_redirect_to_another_origin_leaves_the_configured_credentials_behind() {
-    let other = TestSite::start_at(
-        SiteConfig {
-            pages: Some(Pages::new(|_, pq: &str| match pq {
-                "/robots.txt" => Some(Page::text("")),
-                _ => Some(Page::html("")),
-            })),
-            ..SiteConfig::default()
-        },
-        ip("127.0.0.6"),
-    );
+    let other = site_at("127.0.0.6", "");
     let away = other.url("/landing");
     let site = TestSite::start(SiteConfig {
         pages: Some(Pages::new(move |_, pq: &str| match pq {
