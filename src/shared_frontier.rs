@@ -122,14 +122,14 @@ impl RedisWait {
 pub enum Blame {
     /// An HTTP answer (any status), or a decision that needed none (robots.txt).
     Answered,
-    /// A failure at the site's end (refused, reset, TLS, DNS, too large, …): another
-    /// consumer would meet it too.
+    /// A failure at the site's end (refused, reset, TLS, too large, …): another consumer
+    /// would meet it too.
     Remote,
     /// A failure of this consumer's own: no exit could open a connection, every exit is
     /// ejected, no exit of the host's address family.
     Local,
-    /// A timeout: the site's when this consumer gets answers, this consumer's when it
-    /// gets none.
+    /// A timeout, or a name that did not resolve: the site's when this consumer gets
+    /// answers, this consumer's (its network, its resolver) when it gets none.
     Timeout,
 }
 

@@ -221,7 +221,7 @@ fn kind_blame(kind: FetchErrorKind) -> Blame {
         | FetchErrorKind::Proxy
         | FetchErrorKind::NoHealthyExit
         | FetchErrorKind::AddressFamily => Blame::Local,
-        FetchErrorKind::Timeout => Blame::Timeout,
+        FetchErrorKind::Timeout | FetchErrorKind::Dns => Blame::Timeout,
         _ => Blame::Remote,
     }
 }
@@ -236,6 +236,7 @@ fn robots_blame(why: &str) -> Blame {
         FetchErrorKind::NoHealthyExit,
         FetchErrorKind::AddressFamily,
         FetchErrorKind::Timeout,
+        FetchErrorKind::Dns,
     ]
     .into_iter()
     .find(|k| why.contains(&format!("({}: ", k.as_str())))
@@ -682,6 +683,11 @@ mod tests {
             robots_blame(&why("local_connect: no exit could connect")),
             Blame::Local
         );
+        assert_eq!(
+            robots_blame(&why("dns: failed resolving a.test: Try again")),
+            Blame::Timeout
+        );
+        assert_eq!(kind_blame(FetchErrorKind::Dns), Blame::Timeout);
         assert_eq!(robots_blame(&why("it answered 503")), Blame::Answered);
         assert_eq!(
             robots_blame(&why("connect_refused: refused")),
