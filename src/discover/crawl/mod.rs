@@ -250,6 +250,11 @@ pub struct Crawl {
     lastmods: HashMap<String, String>,
     /// The private-address rule: which resumed links count as found on a public page.
     addresses: AddressRule,
+    /// Seeds an earlier run fetched, whose robots.txt is asked for its `Sitemap:` lines
+    /// (`[crawl] sitemaps`): no page of their origin may be handed out again to ask for
+    /// it, and the URLs only those sitemaps list, not yet fetched, would be lost to the
+    /// resumed crawl.
+    sitemap_robots: Vec<Url>,
     /// Redirects one page may take before it ends (`crawler.max_redirects`).
     max_redirects: u32,
     /// Redirect targets queued: the redirects that led there, and whether from a seed.
@@ -305,6 +310,7 @@ impl Crawl {
             addresses: c.address_rule(),
             max_redirects: 10,
             redirected: HashMap::new(),
+            sitemap_robots: Vec::new(),
         })
     }
 
@@ -378,6 +384,9 @@ impl Crawl {
                         self.frontier.push(u, 0, None);
                     } else {
                         self.totals.deduped += 1;
+                        if self.robots_sitemaps && self.obey_robots {
+                            self.sitemap_robots.push(u);
+                        }
                     }
                 }
                 Err(e) => {
@@ -404,6 +413,26 @@ impl Crawl {
             self.resume_link(link);
         }
         out
+    }
+
+    /// The robots.txt of a seed an earlier run fetched (see [`Crawl::sitemap_robots`]),
+    /// unless its origin's is known or on its way.
+    fn robots_for_sitemaps(&mut self, seed: &Url, now: Instant) -> Option<Action> {
+        let origin = origin_key(seed);
+        if self.robots_in_flight.contains(&origin)
+            || !matches!(self.robots.lookup(&origin, now), RobotsState::Fetch)
+        {
+            return None;
+        }
+        self.robots_in_flight.insert(origin.clone());
+        self.totals.robots_fetches += 1;
+        self.in_flight += 1;
+        Some(Action::Fetch(Request::Robots {
+            origin,
+            host: host_key(seed).to_owned(),
+            url: robots_url(seed),
+            from_public: false,
+        }))
     }
 
     fn add_seed_host(&mut self, u: &Url) {
@@ -440,6 +469,12 @@ impl Crawl {
     /// wait, or that the crawl is over.
     pub fn next(&mut self, now: Instant) -> Next {
         while self.in_flight < self.concurrency && !self.budget_spent {
+            if let Some(seed) = self.sitemap_robots.pop() {
+                if let Some(a) = self.robots_for_sitemaps(&seed, now) {
+                    return Next::Act(a);
+                }
+                continue;
+            }
             let mut entry = match self.frontier.pop(now) {
                 Pop::Ready(e) => e,
                 Pop::Wait(d) => return Next::Wait(d),

@@ -755,3 +755,36 @@ fn a_redirects_target_seen_already_is_not_queued_again() {
     }
     assert_eq!(c.next(now), Next::Done);
 }
+
+#[test]
+fn a_resumed_crawl_asks_a_done_seeds_robots_txt_for_its_sitemaps() {
+    let clock = FakeClock::new();
+    let body = "User-agent: *\nAllow: /\nSitemap: http://a.test/s.xml\n";
+    for (sitemaps, asks) in [(true, true), (false, false)] {
+        let mut c = crawl(&CrawlSettings {
+            sitemaps,
+            ..settings()
+        });
+        let resume = Resume {
+            done: vec!["http://a.test/".into()],
+            pages: 1,
+            pending: Vec::new(),
+        };
+        c.start(seeds(&["http://a.test/"]), &[], resume);
+        let next = c.next(clock.now());
+        if !asks {
+            assert_eq!(next, Next::Done);
+            continue;
+        }
+        let (origin, host, _) = robots_fetch(next);
+        assert_eq!(origin, "http://a.test");
+        let acts = c.on_robots(&origin, &host, Ok(status(200, body)), clock.now());
+        assert!(
+            acts.iter().any(|a| matches!(
+                a,
+                Action::Fetch(Request::Sitemap { url, .. }) if url.as_str() == "http://a.test/s.xml"
+            )),
+            "{acts:?}"
+        );
+    }
+}
