@@ -59,14 +59,18 @@ pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
     };
     let hops = ctx.gate.enabled() && ctx.handle.settings().crawler.max_redirects > 0;
     let fetch = if hops {
-        Fetch::get(url.clone()).no_redirects()
+        Fetch::get(url).no_redirects()
     } else {
-        Fetch::get(url.clone())
+        Fetch::get(url)
     };
     let mut result = send(ctx, fetch, spacing).await;
-    if hops && result.as_ref().is_ok_and(|r| r.redirect_target().is_some()) {
-        // Boxed: a redirect is rare, and inline it would make every URL's future larger.
-        result = Box::pin(follow_redirects(ctx, url, result)).await;
+    if let (true, Ok(r)) = (hops, &result) {
+        if r.redirect_target().is_some() {
+            let listed = r.url.clone();
+            // Boxed: a redirect is rare, and inline it would make every URL's future
+            // larger.
+            result = Box::pin(follow_redirects(ctx, listed, result)).await;
+        }
     }
     match result {
         Ok(r) => {

@@ -404,8 +404,9 @@ impl<'h> Driver<'h> {
                 self.opts.max_redirects, entry.url
             ));
         }
-        if let Ok(r) = &mut result {
-            r.attempts += before;
+        match &mut result {
+            Ok(r) => r.attempts += before,
+            Err(e) => e.attempts += before,
         }
         let page = self
             .crawl
