@@ -85,7 +85,12 @@ pub async fn fetch_one(ctx: &Ctx<'_>, url: String) -> Outcome {
 }
 
 /// What robots.txt says of `url`: go (with a Crawl-delay turn), or the outcome instead.
+/// Once the crawl is stopping nothing more is admitted: a robots.txt fetch the stop cut
+/// short leaves its origin without an answer, which is no word of the site's.
 async fn admit(ctx: &Ctx<'_>, url: &str) -> Result<Option<Spacing>, Outcome> {
+    if ctx.gate.stopped() {
+        return Err(Outcome::Stopped);
+    }
     match ctx.gate.check(url) {
         Check::Go => Ok(None),
         Check::Skip(why) => Err(Outcome::Robots(why)),

@@ -24,8 +24,8 @@ PROGRESS:
                          the URLs read so far for stdin
       38 done, 120 found  with --follow: pages done, and URLs found so far (seeds \
                          included); no percentage or eta while links are still being found
-      ok / failed         URLs answered 2xx / that ended otherwise (another status, an \
-                         error, a skip)
+      ok / failed         URLs answered 2xx / that ended otherwise (another status but \
+                         a redirect, an error, a skip)
       throttled           429 and 503 answers met (each is retried later)
       skipped             URLs --resume found already done in --out
       URLs/s              URLs done per second

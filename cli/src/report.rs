@@ -106,7 +106,8 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         h,
         "<h1>exitcrawl report</h1><p class=\"note\">Written {} after {:.1} s{}.</p>\
          <dl id=\"totals\" data-total=\"{}\" data-ok=\"{}\" data-failed=\"{}\" \
-         data-throttled=\"{}\" data-requests=\"{}\" data-interrupted=\"{}\" data-invalid=\"{}\">",
+         data-redirected=\"{}\" data-throttled=\"{}\" data-requests=\"{}\" \
+         data-interrupted=\"{}\" data-invalid=\"{}\">",
         rfc3339_millis(now),
         s.elapsed_s,
         if s.interrupted > 0 {
@@ -117,6 +118,7 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         s.total,
         s.ok,
         s.failed,
+        s.redirected,
         s.throttled,
         s.requests,
         s.interrupted,

@@ -296,6 +296,11 @@ impl RobotsGate {
         self.stopped.set(true);
         self.stop.notify_waiters();
     }
+
+    /// The crawl is stopping ([`RobotsGate::stop`]).
+    pub fn stopped(&self) -> bool {
+        self.stopped.get()
+    }
 }
 
 /// Where a URL stands with its origin's robots.txt.

@@ -353,10 +353,11 @@ impl Summary {
         self
     }
 
-    /// A `--follow` crawl's counters.
+    /// A `--follow` crawl's counters. `skipped_robots` stays the records' own count, as
+    /// the other record figures do: the crawl's counters are a snapshot that a stop may
+    /// take before the last robots skips it handed out were written.
     pub fn with_follow(mut self, ft: &FollowTotals) -> Self {
         self.skipped = ft.resumed;
-        self.skipped_robots = ft.skipped_robots;
         self.robots_fetches = ft.robots_fetches;
         self.follow = Some(FollowSummary {
             discovered: ft.discovered,

@@ -88,7 +88,7 @@ fn follow_crawls_allowed_pages_once_and_obeys_robots() {
             r["fetched_at"].as_str().is_some_and(|t| t.ends_with('Z')),
             "{r}"
         );
-        for key in ["depth", "parent", "skipped", "new_links"] {
+        for key in ["depth", "parent", "skipped", "new_links", "throttled"] {
             assert!(r.get(key).is_some(), "record lacks {key}: {r}");
         }
     }

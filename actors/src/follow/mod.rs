@@ -75,7 +75,7 @@ pub use exitcrawl::discover::crawl::{
     CrawlError as FollowError, CrawlTotals as FollowTotals, PendingLink, Resume,
 };
 pub use record::{FollowRecord, SkipReason};
-use state::{outcome, Chain, Done};
+use state::{outcome, Again, Chain, Done};
 
 use crate::crawler::CrawlerHandle;
 use crate::messages::{Fetch, FetchErrorKind, FetchResponse};
@@ -188,7 +188,7 @@ pub async fn crawl(
         opts,
         crawl,
         in_flight: FuturesUnordered::new(),
-        redirected_by: HashMap::new(),
+        redirected_by: resumed_chains(&resume),
     };
     if !opts.crawl.robots {
         tracing::warn!(
@@ -299,7 +299,7 @@ impl<'h> Driver<'h> {
             Request::Page(entry) => {
                 let chain = self.redirected_by.remove(entry.url.as_str());
                 let sent = crate::clock::now();
-                page_fetch(handle, entry, sent, chain, (0, 0))
+                page_fetch(handle, entry, sent, chain, Again::default())
             }
             Request::Robots {
                 origin,
@@ -377,7 +377,7 @@ impl<'h> Driver<'h> {
     fn on_page(
         &mut self,
         entry: exitcrawl::discover::Entry,
-        (sent, chain, (again, before)): (Instant, Option<Chain>, (u32, u32)),
+        (sent, chain, again): (Instant, Option<Chain>, Again),
         mut result: Result<FetchResponse, crate::FetchError>,
         on_record: &mut OnRecord<'_>,
     ) {
@@ -388,14 +388,22 @@ impl<'h> Driver<'h> {
             same.then(|| Arc::clone(&r.exit))
         });
         let mut error = None;
-        if let Some(exit) = to_itself {
-            if again < self.opts.max_redirects {
-                let attempts = before + result.as_ref().map_or(0, |r| r.attempts);
+        // With no redirects to follow, a redirect to itself is the page's answer as any.
+        if let Some(exit) = to_itself.filter(|_| self.opts.max_redirects > 0) {
+            if again.times < self.opts.max_redirects {
+                let (attempts, throttled) = result
+                    .as_ref()
+                    .map_or((0, 0), |r| (r.attempts, r.throttled));
+                let again = Again {
+                    times: again.times + 1,
+                    attempts: again.attempts + attempts,
+                    throttled: again.throttled + throttled,
+                };
                 let chain = Chain {
-                    exit,
+                    exit: Some(exit),
                     left_origin: left,
                 };
-                let fut = page_fetch(self.handle, entry, sent, Some(chain), (again + 1, attempts));
+                let fut = page_fetch(self.handle, entry, sent, Some(chain), again);
                 self.in_flight.push(fut);
                 return;
             }
@@ -405,8 +413,14 @@ impl<'h> Driver<'h> {
             ));
         }
         match &mut result {
-            Ok(r) => r.attempts += before,
-            Err(e) => e.attempts += before,
+            Ok(r) => {
+                r.attempts += again.attempts;
+                r.throttled += again.throttled;
+            }
+            Err(e) => {
+                e.attempts += again.attempts;
+                e.throttled += again.throttled;
+            }
         }
         let page = self
             .crawl
@@ -415,7 +429,7 @@ impl<'h> Driver<'h> {
             if r.redirect_target().is_some() {
                 let moved = url::Url::parse(target).is_ok_and(|t| t.origin() != entry.url.origin());
                 let chain = Chain {
-                    exit: Arc::clone(&r.exit),
+                    exit: Some(Arc::clone(&r.exit)),
                     left_origin: left || moved,
                 };
                 self.redirected_by.insert(target.clone(), chain);
@@ -443,21 +457,46 @@ impl<'h> Driver<'h> {
     }
 }
 
+/// The chains of the redirect targets an earlier run left pending: their exits are not
+/// in the records, but whether they left their first origin is (the target's origin
+/// against its page's), so the configured credentials stay behind as they would have.
+fn resumed_chains(resume: &Resume) -> HashMap<String, Chain> {
+    let origin = |u: &str| url::Url::parse(u).ok().map(|u| u.origin());
+    resume
+        .pending
+        .iter()
+        .filter(|l| l.redirect)
+        .filter_map(|l| {
+            let page = l.parent.as_deref()?;
+            let url = exitcrawl::discover::normalize(&l.url).ok()?;
+            let left = origin(url.as_str()) != origin(page);
+            let chain = Chain {
+                exit: None,
+                left_origin: left,
+            };
+            Some((url.to_string(), chain))
+        })
+        .collect()
+}
+
 /// Fetch the page `entry`, sent first at `sent`, reached by `chain` (its next hop through
-/// that chain's exit, without credentials once it left its first origin); `again`: the
-/// times it was asked again, and the attempts that took (see [`Driver::on_page`]).
+/// that chain's exit, without credentials once it left its first origin); `again`: its
+/// asks so far for redirecting to itself (see [`Driver::on_page`]).
 fn page_fetch<'h>(
     handle: &'h CrawlerHandle,
     entry: exitcrawl::discover::Entry,
     sent: Instant,
     chain: Option<Chain>,
-    again: (u32, u32),
+    again: Again,
 ) -> LocalBoxFuture<'h, Done> {
     let mut fetch = Fetch::get(entry.url.to_string())
         .found_on_public(entry.from_public)
         .no_redirects();
     if let Some(c) = &chain {
-        fetch = fetch.prefer(&*c.exit).off_origin(c.left_origin);
+        fetch = fetch.off_origin(c.left_origin);
+        if let Some(exit) = &c.exit {
+            fetch = fetch.prefer(&**exit);
+        }
     }
     async move {
         let result = handle.fetch(fetch).await;

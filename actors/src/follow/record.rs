@@ -38,6 +38,8 @@ pub struct FollowRecord {
     pub exit: Option<String>,
     /// HTTP attempts sent (0 when skipped).
     pub attempts: u32,
+    /// 429/503 answers over all attempts.
+    pub throttled: u32,
     /// From handing the fetch to the crawler to its reply.
     pub elapsed_ms: u64,
     /// Body bytes of the final answer (decoded).
@@ -60,9 +62,6 @@ pub struct FollowRecord {
     /// The `<lastmod>` of the sitemap that listed the URL (`parent` is that sitemap).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lastmod: Option<String>,
-    /// 429/503 answers over all attempts (not serialised; for summaries).
-    #[serde(skip)]
-    pub throttled: u32,
 }
 
 impl FollowRecord {

@@ -19,8 +19,8 @@ pub(super) enum Done {
         result: Result<FetchResponse, FetchError>,
         /// The redirect chain that led to it, if any.
         chain: Option<Chain>,
-        /// Times it was asked again for redirecting to itself, and the attempts that took.
-        again: (u32, u32),
+        /// Its asks so far for redirecting to itself.
+        again: Again,
     },
     Robots {
         origin: String,
@@ -69,8 +69,18 @@ fn location(r: &FetchResponse) -> Option<&[u8]> {
 /// it began at (the configured credentials stay behind then).
 #[derive(Debug, Clone)]
 pub(super) struct Chain {
-    pub(super) exit: Arc<str>,
+    /// `None` for a chain an earlier run left pending (see `resumed_chains`).
+    pub(super) exit: Option<Arc<str>>,
     pub(super) left_origin: bool,
+}
+
+/// A page asked again for redirecting to itself: how often, and the attempts and
+/// throttles those asks took (its record sums them).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Again {
+    pub(super) times: u32,
+    pub(super) attempts: u32,
+    pub(super) throttled: u32,
 }
 
 /// `e` as the core sees it.

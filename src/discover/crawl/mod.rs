@@ -457,6 +457,14 @@ impl Crawl {
         }
         let parent = link.parent.as_deref().and_then(|p| normalize(p).ok());
         let from_public = self.resumed_from_public(parent.as_ref());
+        if link.redirect {
+            // Its chain goes on: bounded, and in scope with its seed, as it would have.
+            let chained = Redirected {
+                hops: 1,
+                from_seed: link.depth == 0,
+            };
+            self.redirected.insert(u.clone(), chained);
+        }
         self.frontier.push_entry(Entry {
             url: u,
             depth: link.depth,

@@ -735,6 +735,9 @@ fn a_seeds_pending_redirect_target_resumes_in_scope() {
         (landed.url.as_str(), landed.depth),
         ("https://www.a.test/", 0)
     );
+    // Its chain goes on from the seed: the next host is in scope too.
+    let done = c.on_page(&landed, Ok(moved(301, "https://www2.a.test/")), clock.now());
+    assert_eq!(done.links, ["https://www2.a.test/"]);
 }
 
 #[test]
