@@ -247,14 +247,28 @@ pub fn decide(
 /// crawl of many hosts.
 #[derive(Debug, Default)]
 pub struct Refusing<K> {
-    since: std::collections::HashMap<K, Instant>,
+    /// The run's first throttle and its last.
+    since: std::collections::HashMap<K, (Instant, Instant)>,
 }
 
 impl<K: std::hash::Hash + Eq + Clone> Refusing<K> {
-    /// `host` throttled at `now`: how long it has refused everything.
-    pub fn throttled(&mut self, host: &K, now: Instant) -> Duration {
-        let since = *self.since.entry(host.clone()).or_insert(now);
-        now.saturating_duration_since(since)
+    /// A host that refuses everything is asked again within this long (a pause it named
+    /// at most `max_retry_after`, a lockout's probe at most two minutes): a throttle
+    /// longer after the last one starts a run of its own, since nothing was asked in
+    /// between. Without it a run left open (its URLs ended otherwise) counted the hours
+    /// since, and one throttle then gave the host up.
+    pub const QUIET_FLOOR: Duration = Duration::from_secs(120);
+
+    /// `host` throttled at `now`: how long it has refused everything, counted from the
+    /// first throttle of a run whose throttles came at most `quiet` apart (see
+    /// [`Refusing::QUIET_FLOOR`]).
+    pub fn throttled(&mut self, host: &K, now: Instant, quiet: Duration) -> Duration {
+        let run = self.since.entry(host.clone()).or_insert((now, now));
+        if now.saturating_duration_since(run.1) > quiet.max(Self::QUIET_FLOOR) {
+            run.0 = now;
+        }
+        run.1 = now;
+        now.saturating_duration_since(run.0)
     }
 
     /// `host` answered with anything but a throttle: it takes requests.
@@ -610,20 +624,27 @@ mod tests {
     fn refusing_runs_from_the_first_throttle_since_the_last_other_answer() {
         let clock = FakeClock::new();
         let mut r: Refusing<&str> = Refusing::default();
-        assert_eq!(r.throttled(&"a", clock.now()), Duration::ZERO);
+        let quiet = 300 * SECS;
+        assert_eq!(r.throttled(&"a", clock.now(), quiet), Duration::ZERO);
         clock.advance(5 * SECS);
-        assert_eq!(r.throttled(&"a", clock.now()), 5 * SECS);
-        assert_eq!(r.throttled(&"b", clock.now()), Duration::ZERO);
+        assert_eq!(r.throttled(&"a", clock.now(), quiet), 5 * SECS);
+        assert_eq!(r.throttled(&"b", clock.now(), quiet), Duration::ZERO);
         assert_eq!(r.len(), 2);
         r.answered(&"a");
         clock.advance(SECS);
-        assert_eq!(r.throttled(&"a", clock.now()), Duration::ZERO);
-        assert_eq!(r.throttled(&"b", clock.now()), SECS);
+        assert_eq!(r.throttled(&"a", clock.now(), quiet), Duration::ZERO);
+        assert_eq!(r.throttled(&"b", clock.now(), quiet), SECS);
         // Given up (its pause was too long): ten minutes later a new URL's first throttle
         // starts a run of its own.
         r.given_up(&"b");
         clock.advance(600 * SECS);
-        assert_eq!(r.throttled(&"b", clock.now()), Duration::ZERO);
+        assert_eq!(r.throttled(&"b", clock.now(), quiet), Duration::ZERO);
+        // A run left open (its URLs ended otherwise): a throttle hours later starts anew,
+        // one within the quiet bound goes on.
+        clock.advance(4 * 3600 * SECS);
+        assert_eq!(r.throttled(&"a", clock.now(), quiet), Duration::ZERO);
+        clock.advance(quiet);
+        assert_eq!(r.throttled(&"a", clock.now(), quiet), quiet);
     }
 
     #[test]

@@ -70,6 +70,9 @@ struct Asked {
     max_body_bytes: Option<u64>,
     truncate_body: bool,
     max_throttles: Option<u32>,
+    /// The fetch itself came off its chain's first origin: its credentials stayed
+    /// behind, and so they do on every hop.
+    left_origin: bool,
 }
 
 impl Asked {
@@ -82,6 +85,7 @@ impl Asked {
             max_body_bytes: f.max_body_bytes,
             truncate_body: f.truncate_body,
             max_throttles: f.max_throttles,
+            left_origin: f.left_origin,
         }
     }
 
@@ -93,11 +97,12 @@ impl Asked {
             }
             self.body = None;
         }
-        if hop.left_origin {
+        let left = hop.left_origin || self.left_origin;
+        if left {
             self.headers
                 .retain(|(name, _)| !crate::exit::is_credential(name));
         }
-        let mut f = hop.fetch();
+        let mut f = hop.fetch().off_origin(left);
         f.method = self.method.clone();
         f.headers = self.headers.clone();
         f.body = self.body.clone();

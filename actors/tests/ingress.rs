@@ -405,3 +405,39 @@ async fn third_fetch_waits_for_the_pause(throttle_first: bool) {
     );
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A caller that polls its fetches only between its own awaits (a stream of fetches
+/// drained while each answer is worked on, and the work fetching too) does not stall the
+/// crawler: no fetch waits on another caller's future to be polled again.
+#[actix_rt::test]
+async fn a_fetch_parked_in_a_callers_stream_holds_no_other_fetch_back() {
+    use futures_util::StreamExt as _;
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_millis(2),
+        latency_noise: 0.9,
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings(16, 64)).expect("start");
+    let urls: Vec<String> = (0..400).map(|i| site.url(&format!("/s/{i}"))).collect();
+    let work = async {
+        let mut answers = futures_util::stream::iter(urls)
+            .map(|u| h.fetch(Fetch::get(u)))
+            .buffer_unordered(8);
+        let mut done = 0;
+        while let Some(r) = answers.next().await {
+            r.expect("an answer");
+            // Work on the answer, fetching too, while the stream is not polled.
+            let more = h
+                .fetch(Fetch::get(site.url(&format!("/more/{done}"))))
+                .await;
+            more.expect("an answer");
+            done += 1;
+        }
+        done
+    };
+    let done = tokio::time::timeout(Duration::from_secs(20), work)
+        .await
+        .expect("no fetch waits on a parked one");
+    assert_eq!(done, 400);
+    h.shutdown(Duration::from_secs(1)).await;
+}

@@ -267,3 +267,47 @@ async fn each_redirect_is_asked_of_robots_txt() {
         landed.headers
     );
 }
+
+/// A fetch that is itself a hop off its chain's first origin (`Fetch::off_origin`) keeps
+/// the configured credentials behind on the redirects it is given, same-origin ones too.
+#[actix_rt::test]
+async fn a_fetch_off_its_origin_keeps_credentials_behind_on_its_redirects() {
+    let pages = Pages::new(|_host: &str, pq: &str| {
+        Some(match pq {
+            "/robots.txt" => Page::text(""),
+            "/moved" => Page::redirect(302, "/landed"),
+            _ => Page::html("<p>page</p>"),
+        })
+    });
+    let site = paused_site(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    });
+    let mut s = settings();
+    s.crawler
+        .headers
+        .insert("Authorization".into(), "Bearer s3cret".into());
+    let h = Crawler::start(s).expect("start");
+    let r = h
+        .fetch(Fetch::get(site.url("/moved")).off_origin(true))
+        .await
+        .expect("followed");
+    assert_eq!(r.status, 200);
+    let log = site.requests();
+    let authorized: Vec<&str> = log
+        .iter()
+        .filter(|r| {
+            r.headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+        })
+        .map(|r| r.path.as_str())
+        .collect();
+    // robots.txt is a fetch of its own, made with the configured headers.
+    assert_eq!(
+        authorized,
+        ["/robots.txt"],
+        "credentials sent past the first origin"
+    );
+    assert!(log.iter().any(|r| r.path == "/landed"));
+}

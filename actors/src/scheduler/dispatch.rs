@@ -382,7 +382,9 @@ fn retry_locally(head: &mut Pending, max_ejection: Duration, now: Instant) -> Op
         }
         AllDown::Wait(_) if now < again => Some(Step::Wait(again - now)),
         AllDown::Wait(_) => {
+            // A fresh round: what each exit says now decides.
             head.excluded.clear();
+            head.local_passes = false;
             head.local = Some((since, now + LOCAL_RETRY));
             Some(Step::Wait(Duration::ZERO))
         }

@@ -100,7 +100,9 @@ impl Scheduler {
         if f.kind.is_exit_fault() {
             self.observe(i, Some(f.message.clone()));
         }
-        p.local_passes = f.kind == outcome::Failure::OutOfFiles;
+        // Any exit short of descriptors makes the fetch wait for them, whatever the other
+        // exits said (one of another family, one whose address is gone).
+        p.local_passes |= f.kind == outcome::Failure::OutOfFiles;
         p.local_failure = Some((f.error, f.message));
         self.requeue_front(p);
     }
@@ -117,6 +119,7 @@ impl Scheduler {
     ) -> Option<(Pending, Duration)> {
         // An answer ends any stretch of failures on our side: a later one starts anew.
         p.local = None;
+        p.local_passes = false;
         let now = Instant::now();
         let exit_name = self.exits[i].name.clone();
         let (throttle, hints, asked) = self.note_answer(
@@ -134,7 +137,8 @@ impl Scheduler {
                 self.honour_pause(&p.host, i, now.into_std() + ra, false);
             }
             tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
-            let refusing_for = self.refusing.throttled(&p.host, now.into_std());
+            let quiet = self.settings.crawler.max_retry_after();
+            let refusing_for = self.refusing.throttled(&p.host, now.into_std(), quiet);
             Ended::Throttled(Throttle {
                 retry_after: asked.or(hints.retry_after),
                 refusing_for,
@@ -188,6 +192,9 @@ impl Scheduler {
             self.move_to_another_exit(i, p, f);
             return None;
         }
+        // It reached the site: a later shortage on our side starts a wait of its own.
+        p.local = None;
+        p.local_passes = false;
         let exit_name = self.exits[i].name.clone();
         self.count(i, &p.host, Outcome::Error, None);
         if let Some(l) = &self.limiter {
