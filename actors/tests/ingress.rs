@@ -228,6 +228,42 @@ async fn a_fetch_its_caller_gives_up_on_gives_its_capacity_back() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A fetch its caller gives up on while it waits in the queue is not sent when its turn
+/// comes: nobody would read the answer.
+#[actix_rt::test]
+async fn a_queued_fetch_its_caller_gives_up_on_is_never_sent() {
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings(1, 4)).expect("start");
+    // The one slot is taken; the second waits in the queue until its caller gives up.
+    let first = h.fetch(Fetch::get(site.url("/first")));
+    let abandoned = async {
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(50),
+            h.fetch(Fetch::get(site.url("/abandoned"))),
+        )
+        .await;
+        assert!(gave_up.is_err(), "still queued: {gave_up:?}");
+    };
+    let (first, ()) = join(first, abandoned).await;
+    assert_eq!(first.expect("answer").status, 200);
+    let next = h
+        .fetch(Fetch::get(site.url("/next")))
+        .await
+        .expect("answer");
+    assert_eq!(next.status, 200);
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        paths,
+        ["/first", "/next"],
+        "the abandoned fetch was not sent"
+    );
+    assert_eq!(h.metrics().urls_done(), 3, "it counts as done");
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
 /// A site on 127.0.0.1 that holds the answers to its first two requests until the test
 /// says go, then writes them in one go — a 429 with `Retry-After: 1` to `/throttled` and
 /// a 200 to the other, in the order asked — so that both are in the client's socket

@@ -52,6 +52,11 @@ pub(super) struct Pending {
 }
 
 impl Pending {
+    /// Its caller dropped the reply's receiver: nobody waits for the answer.
+    pub(super) fn abandoned(&self) -> bool {
+        self.reply.as_ref().is_some_and(oneshot::Sender::is_closed)
+    }
+
     /// Attempts that were not throttles: what `max_retries` bounds.
     pub(super) fn errors(&self) -> u32 {
         self.attempts.saturating_sub(self.throttled)
