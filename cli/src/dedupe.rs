@@ -87,9 +87,18 @@ pub fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
     for path in inputs {
         let f = File::open(path)
             .map_err(|e| Failure::Usage(format!("--dedupe {}: {e}", path.display())))?;
-        for line in BufReader::new(f).lines() {
+        for line in BufReader::new(f).split(b'\n') {
             let line =
                 line.map_err(|e| Failure::Usage(format!("--dedupe {}: {e}", path.display())))?;
+            // A record is UTF-8 JSON: a line that is not (a last line cut inside a
+            // character by a hard kill) is no record, dropped as any other.
+            let Ok(mut line) = String::from_utf8(line) else {
+                dropped += 1;
+                continue;
+            };
+            if line.ends_with('\r') {
+                line.pop();
+            }
             if line.trim().is_empty() {
                 continue;
             }
@@ -384,5 +393,20 @@ mod tests {
         drop(w);
         assert_eq!(std::fs::read_to_string(&p).unwrap(), before);
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_line_cut_inside_a_character_is_dropped_not_fatal() {
+        let dir = temp_dir("cut-utf8");
+        let input = dir.join("a.jsonl");
+        let good = r#"{"url":"http://a/é","status":200,"error":null}"#;
+        let mut bytes = format!("{good}\n").into_bytes();
+        let cut = r#"{"url":"http://a/é"#.as_bytes();
+        bytes.extend_from_slice(&cut[..cut.len() - 1]);
+        std::fs::write(&input, bytes).unwrap();
+        let out = dir.join("out.jsonl");
+        dedupe(std::slice::from_ref(&input), &out).expect("the cut line is dropped");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), format!("{good}\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
