@@ -41,6 +41,23 @@ impl Overrides {
         ("crawl.scope", "--scope"),
     ];
 
+    /// What to say of `e`, the settings' refusal once the flags were put in: named by the
+    /// flag that set its key. `--timeout` is in seconds: its range is said in seconds,
+    /// not as the key's milliseconds.
+    pub fn explain(&self, e: &exitcrawl::config::ConfigError) -> String {
+        if let (Some(secs), Some("crawler.timeout_ms")) = (self.timeout, e.key()) {
+            let max = exitcrawl::config::HOUR_MS / 1000;
+            return format!(
+                "--timeout {secs}: {secs} seconds is out of range (0.001 to {max}; sets \
+                 crawler.timeout_ms)"
+            );
+        }
+        match Self::FLAGS.iter().find(|(key, _)| e.key() == Some(*key)) {
+            Some((key, flag)) => format!("{flag} (sets {key}): {e}"),
+            None => format!("with the command line's flags: {e}"),
+        }
+    }
+
     /// Put the flags' values into `s`. A key bounded by another moves to agree, as a
     /// default does (`--timeout 2` lowers a longer connect timeout to 2 s; `--max-rps`
     /// below the starting rate lowers the starting rate, the floor and the probe's step

@@ -17,7 +17,7 @@ use exitcrawl_net::clock;
 use exitcrawl_testsite::TestSite;
 
 use super::archive::{Archive, ArchiveOptions, Resolver};
-use super::args::{ExitArg, Overrides, RunArgs};
+use super::args::{ExitArg, RunArgs};
 use super::consumer::{frontier_crawl, FrontierOptions};
 use super::dedupe::{Compaction, RecordCounts};
 use super::ended::Ended;
@@ -118,24 +118,9 @@ fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure
         settings.crawler.headers.insert(name.clone(), value.clone());
     }
     args.overrides.apply(&mut settings);
-    settings.validate().map_err(|e| {
-        // `--timeout` is in seconds: its range is said in seconds, not as the key's ms.
-        if let (Some(secs), Some("crawler.timeout_ms")) = (args.overrides.timeout, e.key()) {
-            let max = exitcrawl::config::HOUR_MS / 1000;
-            return Failure::Usage(format!(
-                "--timeout {secs}: {secs} seconds is out of range (0.001 to \
-                 {max}; sets crawler.timeout_ms)"
-            ));
-        }
-        let flag = Overrides::FLAGS
-            .iter()
-            .find(|(key, _)| e.key() == Some(*key))
-            .map(|(key, flag)| format!("{flag} (sets {key}): "));
-        Failure::Usage(match flag {
-            Some(flag) => format!("{flag}{e}"),
-            None => format!("with the command line's flags: {e}"),
-        })
-    })?;
+    settings
+        .validate()
+        .map_err(|e| Failure::Usage(args.overrides.explain(&e)))?;
     if args.ignore_robots {
         settings.crawl.robots = false;
         say(

@@ -72,11 +72,20 @@ pub fn classify_connect(err: &ConnectError) -> Failure {
                 _ => classify_io(e),
             }
         }
-        ConnectError::Resolver(e) => match e.downcast_ref::<io::Error>() {
-            Some(e) if super::dns::temporary(e) => Failure::Unresolved,
-            _ => Failure::Other,
-        },
+        ConnectError::Resolver(e) => e
+            .downcast_ref::<io::Error>()
+            .map_or(Failure::Other, resolver_failure),
         _ => Failure::Other,
+    }
+}
+
+/// A resolver's error as the core's [`Failure`]: [`Failure::Unresolved`] when it may
+/// pass ([`super::dns::temporary`]), else [`Failure::Other`] (a name that does not exist).
+pub fn resolver_failure(e: &io::Error) -> Failure {
+    if super::dns::temporary(e) {
+        Failure::Unresolved
+    } else {
+        Failure::Other
     }
 }
 

@@ -198,7 +198,7 @@ impl DnsCache {
 ///
 /// Why the text: std turns every `getaddrinfo` code but `EAI_SYSTEM` into one error kind
 /// and keeps the code only in the message, as `gai_strerror` words it.
-pub fn temporary(e: &io::Error) -> bool {
+pub(crate) fn temporary(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted

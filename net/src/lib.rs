@@ -31,9 +31,9 @@ use std::time::Duration;
 
 use awc::http::Uri;
 
-pub use classify::{classify, classify_connect, refusal};
+pub use classify::{classify, classify_connect, refusal, resolver_failure};
 pub use connector::{connect_from, test_bind, ExitConnector, Reach, SocketError, Stage};
-pub use dns::{temporary, Addrs, DnsCache, ResolveFuture};
+pub use dns::{Addrs, DnsCache, ResolveFuture};
 pub use renew::Renewing;
 
 /// What exitcrawl's clients ask for in `Accept-Encoding`: the encodings the crawler

@@ -20,11 +20,9 @@ use awc::http::{Method, Uri};
 
 mod hop;
 mod request;
-
-pub(crate) use hop::is_credential;
 mod share;
 
-pub(crate) use hop::Hop;
+pub(crate) use hop::{is_credential, Hop};
 use hop::{location_header, redirect_location};
 use request::{Clients, Identity};
 pub(crate) use share::ExitShare;

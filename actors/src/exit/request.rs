@@ -8,8 +8,6 @@ use awc::http::header::{HeaderMap, HeaderName, HeaderValue, COOKIE, SET_COOKIE};
 use exitcrawl::address::AddressRule;
 use exitcrawl::cookies::{CookieJar, Stored};
 
-use exitcrawl::outcome::Failure;
-
 use super::hop::{is_credential, Hop};
 use crate::messages::{AttemptFailure, FetchErrorKind};
 use crate::net::{build_client_reaching, host_of, ClientOptions, DnsCache, Reach, Renewing};
@@ -118,14 +116,10 @@ impl Clients {
 }
 
 /// The failure of a hop whose `host` did not resolve: retried when the resolver's
-/// `error` may pass ([`crate::net::temporary`]).
+/// `error` may pass ([`crate::net::resolver_failure`]).
 fn unresolved(host: &str, error: &std::io::Error) -> AttemptFailure {
     AttemptFailure {
-        kind: if crate::net::temporary(error) {
-            Failure::Unresolved
-        } else {
-            Failure::Other
-        },
+        kind: crate::net::resolver_failure(error),
         error: FetchErrorKind::Dns,
         message: format!("failed resolving {host}: {error}"),
     }

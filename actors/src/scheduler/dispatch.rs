@@ -120,21 +120,16 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) -> Step {
         let now_std = now.into_std();
-        let abandoned = self
-            .queues
-            .host_mut(host)
-            .and_then(|s| s.parts().0)
-            .is_some_and(|head| head.abandoned());
-        if abandoned {
-            // Its caller gave up on it while it waited: nobody reads the answer. Dropped,
-            // it counts as done.
-            drop(self.queues.pop_unsent(host));
-            return Step::Sent;
-        }
         let (pacing, exits, queues) = (&mut self.pacing, &mut self.exits, &mut self.queues);
         let Some(state) = queues.host_mut(host) else {
             return Step::Empty;
         };
+        if state.parts().0.is_some_and(|head| head.abandoned()) {
+            // Its caller gave up on it while it waited: nobody reads the answer. Dropped,
+            // it counts as done.
+            drop(queues.pop_unsent(host));
+            return Step::Sent;
+        }
         let family = state.family;
         let (Some(head), active, host_pacing) = state.parts() else {
             return Step::Empty;

@@ -52,6 +52,13 @@ pub(super) struct Pending {
 }
 
 impl Pending {
+    /// An attempt reached the site: a later shortage on our side starts a wait of its own
+    /// (see `Scheduler::no_exit`).
+    pub(super) fn reached_site(&mut self) {
+        self.local = None;
+        self.local_passes = false;
+    }
+
     /// Its caller dropped the reply's receiver: nobody waits for the answer.
     pub(super) fn abandoned(&self) -> bool {
         self.reply.as_ref().is_some_and(oneshot::Sender::is_closed)

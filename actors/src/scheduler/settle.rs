@@ -117,9 +117,7 @@ impl Scheduler {
         (sent_at, latency): (std::time::Instant, Duration),
         answer: Answer,
     ) -> Option<(Pending, Duration)> {
-        // An answer ends any stretch of failures on our side: a later one starts anew.
-        p.local = None;
-        p.local_passes = false;
+        p.reached_site();
         let now = Instant::now();
         let exit_name = self.exits[i].name.clone();
         let (throttle, hints, asked) = self.note_answer(
@@ -192,9 +190,7 @@ impl Scheduler {
             self.move_to_another_exit(i, p, f);
             return None;
         }
-        // It reached the site: a later shortage on our side starts a wait of its own.
-        p.local = None;
-        p.local_passes = false;
+        p.reached_site();
         let exit_name = self.exits[i].name.clone();
         self.count(i, &p.host, Outcome::Error, None);
         if let Some(l) = &self.limiter {
