@@ -102,8 +102,10 @@ pub async fn crawl(
         }
     }
     flush(out)?;
+    // The records in hand stand: the run goes on to its summary and archive as any
+    // other, and fails (exit 1) with the read error.
     if let Some(e) = l.read_error {
-        return Err(e);
+        return Ok(Ended::Stopped(e));
     }
     Ok(if l.stopping {
         Ended::Interrupted

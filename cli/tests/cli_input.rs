@@ -249,6 +249,65 @@ fn a_closed_or_full_stdout_is_exit_1_with_the_cause() {
     assert_eq!(site.stats().requests, 3, "one fetch per run");
 }
 
+#[test]
+fn a_read_error_on_the_url_list_keeps_the_records_and_the_summary_and_is_exit_1() {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("read-error");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let warc = dir.path("bodies.warc.gz");
+    // stdin is a socket whose other end is closed with a byte it never read: Linux then
+    // hands the reader the lines sent before, and ECONNRESET after them.
+    let (ours, theirs) = UnixStream::pair().expect("socketpair");
+    (&theirs)
+        .write_all(b"x")
+        .expect("a byte left unread at our end");
+    let lines: String = ["/a", "/b", "/c"]
+        .iter()
+        .map(|p| format!("{}\n", site.url(p)))
+        .collect();
+    (&ours).write_all(lines.as_bytes()).expect("write the list");
+    let child = cmd(&[
+        "--config",
+        s(&cfg),
+        "--urls",
+        "-",
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--warc",
+        s(&warc),
+        "--quiet",
+    ])
+    .stdin(Stdio::from(OwnedFd::from(theirs)))
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    drop(ours);
+    let o = wait_bounded(child, Duration::from_secs(60));
+    assert_refused(&o, 1, &["reading --urls failed after 3 URLs", "--resume"]);
+    let recs = records(&out);
+    assert_eq!(recs.len(), 3, "a record per URL read: {recs:?}");
+    assert_eq!(count(&recs, |r| r["status"] == 200), 3);
+    assert_eq!(site.stats().requests, 3);
+    let sum = json(&summary);
+    assert_eq!(sum["total"], 3, "{sum}");
+    assert_eq!(sum["ok"], 3, "{sum}");
+    let responses = warc::WarcReader::from_path_gzip(&warc)
+        .expect("the WARC file")
+        .iter_records()
+        .map(|r| r.expect("a whole WARC record"))
+        .filter(|r| r.header(warc::WarcHeader::WarcType).as_deref() == Some("response"))
+        .count();
+    assert_eq!(responses, 3, "the archive agrees with the records");
+}
+
 // ---------------------------------------------------------------------------------------
 // URLs
 // ---------------------------------------------------------------------------------------
