@@ -157,6 +157,7 @@ fn each_key_alone_at_its_extremes_loads() {
         ("limiter.decrease", "0.01", "0.99"),
         ("limiter.latency_tolerance", "1.01", "100.0"),
         ("limiter.hold_ms", "0", "60000"),
+        ("limiter.forget_idle_ms", "1000", "86400000"),
         ("limiter.jitter", "0.0", "0.5"),
         ("health.interval_ms", "100", "3600000"),
         ("health.timeout_ms", "1", "3600000"),

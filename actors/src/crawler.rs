@@ -260,7 +260,8 @@ fn start_scheduler(
         let mut limiter =
             LimiterActor::new(limiter_settings, exit_names, vec![me.clone().recipient()])
                 .with_metrics(limiter_metrics)
-                .with_prior(Arc::clone(&prior));
+                .with_prior(Arc::clone(&prior))
+                .telling_forgotten(me.clone().recipient());
         if let Some(r) = redis {
             limiter = limiter.with_shared_rates(SharedRates::new(r.clone()));
         }

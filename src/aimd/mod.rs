@@ -77,6 +77,7 @@ mod errors;
 mod estimate;
 mod fit;
 pub mod fleet;
+pub mod forget;
 mod hint;
 mod latency;
 mod lockout;

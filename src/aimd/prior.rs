@@ -44,6 +44,9 @@ pub struct HostPrior {
     pauses: Recent,
     /// The throttles each throttled host's first overshoot brought.
     overshoots: Recent,
+    /// Forgotten hosts' rates (see [`super::forget`]): where each starts when it comes
+    /// back, a few dozen bytes a host where its controllers took kilobytes.
+    returning: HashMap<Arc<str>, f64>,
 }
 
 /// A figure per host for the last [`HostPrior::HOSTS`] hosts learned.
@@ -158,6 +161,42 @@ impl HostPrior {
         self.rates.len()
     }
 
+    /// `host`'s controllers were forgotten; `rate`: what a cut taught them
+    /// ([`super::forget::remembered_rate`]), where it starts again when under the crawl's
+    /// start.
+    pub fn forgot(&mut self, host: &Arc<str>, rate: Option<f64>) {
+        match rate {
+            Some(r) if r.is_finite() && r > 0.0 => {
+                self.returning.insert(Arc::clone(host), r);
+            }
+            _ => {
+                self.returning.remove(host);
+            }
+        }
+    }
+
+    /// `host` has controllers again: what was kept of it is theirs now.
+    pub fn returned(&mut self, host: &str) {
+        if !self.returning.is_empty() {
+            self.returning.remove(host);
+        }
+    }
+
+    /// Forgotten hosts that kept a rate.
+    pub fn remembered(&self) -> usize {
+        self.returning.len()
+    }
+
+    /// The rate `host` starts at: [`HostPrior::start`], or lower where the host was
+    /// forgotten with a lower rate.
+    pub fn start_for(&self, host: &str, initial_rps: f64, min_rps: f64) -> f64 {
+        let start = self.start(initial_rps, min_rps);
+        match self.returning.get(host) {
+            Some(r) => r.clamp(min_rps.min(start), start),
+            None => start,
+        }
+    }
+
     /// The rate a new host starts at: [`HostPrior::QUANTILE`] of the known hosts' rates,
     /// within `[min_rps, initial_rps]`; `initial_rps` until it knows
     /// [`HostPrior::MIN_HOSTS`].
@@ -223,6 +262,22 @@ mod tests {
 
     fn host(i: usize) -> Arc<str> {
         Arc::from(format!("h{i}"))
+    }
+
+    #[test]
+    fn a_forgotten_host_starts_again_at_its_own_rate_when_under_the_crawls() {
+        let mut p = HostPrior::new();
+        let (slow, fast, never) = (host(1), host(2), host(3));
+        p.forgot(&slow, Some(0.8));
+        p.forgot(&fast, Some(40.0));
+        p.forgot(&never, None);
+        assert_eq!(p.remembered(), 2, "a host never cut keeps nothing");
+        assert_eq!(p.start_for(&slow, 5.0, 0.1), 0.8);
+        assert_eq!(p.start_for(&fast, 5.0, 0.1), 5.0, "never above the start");
+        assert_eq!(p.start_for(&never, 5.0, 0.1), 5.0);
+        p.returned(&slow);
+        assert_eq!(p.start_for(&slow, 5.0, 0.1), 5.0);
+        assert_eq!(p.remembered(), 1);
     }
 
     #[test]

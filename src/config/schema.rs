@@ -317,6 +317,13 @@ pub struct LimiterSettings {
     /// queued behind it do not all hit the site too. Default 250; 0..=60000 (0 = no hold).
     #[serde(deserialize_with = "strict::int")]
     pub hold_ms: u64,
+    /// `aimd` under scope `auto`: a host nothing has been heard from for this many ms is
+    /// forgotten (its controllers and pacing freed; a rate a throttle taught it is kept, a
+    /// few bytes, and it starts there again), unless a pause, a lockout or a ban's
+    /// ceiling is in force. Bounds the memory of a crawl that meets hosts without end.
+    /// Default 600000 (10 minutes); 1000..=86400000.
+    #[serde(deserialize_with = "strict::int")]
+    pub forget_idle_ms: u64,
     /// `aimd` pacing jitter: each send is delayed within its slot by up to this fraction
     /// of the interval (the long-run rate is unchanged). Default 0.0: even spacing, which
     /// is what a strict limit (nginx `limit_req` without `burst=`) accepts; a host's exits
@@ -353,6 +360,7 @@ impl Default for LimiterSettings {
             decrease: 0.9,
             latency_tolerance: 2.0,
             hold_ms: 250,
+            forget_idle_ms: 600_000,
             jitter: 0.0,
             throttle_statuses: vec![429, 503],
             throttle_on_timeout: false,
@@ -365,6 +373,10 @@ impl LimiterSettings {
     /// The quota of the fixed-rate algorithms: `initial_rps` with `burst`.
     pub fn quota(&self) -> Quota {
         Quota::new(self.initial_rps, self.burst)
+    }
+    /// `forget_idle_ms` as a Duration.
+    pub fn forget_idle(&self) -> Duration {
+        Duration::from_millis(self.forget_idle_ms)
     }
     /// `hold_ms` as a Duration.
     pub fn hold(&self) -> Duration {

@@ -329,6 +329,12 @@ fn validate_limiter(l: &LimiterSettings) -> Result {
     }
     uint("limiter.burst", l.burst.into(), 1, 100_000)?;
     uint("limiter.hold_ms", l.hold_ms, 0, 60_000)?;
+    uint(
+        "limiter.forget_idle_ms",
+        l.forget_idle_ms,
+        1_000,
+        86_400_000,
+    )?;
     float_in("limiter.jitter", l.jitter, 0.0, 0.5, "in 0.0..=0.5")?;
     for (i, &s) in l.throttle_statuses.iter().enumerate() {
         uint(

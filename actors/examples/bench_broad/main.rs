@@ -29,6 +29,9 @@
 //! seeded order, the k-th host's URLs are handed in from k / R seconds on, so the hosts
 //! met later start where the crawler's host prior says. `--per-ip` makes every host limit
 //! each client address instead (a bucket per exit: four times the rate in all).
+//! `--forget-idle-ms MS` sets `limiter.forget_idle_ms`, leaves the crawler quiet for twice
+//! that after the crawl, and reports the hosts the limiter still knows and the heap in use
+//! (glibc's `mallinfo2`) per host after the crawl and after the quiet.
 //!
 //! Per host class it prints: hosts, pages, the ideal time (the slowest constraint: a host's
 //! meeting time plus its pages ÷ its rate, or the class's pages × median latency ÷
@@ -55,7 +58,7 @@ use exitcrawl_testsite::{BroadConfig, HostClass, LimitKey, RetryAfter, Rps};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use site::{part_config, serve, Counted, Host, SiteProcess, HOSTS_PER_PROCESS};
-use sys::{cpu_time, ProcStatus};
+use sys::{cpu_time, heap_in_use, ProcStatus};
 
 const EXITS: u8 = 4;
 const CONCURRENCY: u32 = 256;
@@ -72,13 +75,17 @@ struct Args {
     hosts_per_s: Option<f64>,
     /// Each host limits each client address (`--per-ip`): a bucket per exit.
     per_ip: bool,
+    /// `limiter.forget_idle_ms` (`--forget-idle-ms`): after the crawl, wait twice this
+    /// and report what the crawler still holds.
+    forget_idle_ms: Option<u64>,
     /// Child mode (`--serve I/N`): serve part I of N of the site and answer on
     /// stdin/stdout.
     serve: Option<(usize, usize)>,
 }
 
 const USAGE: &str = "bench_broad [--many] [--hosts-scale F] [--pages N] [--seed S] \
-[--retry-after N|none] [--timeout SECS] [--outstanding N] [--hosts-per-s R] [--per-ip]";
+[--retry-after N|none] [--timeout SECS] [--outstanding N] [--hosts-per-s R] [--per-ip] \
+[--forget-idle-ms MS]";
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
@@ -91,6 +98,7 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         outstanding: None,
         hosts_per_s: None,
         per_ip: false,
+        forget_idle_ms: None,
         serve: None,
     };
     fn value<T: std::str::FromStr>(
@@ -146,6 +154,11 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     "a rate in (0, 100000]",
                     |r: &f64| *r > 0.0 && *r <= 100_000.0,
                 )?);
+            }
+            "--forget-idle-ms" => {
+                a.forget_idle_ms = Some(value(&flag, it.next(), "1000 … 60000", |n: &u64| {
+                    (1_000..=60_000).contains(n)
+                })?);
             }
             "--many" => a.many = true,
             "--per-ip" => a.per_ip = true,
@@ -297,6 +310,33 @@ struct Report {
     hwm_after_kib: u64,
     /// Descriptors open after the crawl (the error when even listing them failed).
     fds_after: Result<usize, String>,
+    /// With `--forget-idle-ms`: heap in use once started, after the crawl, and after
+    /// twice the silence; hosts the limiter knows after the crawl and after the silence.
+    heap: [u64; 3],
+    known: [usize; 2],
+}
+
+impl Report {
+    /// Before the crawl: the process's memory and CPU so far, nothing counted yet.
+    fn new(hosts: usize, meet: Vec<Duration>, classes: usize, status: &mut ProcStatus) -> Self {
+        Report {
+            lost: vec![0; hosts],
+            meet,
+            class_done: vec![Duration::ZERO; classes],
+            rss_before_kib: status.kib("VmRSS"),
+            cpu_before: cpu_time(),
+            reasons: BTreeMap::new(),
+            elapsed: Duration::ZERO,
+            timed_out: false,
+            cpu_after: Duration::ZERO,
+            rss_started_kib: 0,
+            rss_after_kib: 0,
+            hwm_after_kib: 0,
+            fds_after: Ok(0),
+            heap: [0; 3],
+            known: [0; 2],
+        }
+    }
 }
 
 /// A small, seeded shuffle (SplitMix64 + Fisher–Yates) so the URL order is reproducible.
@@ -315,7 +355,7 @@ fn shuffle<T>(v: &mut [T], seed: u64) {
     }
 }
 
-fn settings() -> Settings {
+fn settings(a: &Args) -> Settings {
     let exits = (0..EXITS)
         .map(|i| {
             let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + i));
@@ -325,6 +365,9 @@ fn settings() -> Settings {
     let mut s = Settings::with_exits(exits);
     s.crawl.robots = false;
     s.crawler.concurrency = CONCURRENCY;
+    if let Some(ms) = a.forget_idle_ms {
+        s.limiter.forget_idle_ms = ms;
+    }
     s
 }
 
@@ -360,29 +403,16 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
     let pages = pages_per_host(a);
     let meet = meeting_times(a, hosts.len());
     let work = work_list(a, &meet, pages);
-    let c = settings().crawler;
+    let c = settings(a).crawler;
     let outstanding = a
         .outstanding
         .unwrap_or((c.concurrency + c.queue_capacity) as usize);
     // Opened before the crawl: it can be read when the crawl holds every descriptor.
     let mut status = ProcStatus::open();
-    let mut r = Report {
-        lost: vec![0; hosts.len()],
-        meet,
-        class_done: vec![Duration::ZERO; cfg.classes.len()],
-        rss_before_kib: status.kib("VmRSS"),
-        cpu_before: cpu_time(),
-        reasons: BTreeMap::new(),
-        elapsed: Duration::ZERO,
-        timed_out: false,
-        cpu_after: Duration::ZERO,
-        rss_started_kib: 0,
-        rss_after_kib: 0,
-        hwm_after_kib: 0,
-        fds_after: Ok(0),
-    };
-    let handle = Crawler::start(settings()).expect("start the crawler");
+    let mut r = Report::new(hosts.len(), meet, cfg.classes.len(), &mut status);
+    let handle = Crawler::start(settings(a)).expect("start the crawler");
     r.rss_started_kib = status.kib("VmRSS");
+    r.heap[0] = heap_in_use();
     eprintln!(
         "crawling {} URLs on {} hosts ({outstanding} outstanding, timeout {:?}) …",
         work.len(),
@@ -455,8 +485,20 @@ async fn run(a: &Args, cfg: &BroadConfig, hosts: &[Host]) -> Report {
         .map(Iterator::count)
         .map_err(|e| e.to_string());
     drop(in_flight);
+    if let Some(ms) = a.forget_idle_ms {
+        forgotten(&handle, ms, &mut r).await;
+    }
     handle.shutdown(Duration::from_secs(1)).await;
     r
+}
+
+/// What the crawler holds after the crawl and after twice `forget_idle_ms` of quiet.
+async fn forgotten(handle: &CrawlerHandle, ms: u64, r: &mut Report) {
+    r.heap[1] = heap_in_use();
+    r.known[0] = handle.limits().await.len();
+    tokio::time::sleep(Duration::from_millis(2 * ms)).await;
+    r.heap[2] = heap_in_use();
+    r.known[1] = handle.limits().await.len();
 }
 
 async fn fetch(handle: CrawlerHandle, h: usize, base: String, page: usize) -> Reply {
@@ -615,5 +657,18 @@ fn print_report(
     match &r.fds_after {
         Ok(fds) => println!("crawler descriptors open after the crawl: {fds}"),
         Err(e) => println!("crawler descriptors open after the crawl: cannot list them ({e})"),
+    }
+    if let Some(ms) = a.forget_idle_ms {
+        let per_host = |b: u64| b.saturating_sub(r.heap[0]) as f64 / 1024.0 / n;
+        println!(
+            "forget_idle_ms = {ms}: hosts the limiter knows {} after the crawl, {} after {} ms \
+             quiet; heap in use over the started crawler's {:.1} KiB per host after the crawl, \
+             {:.1} KiB after the quiet",
+            r.known[0],
+            r.known[1],
+            2 * ms,
+            per_host(r.heap[1]),
+            per_host(r.heap[2]),
+        );
     }
 }

@@ -16,6 +16,13 @@ pub(crate) fn cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// Bytes the allocator has handed out and not had back (glibc's `mallinfo2`): what
+/// the process holds, whether or not freed memory went back to the OS.
+pub(crate) fn heap_in_use() -> u64 {
+    // SAFETY: mallinfo2 takes nothing and returns a plain struct.
+    unsafe { libc::mallinfo2() }.uordblks as u64
+}
+
 /// /proc/self/status, kept open and read again from the start each time.
 pub(crate) struct ProcStatus(Option<std::fs::File>);
 

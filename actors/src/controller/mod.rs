@@ -16,6 +16,7 @@ use actix::prelude::*;
 use exitcrawl::aimd::classify;
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
 use exitcrawl::aimd::fleet::SharedKey;
+use exitcrawl::aimd::forget;
 use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
@@ -35,7 +36,7 @@ mod shared;
 enum Controllers {
     /// Scope `auto`: one host policy per host; exits by their index in `[[exits]]`.
     Hosts {
-        policies: HashMap<Arc<str>, HostPolicy>,
+        policies: HashMap<Arc<str>, Known>,
         exits: Vec<Arc<str>>,
         /// Hosts whose Retry-After binds the exit that read it, as last told the
         /// subscribers.
@@ -43,6 +44,20 @@ enum Controllers {
     },
     /// Every other scope: one controller per key.
     Keys(HashMap<LimitKey, Controller>),
+}
+
+/// A host's controllers, and when it was last heard from (see [`forget`]).
+struct Known {
+    policy: HostPolicy,
+    heard: std::time::Instant,
+}
+
+/// Forget the pacing of these hosts: the limiter forgot their controllers (see
+/// [`forget`]). Hosts with fetches queued or in flight keep theirs.
+pub(crate) struct ForgetHosts(pub Vec<Arc<str>>);
+
+impl Message for ForgetHosts {
+    type Result = ();
 }
 
 /// Runs the controllers and broadcasts interval changes.
@@ -56,6 +71,9 @@ pub struct LimiterActor {
     fleet: HashMap<LimitKey, SharedKey>,
     /// This actor, for the replies of Redis calls it spawns.
     me: Option<Addr<Self>>,
+    /// Told the hosts whose controllers were forgotten (the scheduler, whose pacing of
+    /// them goes too).
+    forgotten: Option<Recipient<ForgetHosts>>,
     metrics: Option<Arc<Metrics>>,
     /// Scope `auto`: what the hosts so far say about where a new one starts (shared with
     /// the scheduler, whose pacer for a new host starts there too).
@@ -86,6 +104,7 @@ impl LimiterActor {
             shared: None,
             fleet: HashMap::new(),
             me: None,
+            forgotten: None,
             metrics: None,
             prior: Arc::default(),
         }
@@ -95,6 +114,51 @@ impl LimiterActor {
     pub fn with_prior(mut self, prior: Arc<Mutex<HostPrior>>) -> Self {
         self.prior = prior;
         self
+    }
+
+    /// Tell `to` the hosts whose controllers were forgotten.
+    pub(crate) fn telling_forgotten(mut self, to: Recipient<ForgetHosts>) -> Self {
+        self.forgotten = Some(to);
+        self
+    }
+
+    /// Forget the hosts quiet for `limiter.forget_idle_ms` with nothing in force (see
+    /// [`forget`]), keeping what a throttle taught them in the prior, and tell the
+    /// scheduler. Scope `auto` only: the other scopes keep a controller per key.
+    fn forget_quiet_hosts(&mut self) {
+        let Controllers::Hosts {
+            policies,
+            binds_exit,
+            ..
+        } = &mut self.controllers
+        else {
+            return;
+        };
+        let now = crate::clock::now();
+        let after = self.settings.forget_idle();
+        let mut gone = Vec::new();
+        let mut prior = self.prior.lock().unwrap_or_else(|e| e.into_inner());
+        policies.retain(|host, k| {
+            if !forget::forgettable(&k.policy, k.heard, after, now) {
+                return true;
+            }
+            prior.forgot(host, forget::remembered_rate(&k.policy));
+            binds_exit.remove(host);
+            gone.push(Arc::clone(host));
+            false
+        });
+        drop(prior);
+        if gone.is_empty() {
+            return;
+        }
+        // The map keeps its size after a purge: shrink once it is mostly empty.
+        if policies.capacity() > 4 * policies.len().max(64) {
+            policies.shrink_to_fit();
+        }
+        tracing::debug!(hosts = gone.len(), "limiter: quiet hosts forgotten");
+        if let Some(to) = &self.forgotten {
+            to.do_send(ForgetHosts(gone));
+        }
     }
 
     /// Distributed mode: publish this process's rate changes and adopt the others'.
@@ -173,15 +237,21 @@ impl LimiterActor {
                 let n = exits.len();
                 let i = exits.iter().position(|e| e == exit).unwrap_or(n);
                 let prior = &self.prior;
-                let policy = policies.entry(Arc::clone(host)).or_insert_with(|| {
+                let known = policies.entry(Arc::clone(host)).or_insert_with(|| {
                     let cfg = cfg();
-                    let p = prior.lock().unwrap_or_else(|e| e.into_inner());
-                    let start = p.start(cfg.initial_rps, cfg.min_rps);
-                    HostPolicy::new(cfg, n, Coupling::Auto, now)
-                        .starting_at(start, now)
-                        .expecting_pause(p.pause())
-                        .expecting_probe_throttles(p.probe_throttles())
+                    let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
+                    let start = p.start_for(host, cfg.initial_rps, cfg.min_rps);
+                    p.returned(host);
+                    Known {
+                        policy: HostPolicy::new(cfg, n, Coupling::Auto, now)
+                            .starting_at(start, now)
+                            .expecting_pause(p.pause())
+                            .expecting_probe_throttles(p.probe_throttles()),
+                        heard: now,
+                    }
                 });
+                known.heard = now;
+                let policy = &mut known.policy;
                 let before = policy.detected();
                 let estimate = HostPrior::estimate(policy);
                 let lane_key = |lane: Lane| match lane {
@@ -262,7 +332,7 @@ impl LimiterActor {
                 binds_exit,
             } => policies
                 .iter()
-                .map(|(host, p)| HostLimits {
+                .map(|(host, Known { policy: p, .. })| HostLimits {
                     host: host.to_string(),
                     scope: p.detected().as_str().to_owned(),
                     retry_after_binds: if binds_exit.contains(host) {
@@ -329,6 +399,14 @@ impl Actor for LimiterActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(16 * 1024);
+        if self.settings.algorithm == Algorithm::Aimd && self.settings.scope == Scope::Auto {
+            // A quarter of the silence: a host is forgotten at most 25 % late.
+            let every = (self.settings.forget_idle() / 4).clamp(
+                std::time::Duration::from_secs(1),
+                std::time::Duration::from_secs(60),
+            );
+            ctx.run_interval(every, |me, _| me.forget_quiet_hosts());
+        }
         if let Some(shared) = self.shared.clone() {
             let me = ctx.address();
             self.me = Some(me.clone());

@@ -7,7 +7,7 @@ use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
 use exitcrawl::aimd::fleet::Publish;
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller};
 
-use super::{Controllers, LimitKey, LimiterActor};
+use super::{Controllers, Known, LimitKey, LimiterActor};
 use crate::redis::{Raised, RateMessage, RateUpdate, SharedRates};
 
 impl LimiterActor {
@@ -92,7 +92,7 @@ impl LimiterActor {
             Controllers::Hosts {
                 policies, exits, ..
             } => {
-                let policy = policies.get(key.host.as_ref()?)?;
+                let policy = &policies.get(key.host.as_ref()?)?.policy;
                 let lane = match &key.exit {
                     None => Lane::Host,
                     Some(e) => Lane::Exit(exits.iter().position(|x| x == e)?),
@@ -122,9 +122,11 @@ impl LimiterActor {
                         None => return,
                     },
                 };
-                let policy = policies
-                    .entry(host)
-                    .or_insert_with(|| HostPolicy::new(cfg, n, Coupling::Auto, now));
+                let known = policies.entry(host).or_insert_with(|| Known {
+                    policy: HostPolicy::new(cfg, n, Coupling::Auto, now),
+                    heard: now,
+                });
+                let policy = &mut known.policy;
                 let adjusted = policy.adopt(lane, u.rps, now);
                 policy.controller(lane).map(|c| {
                     (

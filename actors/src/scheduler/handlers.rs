@@ -2,7 +2,7 @@ use actix::clock::Instant;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use crate::controller::LimitKey;
+use crate::controller::{ForgetHosts, LimitKey};
 use crate::messages::{
     AllExitsDown, AttemptDone, ExitStats, Fetch, FetchError, FetchErrorKind, GetCounters, GetStats,
     HealthChanged, Intake, SetInterval, Shutdown,
@@ -34,6 +34,14 @@ impl Handler<SetInterval> for SchedulerActor {
 
     fn handle(&mut self, m: SetInterval, ctx: &mut Self::Context) {
         self.state.borrow_mut().on_set_interval(m, ctx)
+    }
+}
+
+impl Handler<ForgetHosts> for SchedulerActor {
+    type Result = ();
+
+    fn handle(&mut self, m: ForgetHosts, _ctx: &mut Self::Context) {
+        self.state.borrow_mut().forget_hosts(m.0)
     }
 }
 
@@ -146,6 +154,19 @@ impl Scheduler {
             self.metrics.note_pause(&rate, host, before, p, now);
         }
         self.dispatch(ctx);
+    }
+
+    /// The limiter forgot these hosts: their pacing goes too, unless a fetch for one is
+    /// queued or in flight (its entry holds its keys, and a new key would not reach it).
+    pub(super) fn forget_hosts(&mut self, hosts: Vec<std::sync::Arc<str>>) {
+        for host in hosts {
+            if self.queues.host(&host).is_some() {
+                continue;
+            }
+            let exits = self.exits.iter().map(|e| std::sync::Arc::clone(&e.name));
+            self.pacing.forget(&host, exits);
+            self.warned_pause.remove(&host);
+        }
     }
 
     pub(super) fn on_health_changed(

@@ -211,7 +211,7 @@ impl Pacing {
                     let l = &settings.limiter;
                     let start = || {
                         let prior = self.prior.lock().unwrap_or_else(|e| e.into_inner());
-                        prior.start(l.initial_rps, l.min_rps)
+                        prior.start_for(host, l.initial_rps, l.min_rps)
                     };
                     key_state(&mut self.keys, settings, key, (0, true, start), now_std)
                 })
@@ -285,6 +285,21 @@ impl Pacing {
             (exit, true, || start),
             now,
         )
+    }
+
+    /// Forget `host`'s keys (its own and its exit lanes'): the limiter forgot its
+    /// controllers. A host with work keeps them through the handles its entry holds.
+    pub(super) fn forget(&mut self, host: &Arc<str>, exits: impl Iterator<Item = Arc<str>>) {
+        self.keys.remove(&LimitKey {
+            exit: None,
+            host: Some(Arc::clone(host)),
+        });
+        for exit in exits {
+            self.keys.remove(&LimitKey {
+                exit: Some(exit),
+                host: Some(Arc::clone(host)),
+            });
+        }
     }
 
     /// The rate and burst the shared budget (Redis) must see for `key`'s requests: the

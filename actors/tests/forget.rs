@@ -1,0 +1,69 @@
+//! A host nothing has been heard from for `limiter.forget_idle_ms` is forgotten (its
+//! controllers and pacing freed), and comes back at the rate a throttle taught it, not at
+//! the crawl's start rate. On paused time, the site on the test's runtime, the server's
+//! arrivals judged.
+
+mod support;
+
+use std::time::Duration;
+
+use exitcrawl::config::Settings;
+use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
+use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
+use support::{exits, paused_site, timeouts_for_paused_time};
+
+const FORGET_AFTER: Duration = Duration::from_secs(60);
+
+async fn fetch_all(h: &CrawlerHandle, site: &TestSite, from: usize, n: usize) {
+    let fetches = (from..from + n).map(|i| h.fetch(Fetch::get(site.url(&format!("/p/{i}")))));
+    for r in futures_util::future::join_all(fetches).await {
+        assert_eq!(r.expect("fetched").status, 200);
+    }
+}
+
+#[actix_rt::test]
+async fn a_quiet_host_is_forgotten_and_comes_back_at_the_rate_a_throttle_taught_it() {
+    // 1 req/s with a burst of 2 and `Retry-After: 1`: met at the start rate (5 req/s), it
+    // throttles while it is learned.
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::per_second(1, 2)),
+        retry_after: RetryAfter::Fixed(1),
+        latency: Duration::from_millis(40),
+        ..SiteConfig::default()
+    });
+    let mut s = Settings::with_exits(exits(1, 16));
+    s.crawl.robots = false;
+    s.crawler.max_retries = 50;
+    s.limiter.forget_idle_ms = FORGET_AFTER.as_millis() as u64;
+    timeouts_for_paused_time(&mut s);
+    let h = Crawler::start(s).expect("start");
+
+    fetch_all(&h, &site, 0, 20).await;
+    let first = site.requests();
+    assert!(
+        first.iter().any(|r| r.status == 429),
+        "the host throttled while it was learned"
+    );
+    assert_eq!(h.limits().await.len(), 1, "the host is known");
+
+    tokio::time::sleep(FORGET_AFTER * 2).await;
+    assert!(
+        h.limits().await.is_empty(),
+        "quiet for twice forget_idle_ms: forgotten"
+    );
+
+    fetch_all(&h, &site, 20, 6).await;
+    let mut again: Vec<_> = site.requests().split_off(first.len());
+    again.sort_by_key(|r| r.arrived);
+    // Back at the rate it was taught: its first pages a second apart, none refused (slow
+    // start goes on from there, and finds its limit again). Started at 5 req/s instead,
+    // they would go 0.2 s apart and the third would be refused.
+    let shown: Vec<_> = again.iter().map(|r| (r.status, r.arrived)).collect();
+    assert!(again[..3].iter().all(|r| r.status == 200), "{shown:?}");
+    let gap = again[1].arrived - again[0].arrived;
+    assert!(
+        gap >= Duration::from_millis(800),
+        "{gap:?} apart: {shown:?}"
+    );
+    h.shutdown(Duration::from_secs(1)).await;
+}
