@@ -445,6 +445,16 @@ const LIMITER_OUT_OF_RANGE: &[(&str, &str, &str)] = &[
     ),
     ("[limiter]\nburst = 0", "limiter.burst", "1..=100000"),
     ("[limiter]\nhold_ms = 60001", "limiter.hold_ms", "0..=60000"),
+    (
+        "[limiter]\nforget_idle_ms = 999",
+        "limiter.forget_idle_ms",
+        "1000..=86400000",
+    ),
+    (
+        "[crawler]\nmax_retry_after_ms = 120000\n[limiter]\nforget_idle_ms = 60000",
+        "limiter.forget_idle_ms",
+        "≥ crawler.max_retry_after_ms (120000)",
+    ),
     ("[limiter]\njitter = 0.6", "limiter.jitter", "0.0..=0.5"),
     ("[limiter]\njitter = -0.1", "limiter.jitter", "0.0..=0.5"),
     (

@@ -387,6 +387,26 @@ impl Metrics {
         }
     }
 
+    /// The limiter forgot `host`: its rate and scope series go, where they are its own
+    /// (not `all` or `other`, which other hosts share). Its label stays its own.
+    pub(crate) fn forget_host(&self, host: &str, exits: &[Arc<str>]) {
+        if !self.hosts.lock().is_ok_and(|seen| seen.contains(host)) {
+            return;
+        }
+        for exit in exits.iter().map(|e| &**e).chain(["*"]) {
+            self.limiter_rate.remove(&RateLabels {
+                exit: exit.to_owned(),
+                host: host.to_owned(),
+            });
+        }
+        for scope in ["unknown", "host", "per_ip"] {
+            self.limiter_scope.remove(&ScopeLabels {
+                host: host.to_owned(),
+                scope: scope.to_owned(),
+            });
+        }
+    }
+
     /// The label for `host`: itself while under the cap, `other` beyond, `all` when off.
     pub(crate) fn host_label(&self, host: &str) -> String {
         if self.host_cap == 0 {

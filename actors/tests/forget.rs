@@ -35,6 +35,9 @@ async fn a_quiet_host_is_forgotten_and_comes_back_at_the_rate_a_throttle_taught_
     s.crawl.robots = false;
     s.crawler.max_retries = 50;
     s.limiter.forget_idle_ms = FORGET_AFTER.as_millis() as u64;
+    // What validation asks: no pause may outlast the silence that forgets a host.
+    s.crawler.max_retry_after_ms = s.limiter.forget_idle_ms;
+    s.metrics.host_labels = 10;
     timeouts_for_paused_time(&mut s);
     let h = Crawler::start(s).expect("start");
 
@@ -45,12 +48,25 @@ async fn a_quiet_host_is_forgotten_and_comes_back_at_the_rate_a_throttle_taught_
         "the host throttled while it was learned"
     );
     assert_eq!(h.limits().await.len(), 1, "the host is known");
+    let series = |h: &CrawlerHandle| {
+        h.metrics()
+            .encode()
+            .lines()
+            .filter(|l| {
+                l.starts_with("exitcrawl_limiter_rate{")
+                    || l.starts_with("exitcrawl_limiter_scope{")
+            })
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert!(!series(&h).is_empty(), "the host's rate is exported");
 
     tokio::time::sleep(FORGET_AFTER * 2).await;
     assert!(
         h.limits().await.is_empty(),
         "quiet for twice forget_idle_ms: forgotten"
     );
+    assert_eq!(series(&h), Vec::<String>::new(), "and so are its series");
 
     fetch_all(&h, &site, 20, 6).await;
     let mut again: Vec<_> = site.requests().split_off(first.len());

@@ -10,8 +10,8 @@ pub enum Ended {
     /// consumer gives them back to the queue).
     Interrupted,
     /// A frontier consumer could not go on (Redis lost, or its failures are all its
-    /// own), or a crawl's URLs ended because no exit was in service: why, for stderr
-    /// (exit 1). The records and the summary are written.
+    /// own), a crawl's URLs ended because no exit was in service, or reading the URL
+    /// list failed: why, for stderr (exit 1). The records and the summary are written.
     Stopped(String),
 }
 

@@ -103,8 +103,9 @@ pub async fn crawl(
     }
     flush(out)?;
     // The records in hand stand: the run goes on to its summary and archive as any
-    // other, and fails (exit 1) with the read error.
-    if let Some(e) = l.read_error {
+    // other, and fails (exit 1) with the read error; stopped meanwhile, it is an
+    // interrupted run (exit 130), the error said when it came.
+    if let Some(e) = l.read_error.filter(|_| !l.stopping) {
         return Ok(Ended::Stopped(e));
     }
     Ok(if l.stopping {

@@ -47,6 +47,10 @@ pub fn agree(s: &mut Settings, given: impl Fn(&str) -> bool) {
 
     const MS: (u64, u64) = (1, HOUR_MS);
     const RATE: (f64, f64) = (f64::MIN_POSITIVE, MAX_RATE);
+    // Before the backoff's own pair, so that a ceiling moved down here still bounds its
+    // base; after it, the waits taken as they are now, so that a ceiling moved up there
+    // moves `forget_idle_ms` up too.
+    forget_after_waits(s, &given);
     let c = &mut s.crawler;
     pair(
         key(
@@ -68,6 +72,8 @@ pub fn agree(s: &mut Settings, given: impl Fn(&str) -> bool) {
             MS,
         ),
     );
+
+    forget_after_waits(s, &|k: &str| k != "limiter.forget_idle_ms" || given(k));
 
     let l = &mut s.limiter;
     pair(
@@ -112,9 +118,64 @@ pub fn agree(s: &mut Settings, given: impl Fn(&str) -> bool) {
     );
 }
 
+/// A quiet host is forgotten only once whatever pause or backoff it may be waiting out is
+/// over: `limiter.forget_idle_ms` bounds `crawler.max_retry_after_ms` and
+/// `crawler.retry_backoff_max_ms`.
+fn forget_after_waits(s: &mut Settings, given: &impl Fn(&str) -> bool) {
+    let forget = given("limiter.forget_idle_ms");
+    let range = (1_000, DAY_MS);
+    pair(
+        Key {
+            value: &mut s.crawler.max_retry_after_ms,
+            given: given("crawler.max_retry_after_ms"),
+            range: (1_000, DAY_MS),
+        },
+        Key {
+            value: &mut s.limiter.forget_idle_ms,
+            given: forget,
+            range,
+        },
+    );
+    pair(
+        Key {
+            value: &mut s.crawler.retry_backoff_max_ms,
+            given: given("crawler.retry_backoff_max_ms"),
+            range: (1, HOUR_MS),
+        },
+        Key {
+            value: &mut s.limiter.forget_idle_ms,
+            given: forget,
+            range,
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_forget_idle_brings_the_longest_pause_and_backoff_down_with_it() {
+        let exit = crate::config::ExitSettings::new("e", [127, 0, 0, 2].into());
+        let mut s = Settings::with_exits(vec![exit]);
+        s.limiter.forget_idle_ms = 10_000;
+        agree(&mut s, |k| k == "limiter.forget_idle_ms");
+        assert_eq!(s.crawler.max_retry_after_ms, 10_000);
+        assert_eq!(s.crawler.retry_backoff_max_ms, 10_000);
+        s.validate().expect("agreeing keys");
+
+        let mut s = Settings::with_exits(vec![]);
+        s.crawler.max_retry_after_ms = 3_600_000;
+        agree(&mut s, |k| k == "crawler.max_retry_after_ms");
+        assert_eq!(s.limiter.forget_idle_ms, 3_600_000);
+
+        // Through the backoff's ceiling, which its base moved up.
+        let mut s = Settings::with_exits(vec![]);
+        s.crawler.retry_backoff_base_ms = 3_600_000;
+        agree(&mut s, |k| k == "crawler.retry_backoff_base_ms");
+        assert_eq!(s.crawler.retry_backoff_max_ms, 3_600_000);
+        assert_eq!(s.limiter.forget_idle_ms, 3_600_000);
+    }
 
     #[test]
     fn a_key_given_alone_moves_the_default_it_bounds_and_never_itself() {

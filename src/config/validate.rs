@@ -11,7 +11,7 @@ use super::crawl::CrawlSettings;
 use super::error::ConfigError;
 use super::schema::{
     Algorithm, Backend, CrawlerSettings, ExitSettings, HealthSettings, LimiterSettings,
-    RedisSettings,
+    RedisSettings, Scope,
 };
 use super::Settings;
 
@@ -33,6 +33,7 @@ impl Settings {
     pub fn validate(&self) -> Result {
         validate_crawler(&self.crawler)?;
         validate_limiter(&self.limiter)?;
+        validate_forgetting(&self.crawler, &self.limiter)?;
         validate_health(&self.health)?;
         validate_redis(&self.redis, &self.limiter)?;
         uint(
@@ -554,6 +555,30 @@ fn validate_exits(exits: &[ExitSettings]) -> Result {
                 exits.len()
             ),
         ));
+    }
+    Ok(())
+}
+
+/// A quiet host is forgotten (`aimd`, scope `auto`) only once any pause or backoff it may
+/// be waiting out is over: its pacing would go with it.
+fn validate_forgetting(c: &CrawlerSettings, l: &LimiterSettings) -> Result {
+    if l.algorithm != Algorithm::Aimd || l.scope != Scope::Auto {
+        return Ok(());
+    }
+    for (key, v) in [
+        ("crawler.max_retry_after_ms", c.max_retry_after_ms),
+        ("crawler.retry_backoff_max_ms", c.retry_backoff_max_ms),
+    ] {
+        if v > l.forget_idle_ms {
+            return Err(ConfigError::invalid(
+                "limiter.forget_idle_ms",
+                format!(
+                    "{} must be ≥ {key} ({v}): a host is forgotten only once a pause or \
+                     backoff it may be waiting out is over",
+                    l.forget_idle_ms
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -366,7 +366,11 @@ fn settings(a: &Args) -> Settings {
     s.crawl.robots = false;
     s.crawler.concurrency = CONCURRENCY;
     if let Some(ms) = a.forget_idle_ms {
+        // As a config file with the one key would have it (`agree`): no pause or
+        // backoff outlasts the silence that forgets a host.
         s.limiter.forget_idle_ms = ms;
+        s.crawler.max_retry_after_ms = ms;
+        s.crawler.retry_backoff_max_ms = s.crawler.retry_backoff_max_ms.min(ms);
     }
     s
 }

@@ -129,7 +129,7 @@ impl LimiterActor {
         let Controllers::Hosts {
             policies,
             binds_exit,
-            ..
+            exits,
         } = &mut self.controllers
         else {
             return;
@@ -156,6 +156,16 @@ impl LimiterActor {
             policies.shrink_to_fit();
         }
         tracing::debug!(hosts = gone.len(), "limiter: quiet hosts forgotten");
+        if let Some(m) = &self.metrics {
+            for host in &gone {
+                m.forget_host(host, exits);
+            }
+        }
+        if !self.fleet.is_empty() {
+            let gone: HashSet<&str> = gone.iter().map(|h| &**h).collect();
+            self.fleet
+                .retain(|k, _| !k.host.as_deref().is_some_and(|h| gone.contains(h)));
+        }
         if let Some(to) = &self.forgotten {
             to.do_send(ForgetHosts(gone));
         }
@@ -400,7 +410,8 @@ impl Actor for LimiterActor {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(16 * 1024);
         if self.settings.algorithm == Algorithm::Aimd && self.settings.scope == Scope::Auto {
-            // A quarter of the silence: a host is forgotten at most 25 % late.
+            // A quarter of the silence, from a second to a minute: a host is forgotten
+            // at most that late.
             let every = (self.settings.forget_idle() / 4).clamp(
                 std::time::Duration::from_secs(1),
                 std::time::Duration::from_secs(60),

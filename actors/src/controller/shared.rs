@@ -122,9 +122,15 @@ impl LimiterActor {
                         None => return,
                     },
                 };
-                let known = policies.entry(host).or_insert_with(|| Known {
-                    policy: HostPolicy::new(cfg, n, Coupling::Auto, now),
-                    heard: now,
+                let prior = &self.prior;
+                let known = policies.entry(host).or_insert_with_key(|host| {
+                    // The rate adopted is this host's now, whatever was kept of it.
+                    let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
+                    p.returned(host);
+                    Known {
+                        policy: HostPolicy::new(cfg, n, Coupling::Auto, now),
+                        heard: now,
+                    }
                 });
                 let policy = &mut known.policy;
                 let adjusted = policy.adopt(lane, u.rps, now);

@@ -156,14 +156,16 @@ impl Scheduler {
         self.dispatch(ctx);
     }
 
-    /// The limiter forgot these hosts: their pacing goes too, unless a fetch for one is
-    /// queued or in flight (its entry holds its keys, and a new key would not reach it).
+    /// The limiter forgot these hosts: their pacing goes too, or, for a host with a
+    /// fetch queued or in flight (whose entry holds its keys, which a new key would not
+    /// reach), starts again in place.
     pub(super) fn forget_hosts(&mut self, hosts: Vec<std::sync::Arc<str>>) {
         for host in hosts {
+            let exits = self.exits.iter().map(|e| std::sync::Arc::clone(&e.name));
             if self.queues.host(&host).is_some() {
+                self.pacing.restart(&host, exits);
                 continue;
             }
-            let exits = self.exits.iter().map(|e| std::sync::Arc::clone(&e.name));
             self.pacing.forget(&host, exits);
             self.warned_pause.remove(&host);
         }

@@ -288,17 +288,34 @@ impl Pacing {
     }
 
     /// Forget `host`'s keys (its own and its exit lanes'): the limiter forgot its
-    /// controllers. A host with work keeps them through the handles its entry holds.
+    /// controllers.
     pub(super) fn forget(&mut self, host: &Arc<str>, exits: impl Iterator<Item = Arc<str>>) {
-        self.keys.remove(&LimitKey {
-            exit: None,
-            host: Some(Arc::clone(host)),
-        });
-        for exit in exits {
+        for exit in std::iter::once(None).chain(exits.map(Some)) {
             self.keys.remove(&LimitKey {
-                exit: Some(exit),
+                exit,
                 host: Some(Arc::clone(host)),
             });
+        }
+    }
+
+    /// `host`'s keys as a forgotten host's would start, kept in place: the limiter
+    /// forgot its controllers while it has work here, whose entry holds the keys. Its
+    /// exit lanes are unpaced again (a new policy has none), a Retry-After binds the host
+    /// again, and the host's budget runs at its rate until the limiter's first word.
+    /// Pauses in force stay.
+    pub(super) fn restart(&self, host: &Arc<str>, exits: impl Iterator<Item = Arc<str>>) {
+        for exit in std::iter::once(None).chain(exits.map(Some)) {
+            let key = LimitKey {
+                exit,
+                host: Some(Arc::clone(host)),
+            };
+            if let Some(state) = self.keys.get(&key) {
+                let mut state = state.borrow_mut();
+                state.retry_after_binds_exit = false;
+                if key.exit.is_some() && self.settings.limiter.scope == Scope::Auto {
+                    state.limiter = None;
+                }
+            }
         }
     }
 
@@ -330,7 +347,26 @@ impl Pacing {
     ) -> Option<Option<std::time::Instant>> {
         let l = &self.settings.limiter;
         let adaptive = l.algorithm == Algorithm::Aimd;
-        let state = &mut *self.keys.get(key)?.borrow_mut();
+        let shared = match self.keys.get(key) {
+            Some(k) => Rc::clone(k),
+            // A host forgotten here after the limiter heard from it again (each forgets
+            // on its own turn): its key is made at the rate told, so that no rate or
+            // pause of the limiter's is lost.
+            None if adaptive && l.scope == Scope::Auto && key.host.is_some() => {
+                let rps = 1.0 / interval.as_secs_f64().max(1e-9);
+                let paced = key.exit.is_none();
+                let settings = &self.settings;
+                key_state(
+                    &mut self.keys,
+                    settings,
+                    key.clone(),
+                    (seed, paced, || rps),
+                    now,
+                )
+            }
+            None => return None,
+        };
+        let state = &mut *shared.borrow_mut();
         if state.limiter.is_none() && adaptive && key.exit.is_some() {
             // Scope `auto`: an exit's own lane is paced from its first rate on.
             state.limiter = Some(Box::new(Pacer::new(

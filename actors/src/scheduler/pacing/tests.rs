@@ -316,3 +316,77 @@ async fn per_host_connections_spread_a_host_over_the_exits() {
     h.done(&mut exits, a);
     assert_eq!(h.choose(&mut p, &mut exits, "a.test"), Selection::Exit(a));
 }
+
+#[actix_rt::test]
+async fn a_forgotten_host_starts_again_and_a_late_rate_makes_its_key_at_that_rate() {
+    let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
+    let host: Arc<str> = Arc::from("a.test");
+    let names: Vec<Arc<str>> = exits.iter().map(|e| Arc::clone(&e.name)).collect();
+    let key = LimitKey::new(Scope::Auto, &exits[0].name, &host);
+    let now = crate::clock::now();
+    {
+        let mut h = Host::default();
+        let i = h.sent_now(&mut p, &mut exits, "a.test");
+        h.done(&mut exits, i);
+        // Taught a second between requests.
+        p.set_interval(&key, (Duration::from_secs(1), None), 0, now);
+        let d = wait(h.choose(&mut p, &mut exits, "a.test"));
+        assert!(d > Duration::from_millis(900), "{d:?}");
+    }
+    // Forgotten with nothing queued: a new entry starts where the prior says (10 req/s).
+    p.forget(&host, names.iter().cloned());
+    let mut h = Host::default();
+    let i = h.sent_now(&mut p, &mut exits, "a.test");
+    h.done(&mut exits, i);
+    let d = wait(h.choose(&mut p, &mut exits, "a.test"));
+    assert!(d <= Duration::from_millis(100), "{d:?}");
+
+    // The limiter's word on a host forgotten here meanwhile makes its key at that rate
+    // (and its pause), where it was dropped.
+    p.forget(&host, names.iter().cloned());
+    let pause = now + Duration::from_secs(5);
+    assert_eq!(
+        p.set_interval(&key, (Duration::from_secs(2), Some(pause)), 0, now),
+        Some(None)
+    );
+    let mut h = Host::default();
+    let d = wait(h.choose(&mut p, &mut exits, "a.test"));
+    assert!(d >= Duration::from_secs(4), "the pause holds: {d:?}");
+}
+
+#[actix_rt::test]
+async fn a_host_forgotten_while_it_has_work_starts_again_in_place() {
+    let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
+    let host: Arc<str> = Arc::from("a.test");
+    let names: Vec<Arc<str>> = exits.iter().map(|e| Arc::clone(&e.name)).collect();
+    let mut h = Host::default();
+    let i = h.sent_now(&mut p, &mut exits, "a.test");
+    h.done(&mut exits, i);
+    let now = crate::clock::now();
+    // Exit lanes of their own, and a Retry-After that binds the exit.
+    for (j, name) in names.iter().enumerate() {
+        let lane = LimitKey::exit_lane(name, &host);
+        p.set_interval(&lane, (Duration::from_secs(3), None), j, now);
+    }
+    let key = LimitKey::new(Scope::Auto, &names[0], &host);
+    p.bind_retry_after(&key, true);
+    let lanes_paced = |h: &Host| {
+        h.pacing
+            .keys
+            .iter()
+            .map(|k| k.as_ref().is_some_and(|k| k.borrow().limiter.is_some()))
+            .collect::<Vec<_>>()
+    };
+    let binds_exit = |h: &Host| {
+        h.pacing
+            .host_key
+            .as_ref()
+            .is_some_and(|k| k.borrow().retry_after_binds_exit)
+    };
+    assert_eq!(lanes_paced(&h), [true, true]);
+    assert!(binds_exit(&h));
+    // Its entry holds the keys: they start again where they are, as a new policy's.
+    p.restart(&host, names.iter().cloned());
+    assert_eq!(lanes_paced(&h), [false, false], "exit lanes unpaced again");
+    assert!(!binds_exit(&h), "a Retry-After binds the host again");
+}
