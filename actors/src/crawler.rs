@@ -415,7 +415,12 @@ impl CrawlerHandle {
     }
 
     /// Stop: queued fetches fail with `Shutdown`, in-flight ones get `grace` to finish.
-    /// Returns when every fetch has had its reply.
+    /// Returns when every fetch the scheduler holds has had its reply. A fetch that runs
+    /// on its caller's own task (`fetch` on the scheduler's Arbiter) and is still on its
+    /// way when `grace` is over ends with `Shutdown` when its caller next polls it; one
+    /// whose retry was being handed to the scheduler, or handed in after this call, is
+    /// answered `Shutdown` as the scheduler takes it. Each fetch gets one reply, but
+    /// some may come after this returns: await them before dropping the runtime.
     pub async fn shutdown(&self, grace: Duration) {
         let _ = self.scheduler.send(Shutdown { grace }).await;
     }
