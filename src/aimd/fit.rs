@@ -20,7 +20,9 @@
 //! range that narrows with every answer, whatever the pauses wasted.
 //!
 //! Where it does not speak: a host whose limit is not a bucket (a fixed window, a queue)
-//! may fit no refill at all or a range the window's edges made up, and a fast host's
+//! may fit no refill at all or a range the window's edges made up; a limiter that holds
+//! what it accepts answers out of order by design, and a throttle judged before the held
+//! acceptances are back reads as no refill at all ([`BucketFit::record`]); and a fast host's
 //! answers arrive in an order the network shuffles by more than a token's time (the spread
 //! of their round trips says by how much, [`BucketFit::shuffle`]). A limit per client
 //! address is a bucket per exit: one for the host explains its answers only while the
@@ -42,6 +44,10 @@ pub(super) struct BucketFit {
     events: Vec<(f64, bool, usize)>,
     /// The shortest and the longest round trip of those answers, seconds.
     round_trips: Option<(f64, f64)>,
+    /// The latest-sent throttle so far, seconds after `origin`.
+    last_refused: Option<f64>,
+    /// Acceptances that came back after a throttle sent later than them.
+    overtaken: u32,
 }
 
 /// The refills that explain a host's answers, requests/s.
@@ -59,6 +65,8 @@ impl BucketFit {
     /// Answers it keeps: a thin host's first few throttles, a fast host's first fraction
     /// of a second (which the fit leaves to the other estimators).
     pub(super) const EVENTS: usize = 64;
+    /// Acceptances overtaken by later throttles that show a site holding what it accepts.
+    const HELD: u32 = 3;
     /// Refills tried between the bounds: about 2 % apart over a hundredfold range.
     const GRID: usize = 240;
 
@@ -73,6 +81,19 @@ impl BucketFit {
             .checked_duration_since(origin)
             .map_or(0.0, |d| d.as_secs_f64());
         self.events.push((t, ok, exit));
+        // A limiter that holds what it accepts (nginx `limit_req` with `burst=` and
+        // without `nodelay`) answers its refusals at once and its acceptances up to a
+        // second later: when a throttle is judged, the tokens of the acceptances still
+        // held are missing from the debt, and the answers read as a deep bucket with
+        // almost no refill. Such a site is no bucket the fit can read from its answers
+        // as they come. One page slower than the next request's refusal is noise; a
+        // few such are a site that holds its acceptances, and the fit says nothing more.
+        if ok && self.last_refused.is_some_and(|r| r > t) {
+            self.overtaken += 1;
+        }
+        if !ok {
+            self.last_refused = Some(self.last_refused.map_or(t, |r| r.max(t)));
+        }
         let rt = round_trip.as_secs_f64();
         self.round_trips = Some(match self.round_trips {
             None => (rt, rt),
@@ -94,7 +115,8 @@ impl BucketFit {
     /// The refills within `[lo, hi]` (requests/s) of one bucket for the host that explain
     /// every answer so far; `None` while no throttle was seen or when none does.
     pub(super) fn bounds(&self, lo: f64, hi: f64) -> Option<Bounds> {
-        if !(lo > 0.0 && hi > lo) || self.events.iter().all(|e| e.1) {
+        if self.overtaken >= Self::HELD || !(lo > 0.0 && hi > lo) || self.events.iter().all(|e| e.1)
+        {
             return None;
         }
         let step = (hi / lo).ln() / (Self::GRID - 1) as f64;
@@ -198,6 +220,37 @@ mod tests {
     fn steady(from: f64, rate: f64, secs: f64) -> Vec<f64> {
         let n = (secs * rate) as usize;
         (0..n).map(|i| from + i as f64 / rate).collect()
+    }
+
+    #[test]
+    fn a_site_that_holds_its_acceptances_is_not_read_as_a_bucket() {
+        // nginx `burst=` without `nodelay` at 10 req/s, burst 10, met at 40 req/s: the
+        // acceptances come back later and later, the refusals at once, overtaking them.
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let mut fit = BucketFit::default();
+        let mut excess = 0.0_f64;
+        let mut answers = Vec::new();
+        for i in 0..30 {
+            let t = f64::from(i) / 40.0;
+            let next = if i == 0 {
+                0.0
+            } else {
+                (excess - 10.0 / 40.0 + 1.0).max(0.0)
+            };
+            if next > 10.0 {
+                answers.push((t + 0.02, t, false));
+            } else {
+                excess = next;
+                answers.push((t + 0.02 + excess / 10.0, t, true));
+            }
+        }
+        answers.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for &(back, sent, ok) in &answers {
+            fit.record(at(sent), 0, ok, Duration::from_secs_f64(back - sent));
+        }
+        assert!(answers.iter().any(|a| !a.2), "some refused");
+        assert_eq!(fit.bounds(0.1, 80.0), None, "no refill said");
     }
 
     #[test]

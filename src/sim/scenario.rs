@@ -28,11 +28,12 @@ pub struct Scenario {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioSite {
-    /// `token_bucket`, `window`, `ban`, `queue` or `none` (see [`Shape`]).
+    /// `token_bucket`, `nginx_delay`, `window`, `ban`, `queue` or `none` (see [`Shape`]).
     pub kind: String,
-    /// token_bucket: requests/s.
+    /// token_bucket, nginx_delay: requests/s.
     pub capacity: Option<f64>,
-    /// token_bucket: bucket size (default capacity / 10, at least 1).
+    /// token_bucket: bucket size (default capacity / 10, at least 1); nginx_delay: the
+    /// requests that may wait (nginx's `burst=`, required).
     pub burst: Option<f64>,
     /// window: requests per window; ban: requests allowed per period.
     pub limit: Option<u32>,
@@ -155,6 +156,14 @@ impl ScenarioSite {
                     burst: s.burst.unwrap_or(capacity / 10.0).max(1.0),
                 }
             }
+            "nginx_delay" => Shape::Delayed {
+                rate: s
+                    .capacity
+                    .ok_or("site.capacity: required for kind = \"nginx_delay\"")?,
+                burst: s
+                    .burst
+                    .ok_or("site.burst: required for kind = \"nginx_delay\"")?,
+            },
             "window" => Shape::Window {
                 limit: need(s.limit.map(u64::from), "limit")? as u32,
                 window: ms(need(s.window_ms, "window_ms")?),
@@ -174,7 +183,7 @@ impl ScenarioSite {
             other => {
                 return Err(format!(
                     "site.kind: {other:?} is not a site model (expected \"token_bucket\", \
-                     \"window\", \"ban\", \"queue\" or \"none\")"
+                     \"nginx_delay\", \"window\", \"ban\", \"queue\" or \"none\")"
                 ))
             }
         })

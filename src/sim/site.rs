@@ -43,6 +43,17 @@ pub enum Shape {
         /// How long a ban lasts.
         ban: Duration,
     },
+    /// nginx `limit_req` with `burst=` and without `nodelay`: each key's excess over
+    /// `rate` (in requests, draining at `rate`) grows by one per request; a request that
+    /// would take it past `burst` is refused at once, any other is held for excess / rate
+    /// before it is served. Latency rises with the sending rate, refusals come only once
+    /// `burst` requests wait.
+    Delayed {
+        /// Requests/s the key is let through at.
+        rate: f64,
+        /// Requests that may wait (nginx's `burst=`).
+        burst: f64,
+    },
     /// No refusals: `workers` serve one request each (page time per [`SiteModel`]), the
     /// rest wait in a FIFO; a request that would wait longer than `max_wait` gets 503.
     /// Its capacity is `workers / mean page time`.
@@ -138,6 +149,7 @@ impl SiteModel {
         let per_key = match self.shape {
             Shape::None => return None,
             Shape::TokenBucket { capacity, .. } => capacity * scale,
+            Shape::Delayed { rate, .. } => rate * scale,
             Shape::Window { limit, window } => f64::from(limit) / window.as_secs_f64(),
             Shape::Ban { max, period, .. } => f64::from(max) / period.as_secs_f64(),
             Shape::Queue { workers, .. } => {
@@ -292,6 +304,24 @@ impl Site {
                     return refused(None);
                 }
             }
+            Shape::Delayed { rate, burst } => {
+                let rate = rate * budget * self.capacity_scale;
+                let t = t.max(k.last);
+                // As nginx: the request adds one to what is left of the excess, and a key
+                // idle for an interval or more (or new) finds none.
+                let excess = if k.started {
+                    (k.tokens - (t - k.last) as f64 * rate / 1e9 + 1.0).max(0.0)
+                } else {
+                    0.0
+                };
+                if excess > burst * budget {
+                    return refused(self.model.retry_after);
+                }
+                k.started = true;
+                k.tokens = excess;
+                k.last = t;
+                return self.serve(t + (excess / rate * 1e9) as u64);
+            }
             Shape::Queue { .. } => {}
         }
         self.serve(t)
@@ -367,6 +397,28 @@ mod tests {
         assert!(matches!(s.arrive(0, 0), Outcome::Served(_)));
         assert!(matches!(s.arrive(0, 9 * MS), Outcome::Refused { .. }));
         assert!(matches!(s.arrive(0, 20 * MS), Outcome::Served(_)));
+    }
+
+    #[test]
+    fn nginx_burst_without_nodelay_holds_the_excess_and_refuses_past_the_burst() {
+        let model = SiteModel {
+            shape: Shape::Delayed {
+                rate: 10.0,
+                burst: 2.0,
+            },
+            ..SiteModel::default()
+        };
+        let mut s = Site::new(model, 1);
+        // Four at once: the first goes, the next two wait 100 and 200 ms, the fourth is
+        // past the burst.
+        assert_eq!(s.arrive(0, 0), Outcome::Served(0));
+        assert_eq!(s.arrive(0, 0), Outcome::Served(100 * MS));
+        assert_eq!(s.arrive(0, 0), Outcome::Served(200 * MS));
+        assert!(matches!(s.arrive(0, 0), Outcome::Refused { .. }));
+        // The excess drains at the rate: a second later nothing waits; 50 ms after that,
+        // half an interval does.
+        assert_eq!(s.arrive(0, 1000 * MS), Outcome::Served(1000 * MS));
+        assert_eq!(s.arrive(0, 1050 * MS), Outcome::Served(1100 * MS));
     }
 
     #[test]
