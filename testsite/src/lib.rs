@@ -24,6 +24,8 @@
 //!      ([`Limit::Window`], optionally with `X-RateLimit-*` headers) refuses with
 //!      [`SiteConfig::reject_status`] (429 by default; nginx says 503) and `Retry-After` per
 //!      [`RetryAfter`];
+//!    - nginx `limit_req` with `burst=` and without `nodelay` ([`Limit::Delayed`]) holds
+//!      what exceeds its rate until its turn and refuses past the burst, as a token bucket;
 //!    - a penalty box ([`Limit::Ban`]) bans a key that sent too many requests in a period:
 //!      all its requests answer 403 (or the ban's status) until the ban ends;
 //!    - a full server ([`Limit::Workers`]) refuses nothing: the request waits (FIFO) for

@@ -91,6 +91,20 @@ pub enum Limit {
         /// The status of every answer during a ban (WAFs: usually 403).
         status: u16,
     },
+    /// nginx `limit_req` with `burst=` and without `nodelay`: per key, the excess over
+    /// `rate.tokens` per `rate.per` grows by one per request and drains at the rate; a
+    /// request that would take it past `rate.burst` is refused at once (with
+    /// `Retry-After` per [`RetryAfter`]), any other is held for excess / rate before it is
+    /// served (counted in [`RequestRecord::queued`](crate::RequestRecord::queued)). A key
+    /// idle for an interval finds no excess, as in nginx. Latency rises with the sending
+    /// rate; refusals come once `burst` requests wait.
+    Delayed {
+        /// One excess per peer IP (`true`, nginx's `$binary_remote_addr`) or one for the
+        /// whole site.
+        per_peer: bool,
+        /// The rate, and the requests that may wait (`burst`).
+        rate: Rate,
+    },
     /// No rejection at all, but at most `workers` requests served at once, each holding a
     /// worker for `service` (scaled by the request's latency factor, see
     /// [`SiteConfig::latency_noise`](crate::SiteConfig::latency_noise)); the rest wait in
@@ -128,7 +142,9 @@ impl Limit {
     pub(crate) fn validate(&self) {
         match *self {
             Limit::None => {}
-            Limit::PerPeer(rate) | Limit::Global(rate) => rate.validate(),
+            Limit::PerPeer(rate) | Limit::Global(rate) | Limit::Delayed { rate, .. } => {
+                rate.validate();
+            }
             Limit::GlobalSteps { rates, at } => {
                 rates.iter().for_each(Rate::validate);
                 assert!(
@@ -214,6 +230,8 @@ pub(crate) enum Decision {
     },
     /// Wait for a worker ([`Limit::Workers`]).
     Queue,
+    /// Serve it after this long ([`Limit::Delayed`]).
+    Hold(Duration),
 }
 
 /// The key a request is limited under: its peer, or `None` for the one site-wide key.
@@ -228,6 +246,8 @@ pub(crate) struct Limiter {
     buckets: HashMap<Key, TokenBucket>,
     windows: HashMap<Key, WindowCount>,
     bans: HashMap<Key, BanState>,
+    /// [`Limit::Delayed`]: each key's excess, in requests, and when it was last taken.
+    excess: HashMap<Key, (f64, Instant)>,
 }
 
 #[derive(Debug, Default)]
@@ -253,6 +273,7 @@ impl Limiter {
             buckets: HashMap::new(),
             windows: HashMap::new(),
             bans: HashMap::new(),
+            excess: HashMap::new(),
         }
     }
 
@@ -294,6 +315,27 @@ impl Limiter {
             } => {
                 let state = self.bans.entry(key(per_peer)).or_default();
                 state.arrive(now, max, period, ban, status)
+            }
+            Limit::Delayed { per_peer, rate } => {
+                let per_s = rate.tokens as f64 / rate.per.as_secs_f64();
+                let burst = rate.burst as f64;
+                // As nginx: what is left of the excess plus this request, and none for a
+                // new key or one idle for an interval.
+                let excess = match self.excess.get(&key(per_peer)) {
+                    Some(&(e, last)) => {
+                        let idle = now.saturating_duration_since(last).as_secs_f64();
+                        (e - idle * per_s + 1.0).max(0.0)
+                    }
+                    None => 0.0,
+                };
+                if excess > burst {
+                    return Decision::Reject {
+                        wait: Duration::from_secs_f64((excess - burst) / per_s),
+                        headers: None,
+                    };
+                }
+                self.excess.insert(key(per_peer), (excess, now));
+                Decision::Hold(Duration::from_secs_f64(excess / per_s))
             }
             Limit::Workers { .. } => Decision::Queue,
         }
@@ -445,6 +487,27 @@ mod tests {
         assert_eq!(l.decide(A, t1 + ms(150)), Decision::Accept(None));
         // Another peer has its own bucket.
         assert_eq!(l.decide(B, t1), Decision::Accept(None));
+    }
+
+    /// nginx `limit_req` with `burst=2` without `nodelay`, 10 per second: what exceeds
+    /// the rate waits its turn, and past the burst it is refused.
+    #[test]
+    fn a_delayed_limit_holds_the_excess_and_refuses_past_the_burst() {
+        let t0 = Instant::now();
+        let limit = Limit::Delayed {
+            per_peer: true,
+            rate: Rate::per_second(10, 2),
+        };
+        let mut l = Limiter::new(limit, t0);
+        assert_eq!(l.decide(A, t0), Decision::Hold(Duration::ZERO));
+        assert_eq!(l.decide(A, t0), Decision::Hold(ms(100)));
+        assert_eq!(l.decide(A, t0), Decision::Hold(ms(200)));
+        assert!(matches!(l.decide(A, t0), Decision::Reject { .. }));
+        // The excess drains at the rate; a second later nothing waits.
+        assert_eq!(l.decide(A, t0 + ms(1000)), Decision::Hold(Duration::ZERO));
+        assert_eq!(l.decide(A, t0 + ms(1050)), Decision::Hold(ms(50)));
+        // Another peer has its own.
+        assert_eq!(l.decide(B, t0 + ms(1050)), Decision::Hold(Duration::ZERO));
     }
 
     #[test]

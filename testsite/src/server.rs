@@ -80,6 +80,8 @@ enum Verdict {
     Ok(Option<WindowHeaders>),
     /// Wait for a worker first (decided at arrival, resolved to `Ok` or `QueueTimeout`).
     Queue,
+    /// Held this long first, then served ([`Limit::Delayed`]).
+    Held(Duration),
     QueueTimeout,
 }
 
@@ -94,7 +96,7 @@ impl Verdict {
 
     fn outcome(&self) -> Outcome {
         match self {
-            Verdict::Ok(_) | Verdict::Health(true) => Outcome::Ok,
+            Verdict::Ok(_) | Verdict::Held(_) | Verdict::Health(true) => Outcome::Ok,
             Verdict::Fail | Verdict::Health(false) | Verdict::QueueTimeout => Outcome::Failed,
             Verdict::Limited { .. } => Outcome::Limited,
             Verdict::Banned(_) => Outcome::Banned,
@@ -256,6 +258,7 @@ impl Shared {
                     Verdict::Banned(status)
                 }
                 Decision::Queue => Verdict::Queue,
+                Decision::Hold(d) => Verdict::Held(d),
             }
         };
         state.stats.arrive(ip, path, now);
@@ -304,7 +307,7 @@ impl Shared {
 
     fn respond(&self, verdict: &Verdict) -> Response<BoxBody> {
         match *verdict {
-            Verdict::Ok(_) | Verdict::Queue => {
+            Verdict::Ok(_) | Verdict::Queue | Verdict::Held(_) => {
                 let mut res = Response::with_body(StatusCode::OK, self.body.clone());
                 res.headers_mut().insert(
                     CONTENT_TYPE,
@@ -464,6 +467,12 @@ async fn handle(shared: Arc<Shared>, req: Request) -> Result<Response<BoxBody>, 
     };
     let (verdict, queued, service) = match verdict {
         Verdict::Queue => shared.work(peer, factor).await,
+        Verdict::Held(d) => {
+            if !d.is_zero() {
+                actix_rt::time::sleep(d).await;
+            }
+            (Verdict::Ok(None), d, d)
+        }
         v => (v, Duration::ZERO, Duration::ZERO),
     };
     let page = match verdict {

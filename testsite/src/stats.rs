@@ -254,8 +254,9 @@ pub struct RequestRecord {
     /// request's factor, plus on a [`Limit::Workers`](crate::Limit::Workers) site the
     /// service time it held a worker for. Zero on the fault listener.
     pub latency: Duration,
-    /// How long it waited for a worker ([`Limit::Workers`](crate::Limit::Workers)); zero
-    /// elsewhere.
+    /// How long it waited for a worker ([`Limit::Workers`](crate::Limit::Workers)) or was
+    /// held back ([`Limit::Delayed`](crate::Limit::Delayed), counted in `latency` too);
+    /// zero elsewhere.
     pub queued: Duration,
 }
 
