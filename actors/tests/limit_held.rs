@@ -55,6 +55,14 @@ async fn a_per_address_limit_that_holds_what_it_accepts_is_crawled_near_its_rate
     h.shutdown(Duration::from_secs(1)).await;
     assert_eq!(ok, PAGES, "every URL ends 200");
     let log = site.requests();
+    assert!(
+        log.iter().any(|r| r.queued >= Duration::from_millis(500)),
+        "the site held requests"
+    );
+    assert!(
+        log.iter().any(|r| r.status == 503),
+        "and refused past its burst"
+    );
     let warmup = since + Duration::from_secs(5);
     let after: Vec<_> = log.iter().filter(|r| r.arrived >= warmup).collect();
     let refused = after.iter().filter(|r| r.status == 503).count();

@@ -159,6 +159,7 @@ impl Controller {
         }
         let hi = 2.0 * self.w_max.max(self.rate);
         let Some(Bounds { lo, hi, per_exit }) = fit.bounds(self.cfg.min_rps, hi) else {
+            self.fit_ceiling = None;
             return;
         };
         // The fit takes the order requests were sent in for the order they arrived: true

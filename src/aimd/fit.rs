@@ -87,7 +87,8 @@ impl BucketFit {
         // held are missing from the debt, and the answers read as a deep bucket with
         // almost no refill. Such a site is no bucket the fit can read from its answers
         // as they come. One page slower than the next request's refusal is noise; a
-        // few such are a site that holds its acceptances, and the fit says nothing more.
+        // few such are a site that holds its acceptances, and the fit stops listening
+        // (`open`), its ceiling lifted with it.
         if ok && self.last_refused.is_some_and(|r| r > t) {
             self.overtaken += 1;
         }
@@ -107,16 +108,16 @@ impl BucketFit {
         self.round_trips.map_or(0.0, |(lo, hi)| hi - lo)
     }
 
-    /// Whether it still listens.
+    /// Whether it still listens: not once it holds [`BucketFit::EVENTS`] answers, nor
+    /// once the site showed that it holds its acceptances.
     pub(super) fn open(&self) -> bool {
-        self.events.len() < Self::EVENTS
+        self.events.len() < Self::EVENTS && self.overtaken < Self::HELD
     }
 
     /// The refills within `[lo, hi]` (requests/s) of one bucket for the host that explain
     /// every answer so far; `None` while no throttle was seen or when none does.
     pub(super) fn bounds(&self, lo: f64, hi: f64) -> Option<Bounds> {
-        if self.overtaken >= Self::HELD || !(lo > 0.0 && hi > lo) || self.events.iter().all(|e| e.1)
-        {
+        if !(lo > 0.0 && hi > lo) || self.events.iter().all(|e| e.1) {
             return None;
         }
         let step = (hi / lo).ln() / (Self::GRID - 1) as f64;
@@ -250,7 +251,24 @@ mod tests {
             fit.record(at(sent), 0, ok, Duration::from_secs_f64(back - sent));
         }
         assert!(answers.iter().any(|a| !a.2), "some refused");
-        assert_eq!(fit.bounds(0.1, 80.0), None, "no refill said");
+        assert!(
+            !fit.open(),
+            "a site that holds its acceptances is not listened to"
+        );
+    }
+
+    #[test]
+    fn a_slow_page_overtaken_once_is_noise() {
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let mut fit = BucketFit::default();
+        // A 300 ms page sent before a refusal answered at once, twice: still a bucket.
+        for round in 0..2 {
+            let base = f64::from(round);
+            fit.record(at(base + 0.1), 0, false, Duration::from_millis(20));
+            fit.record(at(base), 0, true, Duration::from_millis(300));
+        }
+        assert!(fit.open());
     }
 
     #[test]

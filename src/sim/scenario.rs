@@ -51,7 +51,7 @@ pub struct ScenarioSite {
     pub budgets: Option<Vec<f64>>,
     /// `throttle` (429/503, the default) or `forbidden` (403, the default for bans).
     pub refusal: Option<String>,
-    /// token_bucket: Retry-After with each refusal, in ms (default none).
+    /// token_bucket, nginx_delay: Retry-After with each refusal, in ms (default none).
     pub retry_after_ms: Option<u64>,
     /// window: refusals say when the window resets (default true).
     pub window_retry_after: Option<bool>,

@@ -84,7 +84,7 @@ pub struct SiteModel {
     pub per_ip: bool,
     /// Per-IP only: each exit's budget as a multiple of the shape's (default 1 each).
     pub budgets: Vec<f64>,
-    /// `Retry-After` sent with token-bucket refusals.
+    /// `Retry-After` sent with token-bucket and `Delayed` refusals.
     pub retry_after: Option<Duration>,
     /// Window refusals carry `Retry-After` = time to the window's reset.
     pub window_retry_after: bool,
@@ -307,8 +307,8 @@ impl Site {
             Shape::Delayed { rate, burst } => {
                 let rate = rate * budget * self.capacity_scale;
                 let t = t.max(k.last);
-                // As nginx: the request adds one to what is left of the excess, and a key
-                // idle for an interval or more (or new) finds none.
+                // As nginx: the request adds one to what is left of the excess, never
+                // below zero (a new key finds none).
                 let excess = if k.started {
                     (k.tokens - (t - k.last) as f64 * rate / 1e9 + 1.0).max(0.0)
                 } else {

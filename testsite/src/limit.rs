@@ -94,10 +94,11 @@ pub enum Limit {
     /// nginx `limit_req` with `burst=` and without `nodelay`: per key, the excess over
     /// `rate.tokens` per `rate.per` grows by one per request and drains at the rate; a
     /// request that would take it past `rate.burst` is refused at once (with
-    /// `Retry-After` per [`RetryAfter`]), any other is held for excess / rate before it is
-    /// served (counted in [`RequestRecord::queued`](crate::RequestRecord::queued)). A key
-    /// idle for an interval finds no excess, as in nginx. Latency rises with the sending
-    /// rate; refusals come once `burst` requests wait.
+    /// `Retry-After` per [`RetryAfter`]: nginx sends none, [`RetryAfter::Omit`]), any other
+    /// is held for excess / rate before it is served (counted in
+    /// [`RequestRecord::queued`](crate::RequestRecord::queued)). A new key, or one whose
+    /// excess has drained, finds none, as in nginx. Latency rises with the sending rate;
+    /// refusals come once `burst` requests wait.
     Delayed {
         /// One excess per peer IP (`true`, nginx's `$binary_remote_addr`) or one for the
         /// whole site.
@@ -319,8 +320,8 @@ impl Limiter {
             Limit::Delayed { per_peer, rate } => {
                 let per_s = rate.tokens as f64 / rate.per.as_secs_f64();
                 let burst = rate.burst as f64;
-                // As nginx: what is left of the excess plus this request, and none for a
-                // new key or one idle for an interval.
+                // As nginx: what is left of the excess plus this request (none for a new
+                // key), never below zero; a refusal changes nothing.
                 let excess = match self.excess.get(&key(per_peer)) {
                     Some(&(e, last)) => {
                         let idle = now.saturating_duration_since(last).as_secs_f64();
@@ -334,7 +335,11 @@ impl Limiter {
                         headers: None,
                     };
                 }
-                self.excess.insert(key(per_peer), (excess, now));
+                let last = self
+                    .excess
+                    .get(&key(per_peer))
+                    .map_or(now, |&(_, l)| l.max(now));
+                self.excess.insert(key(per_peer), (excess, last));
                 Decision::Hold(Duration::from_secs_f64(excess / per_s))
             }
             Limit::Workers { .. } => Decision::Queue,

@@ -96,12 +96,12 @@ impl Verdict {
 
     fn outcome(&self) -> Outcome {
         match self {
-            Verdict::Ok(_) | Verdict::Held(_) | Verdict::Health(true) => Outcome::Ok,
+            Verdict::Ok(_) | Verdict::Health(true) => Outcome::Ok,
             Verdict::Fail | Verdict::Health(false) | Verdict::QueueTimeout => Outcome::Failed,
             Verdict::Limited { .. } => Outcome::Limited,
             Verdict::Banned(_) => Outcome::Banned,
-            // Counted when it gets a worker or gives up.
-            Verdict::Queue => Outcome::Other,
+            // Counted when it gets a worker or gives up, or when its hold is over.
+            Verdict::Queue | Verdict::Held(_) => Outcome::Other,
         }
     }
 }
@@ -471,7 +471,8 @@ async fn handle(shared: Arc<Shared>, req: Request) -> Result<Response<BoxBody>, 
             if !d.is_zero() {
                 actix_rt::time::sleep(d).await;
             }
-            (Verdict::Ok(None), d, d)
+            shared.lock().stats.outcome(peer, Outcome::Ok);
+            (Verdict::Ok(None), d, Duration::ZERO)
         }
         v => (v, Duration::ZERO, Duration::ZERO),
     };

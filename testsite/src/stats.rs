@@ -255,8 +255,7 @@ pub struct RequestRecord {
     /// service time it held a worker for. Zero on the fault listener.
     pub latency: Duration,
     /// How long it waited for a worker ([`Limit::Workers`](crate::Limit::Workers)) or was
-    /// held back ([`Limit::Delayed`](crate::Limit::Delayed), counted in `latency` too);
-    /// zero elsewhere.
+    /// held back ([`Limit::Delayed`](crate::Limit::Delayed)); zero elsewhere.
     pub queued: Duration,
 }
 
