@@ -82,8 +82,8 @@ impl BucketFit {
             .map_or(0.0, |d| d.as_secs_f64());
         self.events.push((t, ok, exit));
         // A limiter that holds what it accepts (nginx `limit_req` with `burst=` and
-        // without `nodelay`) answers its refusals at once and its acceptances up to a
-        // second later: when a throttle is judged, the tokens of the acceptances still
+        // without `nodelay`) answers its refusals at once and its acceptances up to burst
+        // ÷ rate later: when a throttle is judged, the tokens of the acceptances still
         // held are missing from the debt, and the answers read as a deep bucket with
         // almost no refill. Such a site is no bucket the fit can read from its answers
         // as they come. One page slower than the next request's refusal is noise; a

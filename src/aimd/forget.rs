@@ -4,12 +4,12 @@
 //! controllers (latency rounds, meters, the bucket fit, one per lane) weigh kilobytes: kept
 //! for every host ever met, they grow without bound. Most hosts are done with after a few
 //! dozen pages, so a host nothing has been heard from for a while is forgotten, and only
-//! what a fresh start would get wrong is kept: the rate a cut taught, a few bytes (see
+//! what a fresh start would get wrong is kept: the rate a cut taught, a few dozen bytes (see
 //! [`HostPrior::forgot`](super::prior::HostPrior::forgot)).
 //!
 //! Not forgotten, whatever the silence: a host with a pause in force (its end must be
-//! honoured), one waiting out a lockout, and one whose bans left a ceiling (a penalty box
-//! is found again only by being banned again).
+//! honoured), one waiting out a lockout, and one ever banned (a penalty box is found
+//! again only by being banned again).
 
 use std::time::{Duration, Instant};
 

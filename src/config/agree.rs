@@ -9,7 +9,7 @@
 //! Keys the user gave are never changed: when both are given and disagree, validation
 //! still names the key and the rule.
 
-use super::schema::{Algorithm, Settings};
+use super::schema::{Algorithm, Scope, Settings};
 use super::validate::{DAY_MS, HOUR_MS, MAX_RATE};
 
 /// One key of a pair: its value, whether the user gave it, and its own allowed range.
@@ -47,10 +47,13 @@ pub fn agree(s: &mut Settings, given: impl Fn(&str) -> bool) {
 
     const MS: (u64, u64) = (1, HOUR_MS);
     const RATE: (f64, f64) = (f64::MIN_POSITIVE, MAX_RATE);
-    // Before the backoff's own pair, so that a ceiling moved down here still bounds its
-    // base; after it, the waits taken as they are now, so that a ceiling moved up there
-    // moves `forget_idle_ms` up too.
-    forget_after_waits(s, &given);
+    // Only where hosts are forgotten (`aimd`, scope `auto`). Before the backoff's own
+    // pair, so that a ceiling moved down here still bounds its base; after it, the waits
+    // taken as they are then, so that a ceiling moved up there moves `forget_idle_ms` up.
+    let forgets = s.limiter.algorithm == Algorithm::Aimd && s.limiter.scope == Scope::Auto;
+    if forgets {
+        forget_after_waits(s, &given);
+    }
     let c = &mut s.crawler;
     pair(
         key(
@@ -73,7 +76,9 @@ pub fn agree(s: &mut Settings, given: impl Fn(&str) -> bool) {
         ),
     );
 
-    forget_after_waits(s, &|k: &str| k != "limiter.forget_idle_ms" || given(k));
+    if forgets {
+        forget_after_waits(s, &|k: &str| k != "limiter.forget_idle_ms" || given(k));
+    }
 
     let l = &mut s.limiter;
     pair(

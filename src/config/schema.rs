@@ -318,11 +318,11 @@ pub struct LimiterSettings {
     #[serde(deserialize_with = "strict::int")]
     pub hold_ms: u64,
     /// `aimd` under scope `auto`: a host nothing has been heard from for this many ms is
-    /// forgotten (its controllers and pacing freed; a rate a throttle taught it is kept, a
-    /// few bytes, and it starts there again), unless a pause, a lockout or a ban's
-    /// ceiling is in force. A crawl that meets hosts without end then holds the
+    /// forgotten (its controllers and pacing freed; a rate a cut taught it is kept, a few
+    /// dozen bytes, and it starts there again), unless a pause or a lockout is in force
+    /// or the host was ever banned. A crawl that meets hosts without end then holds the
     /// controllers of the hosts heard from within it, and a few dozen bytes for each host
-    /// forgotten after a throttle. At least `crawler.max_retry_after_ms` and
+    /// forgotten after a cut. At least `crawler.max_retry_after_ms` and
     /// `crawler.retry_backoff_max_ms` (a host waiting out a pause or a backoff is not
     /// quiet); given alone, it moves them down, and they move it up.
     /// Default 600000 (10 minutes); 1000..=86400000.

@@ -53,7 +53,7 @@ struct Known {
 }
 
 /// Forget the pacing of these hosts: the limiter forgot their controllers (see
-/// [`forget`]). Hosts with fetches queued or in flight keep theirs.
+/// [`forget`]). Hosts with fetches queued or in flight start theirs again in place.
 pub(crate) struct ForgetHosts(pub Vec<Arc<str>>);
 
 impl Message for ForgetHosts {
@@ -123,7 +123,7 @@ impl LimiterActor {
     }
 
     /// Forget the hosts quiet for `limiter.forget_idle_ms` with nothing in force (see
-    /// [`forget`]), keeping what a throttle taught them in the prior, and tell the
+    /// [`forget`]), keeping what a cut taught them in the prior, and tell the
     /// scheduler. Scope `auto` only: the other scopes keep a controller per key.
     fn forget_quiet_hosts(&mut self) {
         let Controllers::Hosts {
