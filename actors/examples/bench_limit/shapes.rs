@@ -193,6 +193,25 @@ fn burst1_and_slow_shapes(site: &SiteConfig) -> Vec<Shape> {
             faults: false,
         },
         Shape {
+            name: "held-per-ip-10x4",
+            what: "nginx limit_req 10 r/s per source IP with burst=10 without nodelay (40/s for four exits): the excess waits up to a second, 503 past it; pages 50 ms ± 50 %",
+            site: SiteConfig {
+                limit: Limit::Delayed {
+                    per_peer: true,
+                    rate: Rate::per_second(10, 10),
+                },
+                reject_status: 503,
+                retry_after: RetryAfter::Omit,
+                latency: ms(50),
+                latency_noise: 0.5,
+                ..site.clone()
+            },
+            capacity: Some(40.0),
+            urls: 2000,
+            warmup: Duration::from_secs(10),
+            faults: false,
+        },
+        Shape {
             name: "slow-2-per-ip",
             what: "2 req/s per source IP, burst 1 (8/s for four exits); pages 100 ms",
             site: SiteConfig {
