@@ -257,6 +257,12 @@ fn exits_are_checked_entry_by_entry() {
         "exits[0].max_concurrent",
         &["1..=100000"],
     );
+    // Not a whole number at all: the key's range all the same, not its type's.
+    assert_invalid(
+        &exit("max_concurrent = -4"),
+        "exits[0].max_concurrent",
+        &["`-4`", "a whole number in 1..=100000"],
+    );
     assert_invalid(&exit("region = \"\""), "exits[0].region", &["1..=64"]);
     assert_invalid(&exit("enabled = false"), "exits", &["enabled"]);
     assert_invalid(
@@ -446,6 +452,21 @@ const LIMITER_OUT_OF_RANGE: &[(&str, &str, &str)] = &[
     ("[limiter]\nburst = 0", "limiter.burst", "1..=100000"),
     ("[limiter]\nhold_ms = 60001", "limiter.hold_ms", "0..=60000"),
     (
+        "[limiter]\nhold_ms = -1",
+        "limiter.hold_ms",
+        "a whole number in 0..=60000",
+    ),
+    (
+        "[limiter]\nhold_ms = 1.5",
+        "limiter.hold_ms",
+        "a whole number in 0..=60000",
+    ),
+    (
+        "[limiter]\nburst = \"x\"",
+        "limiter.burst",
+        "a whole number in 1..=100000",
+    ),
+    (
         "[limiter]\nforget_idle_ms = 999",
         "limiter.forget_idle_ms",
         "1000..=86400000",
@@ -465,7 +486,7 @@ const LIMITER_OUT_OF_RANGE: &[(&str, &str, &str)] = &[
     (
         "[limiter]\nthrottle_statuses = [70000]",
         "limiter.throttle_statuses[0]",
-        "65535",
+        "100..=599",
     ),
 ];
 

@@ -313,7 +313,7 @@ fn describe(err: config::ConfigError, cfg: &Config) -> ConfigError {
         (Some(v), Some(hint)) if !matches!(err_root(&err), config::ConfigError::NotFound(_)) => {
             format!("{} {hint}", show_value(v))
         }
-        _ => detail,
+        _ => key_range(&key, detail),
     };
     ConfigError::Invalid {
         origin: origin_of(cfg, &key),
@@ -321,6 +321,26 @@ fn describe(err: config::ConfigError, cfg: &Config) -> ConfigError {
         message,
         source: Some(Box::new(err)),
     }
+}
+
+/// `detail` naming `key`'s own range where it names its type's: a value that is not a
+/// whole number at all (`-1`, `1.5`, `"x"`) fails before validation can say which
+/// numbers the key takes.
+fn key_range(key: &str, detail: String) -> String {
+    const TYPE_RANGE: &str = "a whole number in 0..=";
+    let (Some(at), Some((lo, hi))) = (detail.find(TYPE_RANGE), super::validate::whole_range(key))
+    else {
+        return detail;
+    };
+    let digits = at + TYPE_RANGE.len();
+    let end = detail[digits..]
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or(detail.len(), |n| digits + n);
+    format!(
+        "{}a whole number in {lo}..={hi}{}",
+        &detail[..at],
+        &detail[end..]
+    )
 }
 
 /// The innermost error of `At` wrappers.

@@ -36,12 +36,7 @@ impl Settings {
         validate_forgetting(&self.crawler, &self.limiter)?;
         validate_health(&self.health)?;
         validate_redis(&self.redis, &self.limiter)?;
-        uint(
-            "metrics.host_labels",
-            self.metrics.host_labels.into(),
-            0,
-            10_000,
-        )?;
+        uint("metrics.host_labels", self.metrics.host_labels.into())?;
         validate_crawl(&self.crawl)?;
         validate_exits(&self.exits)
     }
@@ -69,19 +64,14 @@ fn validate_crawl(c: &CrawlSettings) -> Result {
         }
     }
     if let Some(d) = c.max_depth {
-        uint("crawl.max_depth", d.into(), 0, 100_000)?;
+        uint("crawl.max_depth", d.into())?;
     }
     if let Some(n) = c.max_pages {
-        uint("crawl.max_pages", n, 1, 10_000_000_000)?;
+        uint("crawl.max_pages", n)?;
     }
-    uint("crawl.seen_limit", c.seen_limit, 1, 1_000_000_000)?;
-    uint(
-        "crawl.per_host_concurrency",
-        c.per_host_concurrency.into(),
-        1,
-        10_000,
-    )?;
-    uint("crawl.robots_ttl_ms", c.robots_ttl_ms, 1_000, 7 * DAY_MS)?;
+    uint("crawl.seen_limit", c.seen_limit)?;
+    uint("crawl.per_host_concurrency", c.per_host_concurrency.into())?;
+    uint("crawl.robots_ttl_ms", c.robots_ttl_ms)?;
     if let Some(t) = &c.user_agent_token {
         if t.is_empty()
             || t.len() > 64
@@ -102,14 +92,9 @@ fn validate_crawl(c: &CrawlSettings) -> Result {
 }
 
 fn validate_crawler(c: &CrawlerSettings) -> Result {
-    uint("crawler.concurrency", c.concurrency.into(), 1, 100_000)?;
-    uint("crawler.timeout_ms", c.timeout_ms, 1, HOUR_MS)?;
-    uint(
-        "crawler.connect_timeout_ms",
-        c.connect_timeout_ms,
-        1,
-        HOUR_MS,
-    )?;
+    uint("crawler.concurrency", c.concurrency.into())?;
+    uint("crawler.timeout_ms", c.timeout_ms)?;
+    uint("crawler.connect_timeout_ms", c.connect_timeout_ms)?;
     if c.connect_timeout_ms > c.timeout_ms {
         return Err(ConfigError::invalid(
             "crawler.connect_timeout_ms",
@@ -119,7 +104,7 @@ fn validate_crawler(c: &CrawlerSettings) -> Result {
             ),
         ));
     }
-    uint("crawler.max_retries", c.max_retries.into(), 0, 100)?;
+    uint("crawler.max_retries", c.max_retries.into())?;
     let ua = &c.user_agent;
     if ua.is_empty() || ua.len() > 512 || !ua.chars().all(|ch| (' '..='~').contains(&ch)) {
         return Err(ConfigError::invalid(
@@ -130,26 +115,11 @@ fn validate_crawler(c: &CrawlerSettings) -> Result {
             ),
         ));
     }
-    uint("crawler.max_body_bytes", c.max_body_bytes, 1, 1 << 30)?;
-    uint("crawler.max_redirects", c.max_redirects.into(), 0, 100)?;
-    uint(
-        "crawler.queue_capacity",
-        c.queue_capacity.into(),
-        1,
-        10_000_000,
-    )?;
-    uint(
-        "crawler.retry_backoff_max_ms",
-        c.retry_backoff_max_ms,
-        1,
-        HOUR_MS,
-    )?;
-    uint(
-        "crawler.retry_backoff_base_ms",
-        c.retry_backoff_base_ms,
-        1,
-        HOUR_MS,
-    )?;
+    uint("crawler.max_body_bytes", c.max_body_bytes)?;
+    uint("crawler.max_redirects", c.max_redirects.into())?;
+    uint("crawler.queue_capacity", c.queue_capacity.into())?;
+    uint("crawler.retry_backoff_max_ms", c.retry_backoff_max_ms)?;
+    uint("crawler.retry_backoff_base_ms", c.retry_backoff_base_ms)?;
     if c.retry_backoff_base_ms > c.retry_backoff_max_ms {
         return Err(ConfigError::invalid(
             "crawler.retry_backoff_base_ms",
@@ -166,27 +136,15 @@ fn validate_crawler(c: &CrawlerSettings) -> Result {
         1.0,
         "in 0.0..=1.0",
     )?;
-    uint(
-        "crawler.give_up_after_ms",
-        c.give_up_after_ms,
-        1_000,
-        DAY_MS,
-    )?;
-    uint(
-        "crawler.max_retry_after_ms",
-        c.max_retry_after_ms,
-        1_000,
-        DAY_MS,
-    )?;
+    uint("crawler.give_up_after_ms", c.give_up_after_ms)?;
+    uint("crawler.max_retry_after_ms", c.max_retry_after_ms)?;
     uint(
         "crawler.per_host_connections",
         c.per_host_connections.into(),
-        1,
-        10_000,
     )?;
-    uint("crawler.keep_alive_ms", c.keep_alive_ms, 0, HOUR_MS)?;
-    uint("crawler.pool_hosts", c.pool_hosts.into(), 1, 1_000_000)?;
-    uint("crawler.dns_ttl_ms", c.dns_ttl_ms, 0, DAY_MS)?;
+    uint("crawler.keep_alive_ms", c.keep_alive_ms)?;
+    uint("crawler.pool_hosts", c.pool_hosts.into())?;
+    uint("crawler.dns_ttl_ms", c.dns_ttl_ms)?;
     validate_headers(&c.headers)
 }
 
@@ -328,22 +286,12 @@ fn validate_limiter(l: &LimiterSettings) -> Result {
             format!("{} must be > 1 and ≤ 100", num(l.latency_tolerance)),
         ));
     }
-    uint("limiter.burst", l.burst.into(), 1, 100_000)?;
-    uint("limiter.hold_ms", l.hold_ms, 0, 60_000)?;
-    uint(
-        "limiter.forget_idle_ms",
-        l.forget_idle_ms,
-        1_000,
-        86_400_000,
-    )?;
+    uint("limiter.burst", l.burst.into())?;
+    uint("limiter.hold_ms", l.hold_ms)?;
+    uint("limiter.forget_idle_ms", l.forget_idle_ms)?;
     float_in("limiter.jitter", l.jitter, 0.0, 0.5, "in 0.0..=0.5")?;
     for (i, &s) in l.throttle_statuses.iter().enumerate() {
-        uint(
-            &format!("limiter.throttle_statuses[{i}]"),
-            s.into(),
-            100,
-            599,
-        )?;
+        uint(&format!("limiter.throttle_statuses[{i}]"), s.into())?;
     }
     Ok(())
 }
@@ -360,8 +308,8 @@ fn validate_health(h: &HealthSettings) -> Result {
             ));
         }
     }
-    uint("health.interval_ms", h.interval_ms, 100, HOUR_MS)?;
-    uint("health.timeout_ms", h.timeout_ms, 1, HOUR_MS)?;
+    uint("health.interval_ms", h.interval_ms)?;
+    uint("health.timeout_ms", h.timeout_ms)?;
     if h.timeout_ms > h.interval_ms {
         return Err(ConfigError::invalid(
             "health.timeout_ms",
@@ -371,14 +319,9 @@ fn validate_health(h: &HealthSettings) -> Result {
             ),
         ));
     }
-    uint(
-        "health.consecutive_failures",
-        h.consecutive_failures.into(),
-        1,
-        1000,
-    )?;
-    uint("health.max_ejection_ms", h.max_ejection_ms, 1, DAY_MS)?;
-    uint("health.base_ejection_ms", h.base_ejection_ms, 1, DAY_MS)?;
+    uint("health.consecutive_failures", h.consecutive_failures.into())?;
+    uint("health.max_ejection_ms", h.max_ejection_ms)?;
+    uint("health.base_ejection_ms", h.base_ejection_ms)?;
     if h.base_ejection_ms > h.max_ejection_ms {
         return Err(ConfigError::invalid(
             "health.base_ejection_ms",
@@ -392,8 +335,8 @@ fn validate_health(h: &HealthSettings) -> Result {
 }
 
 fn validate_redis(r: &RedisSettings, l: &LimiterSettings) -> Result {
-    uint("redis.processes", r.processes.into(), 1, 10_000)?;
-    uint("redis.op_timeout_ms", r.op_timeout_ms, 1, 60_000)?;
+    uint("redis.processes", r.processes.into())?;
+    uint("redis.op_timeout_ms", r.op_timeout_ms)?;
     if let Some(url) = &r.url {
         if !url.starts_with("redis://") {
             return Err(ConfigError::invalid(
@@ -510,7 +453,7 @@ fn validate_exits(exits: &[ExitSettings]) -> Result {
             ));
         }
         validate_exit_address(i, e, &mut ips, &mut proxies)?;
-        uint(&key("max_concurrent"), e.max_concurrent.into(), 1, 100_000)?;
+        uint(&key("max_concurrent"), e.max_concurrent.into())?;
         if let Some(rate) = e.rate {
             if !(rate > 0.0 && rate <= MAX_RATE) {
                 return Err(ConfigError::invalid(
@@ -530,7 +473,7 @@ fn validate_exits(exits: &[ExitSettings]) -> Result {
                     format!("set without rate; burst = {burst} only applies to the per-exit token bucket, so also set exits[{i}].rate or remove burst"),
                 ));
             }
-            uint(&key("burst"), burst.into(), 1, 100_000)?;
+            uint(&key("burst"), burst.into())?;
         }
         if let Some(region) = &e.region {
             if region.is_empty()
@@ -583,7 +526,76 @@ fn validate_forgetting(c: &CrawlerSettings, l: &LimiterSettings) -> Result {
     Ok(())
 }
 
-fn uint(key: &str, v: u64, lo: u64, hi: u64) -> Result {
+/// The allowed range of every whole-number key: what [`Settings::validate`] checks, and
+/// what the loader names when a value is not a whole number at all (`-1`, `1.5`, `"x"`),
+/// from one table so that the two agree. An array entry's key is written with `[]`.
+const WHOLE_RANGES: &[(&str, u64, u64)] = &[
+    ("metrics.host_labels", 0, 10_000),
+    ("crawl.max_depth", 0, 100_000),
+    ("crawl.max_pages", 1, 10_000_000_000),
+    ("crawl.seen_limit", 1, 1_000_000_000),
+    ("crawl.per_host_concurrency", 1, 10_000),
+    ("crawl.robots_ttl_ms", 1_000, 7 * DAY_MS),
+    ("crawler.concurrency", 1, 100_000),
+    ("crawler.timeout_ms", 1, HOUR_MS),
+    ("crawler.connect_timeout_ms", 1, HOUR_MS),
+    ("crawler.max_retries", 0, 100),
+    ("crawler.max_body_bytes", 1, 1 << 30),
+    ("crawler.max_redirects", 0, 100),
+    ("crawler.queue_capacity", 1, 10_000_000),
+    ("crawler.retry_backoff_max_ms", 1, HOUR_MS),
+    ("crawler.retry_backoff_base_ms", 1, HOUR_MS),
+    ("crawler.give_up_after_ms", 1_000, DAY_MS),
+    ("crawler.max_retry_after_ms", 1_000, DAY_MS),
+    ("crawler.per_host_connections", 1, 10_000),
+    ("crawler.keep_alive_ms", 0, HOUR_MS),
+    ("crawler.pool_hosts", 1, 1_000_000),
+    ("crawler.dns_ttl_ms", 0, DAY_MS),
+    ("limiter.burst", 1, 100_000),
+    ("limiter.hold_ms", 0, 60_000),
+    ("limiter.forget_idle_ms", 1_000, 86_400_000),
+    ("limiter.throttle_statuses[]", 100, 599),
+    ("health.interval_ms", 100, HOUR_MS),
+    ("health.timeout_ms", 1, HOUR_MS),
+    ("health.consecutive_failures", 1, 1000),
+    ("health.max_ejection_ms", 1, DAY_MS),
+    ("health.base_ejection_ms", 1, DAY_MS),
+    ("redis.processes", 1, 10_000),
+    ("redis.op_timeout_ms", 1, 60_000),
+    ("exits[].max_concurrent", 1, 100_000),
+    ("exits[].burst", 1, 100_000),
+];
+
+/// The allowed range of the whole-number key `key` (`exits[3].burst` as `exits[].burst`),
+/// if it is one.
+pub(super) fn whole_range(key: &str) -> Option<(u64, u64)> {
+    let mut plain = String::with_capacity(key.len());
+    let mut in_index = false;
+    for c in key.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                plain.push('[');
+            }
+            ']' => {
+                in_index = false;
+                plain.push(']');
+            }
+            _ if in_index => {}
+            _ => plain.push(c),
+        }
+    }
+    WHOLE_RANGES
+        .iter()
+        .find(|(k, _, _)| *k == plain)
+        .map(|&(_, lo, hi)| (lo, hi))
+}
+
+/// `key`'s value `v` within its range ([`WHOLE_RANGES`]).
+fn uint(key: &str, v: u64) -> Result {
+    let Some((lo, hi)) = whole_range(key) else {
+        unreachable!("{key} is a whole-number key without a range in WHOLE_RANGES");
+    };
     if (lo..=hi).contains(&v) {
         Ok(())
     } else {
