@@ -101,6 +101,10 @@ pub async fn crawl(
             break;
         }
     }
+    if l.stopping {
+        // What the reader read and no longer handed over has no record either.
+        l.totals.left_queued_add(l.urls.unsent());
+    }
     flush(out)?;
     // The records in hand stand: the run goes on to its summary and archive as any
     // other, and fails (exit 1) with the read error; stopped meanwhile, it is an

@@ -146,6 +146,8 @@ impl Line {
 pub struct Lines {
     rx: mpsc::Receiver<io::Result<Vec<Line>>>,
     batch: std::vec::IntoIter<Line>,
+    /// Lines the reader read and could not hand over (see [`Lines::unsent`]).
+    unsent: Arc<AtomicU64>,
 }
 
 impl Lines {
@@ -168,10 +170,10 @@ impl Lines {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
-    /// Take no more: the reader thread stops at its next hand-off. URLs it read but did
-    /// not hand over have no record; `--resume` fetches them. Returns how many lines were
-    /// handed over and not taken (those of the reader's last, unfinished batch are not
-    /// known here).
+    /// Take no more: the reader thread stops at its next line. URLs it read but did not
+    /// hand over have no record; `--resume` fetches them. Returns how many lines were
+    /// handed over and not taken; those of the reader's own batch are
+    /// [`Lines::unsent`] once it has seen the close.
     pub fn close(&mut self) -> u64 {
         self.rx.close();
         let mut left = std::mem::replace(&mut self.batch, Vec::new().into_iter()).count();
@@ -180,17 +182,47 @@ impl Lines {
         }
         left as u64
     }
+
+    /// Lines the reader read after [`Lines::close`] and could not hand over: its batch in
+    /// hand, and the line it was reading.
+    pub fn unsent(&self) -> u64 {
+        self.unsent.load(Ordering::Relaxed)
+    }
 }
 
 /// The sending end: collects URLs into batches.
 struct Batcher {
     tx: mpsc::Sender<io::Result<Vec<Line>>>,
     batch: Vec<Line>,
+    /// Lines read that the crawl, closed, did not take (shared with [`Lines`]).
+    unsent: Arc<AtomicU64>,
 }
 
 impl Batcher {
-    /// Add a line; `false` when the crawl takes no more.
+    /// The sending end of a channel whose receiving end is [`Batcher::lines`].
+    fn channel() -> (Batcher, Lines) {
+        let (tx, rx) = mpsc::channel(READ_AHEAD_BATCHES);
+        let unsent = Arc::new(AtomicU64::new(0));
+        let lines = Lines {
+            rx,
+            batch: Vec::new().into_iter(),
+            unsent: Arc::clone(&unsent),
+        };
+        let out = Batcher {
+            tx,
+            batch: Vec::with_capacity(BATCH),
+            unsent,
+        };
+        (out, lines)
+    }
+
+    /// Add a line; `false` when the crawl takes no more (the line and the batch in hand
+    /// are then counted unsent).
     fn push(&mut self, url: Line) -> bool {
+        if self.tx.is_closed() {
+            self.give_up(1);
+            return false;
+        }
         self.batch.push(url);
         self.batch.len() < BATCH || self.flush()
     }
@@ -201,7 +233,22 @@ impl Batcher {
             return !self.tx.is_closed();
         }
         let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
-        self.tx.blocking_send(Ok(batch)).is_ok()
+        match self.tx.blocking_send(Ok(batch)) {
+            Ok(()) => true,
+            Err(mpsc::error::SendError(back)) => {
+                self.batch = back.unwrap_or_default();
+                self.give_up(0);
+                false
+            }
+        }
+    }
+
+    /// The crawl took no more: what is in hand, and `more` lines besides, were read for
+    /// nothing.
+    fn give_up(&mut self, more: u64) {
+        let n = self.batch.len() as u64 + more;
+        self.batch.clear();
+        self.unsent.fetch_add(n, Ordering::Relaxed);
     }
 
     fn fail(mut self, e: io::Error) {
@@ -314,11 +361,7 @@ pub fn spawn_reader(
     }
     let given_bytes = text.len() as u64;
     let given = io::Cursor::new(text);
-    let (tx, rx) = mpsc::channel(READ_AHEAD_BATCHES);
-    let out = Batcher {
-        tx,
-        batch: Vec::with_capacity(BATCH),
-    };
+    let (out, lines) = Batcher::channel();
     let stats = match input {
         UrlInput::Demo(n) => {
             let stats = Arc::new(ReadStats::default());
@@ -374,10 +417,6 @@ pub fn spawn_reader(
             });
             stats
         }
-    };
-    let lines = Lines {
-        rx,
-        batch: Vec::new().into_iter(),
     };
     (lines, stats)
 }
@@ -557,11 +596,7 @@ fn feed_lines(
 /// (`tests/fuzz_readers.rs`); not an API.
 #[doc(hidden)]
 pub fn read_url_list(input: impl Read + Send, dedupe: bool) -> (Vec<Line>, Option<io::Error>) {
-    let (tx, mut rx) = mpsc::channel(READ_AHEAD_BATCHES);
-    let out = Batcher {
-        tx,
-        batch: Vec::with_capacity(BATCH),
-    };
+    let (out, mut from) = Batcher::channel();
     let opts = ReadOptions {
         skip: HashSet::new(),
         dedupe,
@@ -570,7 +605,7 @@ pub fn read_url_list(input: impl Read + Send, dedupe: bool) -> (Vec<Line>, Optio
     std::thread::scope(|s| {
         s.spawn(|| feed_lines(LineReader::new(input), out, &stats, &opts));
         let mut lines = Vec::new();
-        while let Some(batch) = rx.blocking_recv() {
+        while let Some(batch) = from.rx.blocking_recv() {
             match batch {
                 Ok(b) => lines.extend(b),
                 Err(e) => return (lines, Some(e)),
@@ -628,11 +663,7 @@ mod tests {
 
     #[test]
     fn batches_go_when_full_and_before_a_wait() {
-        let (tx, mut rx) = mpsc::channel(READ_AHEAD_BATCHES);
-        let out = Batcher {
-            tx,
-            batch: Vec::new(),
-        };
+        let (out, mut lines) = Batcher::channel();
         let input: Vec<u8> = (0..BATCH + 3)
             .flat_map(|i| format!("u{i}\n").into_bytes())
             .collect();
@@ -645,7 +676,7 @@ mod tests {
                 };
                 feed_lines(LineReader::new(io::Cursor::new(input)), out, &stats, &opts)
             });
-            let batches: Vec<Vec<Line>> = std::iter::from_fn(|| rx.blocking_recv())
+            let batches: Vec<Vec<Line>> = std::iter::from_fn(|| lines.rx.blocking_recv())
                 .map(|b| b.unwrap())
                 .collect();
             let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
@@ -654,17 +685,35 @@ mod tests {
         assert_eq!(stats.lines.load(Ordering::Relaxed), BATCH as u64 + 3);
     }
 
+    #[test]
+    fn lines_read_after_the_crawl_stopped_taking_them_are_counted_unsent() {
+        let (mut out, mut lines) = Batcher::channel();
+        let url = |i: usize| Line::Url(format!("u{i}"));
+        // Four batches fill the channel; the reader then holds ten more when it closes.
+        for i in 0..BATCH * READ_AHEAD_BATCHES + 10 {
+            assert!(out.push(url(i)));
+        }
+        assert_eq!(lines.close(), (BATCH * READ_AHEAD_BATCHES) as u64);
+        // The next line finds the crawl closed: it and the ten in hand were for nothing.
+        assert!(!out.push(url(0)));
+        assert_eq!(lines.unsent(), 11);
+        // A full batch whose hand-off fails is counted too.
+        let (mut out, mut lines) = Batcher::channel();
+        for i in 0..BATCH - 1 {
+            assert!(out.push(url(i)));
+        }
+        lines.rx.close();
+        assert!(!out.flush());
+        assert_eq!(lines.unsent(), BATCH as u64 - 1);
+    }
+
     fn read_all(input: &str, opts: ReadOptions) -> (Vec<Line>, ReadStats) {
-        let (tx, mut rx) = mpsc::channel(READ_AHEAD_BATCHES);
-        let out = Batcher {
-            tx,
-            batch: Vec::new(),
-        };
+        let (out, mut lines) = Batcher::channel();
         let stats = ReadStats::default();
         let bytes = input.as_bytes().to_vec();
         let lines = std::thread::scope(|s| {
             s.spawn(|| feed_lines(LineReader::new(io::Cursor::new(bytes)), out, &stats, &opts));
-            std::iter::from_fn(|| rx.blocking_recv())
+            std::iter::from_fn(|| lines.rx.blocking_recv())
                 .flat_map(|b| b.unwrap())
                 .collect()
         });
