@@ -199,7 +199,7 @@ struct Batcher {
 }
 
 impl Batcher {
-    /// The sending end of a channel whose receiving end is [`Batcher::lines`].
+    /// The sending end of a channel, and its receiving end, [`Lines`].
     fn channel() -> (Batcher, Lines) {
         let (tx, rx) = mpsc::channel(READ_AHEAD_BATCHES);
         let unsent = Arc::new(AtomicU64::new(0));
