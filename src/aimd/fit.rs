@@ -22,7 +22,7 @@
 //! Where it does not speak: a host whose limit is not a bucket (a fixed window, a queue)
 //! may fit no refill at all or a range the window's edges made up; a limiter that holds
 //! what it accepts answers out of order by design, and a throttle judged before the held
-//! acceptances are back reads as no refill at all ([`BucketFit::record`]); and a fast host's
+//! acceptances are back reads as almost no refill ([`BucketFit::record`]); and a fast host's
 //! answers arrive in an order the network shuffles by more than a token's time (the spread
 //! of their round trips says by how much, [`BucketFit::shuffle`]). A limit per client
 //! address is a bucket per exit: one for the host explains its answers only while the
@@ -31,7 +31,8 @@
 //! ([`Bounds::per_exit`]), and the controller trusts it less there. It only corrects the
 //! other estimators while a thin host is learned (the controller's first cuts), never
 //! past the range it found, and it stops listening once it holds [`BucketFit::EVENTS`]
-//! answers.
+//! answers, or once [`BucketFit::HELD`] acceptances came back after throttles sent later
+//! than them (its first throttle is read all the same: none has been overtaken yet).
 
 use std::time::{Duration, Instant};
 
