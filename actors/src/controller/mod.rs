@@ -74,6 +74,11 @@ pub struct LimiterActor {
     /// Told the hosts whose controllers were forgotten (the scheduler, whose pacing of
     /// them goes too).
     forgotten: Option<Recipient<ForgetHosts>>,
+    /// Scope `auto`: hosts whose every answer so far said nothing (a name that does not
+    /// resolve, a local failure) and so have no controllers, with when they were last
+    /// heard from: the scheduler paces them all the same, and their pacing is forgotten
+    /// as a quiet host's is. A broad crawl meets many such dead hosts.
+    unlearned: HashMap<Arc<str>, std::time::Instant>,
     metrics: Option<Arc<Metrics>>,
     /// Scope `auto`: what the hosts so far say about where a new one starts (shared with
     /// the scheduler, whose pacer for a new host starts there too).
@@ -105,6 +110,7 @@ impl LimiterActor {
             fleet: HashMap::new(),
             me: None,
             forgotten: None,
+            unlearned: HashMap::new(),
             metrics: None,
             prior: Arc::default(),
         }
@@ -137,6 +143,13 @@ impl LimiterActor {
         let now = crate::clock::now();
         let after = self.settings.forget_idle();
         let mut gone = Vec::new();
+        self.unlearned.retain(|host, heard| {
+            let quiet = now.saturating_duration_since(*heard) >= after;
+            if quiet {
+                gone.push(Arc::clone(host));
+            }
+            !quiet
+        });
         let mut prior = self.prior.lock().unwrap_or_else(|e| e.into_inner());
         policies.retain(|host, k| {
             if !forget::forgettable(&k.policy, k.heard, after, now) {
@@ -151,9 +164,12 @@ impl LimiterActor {
         if gone.is_empty() {
             return;
         }
-        // The map keeps its size after a purge: shrink once it is mostly empty.
+        // A map keeps its size after a purge: shrink once it is mostly empty.
         if policies.capacity() > 4 * policies.len().max(64) {
             policies.shrink_to_fit();
+        }
+        if self.unlearned.capacity() > 4 * self.unlearned.len().max(64) {
+            self.unlearned.shrink_to_fit();
         }
         tracing::debug!(hosts = gone.len(), "limiter: quiet hosts forgotten");
         if let Some(m) = &self.metrics {
@@ -168,6 +184,21 @@ impl LimiterActor {
         }
         if let Some(to) = &self.forgotten {
             to.do_send(ForgetHosts(gone));
+        }
+    }
+
+    /// `host` answered, saying nothing: it is heard from now, whether it has controllers
+    /// or not (see `unlearned`).
+    fn heard_nothing_from(&mut self, host: &Arc<str>) {
+        let Controllers::Hosts { policies, .. } = &mut self.controllers else {
+            return;
+        };
+        let now = crate::clock::now();
+        match policies.get_mut(host) {
+            Some(known) => known.heard = now,
+            None => {
+                self.unlearned.insert(Arc::clone(host), now);
+            }
         }
     }
 
@@ -233,6 +264,7 @@ impl LimiterActor {
 
     fn feed(&mut self, exit: &Arc<str>, host: &Arc<str>, response: Response, hints: &ServerHints) {
         if response.signal == Signal::Neutral && hints.is_empty() {
+            self.heard_nothing_from(host);
             return;
         }
         let now = crate::clock::now();
@@ -244,6 +276,7 @@ impl LimiterActor {
                 exits,
                 binds_exit,
             } => {
+                let unlearned = &mut self.unlearned;
                 let n = exits.len();
                 let i = exits.iter().position(|e| e == exit).unwrap_or(n);
                 let prior = &self.prior;
@@ -252,6 +285,7 @@ impl LimiterActor {
                     let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
                     let start = p.start_for(host, cfg.initial_rps, cfg.min_rps);
                     p.returned(host);
+                    unlearned.remove(host);
                     Known {
                         policy: HostPolicy::new(cfg, n, Coupling::Auto, now)
                             .starting_at(start, now)
@@ -603,5 +637,56 @@ mod tests {
             after < initial,
             "after eight cut hosts: {after} vs {initial}"
         );
+    }
+}
+
+#[cfg(test)]
+mod forget_tests {
+    use super::*;
+    use exitcrawl::outcome::Failure;
+    use std::time::Duration;
+
+    /// Keeps the hosts it is told were forgotten.
+    struct Told(Arc<Mutex<Vec<Arc<str>>>>);
+
+    impl Actor for Told {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<ForgetHosts> for Told {
+        type Result = ();
+
+        fn handle(&mut self, m: ForgetHosts, _: &mut Self::Context) {
+            self.0.lock().unwrap().extend(m.0);
+        }
+    }
+
+    #[actix::test]
+    async fn a_host_whose_answers_all_said_nothing_is_forgotten_as_a_quiet_one() {
+        tokio::time::pause();
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let exit: Arc<str> = Arc::from("e");
+        let settings = LimiterSettings {
+            forget_idle_ms: 60_000,
+            ..LimiterSettings::default()
+        };
+        let limiter = LimiterActor::new(settings, vec![Arc::clone(&exit)], vec![])
+            .telling_forgotten(Told(Arc::clone(&told)).start().recipient())
+            .start();
+        // A name that does not resolve: the answer says nothing, no controller is made.
+        let dead = Failed {
+            exit: Arc::clone(&exit),
+            host: Arc::from("dead.example"),
+            sent_at: crate::clock::now(),
+            latency: Duration::from_millis(5),
+            kind: Failure::Unresolved,
+            retry: false,
+        };
+        limiter.send(dead).await.unwrap();
+        assert!(limiter.send(GetLimits).await.unwrap().is_empty());
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(told.lock().unwrap().is_empty(), "not yet quiet long enough");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(*told.lock().unwrap(), [Arc::<str>::from("dead.example")]);
     }
 }

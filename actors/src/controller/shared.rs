@@ -123,8 +123,10 @@ impl LimiterActor {
                     },
                 };
                 let prior = &self.prior;
+                let unlearned = &mut self.unlearned;
                 let known = policies.entry(host).or_insert_with_key(|host| {
                     // The rate adopted is this host's now, whatever was kept of it.
+                    unlearned.remove(host);
                     let mut p = prior.lock().unwrap_or_else(|e| e.into_inner());
                     p.returned(host);
                     Known {
