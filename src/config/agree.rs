@@ -10,7 +10,7 @@
 //! still names the key and the rule.
 
 use super::schema::{Algorithm, Scope, Settings};
-use super::validate::{DAY_MS, HOUR_MS, MAX_RATE};
+use super::validate::{whole_range, DAY_MS, HOUR_MS, MAX_RATE};
 
 /// One key of a pair: its value, whether the user gave it, and its own allowed range.
 struct Key<'a, T> {
@@ -127,32 +127,27 @@ pub fn agree(s: &mut Settings, given: impl Fn(&str) -> bool) {
 /// over: `limiter.forget_idle_ms` bounds `crawler.max_retry_after_ms` and
 /// `crawler.retry_backoff_max_ms`.
 fn forget_after_waits(s: &mut Settings, given: &impl Fn(&str) -> bool) {
-    let forget = given("limiter.forget_idle_ms");
-    let range = (1_000, DAY_MS);
-    pair(
-        Key {
-            value: &mut s.crawler.max_retry_after_ms,
-            given: given("crawler.max_retry_after_ms"),
-            range: (1_000, DAY_MS),
-        },
-        Key {
-            value: &mut s.limiter.forget_idle_ms,
-            given: forget,
-            range,
-        },
-    );
-    pair(
-        Key {
-            value: &mut s.crawler.retry_backoff_max_ms,
-            given: given("crawler.retry_backoff_max_ms"),
-            range: (1, HOUR_MS),
-        },
-        Key {
-            value: &mut s.limiter.forget_idle_ms,
-            given: forget,
-            range,
-        },
-    );
+    let c = &mut s.crawler;
+    let waits = [
+        ("crawler.max_retry_after_ms", &mut c.max_retry_after_ms),
+        ("crawler.retry_backoff_max_ms", &mut c.retry_backoff_max_ms),
+    ];
+    for (name, wait) in waits {
+        let forget = &mut s.limiter.forget_idle_ms;
+        pair(
+            whole_key(wait, name, given),
+            whole_key(forget, "limiter.forget_idle_ms", given),
+        );
+    }
+}
+
+/// The whole-number key `name`, its range the one validation checks.
+fn whole_key<'a>(value: &'a mut u64, name: &str, given: &impl Fn(&str) -> bool) -> Key<'a, u64> {
+    Key {
+        value,
+        given: given(name),
+        range: whole_range(name).unwrap_or((0, u64::MAX)),
+    }
 }
 
 #[cfg(test)]

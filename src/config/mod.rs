@@ -39,6 +39,7 @@
 mod agree;
 mod crawl;
 mod error;
+mod limiter;
 mod load;
 mod schema;
 mod strict;

@@ -155,6 +155,19 @@ pub(super) fn exit_key(settings: &Settings, exit: &Arc<str>, host: &Arc<str>) ->
     }
 }
 
+/// `host`'s keys under scope `auto`: its own budget and each exit's lane.
+fn host_keys<'a>(
+    host: &'a Arc<str>,
+    exits: impl Iterator<Item = Arc<str>> + 'a,
+) -> impl Iterator<Item = LimitKey> + 'a {
+    std::iter::once(None)
+        .chain(exits.map(Some))
+        .map(|exit| LimitKey {
+            exit,
+            host: Some(Arc::clone(host)),
+        })
+}
+
 /// Every limiter key's pacing, and what the exit choice reads besides a host's own state.
 pub(super) struct Pacing {
     settings: Arc<Settings>,
@@ -290,11 +303,8 @@ impl Pacing {
     /// Forget `host`'s keys (its own and its exit lanes'): the limiter forgot its
     /// controllers.
     pub(super) fn forget(&mut self, host: &Arc<str>, exits: impl Iterator<Item = Arc<str>>) {
-        for exit in std::iter::once(None).chain(exits.map(Some)) {
-            self.keys.remove(&LimitKey {
-                exit,
-                host: Some(Arc::clone(host)),
-            });
+        for key in host_keys(host, exits) {
+            self.keys.remove(&key);
         }
     }
 
@@ -304,11 +314,7 @@ impl Pacing {
     /// again, and the host's budget runs at its rate until the limiter's first word.
     /// Pauses in force stay.
     pub(super) fn restart(&self, host: &Arc<str>, exits: impl Iterator<Item = Arc<str>>) {
-        for exit in std::iter::once(None).chain(exits.map(Some)) {
-            let key = LimitKey {
-                exit,
-                host: Some(Arc::clone(host)),
-            };
+        for key in host_keys(host, exits) {
             if let Some(state) = self.keys.get(&key) {
                 let mut state = state.borrow_mut();
                 state.retry_after_binds_exit = false;
