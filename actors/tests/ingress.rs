@@ -264,6 +264,47 @@ async fn a_queued_fetch_its_caller_gives_up_on_is_never_sent() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// So is a `Fetch` message whose sender stops waiting for the reply (actix's
+/// `Request::timeout`, or the request dropped) after the scheduler took it in: the same
+/// fetch from another actor is withdrawn as the handle's is.
+#[actix_rt::test]
+async fn a_queued_fetch_message_its_sender_gives_up_on_is_never_sent() {
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings(1, 4)).expect("start");
+    let first = h.scheduler().send(Fetch::get(site.url("/first")));
+    let abandoned = async {
+        let gave_up = h
+            .scheduler()
+            .send(Fetch::get(site.url("/abandoned")))
+            .timeout(Duration::from_millis(50))
+            .await;
+        assert!(
+            matches!(gave_up, Err(actix::MailboxError::Timeout)),
+            "still queued: {gave_up:?}"
+        );
+    };
+    let (first, ()) = join(first, abandoned).await;
+    assert_eq!(first.expect("delivered").expect("answer").status, 200);
+    let next = h
+        .scheduler()
+        .send(Fetch::get(site.url("/next")))
+        .await
+        .expect("delivered")
+        .expect("answer");
+    assert_eq!(next.status, 200);
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        paths,
+        ["/first", "/next"],
+        "the abandoned fetch was not sent"
+    );
+    assert_eq!(h.metrics().urls_done(), 3, "it counts as done");
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
 /// A site on 127.0.0.1 that holds the answers to its first two requests until the test
 /// says go, then writes them in one go — a 429 with `Retry-After: 1` to `/throttled` and
 /// a 200 to the other, in the order asked — so that both are in the client's socket

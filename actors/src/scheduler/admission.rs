@@ -1,5 +1,7 @@
+use std::future::Future as _;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Poll;
 
 use actix::dev::MessageResponse;
 use actix::prelude::*;
@@ -143,11 +145,29 @@ impl MessageResponse<SchedulerActor, Fetch> for Admission {
         // boxed one is a pointer (`bench_raw --via addr`: about 900 instructions less per
         // fetch under callgrind).
         actix_rt::spawn(Box::pin(async move {
-            let r = match robots {
-                Some(gate) => gate.obey(fetch, |f| ingress.fetch(f)).await,
-                None => ingress.fetch(fetch).await,
+            let work = async {
+                match robots {
+                    Some(gate) => gate.obey(fetch, |f| ingress.fetch(f)).await,
+                    None => ingress.fetch(fetch).await,
+                }
             };
-            if let Some(tx) = tx {
+            let Some(mut tx) = tx else {
+                // `do_send`: nobody waits for the reply, but the sender wants the fetch.
+                let _ = work.await;
+                return;
+            };
+            // A sender that stops waiting (`Request::timeout`, the request dropped)
+            // withdraws the fetch as a dropped `CrawlerHandle::fetch` does: dropping the
+            // way in's future gives back its slot, and a fetch still queued is not sent.
+            let mut work = std::pin::pin!(work);
+            let answered = std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                    return Poll::Ready(Some(r));
+                }
+                tx.poll_closed(cx).map(|()| None)
+            })
+            .await;
+            if let Some(r) = answered {
                 let _ = tx.send(r);
             }
         }));
