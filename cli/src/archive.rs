@@ -59,6 +59,15 @@ pub struct ArchiveOptions<'a> {
 impl Archive {
     /// Open the outputs (an unusable path is an argument error: exit 2).
     pub fn open(o: &ArchiveOptions<'_>, settings: &Settings) -> Result<Archive, Failure> {
+        // The body store first: making its directory destroys nothing, while the WARC
+        // writer truncates the file a run before left, which a refusal must keep.
+        let bodies = match o.bodies {
+            Some(dir) => Some(
+                BodyStore::open(dir)
+                    .map_err(|e| Failure::Usage(format!("--bodies {}: {e}", dir.display())))?,
+            ),
+            None => None,
+        };
         let warc = match o.warc {
             Some(path) => {
                 let name = WarcName::parse(path).map_err(Failure::Usage)?;
@@ -67,13 +76,6 @@ impl Archive {
                     .map_err(|e| Failure::Usage(format!("--warc {}: {e}", path.display())))?;
                 Some(w)
             }
-            None => None,
-        };
-        let bodies = match o.bodies {
-            Some(dir) => Some(
-                BodyStore::open(dir)
-                    .map_err(|e| Failure::Usage(format!("--bodies {}: {e}", dir.display())))?,
-            ),
             None => None,
         };
         Ok(Archive {

@@ -13,7 +13,7 @@ use exitcrawl::redact::mask_url;
 use exitcrawl_actors::follow::{self, FollowOptions, FollowRecord, FollowTotals, Resume};
 use exitcrawl_actors::{CrawlerHandle, FetchResponse};
 use exitcrawl_net::clock;
-use futures_util::future::{join, select, Either};
+use futures_util::future::{select, try_join, Either};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -147,9 +147,13 @@ pub async fn follow_crawl(
     // site's address for WARC), so they are written by a second future beside it.
     let (tx, mut rx) = mpsc::unbounded_channel();
     let done = {
-        let crawl = follow::crawl(handle, seeds, opts, move |r, a| {
-            let _ = tx.send((r, a));
-        });
+        let crawl = async {
+            follow::crawl(handle, seeds, opts, move |r, a| {
+                let _ = tx.send((r, a));
+            })
+            .await
+            .map_err(|e| e.to_string())
+        };
         let write = async {
             while let Some((r, a)) = rx.recv().await {
                 writer.write(r, a).await?;
@@ -158,13 +162,14 @@ pub async fn follow_crawl(
             }
             Ok::<_, String>(())
         };
-        let both = pin!(join(crawl, write));
+        // A write that fails (a full disk) ends the crawl with it: the crawl's fetches in
+        // flight are dropped, and no further page is fetched only to go unrecorded. The
+        // crawl ending first drops its sender, so the writer still writes every record
+        // handed over before it ends.
+        let both = pin!(try_join(crawl, write));
         let stopped = pin!(stop.recv());
         match select(both, stopped).await {
-            Either::Left(((result, written), _)) => {
-                written?;
-                Some(result.map_err(|e| e.to_string())?)
-            }
+            Either::Left((result, _)) => Some(result?.0),
             Either::Right(_) => None,
         }
     };

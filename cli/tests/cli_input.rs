@@ -197,6 +197,61 @@ fn an_existing_out_survives_a_run_refused_at_start() {
 }
 
 #[test]
+fn a_bodies_directory_that_cannot_be_made_is_refused_and_the_warc_is_kept() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("bodies-refused");
+    let cfg = dir.file("c.toml", &config(NO_ROBOTS));
+    let urls = dir.file(
+        "urls.txt",
+        &format!("{}\n{}\n", site.url("/a"), site.url("/b")),
+    );
+    let (out, warc) = (dir.path("out.jsonl"), dir.path("w.warc.gz"));
+    let summary = dir.path("sum.json");
+    let args = [
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--warc",
+        s(&warc),
+        "--summary",
+        s(&summary),
+        "--quiet",
+    ];
+    assert_ok(&run(&args));
+    let (records_before, warc_before) = (bytes(&out), bytes(&warc));
+    assert_eq!(records(&out).len(), 2);
+
+    // A directory inside a regular file cannot be made.
+    let file = dir.file("plain", "a file\n");
+    let bodies = file.join("sub");
+    let o = cmd(&args)
+        .args(["--bodies", s(&bodies)])
+        .output()
+        .expect("run");
+    assert_refused(&o, 2, &["--bodies", s(&bodies)]);
+    let warc_after = bytes(&warc);
+    assert!(
+        warc_after == warc_before,
+        "the WARC is not as the first run left it: {} bytes, were {}",
+        warc_after.len(),
+        warc_before.len()
+    );
+    assert_eq!(
+        bytes(&out),
+        records_before,
+        "--out is as the first run left it"
+    );
+    assert_eq!(
+        site.stats().requests,
+        2,
+        "nothing fetched by the refused run"
+    );
+}
+
+#[test]
 fn a_closed_or_full_stdout_is_exit_1_with_the_cause() {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new("stdout");

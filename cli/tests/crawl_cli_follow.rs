@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cli_support::example::{crawl, crawl_config, spawn_crawl, NO_ROBOTS, SLOW_CONFIG};
+use cli_support::example::{crawl, crawl_cmd, crawl_config, spawn_crawl, NO_ROBOTS, SLOW_CONFIG};
 use cli_support::{records, s, signal, stderr, wait_bounded, wait_for_lines, TempDir};
 use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
 use serde_json::Value;
@@ -363,4 +363,123 @@ fn an_interrupted_follow_crawl_reports_its_figures_so_far() {
     );
     // Every record the figures count is in `--out`, and every record there is counted.
     assert_eq!(sum["total"].as_u64(), Some(recs.len() as u64), "{sum}");
+}
+
+/// Pages `/t/0` … `/t/299` of [`tree_site`].
+const TREE_PAGES: usize = 300;
+
+/// Page `/t/{i}` of [`tree_site`]: links to the next ten pages of a tree rooted at `/t/0`.
+fn tree_page(i: usize) -> String {
+    let links: String = (i * 10 + 1..=i * 10 + 10)
+        .filter(|k| *k < TREE_PAGES)
+        .map(|k| format!("<a href=\"/t/{k}\">{k}</a>"))
+        .collect();
+    format!("<html><body>page {i} {links}</body></html>")
+}
+
+/// A site of [`TREE_PAGES`] pages, every one reachable from `/t/0`.
+fn tree_site() -> TestSite {
+    let pages = Pages::new(|_host: &str, pq: &str| {
+        let i: usize = pq.strip_prefix("/t/")?.parse().ok()?;
+        (i < TREE_PAGES).then(|| Page::html(tree_page(i)))
+    });
+    TestSite::start(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    })
+}
+
+fn sha256_hex(body: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn a_write_error_ends_a_follow_crawl_at_once_and_keeps_the_records_written() {
+    let dir = TempDir::new("follow-full");
+    let config = dir.file("crawl.toml", &crawl_config(NO_ROBOTS));
+
+    // `--out -` on a full stdout: the first record cannot be written.
+    let site = tree_site();
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/t/0")));
+    let full = std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let o = crawl_cmd(&["--config", s(&config), "--urls", s(&urls), "--follow"])
+        .args([
+            "--out",
+            "-",
+            "--summary",
+            s(&dir.path("sum.json")),
+            "--quiet",
+        ])
+        .stdout(full)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run the crawl example");
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("writing --out") && err.contains("No space left"),
+        "{err}"
+    );
+    let asked = site.stats().requests;
+    assert!(
+        asked < (TREE_PAGES / 10) as u64,
+        "the crawl went on after the write error: {asked} of {TREE_PAGES} pages fetched"
+    );
+
+    // `--bodies` fails part way: a regular file stands where the subdirectory of a later
+    // page's body goes. The records written before are kept, each with its body.
+    let site = tree_site();
+    let bodies = dir.path("bodies");
+    std::fs::create_dir(&bodies).expect("bodies dir");
+    let seed_sub = sha256_hex(tree_page(0).as_bytes())[..2].to_owned();
+    let blocked = (20..TREE_PAGES)
+        .map(|i| sha256_hex(tree_page(i).as_bytes())[..2].to_owned())
+        .find(|sub| *sub != seed_sub)
+        .expect("a page whose body goes elsewhere than the seed's");
+    std::fs::write(bodies.join(&blocked), "in the way").expect("block a subdirectory");
+    let urls = dir.file("seeds2.txt", &format!("{}\n", site.url("/t/0")));
+    let out = dir.path("out.jsonl");
+    let o = crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--follow",
+        "--out",
+        s(&out),
+        "--bodies",
+        s(&bodies),
+        "--summary",
+        s(&dir.path("sum2.json")),
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("writing --bodies"), "{err}");
+    let asked = site.stats().requests;
+    assert!(
+        asked < (TREE_PAGES / 3) as u64,
+        "the crawl went on after the write error: {asked} of {TREE_PAGES} pages fetched"
+    );
+    let recs = records(&out);
+    assert!(
+        !recs.is_empty(),
+        "the records written before the error are kept"
+    );
+    assert!(recs.len() as u64 <= asked, "{} records", recs.len());
+    for r in &recs {
+        assert_eq!(r["status"], 200, "{r}");
+        let sha = r["sha256"].as_str().unwrap_or_else(|| panic!("{r}"));
+        assert!(
+            bodies.join(&sha[..2]).join(sha).is_file(),
+            "no body for {r}"
+        );
+    }
 }
