@@ -306,6 +306,12 @@ impl RobotsGate {
     fn look_up(&self, origin: &str, path: &str) -> Step {
         let mut inner = self.lock();
         let inner = &mut *inner;
+        // The fetch in flight is the origin's one robots.txt fetch however long it takes:
+        // it goes through the crawler (queued, paced, retried, held by a Retry-After), so
+        // it can outlast the cache's pending mark, and asking again would fetch twice.
+        if let Some(rx) = inner.fetching.get(origin) {
+            return Step::Pending(rx.clone());
+        }
         match inner.cache.lookup(origin, clock::now()) {
             RobotsState::Known(r) if r.allowed_path(path) => Step::Allowed(r.crawl_delay()),
             RobotsState::Known(_) => Step::Disallowed,
@@ -314,16 +320,13 @@ impl RobotsGate {
                 inner.fetching.insert(origin.to_owned(), rx);
                 Step::Fetch(tx)
             }
-            RobotsState::Wait(_) => match inner.fetching.get(origin) {
-                Some(rx) => Step::Pending(rx.clone()),
-                None => Step::Unavailable(
-                    inner
-                        .failures
-                        .get(origin)
-                        .cloned()
-                        .unwrap_or_else(|| "no answer yet".to_owned()),
-                ),
-            },
+            RobotsState::Wait(_) => Step::Unavailable(
+                inner
+                    .failures
+                    .get(origin)
+                    .cloned()
+                    .unwrap_or_else(|| "no answer yet".to_owned()),
+            ),
         }
     }
 
@@ -387,6 +390,8 @@ impl RobotsGate {
 /// An origin's robots.txt fetch in flight. However it ends (an answer, or the future
 /// dropped), its waiting fetches look again; without an answer the origin is as if never
 /// looked up, so the next fetch asks again instead of every one waiting for the timeout.
+/// It clears only the `fetching` entry it registered (the channel of `done`): one a later
+/// fetch registered is that fetch's to clear, and so is the cache's pending mark then.
 struct InFlight<'a> {
     gate: &'a RobotsGate,
     origin: &'a str,
@@ -397,9 +402,15 @@ struct InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let mut inner = self.gate.lock();
-        inner.fetching.remove(self.origin);
-        if !self.answered {
-            inner.cache.forget(self.origin);
+        let ours = inner
+            .fetching
+            .get(self.origin)
+            .is_some_and(|rx| rx.same_channel(&self.done.subscribe()));
+        if ours {
+            inner.fetching.remove(self.origin);
+            if !self.answered {
+                inner.cache.forget(self.origin);
+            }
         }
         drop(inner);
         let _ = self.done.send(true);

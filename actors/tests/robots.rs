@@ -311,3 +311,32 @@ async fn a_fetch_off_its_origin_keeps_credentials_behind_on_its_redirects() {
     );
     assert!(log.iter().any(|r| r.path == "/landed"));
 }
+
+/// A robots.txt fetch goes through the crawler (queued, paced, retried) and can outlast
+/// the cache's pending mark: a fetch to the origin arriving after the mark has lapsed
+/// still waits for that one robots.txt answer instead of asking again.
+#[actix_rt::test]
+async fn a_robots_txt_slower_than_the_pending_mark_is_fetched_once() {
+    let pages = Pages::new(|_host: &str, pq: &str| {
+        Some(if pq == "/robots.txt" {
+            Page::text("User-agent: *\nDisallow: /private/\n")
+        } else {
+            Page::html("<p>page</p>")
+        })
+    });
+    // Longer than `RobotsPolicy::fetch_timeout` (60 s).
+    let site = paused_site(SiteConfig {
+        pages: Some(pages),
+        latency: Duration::from_secs(70),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings()).expect("start");
+    let first = fetch(&h, &site, "/p/1");
+    let second = async {
+        tokio::time::sleep(Duration::from_secs(65)).await;
+        fetch(&h, &site, "/p/2").await
+    };
+    let answers = futures_util::future::join(first, second).await;
+    assert_eq!(answers, (Ok(200), Ok(200)));
+    assert_eq!(count(&site, "/robots.txt"), 1, "{:?}", paths(&site));
+}

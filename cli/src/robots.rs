@@ -158,23 +158,26 @@ impl RobotsGate {
             Split::Canonical(o, _) => std::borrow::Cow::Borrowed(*o),
             _ => std::borrow::Cow::Owned(split.origin()),
         };
+        // The fetch in flight is the origin's one robots.txt fetch however long it takes:
+        // it goes through the crawler (queued, paced, retried, held by a Retry-After), so
+        // it can outlast the cache's pending mark, and asking again would fetch twice.
+        if let Some(n) = self.fetching.borrow().get(origin.as_ref()) {
+            return Step::Pending(Rc::clone(n));
+        }
         let mut cache = self.cache.borrow_mut();
         match cache.lookup(&origin, clock::now()) {
             RobotsState::Known(r) if r.allowed_path(split.path()) => Step::Allowed(r.crawl_delay()),
             RobotsState::Known(_) => Step::Disallowed,
             RobotsState::Fetch => Step::Fetch,
-            RobotsState::Wait(_) => match self.fetching.borrow().get(origin.as_ref()) {
-                Some(n) => Step::Pending(Rc::clone(n)),
-                None => match self.failures.borrow().get(origin.as_ref()).cloned() {
-                    Some((why, Some(kind))) => Step::Unreachable(
-                        kind,
-                        format!("{why} (robots.txt got no answer; this URL was not sent)"),
-                    ),
-                    why => Step::Unavailable(format!(
-                        "{ROBOTS_UNAVAILABLE} ({})",
-                        why.map_or_else(|| "no answer yet".to_owned(), |w| w.0)
-                    )),
-                },
+            RobotsState::Wait(_) => match self.failures.borrow().get(origin.as_ref()).cloned() {
+                Some((why, Some(kind))) => Step::Unreachable(
+                    kind,
+                    format!("{why} (robots.txt got no answer; this URL was not sent)"),
+                ),
+                why => Step::Unavailable(format!(
+                    "{ROBOTS_UNAVAILABLE} ({})",
+                    why.map_or_else(|| "no answer yet".to_owned(), |w| w.0)
+                )),
             },
         }
     }
@@ -327,7 +330,8 @@ pub enum Check {
     Wait(Step),
 }
 
-/// Ends an origin's "robots.txt in flight" state and wakes its waiting URLs.
+/// Ends an origin's "robots.txt in flight" state and wakes its waiting URLs. It clears
+/// only the `fetching` entry it registered (`notify`), never one a later fetch registered.
 struct Wake<'a> {
     gate: &'a RobotsGate,
     origin: &'a str,
@@ -336,7 +340,72 @@ struct Wake<'a> {
 
 impl Drop for Wake<'_> {
     fn drop(&mut self) {
-        self.gate.fetching.borrow_mut().remove(self.origin);
+        let mut fetching = self.gate.fetching.borrow_mut();
+        if fetching
+            .get(self.origin)
+            .is_some_and(|n| Rc::ptr_eq(n, &self.notify))
+        {
+            fetching.remove(self.origin);
+        }
+        drop(fetching);
         self.notify.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exitcrawl::config::{Algorithm, ExitSettings};
+    use exitcrawl_actors::Crawler;
+    use exitcrawl_testsite::{Page, Pages, SiteConfig, TestSite};
+
+    /// Whether `url` may go, asked as `fetch.rs` asks.
+    async fn goes(gate: &RobotsGate, h: &CrawlerHandle, url: &str) -> bool {
+        match gate.check(url) {
+            Check::Go => true,
+            Check::Wait(step) => matches!(gate.admit(h, url, step).await, Admit::Go(_)),
+            Check::Skip(_) | Check::Fail(..) => false,
+        }
+    }
+
+    /// A robots.txt fetch goes through the crawler (queued, paced, retried) and can
+    /// outlast the cache's pending mark: a URL of the origin checked after the mark has
+    /// lapsed still waits for that one robots.txt answer instead of asking again.
+    #[actix_rt::test]
+    async fn a_robots_txt_slower_than_the_pending_mark_is_fetched_once() {
+        // Paused time, the site on the test's runtime: its latency is exact.
+        tokio::time::pause();
+        let pages = Pages::new(|_: &str, pq: &str| {
+            Some(if pq == "/robots.txt" {
+                Page::text("User-agent: *\nDisallow: /private/\n")
+            } else {
+                Page::html("<p>page</p>")
+            })
+        });
+        // Longer than `RobotsPolicy::fetch_timeout` (60 s).
+        let site = TestSite::start_on_runtime(SiteConfig {
+            pages: Some(pages),
+            latency: Duration::from_secs(70),
+            ..SiteConfig::default()
+        });
+        let exit = ExitSettings::new("e2", "127.0.0.2".parse().expect("ip"));
+        let mut s = Settings::with_exits(vec![exit]);
+        s.limiter.algorithm = Algorithm::None;
+        // Beyond the site's latency: on paused time a jump may only reach that timer.
+        s.crawler.timeout_ms = 600_000;
+        s.crawler.connect_timeout_ms = 600_000;
+        let gate = RobotsGate::new(&s);
+        // As `run.rs` starts it: the program asks robots.txt itself, not the handle.
+        let h = Crawler::start(s).expect("start").polite(false);
+        let (first, second) = (site.url("/p/1"), site.url("/p/2"));
+        let later = async {
+            tokio::time::sleep(Duration::from_secs(65)).await;
+            goes(&gate, &h, &second).await
+        };
+        let answers = futures_util::future::join(goes(&gate, &h, &first), later).await;
+        assert_eq!(answers, (true, true));
+        let log = site.requests();
+        let robots = log.iter().filter(|r| r.path == "/robots.txt").count();
+        assert_eq!((robots, gate.fetches.get()), (1, 1), "{log:?}");
     }
 }
