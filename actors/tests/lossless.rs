@@ -204,6 +204,35 @@ async fn a_host_that_refuses_everything_is_given_up_after_give_up_after() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A site that refuses one exit's address (503, as a blocked client) and serves the
+/// others: a URL throttled through that exit is fetched through another, never kept on
+/// the refused one until its host is given up.
+#[actix_rt::test]
+async fn a_url_throttled_through_an_exit_the_site_refuses_is_fetched_through_another() {
+    let site = paused_site(SiteConfig::default());
+    let refused: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+    site.set_fail_peer(refused, true);
+    let mut s = settings(exits(2, 4));
+    s.limiter.algorithm = Algorithm::Aimd;
+    s.crawler.give_up_after_ms = 20_000;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..8).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = fetch_all(&h, &urls).await;
+    for (u, r) in urls.iter().zip(&replies) {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("{u}: {e}"));
+        assert_eq!(r.status, 200, "{u}");
+    }
+    let reqs = site.requests();
+    assert!(
+        reqs.iter().any(|r| r.peer == refused && r.status == 503),
+        "no URL went through the refused exit first"
+    );
+    let served: Vec<_> = reqs.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(served.len(), urls.len(), "each URL served once");
+    assert!(served.iter().all(|r| r.peer != refused));
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
 #[actix_rt::test]
 async fn a_pause_over_max_retry_after_gives_the_url_up_and_the_crawl_goes_on() {
     let site = paused_site(SiteConfig {

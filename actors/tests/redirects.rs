@@ -6,8 +6,9 @@ mod support;
 
 use exitcrawl::config::{Algorithm, Settings};
 use exitcrawl_actors::{Crawler, Fetch, FetchErrorKind};
-use exitcrawl_testsite::{Page, Pages, RequestRecord, SiteConfig, TestSite};
-use support::exits;
+use exitcrawl_testsite::{FailMode, Page, Pages, RequestRecord, SiteConfig, TestSite};
+use futures_util::future::join_all;
+use support::{exits, paused_site, timeouts_for_paused_time};
 
 fn settings() -> Settings {
     let mut s = Settings::with_exits(exits(1, 8));
@@ -227,4 +228,74 @@ async fn credentials_go_on_within_one_origin_however_its_host_is_written() {
             r.path
         );
     }
+}
+
+/// A redirect followed by the way in (robots.txt on, as the handle's default) goes
+/// through the exit that read it, as one client's session; but when that exit's address
+/// is refused where it leads, the hop's later attempts go through another exit, as any
+/// fetch's do: an exit the site refuses loses no URL. `mode`: how the site refuses it.
+async fn a_hop_refused_through_its_exit(mode: FailMode) {
+    // On paused time: the throttles slow the host's pacing to seconds between hops.
+    let to = paused_site(SiteConfig {
+        pages: Some(Pages::new(|_, pq: &str| {
+            pq.starts_with("/x")
+                .then(|| Page::text(format!("here: {pq}")))
+        })),
+        fail_mode: mode,
+        ..SiteConfig::default()
+    });
+    let refused: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+    to.set_fail_peer(refused, true);
+    let base = to.url("/x");
+    let from = TestSite::start_on_runtime_at(
+        SiteConfig {
+            pages: Some(Pages::new(move |_, pq: &str| {
+                let i = pq.strip_prefix("/r").filter(|i| i.parse::<u32>().is_ok())?;
+                Some(Page::redirect(302, format!("{base}{i}")))
+            })),
+            ..SiteConfig::default()
+        },
+        "127.0.0.6".parse().expect("ip"),
+    );
+    // The default limiter: a throttled fetch waits for its host's pacing, which learns
+    // that one exit's address is refused.
+    let mut s = Settings::with_exits(exits(2, 8));
+    s.crawler.max_retries = 2;
+    timeouts_for_paused_time(&mut s);
+    // A hop kept on the refused exit ends `throttled_out` after this, not ten minutes.
+    s.crawler.give_up_after_ms = 20_000;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..6).map(|i| from.url(&format!("/r{i}"))).collect();
+    let answers = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.as_str())))).await;
+    let read_by_refused = from
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/r") && r.peer == refused)
+        .count();
+    assert!(
+        read_by_refused > 0,
+        "no redirect was read through 127.0.0.2"
+    );
+    for (u, a) in urls.iter().zip(answers) {
+        let r = a.unwrap_or_else(|e| panic!("{u}: {e}"));
+        assert_eq!(r.status, 200, "{u}");
+    }
+    let served: Vec<_> = to
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/x") && r.status == 200)
+        .collect();
+    assert_eq!(served.len(), 6, "each hop served once");
+    assert!(served.iter().all(|r| r.peer != refused));
+    h.shutdown(std::time::Duration::from_secs(1)).await;
+}
+
+#[actix_rt::test]
+async fn a_redirect_hop_whose_connection_is_refused_through_its_exit_is_retried_through_another() {
+    a_hop_refused_through_its_exit(FailMode::Close).await;
+}
+
+#[actix_rt::test]
+async fn a_redirect_hop_throttled_through_its_exit_waits_for_any_exit() {
+    a_hop_refused_through_its_exit(FailMode::Status503).await;
 }

@@ -56,6 +56,10 @@ pub struct Fetch {
     /// `Proxy-Authorization` of `[crawler] headers`) are not sent, as on a hop the exit
     /// follows itself. Default `false`.
     pub left_origin: bool,
+    /// `preferred_exit` holds for the first attempt only: a redirect hop goes through
+    /// the exit that read the redirect (one client's session), but an attempt refused
+    /// there must not keep the hop on an address the site refuses.
+    pub(crate) prefer_first_attempt: bool,
 }
 
 impl Fetch {
@@ -73,6 +77,7 @@ impl Fetch {
             max_body_bytes: None,
             truncate_body: false,
             follow_redirects: true,
+            prefer_first_attempt: false,
             left_origin: false,
         }
     }

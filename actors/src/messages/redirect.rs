@@ -59,13 +59,17 @@ pub struct RedirectHop {
 }
 
 impl RedirectHop {
-    /// The hop as a GET [`Fetch`] that does not follow redirects itself.
+    /// The hop as a GET [`Fetch`] that does not follow redirects itself, sent through
+    /// the exit that read the redirect; if that attempt does not end it (a refused
+    /// connection, a throttle of that address), the next go through any exit.
     pub fn fetch(&self) -> Fetch {
-        Fetch::get(self.url.as_str())
+        let mut f = Fetch::get(self.url.as_str())
             .no_redirects()
             .found_on_public(self.from_public)
             .off_origin(self.left_origin)
-            .prefer(&*self.exit)
+            .prefer(&*self.exit);
+        f.prefer_first_attempt = true;
+        f
     }
 }
 

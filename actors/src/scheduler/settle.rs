@@ -424,12 +424,15 @@ impl Scheduler {
         verdict: Verdict,
         retry_after: Option<Duration>,
     ) -> Option<Duration> {
-        // A retry goes around the exit its failed attempt took; a throttled fetch waits
-        // for its host's pacing, which knows the exits.
-        p.avoid = match verdict {
-            Verdict::Retry | Verdict::Defer => p.last_exit,
-            _ => None,
-        };
+        // A fetch that goes on goes around the exit its last attempt took, while another
+        // may take it: a retry, since that exit failed it; a throttled fetch, since the
+        // site may refuse that exit's address alone (where it limits the host, every
+        // exit waits for the same pacing, and the choice costs nothing).
+        let goes_on = matches!(verdict, Verdict::Retry | Verdict::Later | Verdict::Defer);
+        p.avoid = p.last_exit.filter(|_| goes_on);
+        if p.fetch.prefer_first_attempt && goes_on {
+            p.fetch.preferred_exit = None;
+        }
         match verdict {
             Verdict::Retry => Some(self.in_flight.backoff(p.errors(), retry_after)),
             Verdict::Later => Some(self.in_flight.after_throttle(retry_after)),
