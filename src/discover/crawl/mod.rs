@@ -544,6 +544,13 @@ impl Crawl {
             let error = Some(ROBOTS_UNAVAILABLE);
             return Gate::Act(Action::Skipped { entry, error });
         }
+        if self.robots_in_flight.contains(&origin) {
+            // The fetch is queued, paced and retried like any other, so it can outlast
+            // the cache's pending mark; asking again would only send a second request.
+            self.frontier.release(host);
+            self.stash.entry(origin).or_default().push(entry);
+            return Gate::Held;
+        }
         match self.robots.lookup(&origin, now) {
             RobotsState::Known(r) if r.allowed(&entry.url) => Gate::Pass(entry),
             RobotsState::Known(_) => {
@@ -568,14 +575,9 @@ impl Crawl {
                 Gate::Act(Action::Fetch(request))
             }
             RobotsState::Wait(until) => {
-                if self.robots_in_flight.contains(&origin) {
-                    self.frontier.release(host);
-                    self.stash.entry(origin).or_default().push(entry);
-                } else {
-                    // robots.txt failed: nothing from this origin until the retry.
-                    self.frontier.requeue(entry);
-                    self.frontier.set_next(host, until);
-                }
+                // robots.txt failed: nothing from this origin until the retry.
+                self.frontier.requeue(entry);
+                self.frontier.set_next(host, until);
                 Gate::Held
             }
         }

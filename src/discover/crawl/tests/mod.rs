@@ -420,6 +420,40 @@ fn unreachable_robots_txt_backs_off_then_skips_the_origin() {
 }
 
 #[test]
+fn a_slow_robots_fetch_holds_later_links_of_its_origin_without_asking_again() {
+    let clock = FakeClock::new();
+    let mut c = crawl(&settings());
+    c.start(
+        seeds(&["http://a.test/1", "http://b.test/"]),
+        &[],
+        Resume::default(),
+    );
+    let (a_origin, a_host, _) = robots_fetch(c.next(clock.now()));
+    assert_eq!(a_origin, "http://a.test");
+    let (b_origin, b_host, _) = robots_fetch(c.next(clock.now()));
+    c.on_robots(&b_origin, &b_host, Ok(status(404, "")), clock.now());
+    let b = page(c.next(clock.now()));
+    // a.test's robots.txt is still queued, paced or held by a Retry-After well past
+    // the cache's pending mark (RobotsPolicy::default: 60 s) when a link to it turns up.
+    clock.advance(Duration::from_secs(61));
+    let links = r#"<a href="http://a.test/2">2</a>"#;
+    c.on_page(&b, Ok(html(links)), clock.now());
+    assert_eq!(
+        c.next(clock.now()),
+        Next::Idle,
+        "the link waits for the answer"
+    );
+    assert_eq!(c.totals().robots_fetches, 2);
+    c.on_robots(&a_origin, &a_host, Ok(status(404, "")), clock.now());
+    let (got, then) = drain_pages(&mut c, clock.now());
+    let mut got = urls(&got);
+    got.sort_unstable();
+    assert_eq!(got, ["http://a.test/1", "http://a.test/2"]);
+    assert_eq!(then, Next::Idle);
+    assert_eq!(c.totals().robots_fetches, 2);
+}
+
+#[test]
 fn a_refused_robots_fetch_refuses_pages_led_there_from_public_ones() {
     let clock = FakeClock::new();
     let mut c = crawl(&CrawlSettings {
