@@ -160,7 +160,8 @@ impl Controller {
         self.last_eval = now;
     }
 
-    pub(super) fn decrease(&mut self, now: Instant, cause: Cause) {
+    /// Returns whether the new estimate is a guess (see `unproven_estimate`).
+    pub(super) fn decrease(&mut self, now: Instant, cause: Cause) -> bool {
         self.first_cut.get_or_insert(now);
         let at_throttle = self.rate;
         let mut guess = false;
@@ -257,6 +258,7 @@ impl Controller {
         if cause == (Cause::Throttle { hold: true }) {
             self.hold(now);
         }
+        guess
     }
 
     /// A throttle without a Retry-After pauses the key a round trip (or two intervals),

@@ -248,6 +248,10 @@ pub struct Controller {
     /// The pause a throttle is expected to bring before this key has been throttled:
     /// what the crawl's other hosts sent (see [`Controller::expect_pause`]).
     expected_pause: Duration,
+    /// Set by a throttle whose `Retry-After` paused the key and left a guess for an
+    /// estimate: what checking the guess would risk (see `clamp`). `None` once a throttle
+    /// left an estimate the answers showed.
+    guess_cap: Option<GuessCap>,
     /// The last answer's [`Response::backlog`].
     backlog: Option<u32>,
     /// Seconds slow start was held for the pause's price while the sender wanted more.
@@ -322,6 +326,7 @@ impl Controller {
             ramp_by_answers: false,
             start_rps: rate,
             expected_pause: Duration::ZERO,
+            guess_cap: None,
             backlog: None,
             held_for_price: 0.0,
             probe_throttles: 1.0,
@@ -499,12 +504,18 @@ impl Controller {
                     self.refuses_before_queueing = !self.latency.rising();
                     let srtt = self.srtt.unwrap_or(0.0);
                     let since_last = self.between.throttle(r.sent_at, self.rate * srtt, srtt);
-                    self.decrease(
+                    let guess = self.decrease(
                         now,
                         Cause::Throttle {
                             hold: retry_after.is_none(),
                         },
                     );
+                    // A guess's check, if wrong, costs this pause again (see `clamp`).
+                    self.guess_cap = retry_after
+                        .filter(|_| guess && self.retry_after_pauses_key)
+                        .zip(r.backlog)
+                        .map(|(ra, backlog)| GuessCap::new(ra, backlog));
+                    self.rate = self.clamp(self.rate, now);
                     // Learning a new host only: later, a throttle ends a probe, and a
                     // span a long pause wasted would keep lowering a right estimate.
                     if let Some(est) = since_last.filter(|_| self.decreases <= Self::LEARNING) {
@@ -642,6 +653,14 @@ impl Controller {
         if let Some(c) = self.fit_ceiling {
             max = max.min(c);
         }
+        // A guess whose check would risk a pause longer than the host's waiting work
+        // takes at it: if wrong, that pause costs more than the work; if right, the check
+        // saves less than the pause. So the work is paced to be done within one pause,
+        // a rate that rises with the work waiting. The estimate (what the host prior
+        // learns) stays the guess: this is a price, not a measure of the host.
+        if let Some(cap) = &self.guess_cap {
+            max = max.min(cap.rps(self.backlog));
+        }
         rate.clamp(self.cfg.min_rps, max.max(self.cfg.min_rps))
     }
 
@@ -662,3 +681,29 @@ impl Controller {
 
 #[cfg(test)]
 mod tests;
+
+/// The rate that gets a host's waiting work done within one pause, for a guess whose
+/// check would risk that pause (see `Controller::clamp`).
+#[derive(Debug, Clone, Copy)]
+struct GuessCap {
+    /// The pause, seconds.
+    pause: f64,
+    /// The work waiting when the throttle came, done within one pause.
+    rps: f64,
+}
+
+impl GuessCap {
+    fn new(pause: Duration, backlog: u32) -> Self {
+        let pause = pause.as_secs_f64().max(f64::MIN_POSITIVE);
+        Self {
+            pause,
+            rps: f64::from(backlog.max(1)) / pause,
+        }
+    }
+
+    /// The cap, with `backlog` requests waiting now: it rises with more work, and does not
+    /// fall as the work is done (the rate that does it within the pause stays the same).
+    fn rps(&self, backlog: Option<u32>) -> f64 {
+        backlog.map_or(self.rps, |b| self.rps.max(f64::from(b) / self.pause))
+    }
+}

@@ -491,7 +491,7 @@ impl Handler<Throttled> for LimiterActor {
                 retry_after: m.hints.retry_after,
             },
             limited: true,
-            backlog: None,
+            backlog: m.backlog,
         };
         self.feed(&m.exit, &m.host, r, &m.hints);
     }
@@ -562,6 +562,7 @@ mod tests {
                 retry_after,
                 ..ServerHints::default()
             },
+            backlog: None,
         }
     }
 

@@ -93,6 +93,9 @@ pub struct Throttled {
     pub status: u16,
     /// Rate-limit headers of the answer (Retry-After among them).
     pub hints: ServerHints,
+    /// Fetches that were waiting for the host when it was sent, if known: what a pause
+    /// would hold up (`exitcrawl::aimd::Response::backlog`).
+    pub backlog: Option<u32>,
 }
 
 impl Message for Throttled {

@@ -294,6 +294,7 @@ impl Scheduler {
                     latency,
                     status: answer.status,
                     hints,
+                    backlog: Some(backlog),
                 });
             } else {
                 l.do_send(Succeeded {

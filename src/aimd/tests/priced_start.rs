@@ -168,3 +168,57 @@ fn the_overshoot_counts_the_throttles_of_requests_sent_before_the_first_cut() {
     ctl.on_response(&throttled(c.now() - 5 * MS, None), c.now());
     assert_eq!(ctl.overshoot(), 4);
 }
+
+/// A 1 req/s host with a burst of 2, met at the start rate with 40 pages: its third
+/// request is refused with `Retry-After` `pause`, each answer sent with `backlog` waiting.
+fn refused_at_the_start(c: &FakeClock, pause: Duration, backlog: Option<u32>) -> Controller {
+    let mut ctl = Controller::new(AimdConfig::default(), c.now());
+    answers(&mut ctl, c, 2, backlog);
+    c.advance(200 * MS);
+    let r = Response {
+        backlog,
+        ..throttled(c.now() - 50 * MS, Some(pause))
+    };
+    ctl.on_response(&r, c.now());
+    ctl
+}
+
+#[test]
+fn a_guess_whose_check_risks_a_pause_longer_than_the_work_gets_the_work_done_within_one() {
+    let c = FakeClock::new();
+    // 38 pages at the guess (the start rate) take 8 s; a wrong guess costs a minute.
+    let mut ctl = refused_at_the_start(&c, MINUTE, Some(38));
+    let cap = 38.0 / 60.0;
+    assert!(ctl.rate() <= cap + 1e-9, "rate {}", ctl.rate());
+    // The estimate, which the host prior learns, is still the guess: the cap is a price.
+    let est = ctl.capacity_estimate();
+    assert!((est - 5.0).abs() < 0.1, "estimate {est}");
+    // Paced at the cap as the work is done: it does not fall with the work left.
+    c.advance(MINUTE);
+    for left in (10..38).rev() {
+        c.advance(Duration::from_secs_f64(1.0 / cap));
+        let r = Response {
+            backlog: Some(left),
+            ..ok(c.now() - 50 * MS)
+        };
+        ctl.on_response(&r, c.now());
+        assert!(
+            (ctl.rate() - cap).abs() < 1e-9,
+            "{left} left: {}",
+            ctl.rate()
+        );
+    }
+    // More work waiting lifts it: 600 pages are worth checking the guess.
+    answers(&mut ctl, &c, 5, Some(600));
+    assert!(ctl.rate() > 2.0, "rate {}", ctl.rate());
+}
+
+#[test]
+fn a_guess_is_checked_as_ever_where_the_pause_is_short_or_the_work_not_known() {
+    let c = FakeClock::new();
+    // A second's pause against 8 s of work: checking the guess is worth it.
+    let short = refused_at_the_start(&c, Duration::from_secs(1), Some(38));
+    assert!(short.rate() > 4.0, "rate {}", short.rate());
+    let unknown = refused_at_the_start(&c, MINUTE, None);
+    assert!(unknown.rate() > 4.0, "rate {}", unknown.rate());
+}
