@@ -500,3 +500,162 @@ fn a_crawler_back_from_a_lost_subscription_takes_the_cuts_it_missed() {
     assert!(took_first, "the first stored rate taken: {last:?}");
     assert!(took_missed, "the cut stored while away taken: {last:?}");
 }
+
+/// The rate the fleet has cut the test site's host to, stored before a crawler meets it.
+const FLEET_CUT: f64 = 20.0;
+
+/// What a crawler that meets a host the fleet has cut to [`FLEET_CUT`] did to it.
+struct Joined {
+    /// The rates it published for the host, in order.
+    published: Vec<f64>,
+    /// The host's stored rate once it was done.
+    stored: Option<f64>,
+    /// When the site saw its requests.
+    arrivals: Vec<Instant>,
+    /// Its fetches that ended 200.
+    ok: usize,
+}
+
+/// Store [`FLEET_CUT`] for the site's host through the shared rates, as the fleet's cut,
+/// then crawl `pages` pages of the site (which never throttles) with a crawler under
+/// `scope` starting at 100 req/s, as a new machine or a restart joining the fleet does,
+/// until they are done or `run` has passed. A subscriber of its own watches what the crawler
+/// publishes for the host.
+fn join_a_cut_host(scope: Scope, pages: usize, run: Duration) -> Joined {
+    let redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig::default());
+    let url = redis.url();
+    // Scope `auto` and `host` share per host, under the same name.
+    let name = "*|127.0.0.1";
+    let (ready, is_ready) = std::sync::mpsc::channel();
+    let done = Arc::new(AtomicBool::new(false));
+    let fleet = {
+        let (url, done) = (url.clone(), Arc::clone(&done));
+        thread::spawn(move || {
+            actix_rt::System::new().block_on(async move {
+                let fleet = exitcrawl_redis::SharedRates::new(
+                    exitcrawl_redis::Redis::connect(&url, exitcrawl_redis::RedisOptions::default())
+                        .expect("valid url"),
+                );
+                // Subscribed first: every store is published in the same script, so
+                // whatever the crawler stores reaches this subscriber.
+                let mut sub = fleet.subscribe().await.expect("subscribed");
+                fleet.set(name, FLEET_CUT, None).await.expect("stored");
+                ready.send(()).expect("test waits");
+                let mut published = Vec::new();
+                let mut keep = |m: Option<exitcrawl_redis::RateMessage>| {
+                    if let Some(exitcrawl_redis::RateMessage::Update(u)) = m {
+                        if u.key == name {
+                            published.push(u.rps);
+                        }
+                    }
+                };
+                while !done.load(Ordering::SeqCst) {
+                    let next = Duration::from_millis(20);
+                    if let Ok(m) = actix_rt::time::timeout(next, sub.recv()).await {
+                        keep(m);
+                    }
+                }
+                while let Some(m) = sub.try_recv() {
+                    keep(Some(m));
+                }
+                let stored = fleet.get(name).await.expect("read").map(|u| u.rps);
+                (published, stored)
+            })
+        })
+    };
+    is_ready.recv().expect("the fleet's cut stored");
+    let mut s = settings(&url, &["127.0.0.2"], Algorithm::Aimd, 100.0);
+    s.limiter.scope = scope;
+    // A process that has learned the cut may probe above it, slowly: at this increase its
+    // probe stays under the 1 % step that is published for longer than the test runs, so
+    // a rate above the cut stored meanwhile can only be the joiner's own start.
+    s.limiter.increase_rps = 0.01;
+    let urls = (0..pages).map(|i| site.url(&format!("/j/{i}"))).collect();
+    let crawler = spawn_crawler(s, urls, move |h| async move {
+        let start = Instant::now();
+        while start.elapsed() < run
+            && h.stats().await.iter().map(|e| e.ok).sum::<u64>() < pages as u64
+        {
+            actix_rt::time::sleep(Duration::from_millis(50)).await;
+        }
+        h.shutdown(Duration::ZERO).await;
+    });
+    let ((), ok) = crawler.join().expect("crawler");
+    // Its last publish may still be on its way to the subscriber.
+    thread::sleep(Duration::from_millis(200));
+    done.store(true, Ordering::SeqCst);
+    let (published, stored) = fleet.join().expect("fleet");
+    let arrivals = site.requests().iter().map(|r| r.arrived).collect();
+    Joined {
+        published,
+        stored,
+        arrivals,
+        ok,
+    }
+}
+
+/// A crawler that joins a fleet which has cut a host (a new machine, a restart after
+/// kill -9) starts it at its own `initial_rps`, unaware of the cut: its slow start must
+/// not raise the stored rate over the cut, which the other processes would take as a
+/// peer's growth, and it must pace the host at the cut itself.
+#[test]
+fn a_crawler_joining_a_fleet_keeps_the_cut_it_finds_stored() {
+    let _serial = wall_clock_guard();
+    // Work enough for slow start to grow (and publish) from 100 req/s at once.
+    let j = join_a_cut_host(Scope::Auto, 1_000, Duration::from_secs(5));
+    assert!(
+        j.published.iter().all(|&r| r <= FLEET_CUT),
+        "stored and broadcast above the fleet's cut: {:?}",
+        j.published
+    );
+    assert_eq!(j.stored, Some(FLEET_CUT), "published: {:?}", j.published);
+    // From a second in (its first requests go at 100 req/s until its first answers bring
+    // the cut in) to a second before the shutdown: the cut's 40 requests in 2 s, and a
+    // few for pacing that catches up after a stall of a busy machine. At its own rate it
+    // sends hundreds.
+    let first = *j.arrivals.first().expect("requests");
+    let from = first + Duration::from_secs(1);
+    let to = first + Duration::from_secs(3);
+    let window = j
+        .arrivals
+        .iter()
+        .filter(|t| **t >= from && **t < to)
+        .count();
+    eprintln!(
+        "joined at a cut of {FLEET_CUT}: {window} requests in 2 s, published {:?}",
+        j.published
+    );
+    assert!(
+        (10..=2 * FLEET_CUT as usize + 5).contains(&window),
+        "{window} requests in 2 s at a cut of {FLEET_CUT} req/s ({} in all, {} ok)",
+        j.arrivals.len(),
+        j.ok
+    );
+}
+
+/// The same with work too little for slow start to grow past `initial_rps` (a small
+/// host is crawled at the start rate): the crawler never changes the host's rate, so
+/// never publishes it, and must read the cut to pace at it.
+#[test]
+fn a_crawler_joining_a_fleet_paces_a_small_host_at_the_cut_it_finds_stored() {
+    let _serial = wall_clock_guard();
+    let pages = 40;
+    let j = join_a_cut_host(Scope::Host, pages, Duration::from_secs(10));
+    assert_eq!(j.ok, pages, "the crawl completed");
+    assert!(
+        j.published.iter().all(|&r| r <= FLEET_CUT),
+        "stored and broadcast above the fleet's cut: {:?}",
+        j.published
+    );
+    assert_eq!(j.stored, Some(FLEET_CUT));
+    // 40 requests at the cut take 2 s; a few first ones at 100 req/s before the cut is
+    // read shorten that a little. At 100 req/s they take 0.4 s. A busy machine only
+    // stretches the span.
+    let span = j.arrivals[pages - 1].duration_since(j.arrivals[0]);
+    eprintln!("joined at a cut of {FLEET_CUT}: {pages} requests in {span:?}");
+    assert!(
+        span >= Duration::from_millis(1_500),
+        "{pages} requests in {span:?} at a cut of {FLEET_CUT} req/s"
+    );
+}

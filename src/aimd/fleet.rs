@@ -7,7 +7,10 @@
 //! rise as if no throttle had happened. Two rules keep a cut:
 //! - A rise is stored only if the stored rate is not below the rate it grew from (Redis
 //!   checks that in the same script that stores it): a rise over a cut it has not seen is
-//!   refused, and its writer takes the stored rate instead.
+//!   refused, and its writer takes the stored rate instead. A process's first change of a
+//!   key (it joined the fleet, or met the key again after forgetting it) counts as a rise
+//!   from the rate it moves to: its start is its own, not news of the site, and stored
+//!   over a lower rate it would lift the fleet out of a cut it has not seen.
 //! - A received rise older than our own last cut is not taken: while our cut is on its way
 //!   to Redis (its time there unknown yet), and after that when Redis stored the rise no
 //!   later than the cut (the server's clock, the same for every process). Lower rates are
@@ -42,8 +45,8 @@ impl SharedKey {
         let from = self.known.replace(rps);
         match from {
             Some(from) if rps > from => Publish::Raise { from },
-            // Nothing known yet: a floor of 0 checks nothing, it is stored as a cut would be.
-            None => Publish::Raise { from: 0.0 },
+            // Nothing known yet: stored unless a lower rate is, which is then taken.
+            None => Publish::Raise { from: rps },
             Some(_) => {
                 self.cuts_in_flight += 1;
                 Publish::Cut
@@ -84,7 +87,9 @@ mod tests {
     #[test]
     fn rises_carry_what_they_grew_from_and_cuts_go_through() {
         let mut k = SharedKey::default();
-        assert_eq!(k.publish(100.0), Publish::Raise { from: 0.0 });
+        // A first change, knowing nothing stored: floored at itself, so a stored lower
+        // rate (a cut this process has not seen) is kept and taken.
+        assert_eq!(k.publish(100.0), Publish::Raise { from: 100.0 });
         assert_eq!(k.publish(110.0), Publish::Raise { from: 100.0 });
         assert_eq!(k.publish(99.0), Publish::Cut);
         assert!(k.take(90.0, 5), "a lower rate is always taken");
@@ -108,6 +113,23 @@ mod tests {
         // A rise stored after our cut was decided by a peer that saw it.
         assert!(k.take(820.0, 1_003));
         assert!(k.take(700.0, 900), "lower: taken, however old");
+    }
+
+    #[test]
+    fn a_first_change_never_lifts_a_lower_stored_rate() {
+        // Up or down from a start of its own, a first change is floored at itself.
+        assert_eq!(
+            SharedKey::default().publish(110.0),
+            Publish::Raise { from: 110.0 }
+        );
+        assert_eq!(
+            SharedKey::default().publish(45.0),
+            Publish::Raise { from: 45.0 }
+        );
+        // Once the stored rate is known, a probe above it is a rise from it like any.
+        let mut k = SharedKey::default();
+        k.refused(20.0);
+        assert_eq!(k.publish(22.0), Publish::Raise { from: 20.0 });
     }
 
     #[test]

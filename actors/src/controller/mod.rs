@@ -267,6 +267,7 @@ impl LimiterActor {
             self.heard_nothing_from(host);
             return;
         }
+        self.read_new_key(exit, host);
         let now = crate::clock::now();
         let cfg = || AimdConfig::from_settings(&self.settings);
         let mut changes: Vec<(LimitKey, Adjustment)> = Vec::with_capacity(2);

@@ -2,10 +2,13 @@
 //! Redis. Which changes are stored and which received rates are taken is the core's
 //! decision ([`exitcrawl::aimd::fleet`]); here are the calls and the messages.
 
+use std::sync::Arc;
+
 use actix::prelude::*;
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
 use exitcrawl::aimd::fleet::Publish;
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller};
+use exitcrawl::config::{Algorithm, Scope};
 
 use super::{Controllers, Known, LimitKey, LimiterActor};
 use crate::redis::{Raised, RateMessage, RateUpdate, SharedRates};
@@ -56,17 +59,53 @@ impl LimiterActor {
     /// the store, so it cannot be told from a rate stored before a cut of ours that the
     /// outage kept from being stored (a rise missed costs speed, not politeness).
     fn reread_shared(&mut self) {
+        let names = self.fleet.keys().map(LimitKey::redis_name).collect();
+        self.read_stored(names);
+    }
+
+    /// `exit`'s answer from `host` is about to give it controllers (met for the first
+    /// time, or again after it was forgotten): read the stored rate of the key they share,
+    /// and take one below ours as a received cut. This process starts the host at a rate
+    /// of its own (`initial_rps`, the host prior), which knows nothing of a cut the fleet
+    /// made: it would pace the host above the cut until its first change, and for good
+    /// where the start never changes (too little work to grow). One above ours is not
+    /// taken, as on a reread.
+    pub(super) fn read_new_key(&mut self, exit: &Arc<str>, host: &Arc<str>) {
+        if self.shared.is_none() || self.settings.algorithm != Algorithm::Aimd {
+            return;
+        }
+        let key = match &self.controllers {
+            Controllers::Hosts { policies, .. } if !policies.contains_key(host) => {
+                LimitKey::new(Scope::Auto, exit, host)
+            }
+            Controllers::Keys(map) => {
+                let key = LimitKey::new(self.settings.scope, exit, host);
+                if map.contains_key(&key) {
+                    return;
+                }
+                key
+            }
+            Controllers::Hosts { .. } => return,
+        };
+        let name = key.redis_name();
+        // Known from now on, so a lost subscription's reread covers it too.
+        self.fleet.entry(key).or_default();
+        self.read_stored(vec![name]);
+    }
+
+    /// Read the stored rates of the keys `names`, each then judged as a
+    /// [`SharedNews::Read`].
+    fn read_stored(&self, names: Vec<String>) {
         let (Some(shared), Some(me)) = (self.shared.clone(), self.me.clone()) else {
             return;
         };
-        let names: Vec<String> = self.fleet.keys().map(LimitKey::redis_name).collect();
         actix_rt::spawn(async move {
             for name in names {
                 match shared.get(&name).await {
-                    Ok(Some(u)) => me.do_send(SharedNews::Reread(u)),
+                    Ok(Some(u)) => me.do_send(SharedNews::Read(u)),
                     Ok(None) => {}
                     Err(e) => {
-                        tracing::debug!(key = %name, error = %e, "shared rate not read again");
+                        tracing::debug!(key = %name, error = %e, "shared rate not read");
                     }
                 }
             }
@@ -207,8 +246,9 @@ enum SharedNews {
     },
     /// Our rise was refused: this is the stored rate, a cut we had not heard of yet.
     Refused(RateUpdate),
-    /// A key's stored rate, read again after the subscription came back.
-    Reread(RateUpdate),
+    /// A key's stored rate, read when the key came into use or again after the
+    /// subscription came back: taken as a received rate if below ours.
+    Read(RateUpdate),
 }
 
 impl Message for SharedNews {
@@ -225,7 +265,7 @@ impl Handler<SharedNews> for LimiterActor {
             SharedNews::CutStored { key, server_ms } => {
                 self.fleet.entry(key).or_default().cut_stored(server_ms);
             }
-            SharedNews::Reread(u) => {
+            SharedNews::Read(u) => {
                 let Some(key) = LimitKey::from_redis_name(&u.key) else {
                     return;
                 };
