@@ -1,7 +1,8 @@
 //! One record per URL: `--dedupe IN... --out OUT` merges results files, and a resumed
 //! run compacts its `--out` when it ends ([`Compaction`]). Both keep, for each URL, the record
-//! [`SeenRecord::rank`] puts first — its last final record, else its last interrupted one,
-//! else its last `skipped: "duplicate"` one — in the order the URLs first appear.
+//! [`SeenRecord::rank`] puts first — its last final record, else its last one to fetch
+//! again (interrupted, or sent nowhere for want of an exit), else its last
+//! `skipped: "duplicate"` one — in the order the URLs first appear.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -102,7 +103,7 @@ pub fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
             if line.trim().is_empty() {
                 continue;
             }
-            let Ok(r) = serde_json::from_str::<SeenRecord>(&line) else {
+            let Ok(r) = SeenRecord::read(line.as_bytes()) else {
                 dropped += 1;
                 continue;
             };

@@ -7,6 +7,7 @@ use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 use exitcrawl_actors::follow::PendingLink;
+use exitcrawl_actors::FetchErrorKind;
 use serde::Deserialize;
 
 use super::record::{DUPLICATE, INTERRUPTED};
@@ -23,6 +24,12 @@ pub struct SeenRecord {
     pub skipped: Option<String>,
     #[serde(default)]
     pub links: Vec<String>,
+    /// The record says no exit was in service and nothing was sent (`no_healthy_exit`,
+    /// `attempts` 0): the URL never reached a site. Not a key of the line: set by
+    /// [`SeenRecord::read`] from the line's `attempts`, so that what is a record stays
+    /// this struct's other fields' to say.
+    #[serde(skip)]
+    pub no_exit: bool,
 }
 
 /// The fields of a record the summary of a resumed crawl counts besides
@@ -93,12 +100,14 @@ impl<'de> Deserialize<'de> for Counted {
 /// What `--resume` found in `--out`.
 #[derive(Debug, Default)]
 pub struct ResumeState {
-    /// URLs whose last record is final (not interrupted): skipped.
+    /// URLs whose last record is final (not one to fetch again): skipped.
     pub done: HashSet<String>,
     /// Records read.
     pub records: u64,
     /// URLs whose last record says interrupted: fetched again.
     pub interrupted: u64,
+    /// URLs whose last record found no exit in service and sent nothing: fetched again.
+    pub no_exit: u64,
     /// Lines that were not a record (left in place, ignored).
     pub unreadable: u64,
     /// The first of them: where (`line N column M`, from 1) and why it is not a record.
@@ -115,6 +124,19 @@ pub struct ResumeState {
 }
 
 impl SeenRecord {
+    /// The record on `line`, [`SeenRecord::no_exit`] included.
+    pub fn read(line: &[u8]) -> serde_json::Result<SeenRecord> {
+        let mut r: SeenRecord = serde_json::from_slice(line)?;
+        let prefix = FetchErrorKind::NoHealthyExit.as_str();
+        let no_exit = r.error.as_deref().is_some_and(|e| {
+            e.strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with(':'))
+        });
+        // Only such records are read again for their attempts: most lines are parsed once.
+        r.no_exit = no_exit && Counted::of(line).attempts == 0;
+        Ok(r)
+    }
+
     /// A record that says the URL was on an earlier line (see [`DUPLICATE`]).
     pub fn is_duplicate(&self) -> bool {
         self.skipped.as_deref() == Some(DUPLICATE)
@@ -125,12 +147,20 @@ impl SeenRecord {
         self.error.as_deref() == Some(INTERRUPTED)
     }
 
+    /// A record that leaves its URL to be fetched again by `--resume`: the Ctrl-C stopped
+    /// its fetch, or every exit was out of service and nothing was sent. Either way the
+    /// URL never had its answer, through no doing of its site.
+    pub fn fetch_again(&self) -> bool {
+        self.is_interrupted() || self.no_exit
+    }
+
     /// Which of a URL's records counts, lowest first: a duplicate's (it only points at
-    /// another), an interrupted one (fetched again by `--resume`), a final one (not).
+    /// another), one to fetch again (by `--resume`, see [`SeenRecord::fetch_again`]), a
+    /// final one.
     pub fn rank(&self) -> u8 {
         if self.is_duplicate() {
             0
-        } else if self.is_interrupted() {
+        } else if self.fetch_again() {
             1
         } else {
             2
@@ -186,7 +216,7 @@ pub fn visit_lines(mut input: impl BufRead, mut f: impl FnMut(Visit<'_>)) -> io:
         };
         complete_len += n as u64;
         line += 1;
-        match serde_json::from_slice::<SeenRecord>(&buf) {
+        match SeenRecord::read(&buf) {
             Ok(r) => f(Visit::Record(r, &buf, span)),
             Err(_) if buf.iter().all(u8::is_ascii_whitespace) => {}
             Err(e) => f(Visit::Unreadable(line, &e, span)),
@@ -202,12 +232,7 @@ impl ResumeState {
     /// `sent`: the record's URL went out (attempts > 0); `redirect`: it answered with a
     /// redirect `--follow` did not follow in the fetch, so its one link is the target,
     /// the same page moved.
-    fn add(
-        &mut self,
-        r: SeenRecord,
-        (sent, redirect): (bool, bool),
-        interrupted: &mut HashSet<String>,
-    ) {
+    fn add(&mut self, r: SeenRecord, (sent, redirect): (bool, bool), again: &mut Again) {
         self.records += 1;
         if r.is_duplicate() {
             return;
@@ -217,7 +242,7 @@ impl ResumeState {
         if r.skipped.is_none() && sent {
             self.pages += 1;
         }
-        let interrupted_now = r.is_interrupted();
+        let (interrupted_now, no_exit_now) = (r.is_interrupted(), r.no_exit);
         for link in r.links {
             if link.contains("***") {
                 self.masked_links += 1;
@@ -230,19 +255,31 @@ impl ResumeState {
                 redirect,
             });
         }
+        again.interrupted.remove(&r.url);
+        again.no_exit.remove(&r.url);
         if interrupted_now {
             self.done.remove(&r.url);
-            interrupted.insert(r.url);
+            again.interrupted.insert(r.url);
+        } else if no_exit_now {
+            self.done.remove(&r.url);
+            again.no_exit.insert(r.url);
         } else {
-            interrupted.remove(&r.url);
             self.done.insert(r.url);
         }
     }
 }
 
+/// The URLs whose last record so far leaves them to be fetched again, by why.
+#[derive(Default)]
+struct Again {
+    interrupted: HashSet<String>,
+    no_exit: HashSet<String>,
+}
+
 /// Read the existing `--out` (absent = nothing done yet). The last record of a URL
-/// decides: final → skip it, interrupted → fetch it again. An unfinished last line (no
-/// newline) is cut off so the appended records start on a line of their own.
+/// decides: final → skip it, interrupted or sent nowhere for want of an exit → fetch it
+/// again. An unfinished last line (no newline) is cut off so the appended records start
+/// on a line of their own.
 pub fn read_resume(path: &Path) -> io::Result<ResumeState> {
     let mut file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
@@ -261,19 +298,19 @@ pub fn read_resume(path: &Path) -> io::Result<ResumeState> {
 /// last line is counted in `truncated`, not read).
 pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
     let mut state = ResumeState::default();
-    let mut interrupted = HashSet::new();
+    let mut again = Again::default();
     let visited = visit_lines(input, |v| match v {
         Visit::Record(r, line, _) => {
             // A record without an error was answered, so sent: only the others are read
             // again for their attempts, and most lines are parsed once.
-            let sent = r.error.is_none() || Counted::of(line).attempts > 0;
+            let sent = r.error.is_none() || (!r.no_exit && Counted::of(line).attempts > 0);
             // A redirect's record has its target as its one link: only such records are
             // read again for their status (leniently, as `Counted` reads it).
             let redirect = r.links.len() == 1
                 && Counted::of(line)
                     .status
                     .is_some_and(|s| (300..400).contains(&s));
-            state.add(r, (sent, redirect), &mut interrupted);
+            state.add(r, (sent, redirect), &mut again);
         }
         Visit::Unreadable(line, e, _) => {
             state.unreadable += 1;
@@ -283,7 +320,8 @@ pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
         }
     })?;
     state.truncated = visited.truncated;
-    state.interrupted = interrupted.len() as u64;
+    state.interrupted = again.interrupted.len() as u64;
+    state.no_exit = again.no_exit.len() as u64;
     Ok((state, visited.complete_len))
 }
 
@@ -328,5 +366,38 @@ mod tests {
                 ("http://a.test/y", 3, false),
             ]
         );
+    }
+
+    #[test]
+    fn a_url_that_found_no_exit_and_sent_nothing_is_fetched_again() {
+        let input = br#"{"url":"http://a.test/0","attempts":0,"error":"no_healthy_exit: none"}
+{"url":"http://a.test/1","attempts":2,"error":"no_healthy_exit: none"}
+{"url":"http://a.test/2","attempts":0,"error":"no_healthy_exit: none"}
+{"url":"http://a.test/2","status":200,"attempts":1,"error":null}
+{"url":"http://a.test/3","attempts":0,"error":"proxy: refused"}
+{"url":"http://a.test/4","attempts":"0","attempts":0,"error":"no_healthy_exit: none"}
+{"url":"http://a.test/5","attempts":0,"error":"no_healthy_exitx"}
+"#;
+        let (state, _) = read_records(&input[..]).unwrap();
+        let mut done: Vec<_> = state.done.iter().map(String::as_str).collect();
+        done.sort_unstable();
+        assert_eq!(
+            done,
+            [
+                "http://a.test/1",
+                "http://a.test/2",
+                "http://a.test/3",
+                "http://a.test/5"
+            ]
+        );
+        assert_eq!((state.no_exit, state.interrupted), (2, 0));
+        assert_eq!((state.records, state.unreadable), (7, 0));
+        let rank = |line: &[u8]| SeenRecord::read(line).unwrap().rank();
+        let lines: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
+        assert_eq!(
+            rank(lines[0]),
+            rank(br#"{"url":"u","error":"interrupted"}"#)
+        );
+        assert_eq!(rank(lines[1]), rank(lines[3]), "it was sent: final");
     }
 }

@@ -170,7 +170,8 @@ fn the_example_configs_disabled_exit_is_neither_checked_nor_listed() {
 
 /// Two proxy exits at closed ports: every connection fails before anything reaches the
 /// site, the exits' own fault. Ejections of 0.2–1 s make the all-down bound
-/// min(max_ejection, 30 s) = 1 s.
+/// min(max_ejection, 30 s) = 1 s. Then `--resume` through a working exit completes the
+/// crawl.
 fn crawl_with_dead_exits(tag: &str, follow: bool) {
     let site = TestSite::start(SiteConfig::default());
     let dir = TempDir::new(tag);
@@ -234,6 +235,71 @@ fn crawl_with_dead_exits(tag: &str, follow: bool) {
     }
     assert!(none_left > 0, "no URL waited out the bound: {recs:?}");
     assert!(site.requests().is_empty(), "nothing can reach the site");
+    resume_with_a_working_exit(&dir, &site, &urls, &out, follow, &recs);
+}
+
+/// `--resume` of the dead-exits crawl, through an exit that works: every URL that found
+/// no exit and sent nothing is fetched once and ends 200; a URL whose record is final
+/// keeps it and is not fetched.
+fn resume_with_a_working_exit(
+    dir: &TempDir,
+    site: &TestSite,
+    urls: &Path,
+    out: &Path,
+    follow: bool,
+    first: &[serde_json::Value],
+) {
+    let cfg = dir.file(
+        "working.toml",
+        "[crawler]\nmax_retries = 1\n[[exits]]\nname = \"e2\"\nsource_ip = \"127.0.0.2\"\n",
+    );
+    let mut args = vec![
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(urls),
+        "--out",
+        s(out),
+        "--resume",
+        "--ignore-robots",
+        "--quiet",
+    ];
+    if follow {
+        args.push("--follow");
+    }
+    let child = cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn exitcrawl --resume");
+    let o = wait_bounded(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    let merged = records(out);
+    assert_eq!(merged.len(), first.len(), "one record per URL: {merged:?}");
+    let seen = requests_from(site, "127.0.0.2");
+    assert_eq!(
+        site.requests().len(),
+        seen.len(),
+        "only the working exit reaches the site"
+    );
+    for r in first {
+        let url = r["url"].as_str().unwrap_or_default();
+        let path = &url[url.find("/p/").expect("a URL of the list")..];
+        let now: Vec<_> = merged.iter().filter(|m| m["url"] == url).collect();
+        assert_eq!(now.len(), 1, "{url}: {merged:?}");
+        let fetched = seen.iter().filter(|p| *p == path).count();
+        let no_exit = r["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("no_healthy_exit:"));
+        if no_exit && r["attempts"] == 0 {
+            assert_eq!(now[0]["status"], 200, "{}", now[0]);
+            assert_eq!(now[0]["exit"], "e2", "{}", now[0]);
+            assert_eq!(fetched, 1, "{url} fetched once by --resume");
+        } else {
+            assert_eq!(now[0], r, "a final record stands");
+            assert_eq!(fetched, 0, "{url} had a final record");
+        }
+    }
 }
 
 #[test]

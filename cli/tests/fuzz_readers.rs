@@ -13,7 +13,8 @@
 //! - `resume`: what `--resume` reads back from `--out`, through the same kind of reader:
 //!   every complete line is a record, blank, or counted unreadable with the first one's
 //!   line number and reason; an unfinished last line is cut; the last record of a URL
-//!   decides whether it is done or fetched again.
+//!   decides whether it is done or fetched again (interrupted, or `no_healthy_exit` with
+//!   `attempts` 0).
 
 #[path = "../../tests/fuzz/harness.rs"]
 mod harness;
@@ -181,6 +182,17 @@ struct Rec {
     depth: u32,
 }
 
+/// A record whose fetch found no exit in service and sent nothing: its `error` is
+/// `no_healthy_exit: …` and its `attempts` 0 (absent, of another type, or the last of
+/// repeated keys).
+fn sent_nowhere(line: &[u8], error: Option<&str>) -> bool {
+    let attempts = serde_json::from_slice::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v.get("attempts")?.as_u64())
+        .unwrap_or(0);
+    error.is_some_and(|e| e.starts_with("no_healthy_exit:")) && attempts == 0
+}
+
 #[test]
 fn resume() {
     let n = harness::fuzz("resume", |input| {
@@ -234,6 +246,7 @@ fn resume() {
         // The last record of a URL decides; a duplicate's record decides nothing.
         let mut done = HashSet::new();
         let mut interrupted = HashSet::new();
+        let mut no_exit = HashSet::new();
         let mut links = 0;
         let mut records = 0;
         for line in &lines {
@@ -245,17 +258,22 @@ fn resume() {
                 continue;
             }
             links += r.links.iter().filter(|l| !l.contains("***")).count();
+            interrupted.remove(&r.url);
+            no_exit.remove(&r.url);
             if r.error.as_deref() == Some("interrupted") {
                 done.remove(&r.url);
                 interrupted.insert(r.url);
+            } else if sent_nowhere(line, r.error.as_deref()) {
+                done.remove(&r.url);
+                no_exit.insert(r.url);
             } else {
-                interrupted.remove(&r.url);
                 done.insert(r.url);
             }
         }
         assert_eq!(state.records, records);
         assert_eq!(state.done, done);
         assert_eq!(state.interrupted, interrupted.len() as u64);
+        assert_eq!(state.no_exit, no_exit.len() as u64);
         assert_eq!(state.links.len(), links);
         assert!(state.links.iter().all(|l| !l.url.contains("***")));
         assert!(state.pages <= state.records);
