@@ -24,12 +24,12 @@ pub struct SeenRecord {
     pub skipped: Option<String>,
     #[serde(default)]
     pub links: Vec<String>,
-    /// The record says no exit was in service and nothing was sent (`no_healthy_exit`,
-    /// `attempts` 0): the URL never reached a site. Not a key of the line: set by
+    /// The record says the fetch failed on this side before anything was sent (see
+    /// [`SENT_NOWHERE`], `attempts` 0): the URL never reached a site. Not a key of the line: set by
     /// [`SeenRecord::read`] from the line's `attempts`, so that what is a record stays
     /// this struct's other fields' to say.
     #[serde(skip)]
-    pub no_exit: bool,
+    pub sent_nowhere: bool,
 }
 
 /// The fields of a record the summary of a resumed crawl counts besides
@@ -106,8 +106,8 @@ pub struct ResumeState {
     pub records: u64,
     /// URLs whose last record says interrupted: fetched again.
     pub interrupted: u64,
-    /// URLs whose last record found no exit in service and sent nothing: fetched again.
-    pub no_exit: u64,
+    /// URLs whose last record failed on this side and sent nothing: fetched again.
+    pub sent_nowhere: u64,
     /// Lines that were not a record (left in place, ignored).
     pub unreadable: u64,
     /// The first of them: where (`line N column M`, from 1) and why it is not a record.
@@ -123,17 +123,29 @@ pub struct ResumeState {
     pub masked_links: u64,
 }
 
+/// Failures on this side that end a fetch before anything reaches a site: no exit in
+/// service, a local connect failure (out of descriptors), the exits' proxies refusing, no
+/// exit of the host's address family. With `attempts` 0 such a record leaves its URL to be
+/// fetched again, once what failed here is mended (as the shared frontier requeues them).
+const SENT_NOWHERE: [FetchErrorKind; 4] = [
+    FetchErrorKind::NoHealthyExit,
+    FetchErrorKind::LocalConnect,
+    FetchErrorKind::Proxy,
+    FetchErrorKind::AddressFamily,
+];
+
 impl SeenRecord {
-    /// The record on `line`, [`SeenRecord::no_exit`] included.
+    /// The record on `line`, [`SeenRecord::sent_nowhere`] included.
     pub fn read(line: &[u8]) -> serde_json::Result<SeenRecord> {
         let mut r: SeenRecord = serde_json::from_slice(line)?;
-        let prefix = FetchErrorKind::NoHealthyExit.as_str();
-        let no_exit = r.error.as_deref().is_some_and(|e| {
-            e.strip_prefix(prefix)
-                .is_some_and(|rest| rest.starts_with(':'))
+        let sent_nowhere = r.error.as_deref().is_some_and(|e| {
+            SENT_NOWHERE.iter().any(|kind| {
+                e.strip_prefix(kind.as_str())
+                    .is_some_and(|rest| rest.starts_with(':'))
+            })
         });
         // Only such records are read again for their attempts: most lines are parsed once.
-        r.no_exit = no_exit && Counted::of(line).attempts == 0;
+        r.sent_nowhere = sent_nowhere && Counted::of(line).attempts == 0;
         Ok(r)
     }
 
@@ -148,10 +160,10 @@ impl SeenRecord {
     }
 
     /// A record that leaves its URL to be fetched again by `--resume`: the Ctrl-C stopped
-    /// its fetch, or every exit was out of service and nothing was sent. Either way the
+    /// its fetch, or it failed on this side before anything was sent. Either way the
     /// URL never had its answer, through no doing of its site.
     pub fn fetch_again(&self) -> bool {
-        self.is_interrupted() || self.no_exit
+        self.is_interrupted() || self.sent_nowhere
     }
 
     /// Which of a URL's records counts, lowest first: a duplicate's (it only points at
@@ -242,7 +254,7 @@ impl ResumeState {
         if r.skipped.is_none() && sent {
             self.pages += 1;
         }
-        let (interrupted_now, no_exit_now) = (r.is_interrupted(), r.no_exit);
+        let (interrupted_now, sent_nowhere_now) = (r.is_interrupted(), r.sent_nowhere);
         for link in r.links {
             if link.contains("***") {
                 self.masked_links += 1;
@@ -256,13 +268,13 @@ impl ResumeState {
             });
         }
         again.interrupted.remove(&r.url);
-        again.no_exit.remove(&r.url);
+        again.sent_nowhere.remove(&r.url);
         if interrupted_now {
             self.done.remove(&r.url);
             again.interrupted.insert(r.url);
-        } else if no_exit_now {
+        } else if sent_nowhere_now {
             self.done.remove(&r.url);
-            again.no_exit.insert(r.url);
+            again.sent_nowhere.insert(r.url);
         } else {
             self.done.insert(r.url);
         }
@@ -273,7 +285,7 @@ impl ResumeState {
 #[derive(Default)]
 struct Again {
     interrupted: HashSet<String>,
-    no_exit: HashSet<String>,
+    sent_nowhere: HashSet<String>,
 }
 
 /// Read the existing `--out` (absent = nothing done yet). The last record of a URL
@@ -303,7 +315,7 @@ pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
         Visit::Record(r, line, _) => {
             // A record without an error was answered, so sent: only the others are read
             // again for their attempts, and most lines are parsed once.
-            let sent = r.error.is_none() || (!r.no_exit && Counted::of(line).attempts > 0);
+            let sent = r.error.is_none() || (!r.sent_nowhere && Counted::of(line).attempts > 0);
             // A redirect's record has its target as its one link: only such records are
             // read again for their status (leniently, as `Counted` reads it).
             let redirect = r.links.len() == 1
@@ -321,7 +333,7 @@ pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
     })?;
     state.truncated = visited.truncated;
     state.interrupted = again.interrupted.len() as u64;
-    state.no_exit = again.no_exit.len() as u64;
+    state.sent_nowhere = again.sent_nowhere.len() as u64;
     Ok((state, visited.complete_len))
 }
 
@@ -369,7 +381,7 @@ mod tests {
     }
 
     #[test]
-    fn a_url_that_found_no_exit_and_sent_nothing_is_fetched_again() {
+    fn a_url_that_failed_on_this_side_and_sent_nothing_is_fetched_again() {
         let input = br#"{"url":"http://a.test/0","attempts":0,"error":"no_healthy_exit: none"}
 {"url":"http://a.test/1","attempts":2,"error":"no_healthy_exit: none"}
 {"url":"http://a.test/2","attempts":0,"error":"no_healthy_exit: none"}
@@ -383,14 +395,9 @@ mod tests {
         done.sort_unstable();
         assert_eq!(
             done,
-            [
-                "http://a.test/1",
-                "http://a.test/2",
-                "http://a.test/3",
-                "http://a.test/5"
-            ]
+            ["http://a.test/1", "http://a.test/2", "http://a.test/5"]
         );
-        assert_eq!((state.no_exit, state.interrupted), (2, 0));
+        assert_eq!((state.sent_nowhere, state.interrupted), (3, 0));
         assert_eq!((state.records, state.unreadable), (7, 0));
         let rank = |line: &[u8]| SeenRecord::read(line).unwrap().rank();
         let lines: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();

@@ -189,8 +189,12 @@ fn prepare_resume(args: &RunArgs, follow: bool) -> Result<Resuming, Failure> {
             path.display()
         ));
     }
+    let nowhere = match state.sent_nowhere {
+        0 => String::new(),
+        n => format!(", {n} sent nowhere (no exit in service, a local failure)"),
+    };
     let said = Some(format!(
-        "--resume: {} records, {} URLs done, {} interrupted to fetch again",
+        "--resume: {} records, {} URLs done, {} interrupted{nowhere} to fetch again",
         state.records,
         state.done.len(),
         state.interrupted

@@ -190,7 +190,13 @@ fn sent_nowhere(line: &[u8], error: Option<&str>) -> bool {
         .ok()
         .and_then(|v| v.get("attempts")?.as_u64())
         .unwrap_or(0);
-    error.is_some_and(|e| e.starts_with("no_healthy_exit:")) && attempts == 0
+    let local = [
+        "no_healthy_exit:",
+        "local_connect:",
+        "proxy:",
+        "address_family:",
+    ];
+    error.is_some_and(|e| local.iter().any(|k| e.starts_with(k))) && attempts == 0
 }
 
 #[test]
@@ -246,7 +252,7 @@ fn resume() {
         // The last record of a URL decides; a duplicate's record decides nothing.
         let mut done = HashSet::new();
         let mut interrupted = HashSet::new();
-        let mut no_exit = HashSet::new();
+        let mut sent_nowhere_urls = HashSet::new();
         let mut links = 0;
         let mut records = 0;
         for line in &lines {
@@ -259,13 +265,13 @@ fn resume() {
             }
             links += r.links.iter().filter(|l| !l.contains("***")).count();
             interrupted.remove(&r.url);
-            no_exit.remove(&r.url);
+            sent_nowhere_urls.remove(&r.url);
             if r.error.as_deref() == Some("interrupted") {
                 done.remove(&r.url);
                 interrupted.insert(r.url);
             } else if sent_nowhere(line, r.error.as_deref()) {
                 done.remove(&r.url);
-                no_exit.insert(r.url);
+                sent_nowhere_urls.insert(r.url);
             } else {
                 done.insert(r.url);
             }
@@ -273,7 +279,7 @@ fn resume() {
         assert_eq!(state.records, records);
         assert_eq!(state.done, done);
         assert_eq!(state.interrupted, interrupted.len() as u64);
-        assert_eq!(state.no_exit, no_exit.len() as u64);
+        assert_eq!(state.sent_nowhere, sent_nowhere_urls.len() as u64);
         assert_eq!(state.links.len(), links);
         assert!(state.links.iter().all(|l| !l.url.contains("***")));
         assert!(state.pages <= state.records);
