@@ -78,6 +78,7 @@ mod estimate;
 mod fit;
 pub mod fleet;
 pub mod forget;
+mod guess;
 mod hint;
 mod latency;
 mod lockout;
@@ -95,6 +96,7 @@ use between::Between;
 pub use config::AimdConfig;
 use errors::ErrorSignal;
 use fit::BucketFit;
+use guess::GuessCap;
 use latency::{LatencySignal, Reading};
 use lockout::Lockout;
 use meter::Meter;
@@ -681,29 +683,3 @@ impl Controller {
 
 #[cfg(test)]
 mod tests;
-
-/// The rate that gets a host's waiting work done within one pause, for a guess whose
-/// check would risk that pause (see `Controller::clamp`).
-#[derive(Debug, Clone, Copy)]
-struct GuessCap {
-    /// The pause, seconds.
-    pause: f64,
-    /// The work waiting when the throttle came, done within one pause.
-    rps: f64,
-}
-
-impl GuessCap {
-    fn new(pause: Duration, backlog: u32) -> Self {
-        let pause = pause.as_secs_f64().max(f64::MIN_POSITIVE);
-        Self {
-            pause,
-            rps: f64::from(backlog.max(1)) / pause,
-        }
-    }
-
-    /// The cap, with `backlog` requests waiting now: it rises with more work, and does not
-    /// fall as the work is done (the rate that does it within the pause stays the same).
-    fn rps(&self, backlog: Option<u32>) -> f64 {
-        backlog.map_or(self.rps, |b| self.rps.max(f64::from(b) / self.pause))
-    }
-}
