@@ -18,7 +18,8 @@
 //!   consumer stops taking work.
 //! - **Claim only from the dead** ([`Liveness`]): a consumer's heartbeat key lives for
 //!   `claim_idle` and is refreshed four times as often; entries are claimed only from
-//!   consumers whose key has expired.
+//!   consumers whose key has expired, and not before live consumers coming out of their
+//!   reconnect backoff after a Redis outage have refreshed theirs.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -233,11 +234,16 @@ impl Liveness {
         now + self.every
     }
 
-    /// When the first claim pass is due after Redis answered again at `now`: every
-    /// heartbeat may have expired while Redis was away (its keys expire on its clock), so
-    /// live consumers get a whole `ttl` to refresh theirs before anyone is judged dead.
+    /// When the first claim pass is due after Redis answered again at `now` (or, not
+    /// knowing whether it just did, at a consumer's start): every heartbeat may have
+    /// expired while Redis was away (its keys expire on its clock), and a live consumer's
+    /// refresh may wait out its reconnect backoff first — up to [`RECONNECT_MAX`] after
+    /// Redis is back, the Redis handle's backoff being capped there too — then up to one
+    /// interval for its heartbeat's next turn. Claiming before then would take over what
+    /// live consumers are fetching when `ttl` is shorter than that backoff; the `ttl` on
+    /// top gives that refresh the room for lateness a heartbeat always has.
     pub fn first_pass_after_outage(&self, now: Instant) -> Instant {
-        now + self.ttl
+        now + self.ttl + RECONNECT_MAX + self.every
     }
 
     /// Whether this consumer's own key may have expired at `now`, its last successful
@@ -380,8 +386,8 @@ mod tests {
         assert_eq!(l.next_pass(t0), t0 + 500 * MS);
         assert_eq!(
             l.first_pass_after_outage(t0),
-            t0 + 2 * S,
-            "live consumers refresh their heartbeats first"
+            t0 + 2 * S + RECONNECT_MAX + 500 * MS,
+            "live consumers out of their reconnect backoff refresh their heartbeats first"
         );
         assert!(!l.lapsed(t0, t0 + 1999 * MS));
         assert!(l.lapsed(t0, t0 + 2 * S));

@@ -549,3 +549,44 @@ async fn outage_errors_fast_then_recovers_after_restart() {
         .expect("message after resubscribe");
     assert!(matches!(m, Some(RateMessage::Update(u)) if u.rps == 7.0));
 }
+
+#[actix_rt::test]
+async fn frontier_created_again_refuses_what_an_older_handle_owes() {
+    let server = RedisServer::start();
+    let urls: Vec<String> = (0..10).map(|i| format!("http://127.0.0.1/e/{i}")).collect();
+    let old = SharedFrontier::open(&server.connect(), "q").await.unwrap();
+    assert!(old.created());
+    let peer = SharedFrontier::open(&server.connect(), "q").await.unwrap();
+    assert!(!peer.created());
+    assert_eq!(old.enqueue(&urls).await.unwrap(), 10);
+    let held = old.next("a", 4, Duration::ZERO).await.unwrap();
+    assert_eq!(held.len(), 4);
+    // Two handles of one queue agree: what one took, the other may settle.
+    assert!(peer.complete(&held[0]).await.unwrap());
+
+    // Redis lost everything, and a process opened the queue again: empty, a new epoch.
+    server.raw(&["FLUSHALL"]).await;
+    let new = SharedFrontier::open(&server.connect(), "q").await.unwrap();
+    assert!(new.created());
+    let lost = |r: Result<(), RedisError>, what: &str| {
+        let e = r.expect_err(what);
+        assert_eq!(e.code(), Some("NOGROUP"), "{what}: {e}");
+        assert!(e.to_string().contains("created again"), "{what}: {e}");
+    };
+    lost(old.requeue(&held[1], 1).await, "requeue");
+    lost(old.complete(&held[2]).await.map(drop), "complete");
+    lost(old.ack(&held[3].id).await.map(drop), "ack");
+    lost(old.mark_done(&held[3].url).await.map(drop), "mark_done");
+    lost(old.pending().await.map(drop), "pending");
+    lost(old.claim_dead("a").await.map(drop), "claim_dead");
+    lost(old.enqueue(&urls).await.map(drop), "enqueue");
+    // Nothing of the lost crawl reached the new queue.
+    assert_eq!(
+        server.raw(&["XLEN", new.stream_key()]).await,
+        redis::Value::Int(0)
+    );
+    assert_eq!(new.done_count().await.unwrap(), 0);
+    assert_eq!(new.pending().await.unwrap(), 0);
+    assert_eq!(new.enqueue(&urls[..2]).await.unwrap(), 2);
+    assert_eq!(new.next("b", 10, Duration::ZERO).await.unwrap().len(), 2);
+}

@@ -159,8 +159,9 @@ pub async fn frontier_crawl(
         lapse_said: false,
         // Not at once: Redis may have come back from an outage just before this consumer
         // started (or while it waited to start), with every heartbeat expired meanwhile;
-        // the live consumers get a whole heartbeat TTL to refresh theirs before this one
-        // judges any of them dead and takes over what they are fetching.
+        // the live consumers get time to come out of their reconnect backoff and refresh
+        // theirs before this one judges any of them dead and takes over what they are
+        // fetching.
         next_pass: live.first_pass_after_outage(now),
         wait,
         retry_at: None,

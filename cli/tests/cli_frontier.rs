@@ -1,9 +1,11 @@
 //! The shared Redis frontier of the `exitcrawl` binary against what distributed crawls
 //! meet: consumers killed and restarted with the same command, Redis killed and restarted
-//! (with an append-only file, and without persistence), a broken consumer beside a good
-//! one, live rate-limited consumers with a short `--claim-idle`, the same URLs enqueued
-//! twice. What the local test site and Redis saw is asserted; every wait is for an event
-//! (records in a file, a process's exit), bounded by a deadline.
+//! (with an append-only file, and without persistence), a lost queue opened again by
+//! another consumer, a broken consumer beside a good one, live rate-limited consumers and
+//! a live consumer held past its heartbeat with a short `--claim-idle`, the same URLs
+//! enqueued twice. What the local test site and Redis saw is asserted; every wait is for
+//! an event (records in a file, a process's exit, a key in Redis), bounded by a deadline;
+//! the one fixed delay is a hold that is itself the case under test.
 
 mod cli_support;
 // The actors crate's test helpers, for their `RedisServer`.
@@ -16,6 +18,7 @@ use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use cli_support::{assert_ok, json, records, run, s, spawn, stderr, wait_bounded, TempDir};
+use exitcrawl::shared_frontier::RECONNECT_MAX;
 use exitcrawl_testsite::{SiteConfig, TestSite};
 use support::RedisServer;
 
@@ -335,6 +338,110 @@ fn redis_restarted_without_persistence_names_the_lost_queue() {
         0,
         "not recreated"
     );
+}
+
+/// The number after `held ` in a consumer's message about the URLs it held.
+fn held_in(err: &str) -> usize {
+    err.split("held ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_queue_lost_and_created_again_ends_its_consumer_naming_it() {
+    let redis = RedisServer::start();
+    let site = site(Duration::from_millis(300));
+    let dir = TempDir::new("frontier-recreated");
+    let (a, out_a) = crawling_consumer(&redis, &dir, &site, &[]);
+    // A is held (as a reconnect backoff holds it) while Redis loses the queue and
+    // another consumer opens it again: created empty.
+    signal(&a, "-STOP");
+    assert_eq!(redis.cmd(&["FLUSHALL"]), "OK");
+    let queue = format!("{}jobs", redis.url());
+    let out_b = dir.path("b.jsonl");
+    let b = consumer(&dir.path("c.toml"), &queue, &out_b, &[]);
+    wait_until(Duration::from_secs(10), "B to create the queue", || {
+        redis.int(&["EXISTS", "exitcrawl:frontier:jobs"]) == 1
+    });
+    signal(&a, "-CONT");
+    let oa = wait_bounded(a, Duration::from_secs(30));
+    let ob = wait_bounded(b, Duration::from_secs(30));
+    assert_ok(&ob);
+    assert!(stderr(&ob).contains("created empty"), "{}", stderr(&ob));
+    let err = stderr(&oa);
+    assert_eq!(oa.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("the queue is gone"), "{err}");
+    assert!(err.contains("NOGROUP"), "{err}");
+    assert!(err.contains("exitcrawl:frontier:jobs"), "{err}");
+    // Nothing of the lost crawl went into the new queue.
+    assert_eq!(redis.int(&["SCARD", "exitcrawl:done:jobs"]), 0);
+    assert_eq!(redis.int(&["XLEN", "exitcrawl:frontier:jobs"]), 0);
+    // Every page the site served A has a record, or is among the URLs A says it held.
+    let recorded = records(&out_a).len();
+    let served = fetches(&site).len();
+    println!(
+        "queue created again: A exit 1 with {recorded} records, {} held, {served} served",
+        held_in(&err)
+    );
+    assert!(
+        served <= recorded + held_in(&err),
+        "{served} served, {recorded} recorded: {err}"
+    );
+}
+
+/// Heartbeat keys of the queue `jobs` (one per live consumer).
+fn alive(redis: &RedisServer) -> i64 {
+    redis.int(&[
+        "EVAL",
+        "return #redis.call('KEYS', ARGV[1])",
+        "0",
+        "exitcrawl:alive:jobs:*",
+    ])
+}
+
+#[test]
+fn a_live_consumer_held_by_its_reconnect_backoff_is_not_claimed() {
+    let redis = RedisServer::start();
+    let site = site(Duration::from_millis(300));
+    let dir = TempDir::new("frontier-backoff");
+    let short = ["--claim-idle", "2"];
+    let (a, out_a) = crawling_consumer(&redis, &dir, &site, &short);
+    // Every heartbeat expired, as in an outage longer than --claim-idle; A, live, holds
+    // its fetches in flight.
+    signal(&a, "-STOP");
+    wait_until(Duration::from_secs(10), "A's heartbeat to expire", || {
+        alive(&redis) == 0
+    });
+    // B's first call succeeds at once (it starts as Redis is back), while A's reconnect
+    // backoff holds it for up to RECONNECT_MAX more: hold A for a good part of that (the
+    // hold is the case under test, not a wait for something to happen).
+    let queue = format!("{}jobs", redis.url());
+    let out_b = dir.path("b.jsonl");
+    let b = consumer(&dir.path("c.toml"), &queue, &out_b, &short);
+    wait_until(Duration::from_secs(10), "B's heartbeat", || {
+        alive(&redis) == 1
+    });
+    std::thread::sleep(RECONNECT_MAX - Duration::from_secs(1));
+    signal(&a, "-CONT");
+    let (oa, ob) = (
+        wait_bounded(a, Duration::from_secs(60)),
+        wait_bounded(b, Duration::from_secs(60)),
+    );
+    assert_ok(&oa);
+    assert_ok(&ob);
+    let claimed = json(&out_b.with_extension("json"))["claimed"].clone();
+    assert_eq!(claimed, 0, "B took A's entries over: {}", stderr(&ob));
+    let asked = fetches(&site);
+    assert_eq!(asked.len(), 300);
+    assert!(
+        asked.values().all(|n| *n == 1),
+        "a URL fetched twice: {:?}",
+        asked.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
+    );
+    let urls: Vec<String> = (0..300).map(|i| site.url(&format!("/l/{i}"))).collect();
+    assert_one_record_each(&merged(&dir, &[&out_a, &out_b]), &urls);
 }
 
 #[test]

@@ -23,6 +23,7 @@
 //! | `exitcrawl:done:{queue}` | set of URLs | none (`--enqueue --recrawl` deletes it) |
 //! | `exitcrawl:seen:{queue}` | set of URLs ever enqueued | none (`--enqueue --recrawl` deletes it) |
 //! | `exitcrawl:alive:{queue}:{consumer}` | string: the consumer's pid | `--claim-idle` |
+//! | `exitcrawl:epoch:{queue}` | string: a new random value each time the queue is created | none (replaced when the queue is created again) |
 //!
 //! Channel: `exitcrawl:intervals`.
 //!

@@ -13,6 +13,15 @@
 //! taken from a live consumer, however long its entries have been pending.
 //! [`SharedFrontier::trim`] drops the entries every consumer is done with.
 //!
+//! A queue lost (Redis restarted without persistence, keys deleted) is gone for its
+//! consumers: their calls get `NOGROUP`. Another process's [`SharedFrontier::open`] may
+//! create it again, empty; so creating it also writes a new value to
+//! `exitcrawl:epoch:{queue}`, each handle keeps the value it opened with, and what a
+//! handle does for the work it took (acknowledge, complete, requeue, claim, enqueue, count
+//! what is pending) is refused with `NOGROUP` under another epoch, as if the queue were
+//! still gone: an entry put back into the new queue would otherwise vanish (its old id is
+//! not pending there), and a consumer finding nothing pending would end as done.
+//!
 //! At-least-once means a URL can be fetched twice (a consumer that died after its fetch
 //! and before the acknowledgement). The done-set `exitcrawl:done:{queue}` makes the
 //! *final record* exactly-once:
@@ -38,39 +47,103 @@ pub const GROUP: &str = "exitcrawl";
 /// Most entries one `XADD` pipeline carries.
 const ENQUEUE_CHUNK: usize = 500;
 
-/// Enqueues a URL only if this crawl has neither queued nor done it; returns how many
-/// of ARGV were added. Refuses (`NOGROUP`) when the stream is gone, rather than creating
-/// a stream no consumer group reads.
-const ENQUEUE: &str = r"
+/// The start of every script that acts for what a handle took since its
+/// [`SharedFrontier::open`] (`KEYS[1]` the stream, `KEYS[2]` the epoch key, `ARGV[1]` the
+/// epoch that open saw): refuses with `NOGROUP` when the stream is gone, or when it was
+/// lost and created again since (another epoch). A queue created again is empty: the
+/// entries the handle took are not in it, so the caller must hear that the queue was lost,
+/// as if it were still gone.
+macro_rules! same_queue {
+    () => {
+        r"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.error_reply('NOGROUP the stream ' .. KEYS[1] .. ' does not exist')
 end
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return redis.error_reply('NOGROUP the stream ' .. KEYS[1] .. ' was lost and created again empty since this process opened it')
+end
+"
+    };
+}
+pub(crate) use same_queue;
+
+/// Creates the stream (`KEYS[1]`) and the group (`ARGV[1]`) when missing, and with them a
+/// new epoch (`ARGV[2]`) in `KEYS[2]`; otherwise keeps the epoch there (setting it when a
+/// queue has none yet). Returns `{1 if created, the epoch}`. One script, so that two
+/// processes opening together agree on the epoch.
+const OPEN: &str = r"
+local made = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')
+if type(made) == 'table' and made.err then
+  if string.find(made.err, 'BUSYGROUP', 1, true) ~= 1 then return made end
+  redis.call('SET', KEYS[2], ARGV[2], 'NX')
+  return {0, redis.call('GET', KEYS[2])}
+end
+redis.call('SET', KEYS[2], ARGV[2])
+return {1, ARGV[2]}
+";
+
+/// Enqueues a URL (`ARGV[2]`…) only if this crawl has neither queued (`KEYS[3]`) nor done
+/// (`KEYS[4]`) it; returns how many were added. Refuses (`NOGROUP`) when the stream is
+/// gone, rather than creating a stream no consumer group reads.
+const ENQUEUE: &str = concat!(
+    same_queue!(),
+    r"
 local added = 0
-for _, url in ipairs(ARGV) do
-  if redis.call('SISMEMBER', KEYS[3], url) == 0 and redis.call('SADD', KEYS[2], url) == 1 then
+for i = 2, #ARGV do
+  local url = ARGV[i]
+  if redis.call('SISMEMBER', KEYS[4], url) == 0 and redis.call('SADD', KEYS[3], url) == 1 then
     redis.call('XADD', KEYS[1], '*', 'url', url, 'tries', '0')
     added = added + 1
   end
 end
 return added
-";
+"
+);
 
-/// Puts an entry back at the end of the queue (ARGV: its id, its URL, its tries), once:
-/// only when acknowledging the old entry takes it out of the pending list. A retry after
-/// an answer that was lost (a timeout while Redis carried it out, a reset) finds it
-/// acknowledged already and adds nothing (a transaction of the two would add it again).
-/// Returns 1 when it was put back, 0 when it had been; refuses (`NOGROUP`) when the
-/// stream is gone.
-const REQUEUE: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return redis.error_reply('NOGROUP the stream ' .. KEYS[1] .. ' does not exist')
-end
-if redis.call('XACK', KEYS[1], KEYS[2], ARGV[1]) == 1 then
-  redis.call('XADD', KEYS[1], '*', 'url', ARGV[2], 'tries', ARGV[3])
+/// Puts an entry back at the end of the queue (ARGV: the group, its id, its URL, its
+/// tries), once: only when acknowledging the old entry takes it out of the pending list.
+/// A retry after an answer that was lost (a timeout while Redis carried it out, a reset)
+/// finds it acknowledged already and adds nothing (a transaction of the two would add it
+/// again). Returns 1 when it was put back, 0 when it had been; refuses (`NOGROUP`) when
+/// the queue is gone or was created again.
+const REQUEUE: &str = concat!(
+    same_queue!(),
+    r"
+if redis.call('XACK', KEYS[1], ARGV[2], ARGV[3]) == 1 then
+  redis.call('XADD', KEYS[1], '*', 'url', ARGV[4], 'tries', ARGV[5])
   return 1
 end
 return 0
-";
+"
+);
+
+/// Adds a URL (`ARGV[3]`) to the done-set (`KEYS[3]`) and, when an entry id follows
+/// (`ARGV[4]`), acknowledges it in the group (`ARGV[2]`). Returns 1 when the URL was not
+/// done yet.
+const COMPLETE: &str = concat!(
+    same_queue!(),
+    r"
+local added = redis.call('SADD', KEYS[3], ARGV[3])
+if ARGV[4] then redis.call('XACK', KEYS[1], ARGV[2], ARGV[4]) end
+return added
+"
+);
+
+/// Acknowledges entry `ARGV[3]` in the group `ARGV[2]`; returns 1 when it was pending.
+const ACK: &str = concat!(
+    same_queue!(),
+    r"
+return redis.call('XACK', KEYS[1], ARGV[2], ARGV[3])
+"
+);
+
+/// How many entries of the group `ARGV[2]` are pending, all consumers together.
+const PENDING: &str = concat!(
+    same_queue!(),
+    r"
+return redis.call('XPENDING', KEYS[1], ARGV[2])[1]
+"
+);
 
 /// One URL handed to a consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,35 +166,57 @@ pub struct SharedFrontier {
     pub(super) stream: String,
     done: String,
     seen: String,
+    /// `exitcrawl:epoch:{queue}`: a value written when the queue is created, which tells
+    /// this queue from one created again under its name.
+    epoch_key: String,
+    /// The epoch [`SharedFrontier::open`] saw.
+    epoch: String,
     created: bool,
 }
 
 impl SharedFrontier {
     /// The frontier `queue` on `redis`; creates the stream and the group when missing
-    /// (the group starts at the beginning, so URLs enqueued earlier are delivered).
+    /// (the group starts at the beginning, so URLs enqueued earlier are delivered), with a
+    /// new epoch. What this handle does later for the work it took (acknowledgements,
+    /// requeues, claims, enqueues, the pending count) is refused with `NOGROUP` once the
+    /// queue is gone, or was lost and created again by another process's `open`.
     pub async fn open(redis: &Redis, queue: &str) -> Result<Self, RedisError> {
-        let mut f = Self {
+        static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+        let script = SCRIPT.get_or_init(|| ::redis::Script::new(OPEN));
+        let stream = key("frontier", queue);
+        let epoch_key = key("epoch", queue);
+        let (created, epoch): (i64, String) = eval_script(
+            redis,
+            script,
+            &[&stream, &epoch_key],
+            &[GROUP.to_string(), fresh_epoch()],
+        )
+        .await?;
+        Ok(Self {
             redis: redis.clone(),
             blocking: redis.dedicated()?,
             queue: queue.to_string(),
-            stream: key("frontier", queue),
+            stream,
             done: key("done", queue),
             seen: key("seen", queue),
-            created: false,
-        };
-        let mut cmd = ::redis::cmd("XGROUP");
-        cmd.arg("CREATE")
-            .arg(&f.stream)
-            .arg(GROUP)
-            .arg("0")
-            .arg("MKSTREAM");
-        let created: Result<(), RedisError> = f.redis.query("xgroup create", cmd).await;
-        match created {
-            Ok(()) => f.created = true,
-            Err(RedisError::Server(e)) if e.code() == Some("BUSYGROUP") => {}
-            Err(e) => return Err(e),
-        }
-        Ok(f)
+            epoch_key,
+            epoch,
+            created: created == 1,
+        })
+    }
+
+    /// Runs `script` (one that starts with [`same_queue`]) with the stream, the epoch key
+    /// and `keys`, and the epoch followed by `args`.
+    pub(super) async fn guarded<T: ::redis::FromRedisValue>(
+        &self,
+        script: &::redis::Script,
+        keys: &[&str],
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<T, RedisError> {
+        let mut all_keys = vec![self.stream.as_str(), &self.epoch_key];
+        all_keys.extend_from_slice(keys);
+        let all_args: Vec<String> = std::iter::once(self.epoch.clone()).chain(args).collect();
+        eval_script(&self.redis, script, &all_keys, &all_args).await
     }
 
     /// Whether [`SharedFrontier::open`] created the stream and its group (nothing was enqueued
@@ -159,7 +254,7 @@ impl SharedFrontier {
     /// Appends the `urls` this crawl has neither queued nor done yet (one script per 500
     /// URLs). Returns how many were added; the others were skipped. Not atomic across
     /// chunks: after an error, a prefix may be in (enqueueing again adds only the rest).
-    /// `NOGROUP` when the stream is gone (see [`SharedFrontier::open`]).
+    /// `NOGROUP` when the queue is gone or was created again (see [`SharedFrontier::open`]).
     pub async fn enqueue<I, S>(&self, urls: I) -> Result<usize, RedisError>
     where
         I: IntoIterator<Item = S>,
@@ -175,23 +270,28 @@ impl SharedFrontier {
                 .take(ENQUEUE_CHUNK)
                 .map(|u| u.as_ref().to_string())
                 .collect();
-            let keys = [self.stream.as_str(), &self.seen, &self.done];
-            let n: u64 = eval_script(&self.redis, script, &keys, &chunk).await?;
+            let n: u64 = self
+                .guarded(script, &[&self.seen, &self.done], chunk)
+                .await?;
             added += n as usize;
         }
         Ok(added)
     }
 
     /// Puts `e` back at the end of the queue with `tries` counted, and acknowledges the
-    /// old entry, in one script that does both only once (see [`REQUEUE`]): safe to
-    /// retry. `NOGROUP` when the stream is gone (a lost queue is not recreated without
-    /// its group).
+    /// old entry, in one script that does both only once (see `REQUEUE`): safe to
+    /// retry. `NOGROUP` when the queue is gone or was created again: the entry is not in
+    /// it, and putting its URL into another crawl's queue is not this handle's to do.
     pub async fn requeue(&self, e: &SharedFrontierEntry, tries: u32) -> Result<(), RedisError> {
         static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
         let script = SCRIPT.get_or_init(|| ::redis::Script::new(REQUEUE));
-        let keys = [self.stream.as_str(), GROUP];
-        let args = [e.id.clone(), e.url.clone(), tries.to_string()];
-        let _: u64 = eval_script(&self.redis, script, &keys, &args).await?;
+        let args = [
+            GROUP.to_string(),
+            e.id.clone(),
+            e.url.clone(),
+            tries.to_string(),
+        ];
+        let _: u64 = self.guarded(script, &[], args).await?;
         Ok(())
     }
 
@@ -256,9 +356,11 @@ impl SharedFrontier {
     /// Acknowledges entry `id` (it leaves the pending list). `false` when it was not
     /// pending (already acknowledged, or claimed and acknowledged by another consumer).
     pub async fn ack(&self, id: &str) -> Result<bool, RedisError> {
-        let mut cmd = ::redis::cmd("XACK");
-        cmd.arg(&self.stream).arg(GROUP).arg(id);
-        let n: u64 = self.redis.query("xack", cmd).await?;
+        static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+        let script = SCRIPT.get_or_init(|| ::redis::Script::new(ACK));
+        let n: u64 = self
+            .guarded(script, &[], [GROUP.to_string(), id.to_string()])
+            .await?;
         Ok(n == 1)
     }
 
@@ -296,33 +398,16 @@ impl SharedFrontier {
 
     /// Adds `url` to the done-set; `true` when it was not there yet.
     pub async fn mark_done(&self, url: &str) -> Result<bool, RedisError> {
-        let mut cmd = ::redis::cmd("SADD");
-        cmd.arg(&self.done).arg(url);
-        let n: u64 = self.redis.query("sadd", cmd).await?;
-        Ok(n == 1)
+        self.done_with(url, None).await
     }
 
-    /// Runs `pipe` (atomic) with entry `id`'s acknowledgement at its end, whose reply is
-    /// left out of the one returned.
-    async fn acking<T: ::redis::FromRedisValue>(
-        &self,
-        op: &'static str,
-        mut pipe: ::redis::Pipeline,
-        id: &str,
-    ) -> Result<T, RedisError> {
-        pipe.cmd("XACK")
-            .arg(&self.stream)
-            .arg(GROUP)
-            .arg(id)
-            .ignore();
-        let mut c = self.redis.conn();
-        self.redis
-            .run(
-                op,
-                Duration::ZERO,
-                async move { pipe.query_async(&mut c).await },
-            )
-            .await
+    /// Adds `url` to the done-set and acknowledges entry `id` if given, in one script.
+    async fn done_with(&self, url: &str, id: Option<&str>) -> Result<bool, RedisError> {
+        static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+        let script = SCRIPT.get_or_init(|| ::redis::Script::new(COMPLETE));
+        let args = [GROUP, url].into_iter().chain(id).map(str::to_string);
+        let n: u64 = self.guarded(script, &[&self.done], args).await?;
+        Ok(n == 1)
     }
 
     /// Whether `url` is in the done-set.
@@ -332,27 +417,20 @@ impl SharedFrontier {
         self.redis.query("sismember", cmd).await
     }
 
-    /// Marks the entry's URL done and acknowledges the entry, in one `MULTI`/`EXEC`.
-    /// `true` when this was the URL's first completion: write its final record then.
+    /// Marks the entry's URL done and acknowledges the entry, in one script. `true` when
+    /// this was the URL's first completion: write its final record then. `NOGROUP` when
+    /// the queue is gone or was created again (nothing is marked in the new one).
     pub async fn complete(&self, e: &SharedFrontierEntry) -> Result<bool, RedisError> {
-        let mut pipe = ::redis::pipe();
-        pipe.atomic().cmd("SADD").arg(&self.done).arg(&e.url);
-        let (added,): (u64,) = self.acking("complete", pipe, &e.id).await?;
-        Ok(added == 1)
+        self.done_with(&e.url, Some(&e.id)).await
     }
 
-    /// Entries delivered and not yet acknowledged, all consumers together.
+    /// Entries delivered and not yet acknowledged, all consumers together. `NOGROUP` when
+    /// the queue is gone or was created again: a consumer that finds nothing pending
+    /// ends as done, and the entries it held in the lost queue are not done.
     pub async fn pending(&self) -> Result<u64, RedisError> {
-        let mut cmd = ::redis::cmd("XPENDING");
-        cmd.arg(&self.stream).arg(GROUP);
-        let v: ::redis::Value = self.redis.query("xpending", cmd).await?;
-        match v {
-            ::redis::Value::Array(items) => match items.first() {
-                Some(::redis::Value::Int(n)) => Ok(u64::try_from(*n).unwrap_or(0)),
-                other => Err(RedisError::Reply(format!("XPENDING count {other:?}"))),
-            },
-            other => Err(RedisError::Reply(format!("XPENDING {other:?}"))),
-        }
+        static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+        let script = SCRIPT.get_or_init(|| ::redis::Script::new(PENDING));
+        self.guarded(script, &[], [GROUP.to_string()]).await
     }
 
     /// URLs in the done-set.
@@ -361,6 +439,20 @@ impl SharedFrontier {
         cmd.arg(&self.done);
         self.redis.query("scard", cmd).await
     }
+}
+
+/// A value unlike any earlier epoch of a queue: the time in nanoseconds, and 64 bits of
+/// it hashed with the process id by std's randomly keyed hasher (a clock set back, or a
+/// process on another machine, gives an equal value only by chance).
+fn fresh_epoch() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(nanos);
+    h.write_u32(std::process::id());
+    format!("{nanos:x}-{:016x}", h.finish())
 }
 
 fn entry(s: StreamId) -> Option<SharedFrontierEntry> {

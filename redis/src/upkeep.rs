@@ -6,23 +6,23 @@ use std::time::Duration;
 
 use ::redis::Value;
 
-use super::shared_frontier::{SharedFrontier, SharedFrontierEntry, GROUP};
+use super::shared_frontier::{same_queue, SharedFrontier, SharedFrontierEntry, GROUP};
 use super::{eval_script, key, RedisError};
 
-/// For every consumer of the group but `ARGV[2]` whose heartbeat key (`ARGV[3]` + name)
-/// has expired: claim its pending entries (up to `ARGV[4]` in all) for `ARGV[2]`, and
-/// remove it from the group once nothing is pending for it. One script, so no consumer
-/// can read new entries between the claim and the removal (a removed consumer's pending
-/// entries would be lost). Returns `{removed consumers, claimed entries}`.
-const CLAIM_DEAD: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return redis.error_reply('NOGROUP the stream ' .. KEYS[1] .. ' does not exist')
-end
-local consumers = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+/// For every consumer of the group (`ARGV[2]`) but `ARGV[3]` whose heartbeat key
+/// (`ARGV[4]` + name) has expired: claim its pending entries (up to `ARGV[5]` in all) for
+/// `ARGV[3]`, and remove it from the group once nothing is pending for it. One script, so
+/// no consumer can read new entries between the claim and the removal (a removed
+/// consumer's pending entries would be lost). Returns `{removed consumers, claimed
+/// entries}`; refuses (`NOGROUP`) when the queue is gone or was created again.
+const CLAIM_DEAD: &str = concat!(
+    same_queue!(),
+    r"
+local consumers = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[2])
 if consumers.err then
-  return redis.error_reply('NOGROUP the group ' .. ARGV[1] .. ' of ' .. KEYS[1] .. ' does not exist')
+  return redis.error_reply('NOGROUP the group ' .. ARGV[2] .. ' of ' .. KEYS[1] .. ' does not exist')
 end
-local budget = tonumber(ARGV[4])
+local budget = tonumber(ARGV[5])
 local removed = 0
 local claimed = {}
 for _, c in ipairs(consumers) do
@@ -30,27 +30,28 @@ for _, c in ipairs(consumers) do
   for i = 1, #c, 2 do
     if c[i] == 'name' then name = c[i + 1] end
   end
-  if budget > 0 and name ~= ARGV[2] and redis.call('EXISTS', ARGV[3] .. name) == 0 then
-    local pel = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', budget, name)
+  if budget > 0 and name ~= ARGV[3] and redis.call('EXISTS', ARGV[4] .. name) == 0 then
+    local pel = redis.call('XPENDING', KEYS[1], ARGV[2], '-', '+', budget, name)
     local ids = {}
     for _, p in ipairs(pel) do ids[#ids + 1] = p[1] end
     for i = 1, #ids, 500 do
       local part = {}
       for j = i, math.min(i + 499, #ids) do part[#part + 1] = ids[j] end
-      local got = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(part))
+      local got = redis.call('XCLAIM', KEYS[1], ARGV[2], ARGV[3], 0, unpack(part))
       for _, e in ipairs(got) do
         if e then claimed[#claimed + 1] = e end
       end
     end
     budget = budget - #ids
-    if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, name) == 0 then
-      redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], name)
+    if #redis.call('XPENDING', KEYS[1], ARGV[2], '-', '+', 1, name) == 0 then
+      redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[2], name)
       removed = removed + 1
     end
   end
 end
 return {removed, claimed}
-";
+"
+);
 
 /// Deletes the entries before the oldest one still needed: the oldest pending entry, or
 /// when none is pending, the first not yet delivered. Returns how many were deleted.
@@ -141,7 +142,8 @@ impl SharedFrontier {
 
     /// Moves to `consumer` every entry pending for a consumer whose heartbeat expired
     /// (at most [`CLAIM_MAX`]), and removes those consumers from the group. A consumer
-    /// that never sent a heartbeat counts as dead.
+    /// that never sent a heartbeat counts as dead. `NOGROUP` when the queue is gone or was
+    /// created again.
     pub async fn claim_dead(&self, consumer: &str) -> Result<Claimed, RedisError> {
         static CELL: OnceLock<::redis::Script> = OnceLock::new();
         let args = [
@@ -150,13 +152,7 @@ impl SharedFrontier {
             self.alive_prefix(),
             CLAIM_MAX.to_string(),
         ];
-        let reply: Value = eval_script(
-            &self.redis,
-            script(&CELL, CLAIM_DEAD),
-            &[&self.stream],
-            &args,
-        )
-        .await?;
+        let reply: Value = self.guarded(script(&CELL, CLAIM_DEAD), &[], args).await?;
         parse_claimed(reply)
     }
 
