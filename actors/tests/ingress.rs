@@ -228,32 +228,59 @@ async fn a_fetch_its_caller_gives_up_on_gives_its_capacity_back() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
-/// A fetch its caller gives up on while it waits in the queue is not sent when its turn
-/// comes: nobody would read the answer.
-#[actix_rt::test]
-async fn a_queued_fetch_its_caller_gives_up_on_is_never_sent() {
+/// How a test hands a fetch in: `Some(reply)`, or `None` when it gave up waiting for one
+/// after `patience`.
+type HandIn =
+    for<'a> fn(&'a CrawlerHandle, String, Option<Duration>) -> LocalBoxFuture<'a, Option<Reply>>;
+
+fn by_handle(
+    h: &CrawlerHandle,
+    url: String,
+    patience: Option<Duration>,
+) -> LocalBoxFuture<'_, Option<Reply>> {
+    Box::pin(async move {
+        let reply = h.fetch(Fetch::get(url));
+        match patience {
+            Some(p) => tokio::time::timeout(p, reply).await.ok(),
+            None => Some(reply.await),
+        }
+    })
+}
+
+fn by_message(
+    h: &CrawlerHandle,
+    url: String,
+    patience: Option<Duration>,
+) -> LocalBoxFuture<'_, Option<Reply>> {
+    Box::pin(async move {
+        let request = h.scheduler().send(Fetch::get(url));
+        let delivered = match patience {
+            Some(p) => request.timeout(p).await,
+            None => request.await,
+        };
+        match delivered {
+            Ok(reply) => Some(reply),
+            Err(actix::MailboxError::Timeout) => None,
+            Err(e) => panic!("not delivered: {e}"),
+        }
+    })
+}
+
+/// One slot, taken by a slow fetch; a second fetch waits in the queue until its caller
+/// gives up on it; then a third. What the site saw: the first and the third.
+async fn a_queued_fetch_given_up_is_never_sent(send: HandIn) {
     let site = TestSite::start(SiteConfig {
         latency: Duration::from_millis(300),
         ..SiteConfig::default()
     });
     let h = Crawler::start(settings(1, 4)).expect("start");
-    // The one slot is taken; the second waits in the queue until its caller gives up.
-    let first = h.fetch(Fetch::get(site.url("/first")));
-    let abandoned = async {
-        let gave_up = tokio::time::timeout(
-            Duration::from_millis(50),
-            h.fetch(Fetch::get(site.url("/abandoned"))),
-        )
-        .await;
-        assert!(gave_up.is_err(), "still queued: {gave_up:?}");
-    };
-    let (first, ()) = join(first, abandoned).await;
-    assert_eq!(first.expect("answer").status, 200);
-    let next = h
-        .fetch(Fetch::get(site.url("/next")))
-        .await
-        .expect("answer");
-    assert_eq!(next.status, 200);
+    let first = send(&h, site.url("/first"), None);
+    let abandoned = send(&h, site.url("/abandoned"), Some(Duration::from_millis(50)));
+    let (first, gave_up) = join(first, abandoned).await;
+    assert!(gave_up.is_none(), "still queued: {gave_up:?}");
+    assert_eq!(first.expect("waited").expect("answer").status, 200);
+    let next = send(&h, site.url("/next"), None).await.expect("waited");
+    assert_eq!(next.expect("answer").status, 200);
     let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
     assert_eq!(
         paths,
@@ -264,45 +291,19 @@ async fn a_queued_fetch_its_caller_gives_up_on_is_never_sent() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A fetch its caller gives up on while it waits in the queue is not sent when its turn
+/// comes: nobody would read the answer.
+#[actix_rt::test]
+async fn a_queued_fetch_its_caller_gives_up_on_is_never_sent() {
+    a_queued_fetch_given_up_is_never_sent(by_handle).await;
+}
+
 /// So is a `Fetch` message whose sender stops waiting for the reply (actix's
 /// `Request::timeout`, or the request dropped) after the scheduler took it in: the same
 /// fetch from another actor is withdrawn as the handle's is.
 #[actix_rt::test]
 async fn a_queued_fetch_message_its_sender_gives_up_on_is_never_sent() {
-    let site = TestSite::start(SiteConfig {
-        latency: Duration::from_millis(300),
-        ..SiteConfig::default()
-    });
-    let h = Crawler::start(settings(1, 4)).expect("start");
-    let first = h.scheduler().send(Fetch::get(site.url("/first")));
-    let abandoned = async {
-        let gave_up = h
-            .scheduler()
-            .send(Fetch::get(site.url("/abandoned")))
-            .timeout(Duration::from_millis(50))
-            .await;
-        assert!(
-            matches!(gave_up, Err(actix::MailboxError::Timeout)),
-            "still queued: {gave_up:?}"
-        );
-    };
-    let (first, ()) = join(first, abandoned).await;
-    assert_eq!(first.expect("delivered").expect("answer").status, 200);
-    let next = h
-        .scheduler()
-        .send(Fetch::get(site.url("/next")))
-        .await
-        .expect("delivered")
-        .expect("answer");
-    assert_eq!(next.status, 200);
-    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
-    assert_eq!(
-        paths,
-        ["/first", "/next"],
-        "the abandoned fetch was not sent"
-    );
-    assert_eq!(h.metrics().urls_done(), 3, "it counts as done");
-    h.shutdown(Duration::from_secs(1)).await;
+    a_queued_fetch_given_up_is_never_sent(by_message).await;
 }
 
 /// A site on 127.0.0.1 that holds the answers to its first two requests until the test
