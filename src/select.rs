@@ -56,7 +56,7 @@ use std::time::Duration;
 
 /// An IP address family: an exit's source address has one, and so does a host given as an
 /// address literal. A connection needs both ends in the same family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Family {
     /// IPv4.
     #[default]

@@ -4,6 +4,8 @@
 //! never hold up a fetch. The actor pings every exit through that exit's own client (so a
 //! broken source address fails the check), feeds results and the scheduler's passive
 //! observations into the core's [`ExitHealth`] state machine, and reports transitions.
+//! An ejected exit goes to probing when its ejection ends, on a timer of its own, and is
+//! checked then: the rounds may be far apart, and the fetches waiting for it are not.
 //!
 //! A check that fails while the exit's real requests are answered does not count (the
 //! core's passive window decides): the health URL is what is wrong, and the first such
@@ -106,7 +108,7 @@ impl HealthActor {
         self
     }
 
-    fn apply(&mut self, exit: usize, t: Option<Transition>) {
+    fn apply(&mut self, exit: usize, t: Option<Transition>, ctx: &mut Context<Self>) {
         self.metrics
             .consecutive_failures
             .get_or_create(&self.labels[exit])
@@ -151,11 +153,41 @@ impl HealthActor {
             self.all_down.do_send(AllExitsDown);
         }
         self.was_all_down = down;
+        if let Transition::Ejected { until } = t {
+            self.probe_at(exit, until, ctx);
+        }
+    }
+
+    /// Probe `exit` when its ejection ends, at `until`: the rounds may be an hour apart,
+    /// and an exit left ejected past its time keeps fetches waiting for it until the
+    /// fleet's wait bound ends them.
+    fn probe_at(&mut self, exit: usize, until: std::time::Instant, ctx: &mut Context<Self>) {
+        let wait = until.saturating_duration_since(crate::clock::now());
+        ctx.run_later(wait, move |act, ctx| act.ejection_over(exit, until, ctx));
+    }
+
+    /// The ejection of `exit` that was to end at `until` is over: the exit probes, and its
+    /// check goes out as in a round, so that an exit no fetch is waiting for comes back
+    /// too. A later ejection has its own timer; a round may have moved it on already.
+    fn ejection_over(&mut self, exit: usize, until: std::time::Instant, ctx: &mut Context<Self>) {
+        if self.health[exit].ejected_until() != Some(until) {
+            return;
+        }
+        let now = crate::clock::now();
+        let Some(t) = self.health[exit].poll(now) else {
+            // The timer rounds to the runtime's tick: early by that, look again at `until`.
+            self.probe_at(exit, until, ctx);
+            return;
+        };
+        self.apply(exit, Some(t), ctx);
+        if let (true, Some(url)) = (self.enabled[exit], self.opts.url.clone()) {
+            self.check(exit, url, ctx);
+        }
     }
 
     /// What real traffic through `exit` said: answered (`None`) or failed by the exit's
     /// own fault.
-    fn observe(&mut self, exit: usize, error: Option<String>) {
+    fn observe(&mut self, exit: usize, error: Option<String>, ctx: &mut Context<Self>) {
         if exit >= self.health.len() {
             return;
         }
@@ -164,19 +196,19 @@ impl HealthActor {
             None => self.health[exit].on_success(now),
             Some(e) => self.health[exit].on_failure(now, &e, &mut self.rng),
         };
-        self.apply(exit, t);
+        self.apply(exit, t, ctx);
     }
 
     /// What an active check through `exit` said.
-    fn checked(&mut self, exit: usize, error: Option<String>) {
+    fn checked(&mut self, exit: usize, error: Option<String>, ctx: &mut Context<Self>) {
         let now = crate::clock::now();
         let Some(e) = error else {
             let t = self.health[exit].on_check_success(now);
-            self.apply(exit, t);
+            self.apply(exit, t, ctx);
             return;
         };
         match self.health[exit].on_check_failure(now, &e, &mut self.rng) {
-            CheckVerdict::Counted(t) => self.apply(exit, t),
+            CheckVerdict::Counted(t) => self.apply(exit, t, ctx),
             CheckVerdict::Discounted { first } => {
                 if first && !self.warned_url {
                     self.warned_url = true;
@@ -195,30 +227,34 @@ impl HealthActor {
         let now = crate::clock::now();
         for i in 0..self.health.len() {
             let t = self.health[i].poll(now);
-            self.apply(i, t);
+            self.apply(i, t, ctx);
         }
         let Some(url) = self.opts.url.clone() else {
             return;
         };
-        for (i, exit) in self.exits.iter().enumerate() {
-            if !self.enabled[i] {
-                continue;
+        for i in 0..self.exits.len() {
+            if self.enabled[i] {
+                self.check(i, url.clone(), ctx);
             }
-            let ping = Ping {
-                url: url.clone(),
-                timeout: self.opts.timeout,
-            };
-            let timeout = self.opts.timeout + Duration::from_millis(100);
-            let fut = exit.send(ping).timeout(timeout);
-            ctx.spawn(fut.into_actor(self).map(move |res, act, _ctx| {
-                let error = match res {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(e),
-                    Err(e) => Some(format!("health check: {e}")),
-                };
-                act.checked(i, error);
-            }));
         }
+    }
+
+    /// Fetch `url` through `exit`; its answer goes to [`Self::checked`].
+    fn check(&mut self, exit: usize, url: String, ctx: &mut Context<Self>) {
+        let ping = Ping {
+            url,
+            timeout: self.opts.timeout,
+        };
+        let timeout = self.opts.timeout + Duration::from_millis(100);
+        let fut = self.exits[exit].send(ping).timeout(timeout);
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+            let error = match res {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(e) => Some(format!("health check: {e}")),
+            };
+            act.checked(exit, error, ctx);
+        }));
     }
 }
 
@@ -231,7 +267,7 @@ impl Actor for HealthActor {
         for (i, error) in std::mem::take(&mut self.start_failures) {
             if let Some(h) = self.health.get_mut(i) {
                 let t = h.fail_at_start(now, &error, &mut self.rng);
-                self.apply(i, t);
+                self.apply(i, t, ctx);
             }
         }
         ctx.run_interval(self.opts.interval, |act, ctx| act.round(ctx));
@@ -241,7 +277,7 @@ impl Actor for HealthActor {
 impl Handler<Observed> for HealthActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Observed, _ctx: &mut Self::Context) {
-        self.observe(msg.exit, msg.error);
+    fn handle(&mut self, msg: Observed, ctx: &mut Self::Context) {
+        self.observe(msg.exit, msg.error, ctx);
     }
 }

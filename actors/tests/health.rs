@@ -1,19 +1,24 @@
 //! Health checks against real answers, on paused tokio time: a health URL that fails
 //! while the exits' real fetches are answered ejects nothing; a disabled exit is never
 //! checked; with every exit down, every waiting fetch ends once the fleet has been down
-//! for the bound, not one fetch per bound. Asserted from what the site saw and from the
-//! replies; every wait is bounded.
+//! for the bound, not one fetch per bound, that bound counted per region and address
+//! family; an ejected exit is probed when its ejection ends; a fetch that reached the
+//! site tries again an exit that failed it locally. Asserted from what the site saw and
+//! from the replies; every wait is bounded.
 
 mod support;
 
 use support::{eventually, exits, ip, paused_site, timeouts_for_paused_time};
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchErrorKind};
 use exitcrawl_testsite::{SiteConfig, HEALTH_PATH};
 use futures_util::future::join_all;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 /// Nothing listens on the discard port on loopback: a check there is refused at once.
 const CLOSED: &str = "http://127.0.0.1:9/health";
@@ -219,5 +224,187 @@ async fn a_regions_wait_for_an_exit_is_its_own() {
         t.elapsed() >= Duration::from_secs(25),
         "the us fetch waited {:?}, not the bound",
         t.elapsed()
+    );
+}
+
+/// An ejected exit is probed when its ejection ends, not at the next check round: with
+/// rounds a minute apart and a one-second ejection, a fetch waiting for the only exit is
+/// answered about a second after the ejection, well before the fleet's wait bound
+/// (min(max_ejection, 30 s) = 10 s).
+#[actix_rt::test]
+async fn an_ejected_exit_is_probed_when_its_ejection_ends() {
+    let site = paused_site(SiteConfig::default());
+    site.set_health(false);
+    let mut s = settings(exits(1, 8));
+    s.health.url = Some(site.url(HEALTH_PATH));
+    s.health.interval_ms = 60_000;
+    s.health.timeout_ms = 1_000;
+    s.health.base_ejection_ms = 1_000;
+    s.health.max_ejection_ms = 10_000;
+    let h = Crawler::start(s).expect("start");
+    assert!(
+        eventually(Duration::from_secs(65), || {
+            let h = h.clone();
+            async move { h.stats().await.iter().all(|s| !s.healthy) }
+        })
+        .await,
+        "the failing check never ejected the exit"
+    );
+    let ejected = tokio::time::Instant::now();
+    site.set_health(true);
+    let r = h
+        .fetch(Fetch::get(site.url("/after-ejection")))
+        .await
+        .expect("the exit is back once its ejection ends");
+    assert_eq!(r.status, 200);
+    assert!(
+        ejected.elapsed() < Duration::from_secs(3),
+        "answered {:?} after the ejection",
+        ejected.elapsed()
+    );
+    let seen = site.requests();
+    let fetched = seen
+        .iter()
+        .find(|r| r.path == "/after-ejection")
+        .expect("the site saw the fetch");
+    assert_eq!(fetched.peer, ip("127.0.0.2"));
+    // The probe's check went out at the ejection's end, between the minute's rounds.
+    let checks = seen.iter().filter(|r| r.path == HEALTH_PATH).count();
+    assert!(checks >= 2, "{checks} checks");
+}
+
+/// The bound on waiting for an exit is counted per address family too: a fetch for an
+/// IPv6 address that waited out the IPv6 exits' outage does not end at once, later, the
+/// fetches of an IPv4 outage that has only just begun.
+#[actix_rt::test]
+async fn a_familys_wait_for_an_exit_is_its_own() {
+    let site = paused_site(SiteConfig::default());
+    // A documentation address: it cannot bind, so the IPv6 exit starts ejected.
+    let ex = vec![
+        ExitSettings::new("d6", ip("2001:db8::10")),
+        ExitSettings::new("e2", ip("127.0.0.2")),
+    ];
+    let mut s = settings(ex);
+    s.health.url = Some(site.url(HEALTH_PATH));
+    s.health.base_ejection_ms = 300_000;
+    s.health.max_ejection_ms = 300_000;
+    let h = Crawler::start(s).expect("one exit can bind");
+    let t = tokio::time::Instant::now();
+    let err = h
+        .fetch(Fetch::get("http://[2001:db8::1]:9/v6"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
+    assert!(t.elapsed() >= Duration::from_secs(29), "{:?}", t.elapsed());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Now the IPv4 exit fails its checks too.
+    site.set_fail_peer(ip("127.0.0.2"), true);
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let h = h.clone();
+            async move { h.stats().await.iter().all(|s| !s.healthy) }
+        })
+        .await
+    );
+    let t = tokio::time::Instant::now();
+    let err = h.fetch(Fetch::get(site.url("/v4"))).await.unwrap_err();
+    assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
+    assert!(
+        t.elapsed() >= Duration::from_secs(25),
+        "the IPv4 fetch waited {:?}, not the bound",
+        t.elapsed()
+    );
+    assert!(
+        !site.requests().iter().any(|r| r.path == "/v4"),
+        "the site saw the fetch through an ejected exit"
+    );
+}
+
+/// A CONNECT proxy on loopback that refuses the first tunnel asked of it (403) and opens
+/// every later one from 127.0.0.5, so the site tells the requests through it apart.
+async fn proxy_refusing_once() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    actix_rt::spawn(async move {
+        let mut refused = false;
+        while let Ok((mut client, _)) = listener.accept().await {
+            let refuse = !std::mem::replace(&mut refused, true);
+            actix_rt::spawn(async move {
+                let Some(target) = read_connect(&mut client).await else {
+                    return;
+                };
+                if refuse {
+                    let _ = client.write_all(b"HTTP/1.1 403 Forbidden\r\n\r\n").await;
+                    return;
+                }
+                let socket = TcpSocket::new_v4().expect("socket");
+                socket.bind((ip("127.0.0.5"), 0).into()).expect("bind");
+                let Ok(mut site) = socket.connect(target).await else {
+                    return;
+                };
+                let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
+                if client.write_all(established).await.is_ok() {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut site).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The target of a `CONNECT` head, read a byte at a time: nothing after the head is read.
+async fn read_connect(client: &mut TcpStream) -> Option<SocketAddr> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if client.read(&mut byte).await.ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let line = std::str::from_utf8(&head).ok()?.lines().next()?;
+    line.strip_prefix("CONNECT ")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// An attempt that reached the site starts a new round of exits for the fetch: an exit
+/// that failed it locally before (its proxy refused once) is tried again, rather than the
+/// fetch ending with that old error once its other exit is ejected.
+#[actix_rt::test]
+async fn a_fetch_that_reached_the_site_tries_again_the_exit_that_failed_it_locally() {
+    let site = paused_site(SiteConfig::default());
+    // e2 is answered 503 (a server error, not a throttle here), its checks too.
+    site.set_fail_peer(ip("127.0.0.2"), true);
+    let mut px = ExitSettings::new("px", ip("0.0.0.0"));
+    px.proxy = Some(format!("http://{}", proxy_refusing_once().await));
+    let mut s = settings(vec![px, ExitSettings::new("e2", ip("127.0.0.2"))]);
+    s.health.url = Some(site.url(HEALTH_PATH));
+    // One refusal does not eject px; three failed checks eject e2, well before the retry.
+    s.health.consecutive_failures = 3;
+    s.limiter.throttle_statuses = vec![429];
+    s.crawler.max_retries = 2;
+    s.crawler.retry_backoff_base_ms = 2_000;
+    s.crawler.retry_backoff_max_ms = 2_000;
+    let h = Crawler::start(s).expect("start");
+    let r = h
+        .fetch(Fetch::get(site.url("/x")).prefer("px"))
+        .await
+        .expect("px's proxy tunnels the retry");
+    assert_eq!(r.status, 200);
+    assert_eq!(&*r.exit, "px");
+    let seen: Vec<_> = site
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/x")
+        .map(|r| r.peer)
+        .collect();
+    assert_eq!(seen, [ip("127.0.0.2"), ip("127.0.0.5")]);
+    let stats = h.stats().await;
+    assert!(
+        stats.iter().any(|s| s.name == "e2" && !s.healthy),
+        "e2 was not ejected: {stats:?}"
     );
 }

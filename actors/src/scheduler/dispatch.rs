@@ -14,7 +14,22 @@ use crate::metrics::Outcome;
 use super::admission::wire_uri;
 use super::alarm::Rang;
 use super::pending::Pending;
-use super::{Scheduler, SchedulerActor, SharedLimits, Step};
+use super::{ExitSlot, Scheduler, SchedulerActor, SharedLimits, Step};
+
+/// Whom an all-down clock is for: the region the waiting fetches ask for and the family
+/// of their host's address (`None`: any exit; a host name). The selector finds every
+/// exit unavailable per region and family (`select::NoExitReason::AllUnavailable`).
+pub(super) type AllDownKey = (Option<String>, Option<select::Family>);
+
+/// `exit` may serve the fetches counted under `key`: its region and family match.
+pub(super) fn serves(exit: &ExitSlot, (region, family): &AllDownKey) -> bool {
+    let region_ok = region.is_none() || *region == exit.region;
+    let family_ok = match (family, exit.family) {
+        (Some(want), Some(have)) => *want == have,
+        _ => true,
+    };
+    region_ok && family_ok
+}
 
 /// Lanes paced at this interval or longer are woken by the runtime's timer alone: its
 /// lateness (1.1 ms at the median, `examples/bench_timers.rs`) is then about 2 % of
@@ -166,7 +181,11 @@ impl Scheduler {
 
     pub(super) fn no_exit(&mut self, host: &Arc<str>, reason: NoExitReason, now: Instant) -> Step {
         // Called for a host with a fetch at the head of its queue.
-        let Some(head) = self.queues.host_mut(host).and_then(|s| s.parts().0) else {
+        let Some(state) = self.queues.host_mut(host) else {
+            return Step::Empty;
+        };
+        let family = state.family;
+        let Some(head) = state.parts().0 else {
             return Step::Empty;
         };
         let (kind, message) = match reason {
@@ -214,8 +233,8 @@ impl Scheduler {
                 }
             }
             NoExitReason::AllUnavailable => {
-                let region = head.fetch.region.clone();
-                let since = *self.all_down_since.entry(region).or_insert(now);
+                let key = (head.fetch.region.clone(), family);
+                let since = *self.all_down_since.entry(key).or_insert(now);
                 let max_ejection = self.settings.health.max_ejection();
                 let waited = match outcome::all_down(since.into_std(), now.into_std(), max_ejection)
                 {

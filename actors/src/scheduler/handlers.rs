@@ -9,6 +9,7 @@ use crate::messages::{
 };
 use crate::metrics::RateLabels;
 
+use super::dispatch::serves;
 use super::{Enqueue, Scheduler, SchedulerActor};
 
 impl StreamHandler<AttemptDone> for SchedulerActor {
@@ -185,11 +186,11 @@ impl Scheduler {
         }
         let available = self.exits.iter().filter(|e| e.enabled && e.healthy).count();
         // A probing exit takes fetches but has not shown it works: only an exit that
-        // recovered ends the stretch in which every exit is down.
-        if m.available && !m.probing {
-            let region = self.exits.get(m.exit).and_then(|e| e.region.clone());
-            self.all_down_since
-                .retain(|r, _| r.is_some() && *r != region);
+        // recovered ends the stretch in which every exit is down, for the fetches it may
+        // serve (their region and their host's family).
+        let recovered = m.available && !m.probing;
+        if let Some(e) = self.exits.get(m.exit).filter(|_| recovered) {
+            self.all_down_since.retain(|key, _| !serves(e, key));
         }
         // Of the exits in service: a disabled exit is not one the crawl is missing.
         let enabled = self.exits.iter().filter(|e| e.enabled).count();
@@ -210,7 +211,9 @@ impl Scheduler {
         _m: AllExitsDown,
         ctx: &mut Context<SchedulerActor>,
     ) {
-        self.all_down_since.entry(None).or_insert_with(Instant::now);
+        self.all_down_since
+            .entry((None, None))
+            .or_insert_with(Instant::now);
         self.dispatch(ctx);
     }
 

@@ -215,11 +215,12 @@ pub(crate) struct Scheduler {
     /// `alarm.rs`); made in `attach`.
     alarm: Option<alarm::Alarm>,
     /// Since when no exit in service has been available (each ejected), by the region
-    /// the waiting fetches ask for (`None`: any exit): one clock for all of them, so that
-    /// once the bound is past every waiting fetch ends at once, not one per bound. A
-    /// region's own, so that its exits being down since long ago does not end at once the
-    /// fetches of another region whose exits have just gone down.
-    all_down_since: foldhash::HashMap<Option<String>, Instant>,
+    /// the waiting fetches ask for and the family of their host's address (`None`: any
+    /// exit; a host name): one clock for all of them, so that once the bound is past
+    /// every waiting fetch ends at once, not one per bound. A region's and a family's
+    /// own, so that the exits of one being down since long ago does not end at once the
+    /// fetches of another whose exits have just gone down.
+    all_down_since: foldhash::HashMap<dispatch::AllDownKey, Instant>,
     shutting_down: bool,
     drained: Vec<oneshot::Sender<()>>,
     metrics: Arc<Metrics>,

@@ -52,9 +52,13 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    /// An attempt reached the site: a later shortage on our side starts a wait of its own
-    /// (see `Scheduler::no_exit`).
+    /// An attempt reached the site: the fetch starts a new round of exits. An exit that
+    /// failed it locally before is tried again (what failed then may have passed, and
+    /// with its other exits ejected meanwhile the fetch would end on that old error), and
+    /// a later shortage on our side starts a wait of its own (see `Scheduler::no_exit`).
     pub(super) fn reached_site(&mut self) {
+        self.excluded.clear();
+        self.local_failure = None;
         self.local = None;
         self.local_passes = false;
     }
