@@ -271,6 +271,58 @@ fn an_interrupted_follow_crawl_resumes_where_it_stopped() {
     assert!(!asked.iter().any(|p| p.starts_with("/private/")));
 }
 
+/// Records keep a secret-looking query value masked, and that form is all a resume knows
+/// of the page: the page it names is done all the same, seed or link.
+#[test]
+fn a_resumed_follow_crawl_does_not_fetch_a_masked_url_again() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let asked = Arc::clone(&log);
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_: &str, pq: &str| {
+            asked.lock().unwrap().push(pq.to_owned());
+            match pq.split('?').next().unwrap_or(pq) {
+                "/robots.txt" => Some(Page::text("")),
+                "/" => Some(Page::html(
+                    "<a href=\"/a\">a</a> <a href=\"/?api_key=S\">me</a>",
+                )),
+                "/a" => Some(Page::html("<a href=\"/?api_key=S\">back</a>")),
+                _ => None,
+            }
+        })),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("follow-masked");
+    let capped = dir.file(
+        "capped.toml",
+        &crawl_config("\n[crawl]\nfollow = true\nmax_pages = 1\n"),
+    );
+    let config = dir.file("crawl.toml", &crawl_config("\n[crawl]\nfollow = true\n"));
+    let urls = dir.file("seeds.txt", &format!("{}\n", site.url("/?api_key=S")));
+    let out = dir.path("out.jsonl");
+    for (config, resume) in [(&capped, false), (&config, true)] {
+        let mut args = vec!["--config", s(config), "--urls", s(&urls), "--out", s(&out)];
+        args.push("--quiet");
+        if resume {
+            args.push("--resume");
+        }
+        let o = crawl(&args);
+        assert_eq!(o.status.code(), Some(0), "stderr: {}", stderr(&o));
+    }
+    let asked = log.lock().unwrap().clone();
+    let times = |pq: &str| asked.iter().filter(|p| *p == pq).count();
+    assert_eq!(times("/?api_key=S"), 1, "{asked:?}");
+    assert_eq!(times("/a"), 1, "the resumed run went on: {asked:?}");
+    let recs: Vec<String> = records(&out)
+        .iter()
+        .map(|r| r["url"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        recs,
+        [site.url("/?api_key=***"), site.url("/a")],
+        "one record each"
+    );
+}
+
 #[test]
 fn ignore_robots_is_loud_and_fetches_disallowed_pages() {
     let log = Arc::new(Mutex::new(Vec::new()));

@@ -11,6 +11,7 @@
 //! - accept only `http`/`https` (everything else — `javascript:`, `mailto:`, `data:`,
 //!   `ftp:` — is not crawlable);
 //! - refuse port 0, which the parser takes (a port above 65535 does not parse);
+//! - drop the trailing dots of a domain host (`a.test.` → `a.test`, as the scope sees it);
 //! - drop the fragment (never sent to the server);
 //! - decode percent-escapes of unreserved characters (`A-Z a-z 0-9 - . _ ~`, RFC 3986
 //!   §6.2.2.2) in path and query — except where the decoded digit would complete a stray
@@ -20,7 +21,7 @@
 //!
 //! Query parameter order is kept: `?a=1&b=2` and `?b=2&a=1` may be different resources.
 
-use url::Url;
+use url::{Host, Url};
 
 /// Why a string is not a crawlable URL.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +66,16 @@ pub fn finish(mut u: Url) -> Result<Url, NormalizeError> {
     }
     if u.port() == Some(0) {
         return Err(NormalizeError::PortZero);
+    }
+    if let Some(Host::Domain(d)) = u.host() {
+        // `a.test.` is `a.test` to DNS, and to the scope that trims it: one key for both.
+        // All the dots go (`a.test..` parses too), so that normalising twice changes
+        // nothing.
+        let bare = d.trim_end_matches('.');
+        if bare.len() < d.len() && !bare.is_empty() {
+            let bare = bare.to_owned();
+            u.set_host(Some(&bare)).map_err(NormalizeError::Parse)?;
+        }
     }
     u.set_fragment(None);
     if let Some(p) = normalize_escapes(u.path()) {
@@ -187,6 +198,19 @@ mod tests {
         assert_eq!(n("http://e.com/caf\u{e9}"), "http://e.com/caf%C3%A9");
         assert_eq!(n("http://e.com/100%"), "http://e.com/100%");
         assert_eq!(n("http://e.com/a%zz%4"), "http://e.com/a%zz%4");
+    }
+
+    #[test]
+    fn a_trailing_dot_of_a_domain_is_dropped() {
+        // The scope trims it: one host, so one key for the seen-set, frontier and robots.txt.
+        assert_eq!(n("http://A.test./x"), "http://a.test/x");
+        assert_eq!(n("http://1.2.3.4./x"), "http://1.2.3.4/x");
+        assert_eq!(n("http://a.test.:8080/x"), "http://a.test:8080/x");
+        for url in ["http://a.test../x", "http://./x", "http://../x"] {
+            if let Ok(once) = normalize(url) {
+                assert_eq!(n(once.as_str()), once.as_str(), "{url}");
+            }
+        }
     }
 
     #[test]

@@ -130,25 +130,34 @@ impl Crawl {
         now: Instant,
     ) -> Vec<Action> {
         self.in_flight = self.in_flight.saturating_sub(1);
-        self.robots_in_flight.remove(origin);
-        let stashed = self.stash.remove(origin).unwrap_or_default();
+        let for_public = self.robots_in_flight.remove(origin).unwrap_or(false);
+        let mut stashed = self.stash.remove(origin).unwrap_or_default();
         let mut out = Vec::new();
         let failed = match &result {
             Err(f) if f.private => {
-                // Nothing was sent: the entries led there from public pages are refused,
-                // the others ask again for robots.txt themselves.
-                self.robots.forget(origin);
-                for entry in stashed {
-                    if entry.from_public {
-                        self.totals.fetched += 1;
-                        self.totals.failed += 1;
-                        self.redirected.remove(&entry.url);
-                        out.push(Action::Refused(entry));
-                    } else {
+                // The entries led there from public pages are refused.
+                let public;
+                (public, stashed) = stashed.into_iter().partition(|e| e.from_public);
+                for entry in public {
+                    self.totals.fetched += 1;
+                    self.totals.failed += 1;
+                    self.redirected.remove(&entry.url);
+                    out.push(Action::Refused(entry));
+                }
+                if for_public {
+                    // Refused for the address alone, as asked for a link from a public
+                    // page: the trusted entries ask again for robots.txt themselves.
+                    self.robots.forget(origin);
+                    for entry in stashed {
                         self.frontier.push_entry(entry);
                     }
+                    return out;
                 }
-                return out;
+                // Asked trusted, it was a redirect to a private address: the same each
+                // time, so a robots.txt that got no answer, backed off and counted.
+                self.totals.requests += u64::from(f.attempts);
+                self.robots.on_network_error(origin, now);
+                true
             }
             Ok(a) => {
                 self.totals.requests += u64::from(a.attempts);
@@ -194,7 +203,7 @@ impl Crawl {
             RobotsState::Known(r) => r
                 .sitemaps()
                 .iter()
-                .filter_map(|s| Url::parse(s).ok())
+                .filter_map(|s| normalize(s).ok())
                 .collect(),
             _ => Vec::new(),
         }
@@ -241,7 +250,9 @@ impl Crawl {
             .unwrap_or_else(|| url.clone());
         for e in map.entries {
             if map.kind == SitemapKind::Index {
-                match Url::parse(&e.loc) {
+                // Normalised as any URL, so that one file read once is one key however
+                // it is spelt (`s.xml#1`, `s.xml#2`, …).
+                match normalize(&e.loc) {
                     Ok(child) if may_list(&base, &child) => {
                         out.extend(self.fetch_sitemap(child, a.from_public));
                     }
@@ -300,7 +311,7 @@ impl Crawl {
             return false;
         }
         let refused = self.seen.refused();
-        if !self.seen.insert(&entry.url) {
+        if !self.see(&entry.url) {
             if self.seen.refused() > refused {
                 self.totals.seen_full += 1;
             } else {

@@ -33,7 +33,8 @@
 //!   the delay even when the sender queues one longer than the next.
 //! - **Sitemaps**: each file read once; the URLs they list on their own host join like
 //!   links at depth 0 and keep their `<lastmod>` for their record.
-//! - **Resume**: URLs an earlier run has records for count as seen, its pages count
+//! - **Resume**: URLs an earlier run has records for count as seen (also by their masked
+//!   form, which is all a record keeps of a secret-looking query value), its pages count
 //!   against the budget, its pending links join after the seeds.
 //!
 //! Records and log lines stay with the driver; this module says which to make
@@ -57,6 +58,7 @@ use crate::discover::{
     host_key, normalize, Entry, Frontier, Pop, RobotsCache, RobotsState, Scope, Seen, Sitemaps,
     Verdict,
 };
+use crate::redact::mask_url;
 
 pub use totals::{build_scope, CrawlError, CrawlTotals, PendingLink, Resume};
 
@@ -232,7 +234,10 @@ pub struct Crawl {
     in_flight: usize,
     /// Entries popped while their origin's robots.txt fetch is in flight.
     stash: HashMap<String, Vec<Entry>>,
-    robots_in_flight: HashSet<String>,
+    /// Origins whose robots.txt fetch is in flight, and whether it was asked for a page
+    /// found on a public one (the private-address rule then refuses it by the address
+    /// alone).
+    robots_in_flight: HashMap<String, bool>,
     robots_failures: HashMap<String, u32>,
     /// Origins whose robots.txt stayed unreachable: their URLs are skipped.
     /// Origins whose robots.txt failed `max_robots_failures` times in a row, with the
@@ -255,6 +260,10 @@ pub struct Crawl {
     /// it, and the URLs only those sitemaps list, not yet fetched, would be lost to the
     /// resumed crawl.
     sitemap_robots: Vec<Url>,
+    /// The URLs an earlier run's records show with masked values (`***`), normalised:
+    /// records keep URLs as [`mask_url`] gives them, so a URL whose masked form is here
+    /// was fetched, whatever its real values.
+    masked_done: HashSet<String>,
     /// Redirects one page may take before it ends (`crawler.max_redirects`).
     max_redirects: u32,
     /// Redirect targets queued: the redirects that led there, and whether from a seed.
@@ -298,7 +307,7 @@ impl Crawl {
             robots,
             in_flight: 0,
             stash: HashMap::new(),
-            robots_in_flight: HashSet::new(),
+            robots_in_flight: HashMap::new(),
             robots_failures: HashMap::new(),
             robots_gave_up: HashMap::new(),
             delays: HashMap::new(),
@@ -311,6 +320,7 @@ impl Crawl {
             max_redirects: 10,
             redirected: HashMap::new(),
             sitemap_robots: Vec::new(),
+            masked_done: HashSet::new(),
         })
     }
 
@@ -369,6 +379,9 @@ impl Crawl {
             if let Ok(u) = normalize(u) {
                 self.seen.insert(&u);
                 self.totals.resumed += 1;
+                if u.as_str().contains("***") {
+                    self.masked_done.insert(u.into());
+                }
             }
         }
         // A spent budget shows at the first hand-out, as in a run that spends it.
@@ -379,7 +392,7 @@ impl Crawl {
             match normalize(&s) {
                 Ok(u) => {
                     self.add_seed_host(&u);
-                    if self.seen.insert(&u) {
+                    if self.see(&u) {
                         self.totals.discovered += 1;
                         self.frontier.push(u, 0, None);
                     } else {
@@ -419,12 +432,12 @@ impl Crawl {
     /// unless its origin's is known or on its way.
     fn robots_for_sitemaps(&mut self, seed: &Url, now: Instant) -> Option<Action> {
         let origin = origin_key(seed);
-        if self.robots_in_flight.contains(&origin)
+        if self.robots_in_flight.contains_key(&origin)
             || !matches!(self.robots.lookup(&origin, now), RobotsState::Fetch)
         {
             return None;
         }
-        self.robots_in_flight.insert(origin.clone());
+        self.robots_in_flight.insert(origin.clone(), false);
         self.totals.robots_fetches += 1;
         self.in_flight += 1;
         Some(Action::Fetch(Request::Robots {
@@ -448,7 +461,7 @@ impl Crawl {
             self.add_seed_host(&u);
         }
         // Seeds define the scope, so a link that was in scope then is checked again.
-        if self.scope.check(&u, link.depth) != Verdict::In || !self.seen.insert(&u) {
+        if self.scope.check(&u, link.depth) != Verdict::In || !self.see(&u) {
             return;
         }
         if self.budget_spent {
@@ -471,6 +484,21 @@ impl Crawl {
             parent,
             from_public,
         });
+    }
+
+    /// `u` into the seen-set: `false` when it was there already, or an earlier run's
+    /// records know it by its masked form.
+    fn see(&mut self, u: &Url) -> bool {
+        !self.done_masked(u) && self.seen.insert(u)
+    }
+
+    fn done_masked(&self, u: &Url) -> bool {
+        if self.masked_done.is_empty() {
+            return false;
+        }
+        let masked = mask_url(u.as_str());
+        masked != u.as_str()
+            && normalize(&masked).is_ok_and(|m| self.masked_done.contains(m.as_str()))
     }
 
     /// What to do at `now`: the next fetch or record while there is room, else how to
@@ -544,7 +572,7 @@ impl Crawl {
             let error = Some(ROBOTS_UNAVAILABLE);
             return Gate::Act(Action::Skipped { entry, error });
         }
-        if self.robots_in_flight.contains(&origin) {
+        if self.robots_in_flight.contains_key(&origin) {
             // The fetch is queued, paced and retried like any other, so it can outlast
             // the cache's pending mark; asking again would only send a second request.
             self.frontier.release(host);
@@ -560,7 +588,8 @@ impl Crawl {
             }
             RobotsState::Fetch => {
                 self.frontier.release(host);
-                self.robots_in_flight.insert(origin.clone());
+                self.robots_in_flight
+                    .insert(origin.clone(), entry.from_public);
                 self.totals.robots_fetches += 1;
                 self.in_flight += 1;
                 let request = Request::Robots {

@@ -6,7 +6,9 @@ use super::*;
 use crate::clock::{Clock, FakeClock};
 use crate::discover::RobotsPolicy;
 
+mod dedupe;
 mod redirects;
+mod refused;
 
 /// Following links, robots.txt obeyed, everything else by default.
 fn settings() -> CrawlSettings {
@@ -454,49 +456,6 @@ fn a_slow_robots_fetch_holds_later_links_of_its_origin_without_asking_again() {
 }
 
 #[test]
-fn a_refused_robots_fetch_refuses_pages_led_there_from_public_ones() {
-    let clock = FakeClock::new();
-    let mut c = crawl(&CrawlSettings {
-        scope: crate::config::CrawlScope::Any,
-        ..settings()
-    });
-    c.start(seeds(&["http://a.test/"]), &[], Resume::default());
-    let (origin, host, _) = robots_fetch(c.next(clock.now()));
-    c.on_robots(&origin, &host, Ok(status(404, "")), clock.now());
-    let seed = page(c.next(clock.now()));
-    let answer = Answer {
-        from_public: true,
-        ..html(r#"<a href="http://b.test/x">x</a>"#)
-    };
-    c.on_page(&seed, Ok(answer), clock.now());
-    match c.next(clock.now()) {
-        Next::Act(Action::Fetch(Request::Robots {
-            origin,
-            host,
-            from_public: true,
-            ..
-        })) => {
-            let refused = Failure {
-                attempts: 0,
-                private: true,
-                why: "private address refused".into(),
-            };
-            match c
-                .on_robots(&origin, &host, Err(refused), clock.now())
-                .as_slice()
-            {
-                [Action::Refused(e)] => assert_eq!(e.url.as_str(), "http://b.test/x"),
-                other => panic!("expected one refusal, got {other:?}"),
-            }
-        }
-        other => panic!("expected a robots.txt fetch found on public, got {other:?}"),
-    }
-    let t = c.totals();
-    assert_eq!((t.fetched, t.failed), (2, 1));
-    assert_eq!(c.next(clock.now()), Next::Done);
-}
-
-#[test]
 fn crawl_delay_makes_the_host_serial_and_spaced_from_the_answer() {
     let clock = FakeClock::new();
     let mut c = crawl(&settings());
@@ -641,26 +600,6 @@ fn robots_txt_sitemap_lines_are_fetched_only_when_asked() {
             assert_eq!(c.totals().sitemap_fetches, 1);
         }
     }
-}
-
-#[test]
-fn a_refused_robots_fetch_puts_trusted_urls_back_to_ask_again() {
-    let clock = FakeClock::new();
-    let mut c = crawl(&settings());
-    c.start(seeds(&["http://10.0.0.1/"]), &[], Resume::default());
-    let (origin, host, _) = robots_fetch(c.next(clock.now()));
-    let refused = Failure {
-        attempts: 0,
-        private: true,
-        why: "private address refused".into(),
-    };
-    assert!(c
-        .on_robots(&origin, &host, Err(refused), clock.now())
-        .is_empty());
-    // A seed is trusted: it is not refused, its robots.txt is asked for again.
-    let (again, _, _) = robots_fetch(c.next(clock.now()));
-    assert_eq!(again, origin);
-    assert_eq!(c.totals().robots_fetches, 2);
 }
 
 #[test]
