@@ -126,7 +126,11 @@ pub fn build_client(opts: &ClientOptions, dns: DnsCache) -> awc::Client {
 /// other.
 pub fn build_client_reaching(opts: &ClientOptions, dns: DnsCache, reach: Reach) -> awc::Client {
     install_crypto_provider();
+    // HTTP/1.1 alone in ALPN: awc's HTTP/2 client adds `content-length: 0` to every GET
+    // and bypasses the patched HTTP/1.1 codec (docs/operating.md), so a site that speaks
+    // both is asked over the one this crate fixes.
     let connector = awc::Connector::new()
+        .max_http_version(awc::http::Version::HTTP_11)
         .connector(
             ExitConnector::new(opts.source_ip, dns, opts.connect_timeout)
                 .reaching(reach)
