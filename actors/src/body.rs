@@ -1,4 +1,5 @@
-//! Reading an answer's body: within `max_body_bytes` *after decoding*, into one buffer.
+//! Reading an answer's body: within `max_body_bytes` *after decoding*, and on the wire
+//! too, into one buffer.
 //!
 //! Why decode here and not let awc do it: awc decodes each chunk that arrives in one go,
 //! so a few kilobytes of brotli or zstd that expand to gigabytes (a decompression bomb)
@@ -218,10 +219,15 @@ impl Body {
         if !truncate && announced.is_some_and(|n| n > limit) {
             return Err(BodyError::TooLarge);
         }
-        let encoding = headers
-            .get(CONTENT_ENCODING)
-            .and_then(|v| v.to_str().ok())
-            .filter(|_| !bodyless);
+        // Codings on several lines were applied in turn, as a comma list's are; one is
+        // all that is decoded here, so such a body is kept as it came, headers and all,
+        // as one in an encoding we do not know is.
+        let mut codings = headers.get_all(CONTENT_ENCODING);
+        let encoding = match (codings.next(), codings.next()) {
+            (Some(one), None) => one.to_str().ok(),
+            _ => None,
+        }
+        .filter(|_| !bodyless);
         let sink = Sink {
             buf: BytesMut::with_capacity(announced.unwrap_or(0).min(limit)),
             limit,
@@ -244,12 +250,18 @@ impl Body {
         })?;
         self.wire += chunk.len() as u64;
         let wrote = self.input.write_all(&chunk);
-        let (over, truncate) = (self.input.sink().over, self.input.sink().truncate);
+        let sink = self.input.sink();
+        // The wire size is capped as well, as an announced length is: an encoded body
+        // that decodes to little or nothing would otherwise be read as long as it comes.
+        if wrote.is_ok() && self.wire > sink.limit as u64 {
+            sink.over = true;
+        }
+        let (over, truncate) = (sink.over, sink.truncate);
         match wrote {
             // Whether the decoder passed the sink's refusal on or kept it to itself.
             _ if over && truncate => Err(BodyError::Full),
+            _ if over => Err(BodyError::TooLarge),
             Ok(()) => Ok(()),
-            Err(_) if over => Err(BodyError::TooLarge),
             Err(e) => Err(self.undecodable(e)),
         }
     }
@@ -391,6 +403,22 @@ mod tests {
             assert!(b.len() <= 1 << 20);
         }
         assert!(failed, "the bomb must end as too large");
+    }
+
+    #[test]
+    fn an_encoded_body_is_capped_on_the_wire_too() {
+        // A gzip header and empty stored blocks: nothing decoded, 100 bytes on the wire.
+        let mut wire = vec![0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff];
+        wire.extend([0u8, 0, 0, 0xff, 0xff].repeat(18));
+        let mut b = Body::new(&headers("gzip"), 64, false, false).unwrap();
+        let r = b.append(Ok(Bytes::from(wire.clone())));
+        assert!(matches!(r, Err(BodyError::TooLarge)), "{r:?}");
+        // Truncating: the reading ends there, and the answer says it was cut.
+        let mut b = Body::new(&headers("gzip"), 64, false, true).unwrap();
+        let r = b.append(Ok(Bytes::from(wire)));
+        assert!(matches!(r, Err(BodyError::Full)), "{r:?}");
+        let f = b.end(r).unwrap();
+        assert_eq!((f.body.len(), f.truncated), (0, true));
     }
 
     #[test]

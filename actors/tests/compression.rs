@@ -1,17 +1,27 @@
 //! Compressed answers over real sockets: the crawler asks for gzip, brotli and zstd,
 //! decodes them, and caps the *decoded* size — a decompression bomb ends as
 //! `body_too_large` with memory bounded by the limit (the test site's fault listener
-//! answers fixtures made with the reference tools, and a zstd bomb of RLE blocks).
+//! answers fixtures made with the reference tools, and a zstd bomb of RLE blocks), and
+//! the *wire* size too, for a body that decodes to nothing. Answers whose exact bytes
+//! matter come from a raw-socket server on loopback.
 
+mod raw_site;
 mod support;
 
+use raw_site::{answer, read_head, Raw, Then, CONNECTION_MAX};
 use support::exits;
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use std::time::Duration;
 
 use exitcrawl::config::{Algorithm, Settings};
 use exitcrawl_actors::{Crawler, Fetch, FetchErrorKind};
 use exitcrawl_testsite::{Encoding, Fault, SiteConfig, TestSite, ENCODED_PAGE};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpListener;
 
 fn settings() -> Settings {
     let mut s = Settings::with_exits(exits(1, 8));
@@ -93,5 +103,104 @@ async fn the_crawler_says_which_encodings_it_accepts() {
         .find(|(k, _)| k == "accept-encoding")
         .map(|(_, v)| v.clone());
     assert_eq!(accept.as_deref(), Some("gzip, deflate, br, zstd"));
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// Two `Content-Encoding` lines say the body was encoded twice; only one coding is
+/// decoded here, so the body is kept as it came and its headers say so, as for an
+/// encoding the crawler does not know.
+#[actix_rt::test]
+async fn a_body_encoded_twice_is_kept_as_it_came_with_its_headers() {
+    let twice = gzip(&gzip(b"<html>twice</html>"));
+    let wire = twice.clone();
+    let site = Raw::start(move |_, _| {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Encoding: gzip\r\n\
+             Content-Length: {}\r\n\r\n",
+            wire.len()
+        );
+        (answer(&head, &wire), Then::KeepOpen)
+    })
+    .await;
+    let h = Crawler::start(settings()).expect("start");
+    let r = h
+        .fetch(Fetch::get(site.url("/twice")))
+        .await
+        .expect("fetched");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, twice[..], "the body as it came");
+    assert_eq!(r.content_encoding, None);
+    assert_eq!(r.wire_bytes, twice.len() as u64);
+    let codings: Vec<_> = r.headers.get_all("content-encoding").collect();
+    assert_eq!(codings, ["gzip", "gzip"]);
+    let length = r.headers.get("content-length").expect("kept");
+    assert_eq!(length.to_str().unwrap(), twice.len().to_string());
+    assert_eq!(site.seen().lines(), ["GET /twice HTTP/1.1"]);
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A gzip header, then empty stored deflate blocks for ever, until the body is read until
+/// close: it decodes to nothing, so only its wire size can end it. Returns the server's
+/// address, and the bytes written when the client hung up (0 until it does).
+async fn endless_empty_gzip() -> (std::net::SocketAddr, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hung_up = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&hung_up);
+    tokio::spawn(tokio::time::timeout(CONNECTION_MAX, async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        read_head(&mut sock).await.expect("a request");
+        let head = "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\n";
+        let gzip_header = [0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff];
+        sock.write_all(&answer(head, &gzip_header)).await.unwrap();
+        // Not final, stored, length 0 (and its complement): five bytes, nothing decoded.
+        let piece = [0u8, 0, 0, 0xff, 0xff].repeat(16 * 1024 / 5);
+        let mut written = 0u64;
+        // Far past the 64 KiB limit; the client should hang up long before.
+        while written < 256 << 20 {
+            if sock.write_all(&piece).await.is_err() {
+                seen.store(written.max(1), Ordering::SeqCst);
+                return;
+            }
+            written += piece.len() as u64;
+        }
+    }));
+    (addr, hung_up)
+}
+
+/// A compressed body's wire size is capped as an uncompressed one's is: an endless one
+/// that decodes to nothing is `body_too_large`, not read until the timeout.
+#[actix_rt::test]
+async fn an_endless_compressed_body_that_decodes_to_nothing_is_too_large() {
+    let (addr, hung_up) = endless_empty_gzip().await;
+    let mut s = settings();
+    s.crawler.max_body_bytes = 64 * 1024;
+    s.crawler.timeout_ms = 60_000;
+    let h = Crawler::start(s).expect("start");
+    let started = std::time::Instant::now();
+    let url = format!("http://{addr}/empty-blocks");
+    let err = h.fetch(Fetch::get(url)).await.expect_err("too large");
+    assert_eq!(err.kind, FetchErrorKind::BodyTooLarge, "{err}");
+    assert!(err.message.contains("65536"), "{err}");
+    assert_eq!(err.attempts, 1, "too large is not retried");
+    // An upper bound only, far under the timeout, for a busy machine.
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    let gone = support::eventually(Duration::from_secs(10), || async {
+        hung_up.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    assert!(gone, "the client never closed the connection");
+    let written = hung_up.load(Ordering::SeqCst);
+    assert!(
+        written < 32 << 20,
+        "{written} bytes written before the hang-up"
+    );
     h.shutdown(Duration::from_secs(1)).await;
 }

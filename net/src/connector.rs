@@ -308,7 +308,8 @@ impl ExitConnector {
     ///
     /// The private-address rule is checked here on the addresses the target resolves to
     /// locally (for `socks5`, the one sent; for `http` and `socks5h`, where the proxy
-    /// resolves the name, a name that does not resolve here is sent unchecked).
+    /// resolves the name, the name is sent when every address passed, the first address
+    /// that passed when some did not, and a name that does not resolve here unchecked).
     async fn connect_via(
         &self,
         proxy: &ProxyUrl,
@@ -334,11 +335,18 @@ impl ExitConnector {
         let target = match (proxy.scheme, local) {
             (ProxyScheme::Socks5, Some(Err(e))) => return Err(ConnectError::Resolver(Box::new(e))),
             (_, Some(Ok(mut addrs))) => {
+                let resolved = addrs.len();
                 if let Some(err) = self.keep_reachable(&mut addrs, &host) {
                     return Err(ConnectError::Io(err.into_io()));
                 }
-                match (proxy.scheme, addrs.first()) {
-                    (ProxyScheme::Socks5, Some(addr)) => Target::Addr(*addr),
+                // A name with addresses the rule refuses is not handed to a proxy that
+                // resolves it itself: it could pick one of those. The address checked
+                // here goes instead (TLS and `Host` still carry the name, from the URL).
+                let some_refused = addrs.len() < resolved;
+                match addrs.first() {
+                    Some(addr) if proxy.scheme == ProxyScheme::Socks5 || some_refused => {
+                        Target::Addr(*addr)
+                    }
                     _ => Target::Name(&host, port),
                 }
             }

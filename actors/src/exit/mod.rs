@@ -201,19 +201,23 @@ impl ExitCore {
         headers: &[(String, String)],
         sent_at: Instant,
     ) -> Attempted {
+        // `timeout_ms` is the whole request's: resolving, redirects and the body's reading
+        // take what is left of it, not a timeout each.
+        let deadline = sent_at + self.opts.client.timeout;
         // The first hop is awaited here, and redirects, which are rare, in a boxed future
         // of their own: the common path's future stays small and one level shallower.
-        // So is resolving a host the DNS cache does not hold yet, once per TTL.
+        // So is resolving a host the DNS cache does not hold yet, once per TTL; the send
+        // after it has what the resolving left (without it, the client's own timeout is
+        // the whole request's).
         let resolved = if self.clients.decide(hop) {
-            Ok(())
+            Ok(None)
         } else {
-            Box::pin(self.clients.resolve(hop)).await
+            Box::pin(self.clients.resolve_by(hop, deadline))
+                .await
+                .and_then(|()| time_left(deadline).map(Some))
         };
-        // `timeout_ms` is the whole request's: redirects and the body's reading take what
-        // the first hop left of it, not a timeout each.
-        let deadline = sent_at + self.opts.client.timeout;
         let sent = match resolved {
-            Ok(()) => match self.answered(hop, self.send_hop(hop, headers, None).await) {
+            Ok(left) => match self.answered(hop, self.send_hop(hop, headers, left).await) {
                 Ok(resp) if self.is_followed(hop, &resp) => {
                     Box::pin(self.redirected(hop, headers, deadline, resp)).await
                 }
@@ -256,11 +260,13 @@ impl ExitCore {
         headers: &[(String, String)],
         timeout: Option<Duration>,
     ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
-        if !self.clients.decide(hop) {
-            self.clients.resolve(hop).await?;
-        }
         let deadline = Instant::now() + timeout.unwrap_or(self.opts.client.timeout);
-        let resp = self.send_hop(hop, headers, timeout).await;
+        if !self.clients.decide(hop) {
+            self.clients.resolve_by(hop, deadline).await?;
+        }
+        let resp = self
+            .send_hop(hop, headers, Some(time_left(deadline)?))
+            .await;
         let resp = self.answered(hop, resp).map_err(|e| send_failure(&e))?;
         self.redirected(hop, headers, deadline, resp).await
     }
@@ -313,13 +319,11 @@ impl ExitCore {
             hop.follow(resp, &location).await?;
             redirects += 1;
             if !self.clients.decide(hop) {
-                self.clients.resolve(hop).await?;
+                self.clients.resolve_by(hop, deadline).await?;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(send_failure(&SendRequestError::Timeout));
-            }
-            let sent = self.send_hop(hop, headers, Some(left)).await;
+            let sent = self
+                .send_hop(hop, headers, Some(time_left(deadline)?))
+                .await;
             resp = self.answered(hop, sent).map_err(|e| send_failure(&e))?;
         }
     }
@@ -459,6 +463,15 @@ fn answer(
         peer_private: None,
         truncated: body.truncated,
     })
+}
+
+/// What is left before `deadline`; none left is the request's timeout.
+fn time_left(deadline: Instant) -> Result<Duration, AttemptFailure> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(send_failure(&SendRequestError::Timeout));
+    }
+    Ok(left)
 }
 
 /// A request running on the caller's task (see [`ExitCore::start`]): dropped

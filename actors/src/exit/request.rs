@@ -96,6 +96,27 @@ impl Clients {
         }
     }
 
+    /// [`Self::resolve`] before `deadline`, the request's: a resolver slower than what is
+    /// left of the request's timeout ends the attempt as a timeout then, as a site that
+    /// does not answer does.
+    pub(super) async fn resolve_by(
+        &self,
+        hop: &mut Hop,
+        deadline: actix::clock::Instant,
+    ) -> Result<(), AttemptFailure> {
+        match tokio::time::timeout_at(deadline, self.resolve(hop)).await {
+            Ok(resolved) => resolved,
+            Err(_) => Err(AttemptFailure {
+                kind: exitcrawl::outcome::Failure::Timeout,
+                error: FetchErrorKind::Timeout,
+                message: format!(
+                    "resolving {} took longer than what was left of the request's timeout",
+                    host_of(&hop.uri).unwrap_or("")
+                ),
+            }),
+        }
+    }
+
     /// Whether every address of the exit's family (or, with none of it, every address) is
     /// private.
     fn all_private(&self, addrs: &[std::net::IpAddr]) -> bool {

@@ -36,6 +36,12 @@ fn exit_via(
     });
     let mut client = ClientOptions::new(ip("127.0.0.2"));
     client.proxy = proxy.map(|p| p.parse().expect("a proxy URL"));
+    exit_on(client, private, dns)
+}
+
+/// An exit with these client settings, where only `private` counts as a private
+/// address, resolving names through `dns`.
+fn exit_on(client: ClientOptions, private: IpAddr, dns: DnsCache) -> Rc<ExitCore> {
     let opts = ExitOptions {
         client,
         max_body_bytes: 1 << 20,
@@ -114,4 +120,111 @@ async fn through_a_proxy_a_name_that_does_not_resolve_here_goes_to_the_proxy() {
         .result
         .expect_err("no proxy listens");
     assert_eq!(failure.error, FetchErrorKind::Proxy, "{}", failure.message);
+}
+
+/// The request head a client writes to `sock`, as text (`None` if it closed first).
+async fn read_head(sock: &mut tokio::net::TcpStream) -> Option<String> {
+    use tokio::io::AsyncReadExt as _;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    // Byte by byte: what follows the head belongs to the tunnel.
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 16 * 1024 || sock.read(&mut byte).await.ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// An HTTP proxy on 127.0.0.1 that opens every tunnel to itself: it answers `CONNECT`
+/// with 200, then the request inside with `ok`. Returns its address and the heads it
+/// saw (the `CONNECT`, then the request), once its one connection ends.
+async fn tunnel_to_self() -> (
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<Option<(String, String)>>,
+) {
+    use tokio::io::AsyncWriteExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = async move {
+        let (mut sock, _) = listener.accept().await.ok()?;
+        let connect = read_head(&mut sock).await?;
+        sock.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .ok()?;
+        let request = read_head(&mut sock).await?;
+        sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .await
+            .ok()?;
+        Some((connect, request))
+    };
+    let server = tokio::spawn(async move {
+        tokio::time::timeout(Duration::from_secs(20), served)
+            .await
+            .ok()
+            .flatten()
+    });
+    (addr, server)
+}
+
+/// A name with a public and a private address, on a hop led to from a public address,
+/// through an HTTP proxy: the proxy is asked for the address checked here, not for the
+/// name, which it would resolve itself and might connect to the private address. The
+/// site still sees its name in `Host`.
+#[actix_rt::test]
+async fn through_a_proxy_a_name_with_a_private_address_is_sent_as_the_checked_one() {
+    let private = ip("127.0.0.9");
+    let (proxy, server) = tunnel_to_self().await;
+    let answers = vec![Ok(vec![private, ip("127.0.0.1")])];
+    let core = exit_via(Some(&format!("http://{proxy}")), private, answers);
+    let uri = "http://mixed.test/page".parse().expect("a URI");
+    let mut hop = Hop::new(uri, Method::GET, None).led_from_public(true);
+    let answer = core.exchange(&mut hop, &[], Instant::now()).await.result;
+    let answer = answer.expect("answered through the tunnel");
+    assert_eq!((answer.status, &answer.body[..]), (200, &b"ok"[..]));
+    let (connect, request) = server.await.unwrap().expect("the proxy saw both heads");
+    let line = connect.lines().next().unwrap_or_default();
+    assert_eq!(line, "CONNECT 127.0.0.1:80 HTTP/1.1", "{connect}");
+    assert!(
+        request
+            .to_ascii_lowercase()
+            .contains("\r\nhost: mixed.test\r\n"),
+        "{request}"
+    );
+}
+
+/// Resolving is part of the request: a resolver slower than the whole request's timeout
+/// ends the attempt as a timeout when that timeout runs out, and nothing is sent.
+#[actix_rt::test]
+async fn a_slow_resolver_ends_the_attempt_within_the_request_timeout() {
+    let site = TestSite::start_at(SiteConfig::default(), ip("127.0.0.1"));
+    // Paused time, so the resolver's minute costs nothing when it is (wrongly) waited for.
+    tokio::time::pause();
+    let dns = DnsCache::with_resolver(Duration::ZERO, |_host: &str| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(vec!["127.0.0.1".parse().expect("an address")])
+    });
+    let mut client = ClientOptions::new(ip("127.0.0.2"));
+    client.timeout = Duration::from_secs(1);
+    let core = exit_on(client, ip("127.0.0.9"), dns);
+    let url = format!("http://slow-dns.test:{}/page", site.port());
+    let attempted = get(&core, &url).await;
+    // The request's second, not the resolver's minute.
+    let latency = attempted.latency;
+    assert!(latency < Duration::from_secs(2), "{attempted:?}");
+    let failure = attempted.result.expect_err("timed out");
+    assert_eq!(failure.kind, Failure::Timeout, "{}", failure.message);
+    assert_eq!(
+        failure.error,
+        FetchErrorKind::Timeout,
+        "{}",
+        failure.message
+    );
+    assert!(
+        failure.message.contains("slow-dns.test"),
+        "{}",
+        failure.message
+    );
+    assert!(site.requests().is_empty());
 }
