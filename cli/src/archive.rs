@@ -151,6 +151,13 @@ impl Archive {
             .map_err(|e| format!("writing --warc {}: {e}", warc.current().display()))
     }
 
+    /// With `--warc`: a page's record goes out to `--out` as soon as its exchange is in
+    /// the WARC file (see [`crate::warc::WarcWriter::write_exchange`]), so that a kill
+    /// leaves at most the page being written archived without a record.
+    pub fn flushes_records(&self) -> bool {
+        self.warc.is_some()
+    }
+
     /// The WARC file being written, with `--warc`.
     pub fn warc_file(&self) -> Option<PathBuf> {
         self.warc.as_ref().map(WarcWriter::current)

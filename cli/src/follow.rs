@@ -76,13 +76,16 @@ impl<'a> FollowWriter<'a> {
         }
         r.error = r.error.as_deref().map(|e| mask_text(e, &raw));
         let fetched_at = std::time::SystemTime::now();
+        let mut flush_now = false;
         let kept = match answer {
             Some(a) => {
                 let peer = match self.resolver {
                     Some(res) => res.peer(&a).await,
                     None => None,
                 };
-                self.archive.borrow_mut().keep(&a, peer)?
+                let mut archive = self.archive.borrow_mut();
+                flush_now = archive.flushes_records();
+                archive.keep(&a, peer)?
             }
             None => Kept::default(),
         };
@@ -95,7 +98,8 @@ impl<'a> FollowWriter<'a> {
                     kept,
                 },
             );
-            if written.is_ok() && clock::since(self.last_flush.get()) >= FLUSH_EVERY {
+            let due = flush_now || clock::since(self.last_flush.get()) >= FLUSH_EVERY;
+            if written.is_ok() && due {
                 self.last_flush.set(clock::now());
                 written = w.flush();
             }

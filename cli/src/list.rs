@@ -28,7 +28,9 @@ use super::signals::Stop;
 use super::source::{Line, Lines};
 use super::term::say;
 
-/// `--out` is flushed at least this often (so `tail -f` and a hard kill lose little).
+/// `--out` is flushed at least this often (so `tail -f` and a hard kill lose little), and
+/// with `--warc` after each archived page's record (see
+/// [`super::archive::Archive::flushes_records`]).
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 enum Event {
@@ -167,8 +169,13 @@ impl<'a> ListLoop<'a> {
                     self.totals.left_queued_one();
                     return Ok(true);
                 }
+                let archived = matches!(*outcome, Outcome::Answer(..))
+                    && self.ctx.archive.borrow().flushes_records();
                 let record = settle(self.ctx, &url, *outcome, waited, self.stopping)?;
                 self.write(&record)?;
+                if archived {
+                    flush(self.out)?;
+                }
             }
             Event::Line(Some(Ok(Line::Url(url)))) => self.start(url),
             Event::Line(Some(Ok(Line::Duplicate(url)))) => {

@@ -10,6 +10,10 @@
 //!   decodes whole (its CRC and length check out).
 //! - `.warc`: each record is a header block, `Content-Length` bytes and `\r\n\r\n`; the
 //!   file ends after the last whole one.
+//!
+//! An answer is written as its response, then its request: a whole response last in the
+//! file lost its request to the kill (a large response reaches the file apart from it),
+//! and its JSONL record was not written either, so it is cut as well.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read};
@@ -23,38 +27,75 @@ pub fn cut_to_whole_records(path: &Path, gzip: bool) -> io::Result<u64> {
         inner: BufReader::with_capacity(256 * 1024, file),
         pos: 0,
     };
-    let whole = if gzip {
+    let ends = if gzip {
         whole_gzip_members(&mut reader)
     } else {
         whole_warc_records(&mut reader)
     };
+    let whole = ends.keep();
     if whole < len {
         OpenOptions::new().write(true).open(path)?.set_len(whole)?;
     }
     Ok(len - whole.min(len))
 }
 
-/// The end of the last gzip member that decodes whole.
-fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> u64 {
-    let mut end = 0;
+/// Where the whole records of a file end.
+#[derive(Debug, Default)]
+struct Ends {
+    /// The end of the last whole record.
+    end: u64,
+    /// The start of the last whole record, when it is a response.
+    response: Option<u64>,
+}
+
+impl Ends {
+    /// A whole record ends at `end`; it started at the previous end.
+    fn whole(&mut self, end: u64, response: bool) {
+        self.response = response.then_some(self.end);
+        self.end = end;
+    }
+
+    /// Where the file is cut: before a last response (its request was cut off), else
+    /// after the last whole record.
+    fn keep(&self) -> u64 {
+        self.response.unwrap_or(self.end)
+    }
+}
+
+/// A response's type line, as the writer puts it: right after `WARC/1.1`.
+const RESPONSE: &[u8] = b"\r\nWARC-Type: response\r\n";
+
+/// What of a record's start is looked at for [`RESPONSE`].
+const HEAD_BYTES: usize = 64;
+
+/// The whole gzip members.
+fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> Ends {
+    let mut ends = Ends::default();
     let mut sink = [0u8; 64 * 1024];
+    // The start of a member's record: its version line and type.
+    let mut head = Vec::with_capacity(HEAD_BYTES);
     loop {
         match r.fill_buf() {
-            Ok([]) | Err(_) => return end,
+            Ok([]) | Err(_) => return ends,
             Ok(_) => {}
         }
+        head.clear();
         let mut member = flate2::bufread::GzDecoder::new(&mut *r);
         let whole = loop {
             match member.read(&mut sink) {
                 Ok(0) => break true,
-                Ok(_) => {}
+                Ok(n) => {
+                    let room = HEAD_BYTES.saturating_sub(head.len());
+                    head.extend_from_slice(&sink[..n.min(room)]);
+                }
                 Err(_) => break false,
             }
         };
         if !whole {
-            return end;
+            return ends;
         }
-        end = r.pos;
+        let response = head.windows(RESPONSE.len()).any(|w| w == RESPONSE);
+        ends.whole(r.pos, response);
     }
 }
 
@@ -64,28 +105,29 @@ fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> u64 {
 /// such a URL, and every record after it.
 const HEADER_LINE_MAX: u64 = 1 << 20;
 
-/// The end of the last whole uncompressed WARC record.
-fn whole_warc_records<R: BufRead>(r: &mut Tracked<R>) -> u64 {
-    let mut end = 0;
+/// The whole uncompressed WARC records.
+fn whole_warc_records<R: BufRead>(r: &mut Tracked<R>) -> Ends {
+    let mut ends = Ends::default();
     loop {
-        let Some(length) = record_head(r) else {
-            return end;
+        let Some((length, response)) = record_head(r) else {
+            return ends;
         };
         // The block and the two CRLFs after it.
         let want = length.saturating_add(4);
         let skipped = io::copy(&mut (&mut *r).take(want), &mut io::sink()).unwrap_or(0);
         if skipped < want {
-            return end;
+            return ends;
         }
-        end = r.pos;
+        ends.whole(r.pos, response);
     }
 }
 
-/// Read one record's header block; its `Content-Length`, or `None` at the end of the
-/// file or where the block is cut off or not a WARC header.
-fn record_head<R: BufRead>(r: &mut Tracked<R>) -> Option<u64> {
+/// Read one record's header block; its `Content-Length` and whether it is a response, or
+/// `None` at the end of the file or where the block is cut off or not a WARC header.
+fn record_head<R: BufRead>(r: &mut Tracked<R>) -> Option<(u64, bool)> {
     let mut line = Vec::new();
     let mut length = None;
+    let mut response = false;
     let mut first = true;
     loop {
         line.clear();
@@ -106,11 +148,13 @@ fn record_head<R: BufRead>(r: &mut Tracked<R>) -> Option<u64> {
             continue;
         }
         if text.is_empty() {
-            return length;
+            return length.map(|l| (l, response));
         }
         if let Some((name, value)) = text.split_once(':') {
             if name.eq_ignore_ascii_case("content-length") {
                 length = Some(value.trim().parse().ok()?);
+            } else if name.eq_ignore_ascii_case("warc-type") {
+                response = value.trim() == "response";
             }
         }
     }
@@ -148,8 +192,12 @@ mod tests {
     use std::io::Write;
 
     fn record(body: &str) -> Vec<u8> {
+        typed("resource", body)
+    }
+
+    fn typed(kind: &str, body: &str) -> Vec<u8> {
         format!(
-            "WARC/1.1\r\nWARC-Type: resource\r\nContent-Length: {}\r\n\r\n{body}\r\n\r\n",
+            "WARC/1.1\r\nWARC-Type: {kind}\r\nContent-Length: {}\r\n\r\n{body}\r\n\r\n",
             body.len()
         )
         .into_bytes()
@@ -220,5 +268,34 @@ mod tests {
         cut_to_whole_records(&p, false).unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().len() as usize, whole.len());
         std::fs::remove_file(&p).unwrap();
+    }
+
+    /// An answer's response is written before its request: a response last in the file
+    /// lost its request to the kill (a large response goes out apart from it), and no
+    /// JSONL record was written for it, so it goes too.
+    #[test]
+    fn a_response_whose_request_was_cut_goes_with_it() {
+        for gzip in [false, true] {
+            let pack = |r: Vec<u8>| if gzip { gz(&r) } else { r };
+            let kept = [
+                pack(typed("warcinfo", "info")),
+                pack(typed("response", "HTTP/1.1 200 OK\r\n\r\none")),
+                pack(typed("request", "GET /one HTTP/1.1\r\n\r\n")),
+            ]
+            .concat();
+            let response = pack(typed("response", "HTTP/1.1 200 OK\r\n\r\ntwo"));
+            let request = pack(typed("request", "GET /two HTTP/1.1\r\n\r\n"));
+            for cut in 0..request.len() {
+                let bytes = [&kept[..], &response, &request[..cut]].concat();
+                let p = temp(&format!("orphan-{gzip}-{cut}"), &bytes);
+                cut_to_whole_records(&p, gzip).unwrap();
+                assert_eq!(
+                    std::fs::read(&p).unwrap(),
+                    kept,
+                    "gzip {gzip}, cut at {cut}"
+                );
+                std::fs::remove_file(&p).unwrap();
+            }
+        }
     }
 }

@@ -595,8 +595,9 @@ fn killed_at_any_moment_no_200_record_lacks_its_warc_response() {
 }
 
 /// A record cut off at the end of a file (a crash inside a write) is cut away by the
-/// next `--resume`, and its URL, which had no record yet, is fetched again: every file
-/// reads whole and every 200 has its response.
+/// next `--resume`, with the response before it when it is its request, and its URL,
+/// which had no record yet, is fetched again: every file reads whole and every 200 has
+/// its response.
 #[test]
 fn resume_cuts_a_record_left_unfinished_and_fetches_its_url_again() {
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -631,6 +632,14 @@ fn resume_cuts_a_record_left_unfinished_and_fetches_its_url_again() {
     std::fs::write(&out, kept.concat()).unwrap();
 
     assert_ok(&run_args(args(true)));
+    // The cut record was the request: its response, whole before it, went with it.
+    let responses_of_uri = gzip_members(&warc)
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m[..m.len().min(4096)]).into_owned())
+        .filter(|h| h.contains("WARC-Type: response"))
+        .filter(|h| h.contains(&format!("WARC-Target-URI: {uri}\r\n")))
+        .count();
+    assert_eq!(responses_of_uri, 0, "{uri}");
     for path in [warc.clone(), dir.path("w-00001.warc.gz")] {
         assert!(!gzip_members(&path).is_empty(), "{}", path.display());
         assert!(!read_warc(&path).is_empty(), "{}", path.display());
