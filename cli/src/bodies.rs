@@ -125,7 +125,10 @@ mod tests {
     use sha2::{Digest, Sha256};
 
     fn sha_hex(body: &[u8]) -> String {
-        crate::archive::hex(&Sha256::digest(body))
+        Sha256::digest(body)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     fn tmp_files(dir: &Path) -> Vec<PathBuf> {
