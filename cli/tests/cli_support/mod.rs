@@ -238,3 +238,35 @@ fn kill(pid: u32, sig: &str) {
         .expect("run kill");
     assert!(status.success());
 }
+
+/// robots.txt off: the site's count is then exactly the URLs' requests.
+pub const NO_ROBOTS: &str = "\n[crawl]\nrobots = false\n";
+
+/// A run that is refused must say why, and never with a panic (actix's "there is no
+/// reactor running" when the runtime is missing, or any other).
+pub fn assert_refused(o: &Output, code: i32, needles: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    for n in needles {
+        assert!(err.contains(n), "no {n:?} in stderr: {err}");
+    }
+    assert_no_panic(o);
+}
+
+/// No panic and no runtime error in what the run said.
+pub fn assert_no_panic(o: &Output) {
+    let err = stderr(o);
+    for p in ["panicked", "reactor", "RUST_BACKTRACE"] {
+        assert!(!err.contains(p), "{p:?} in stderr: {err}");
+    }
+}
+
+/// The bytes of a file, to compare after a run.
+pub fn bytes(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The records `pred` holds for.
+pub fn count(recs: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    recs.iter().filter(|r| pred(r)).count()
+}
