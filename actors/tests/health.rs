@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchErrorKind};
-use exitcrawl_testsite::{SiteConfig, HEALTH_PATH};
+use exitcrawl_testsite::{SiteConfig, TestSite, HEALTH_PATH};
 use futures_util::future::join_all;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -38,6 +38,19 @@ fn settings(exits: Vec<ExitSettings>) -> Settings {
 
 async fn all_healthy(h: &CrawlerHandle) -> bool {
     h.stats().await.iter().all(|s| s.healthy)
+}
+
+/// `site` refuses `last`, the one exit in service, until its checks eject it: then no exit
+/// is in service.
+async fn every_exit_down_by(h: &CrawlerHandle, site: &TestSite, last: std::net::IpAddr) {
+    site.set_fail_peer(last, true);
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let h = h.clone();
+            async move { h.stats().await.iter().all(|s| !s.healthy) }
+        })
+        .await
+    );
 }
 
 #[actix_rt::test]
@@ -206,14 +219,7 @@ async fn a_regions_wait_for_an_exit_is_its_own() {
     assert!(t.elapsed() >= Duration::from_secs(29), "{:?}", t.elapsed());
     tokio::time::sleep(Duration::from_secs(60)).await;
     // Now the us exit fails its checks too.
-    site.set_fail_peer(ip("127.0.0.2"), true);
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            let h = h.clone();
-            async move { h.stats().await.iter().all(|s| !s.healthy) }
-        })
-        .await
-    );
+    every_exit_down_by(&h, &site, ip("127.0.0.2")).await;
     let t = tokio::time::Instant::now();
     let err = h
         .fetch(Fetch::get(site.url("/us")).in_region("us"))
@@ -298,14 +304,7 @@ async fn a_familys_wait_for_an_exit_is_its_own() {
     assert!(t.elapsed() >= Duration::from_secs(29), "{:?}", t.elapsed());
     tokio::time::sleep(Duration::from_secs(10)).await;
     // Now the IPv4 exit fails its checks too.
-    site.set_fail_peer(ip("127.0.0.2"), true);
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            let h = h.clone();
-            async move { h.stats().await.iter().all(|s| !s.healthy) }
-        })
-        .await
-    );
+    every_exit_down_by(&h, &site, ip("127.0.0.2")).await;
     let t = tokio::time::Instant::now();
     let err = h.fetch(Fetch::get(site.url("/v4"))).await.unwrap_err();
     assert_eq!(err.kind, FetchErrorKind::NoHealthyExit, "{err}");
