@@ -29,6 +29,7 @@ use crate::redis::{Redis, RedisGcra, RedisOptions, RedisStats, SharedRates};
 use crate::robots::RobotsGate;
 use crate::scheduler::{
     self, start_exits, Channel, ExitSlot, Ingress, Scheduler, SchedulerActor, SharedLimits,
+    Withdrawn,
 };
 
 /// Why the crawler could not start.
@@ -253,8 +254,10 @@ fn start_scheduler(
     static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (intake, intake_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (withdrawn, withdrawn_rx) = tokio::sync::mpsc::unbounded_channel::<Withdrawn>();
     let scheduler = SchedulerActor::create(|ctx| {
         ctx.add_stream(Channel(intake_rx));
+        ctx.add_stream(Channel(withdrawn_rx));
         let me = ctx.address();
         let prior = Arc::new(std::sync::Mutex::new(HostPrior::new()));
         let mut limiter =
@@ -289,6 +292,7 @@ fn start_scheduler(
         let way_in = Ingress {
             id,
             intake,
+            withdrawn,
             queue_slots: s.queue_slots(),
             metrics: Arc::clone(metrics),
         };

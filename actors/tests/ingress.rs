@@ -519,3 +519,61 @@ async fn a_fetch_parked_in_a_callers_stream_holds_no_other_fetch_back() {
     assert_eq!(done, 400);
     h.shutdown(Duration::from_secs(1)).await;
 }
+
+/// Fetches their callers gave up on while they waited in the queue give their queue
+/// slots back at once, not when the dispatch reaches them behind their host's pause: four
+/// such fetches fill a queue of four, and until they leave it, no other fetch that must
+/// queue (a `Fetch` message from another thread, a host behind a pause) can join it.
+/// On paused time: H (127.0.0.1) answers 429 with `Retry-After: 60`, the four wait
+/// behind that pause, their callers give up after a second.
+async fn queued_fetches_given_up_free_their_slots(send: HandIn) {
+    let site = support::paused_site(SiteConfig::default());
+    let mut s = settings(1, 4);
+    s.exits = exits(1, 1);
+    s.crawler.max_retry_after_ms = 120_000;
+    support::timeouts_for_paused_time(&mut s);
+    let h = Crawler::start(s).expect("start");
+    let throttled = exitcrawl_testsite::Fault::TooMany(exitcrawl_testsite::RetryHint::Seconds(60));
+    let patience = Some(Duration::from_secs(1));
+    let first = send(&h, site.fault_url(&throttled.path(0)), patience);
+    let queued = async {
+        let seen = support::eventually(Duration::from_millis(500), || {
+            std::future::ready(!site.requests().is_empty())
+        })
+        .await;
+        assert!(seen, "H answered the first fetch");
+        let queued = (1..=4).map(|n| send(&h, site.fault_url(&throttled.path(n)), patience));
+        let queued = join_all(queued);
+        let full = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            h.metrics().queue_depth()
+        };
+        join(queued, full).await
+    };
+    let (first, (queued, full)) = join(first, queued).await;
+    assert!(first.is_none(), "the first waits out its pause: {first:?}");
+    assert!(queued.iter().all(Option::is_none), "{queued:?}");
+    assert_eq!(full, 4, "the four fill the queue while their callers wait");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        h.metrics().queue_depth(),
+        0,
+        "a tenth of a second after their callers gave up, 59 s before H's pause ends"
+    );
+    // Past H's pause: the fetches given up on are never sent.
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, [throttled.path(0)], "only the first reached H");
+    assert_eq!(h.metrics().urls_done(), h.metrics().urls_total());
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix_rt::test]
+async fn queued_fetches_their_callers_give_up_on_free_their_slots() {
+    queued_fetches_given_up_free_their_slots(by_handle).await;
+}
+
+#[actix_rt::test]
+async fn queued_fetch_messages_their_senders_give_up_on_free_their_slots() {
+    queued_fetches_given_up_free_their_slots(by_message).await;
+}

@@ -115,9 +115,54 @@ pub(crate) struct Ingress {
     pub(crate) id: u64,
     /// The way into the queue (see [`Intake`]).
     pub(crate) intake: tokio::sync::mpsc::UnboundedSender<Intake>,
+    /// Where a queued fetch's caller says it gave up (see [`Withdrawn`]).
+    pub(crate) withdrawn: tokio::sync::mpsc::UnboundedSender<Withdrawn>,
     /// The scheduler's queue slots: a queued fetch waits for one (backpressure).
     pub(crate) queue_slots: Arc<Semaphore>,
     pub(crate) metrics: Arc<Metrics>,
+}
+
+/// The way in → scheduler: a queued fetch's caller stopped waiting for its reply. The
+/// scheduler then drops the queued fetches nobody waits for, so that their queue slots go
+/// to fetches waiting for one. Without it a slot came back only when the dispatch reached
+/// the fetch at its host's queue head: behind a long pause (a `Retry-After`), fetches
+/// given up on held their slots, and once they held them all, every other host, that long.
+pub(crate) struct Withdrawn;
+
+/// Armed while a queued fetch's caller waits for the reply; dropped before it (the
+/// caller's future dropped: a timeout, a cancelled task), it sends [`Withdrawn`].
+struct Waiting<'a>(Option<&'a tokio::sync::mpsc::UnboundedSender<Withdrawn>>);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0 {
+            // The scheduler gone, nothing is queued any more.
+            let _ = tx.send(Withdrawn);
+        }
+    }
+}
+
+impl StreamHandler<Withdrawn> for SchedulerActor {
+    fn handle(&mut self, _: Withdrawn, ctx: &mut Self::Context) {
+        let mut st = self.state.borrow_mut();
+        if st.withdrawing {
+            return;
+        }
+        // Callers often give up together (one timeout around many fetches): one look
+        // over the queues, once this turn's notices are in, serves them all.
+        st.withdrawing = true;
+        ctx.run_later(Duration::ZERO, |act, ctx| {
+            let mut st = act.state.borrow_mut();
+            st.withdrawing = false;
+            if st.queues.withdraw_abandoned() > 0 {
+                st.check_drained();
+                st.dispatch(ctx);
+            }
+        });
+    }
+
+    /// The way in holds the sender: the stream ends only with the crawler.
+    fn finished(&mut self, _ctx: &mut Self::Context) {}
 }
 
 /// A direct fetch's hold on the scheduler's capacity (its exit's slot, its host's count,
@@ -286,6 +331,9 @@ impl Ingress {
                 }
             },
         };
+        // Before the reply's receiver, so that it is dropped after it: the scheduler
+        // then finds the fetch abandoned.
+        let mut waiting = Waiting(None);
         let (tx, rx) = oneshot::channel();
         let intake = Intake {
             fetch,
@@ -296,7 +344,10 @@ impl Ingress {
         };
         // A failed send drops the item, and the item's drop replies `Shutdown`.
         let _ = self.intake.send(intake);
-        rx.await.unwrap_or_else(|_| {
+        waiting.0 = Some(&self.withdrawn);
+        let reply = rx.await;
+        waiting.0 = None;
+        reply.unwrap_or_else(|_| {
             // Unreachable: every pending fetch and intake item replies before it is dropped.
             Err(FetchError::shutdown(
                 String::new(),

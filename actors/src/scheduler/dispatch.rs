@@ -275,7 +275,7 @@ impl Scheduler {
     pub(super) fn launch(&mut self, i: usize, mut p: Pending) {
         let now = Instant::now();
         p.attempts += 1;
-        if p.attempts == 1 {
+        if p.first_send() {
             self.in_flight.first_attempt(&p.host, now.into_std());
         }
         p.last_exit = Some(i);

@@ -78,7 +78,9 @@
 //! - no polling: when nothing may be sent, one timer is set for the earliest moment
 //!   something may, and completions and interval changes re-run the dispatch;
 //! - backpressure: at most `queue_capacity` fetches wait in the queue; further `Fetch`es
-//!   wait for a slot before they are queued, so `Addr::send(..).await` waits;
+//!   wait for a slot before they are queued, so `Addr::send(..).await` waits; a queued
+//!   fetch whose caller gives up leaves the queue with its slot at once
+//!   ([`direct::Withdrawn`]);
 //! - a fetch whose exit cannot even connect (the source address is gone, nothing was
 //!   sent) moves to another exit without counting an attempt or telling the limiter;
 //! - a shutdown cuts off what is still in flight when its grace period ends, direct
@@ -122,7 +124,7 @@ mod turns;
 
 pub use admission::MAX_URL_BYTES;
 use direct::Handoff;
-pub(crate) use direct::{register_local, Ingress};
+pub(crate) use direct::{register_local, Ingress, Withdrawn};
 pub(crate) use exits::start_exits;
 use in_flight::InFlight;
 use pacing::Pacing;
@@ -234,6 +236,8 @@ pub(crate) struct Scheduler {
     cut: Rc<CutOff>,
     /// Direct fetches waiting for their turn, in the order they came (see `turns.rs`).
     turns: turns::Turns,
+    /// A look for queued fetches given up on is on its way (see [`direct::Withdrawn`]).
+    withdrawing: bool,
 }
 
 impl Scheduler {
@@ -283,6 +287,7 @@ impl Scheduler {
             handoff: None,
             cut: Rc::new(CutOff::default()),
             turns: turns::Turns::default(),
+            withdrawing: false,
             settings,
         }
     }

@@ -63,6 +63,15 @@ impl Pending {
         self.local_passes = false;
     }
 
+    /// The attempt about to go (counted already) is the fetch's first send anywhere: it
+    /// earns its host's retry budget a deposit. A fetch moved to another exit (nothing
+    /// reached the site, so the attempt was not counted) sends its first attempt again,
+    /// but has earned its deposit: each move depositing again let a host whose exits fail
+    /// locally retry more of its errors than the budget's ratio allows.
+    pub(super) fn first_send(&self) -> bool {
+        self.attempts == 1 && self.last_exit.is_none()
+    }
+
     /// Its caller dropped the reply's receiver: nobody waits for the answer.
     pub(super) fn abandoned(&self) -> bool {
         self.reply.as_ref().is_some_and(oneshot::Sender::is_closed)

@@ -210,6 +210,21 @@ impl Queues {
         Some(p)
     }
 
+    /// Drop every queued fetch whose caller gave up on it: nobody reads its answer, and
+    /// its queue slot goes back to a fetch waiting for one. Dropped, each counts as done,
+    /// as one the dispatch finds abandoned at its host's queue head. A host left with
+    /// nothing queued leaves the round-robin at its next visit. Returns how many went.
+    pub(super) fn withdraw_abandoned(&mut self) -> usize {
+        let mut gone = 0;
+        for state in self.hosts.values_mut() {
+            let before = state.queue.len();
+            state.queue.retain(|p| !p.abandoned());
+            gone += before - state.queue.len();
+        }
+        self.count(-(gone as isize));
+        gone
+    }
+
     /// Every fetch queued for `host`.
     pub(super) fn drain_host(&mut self, host: &str) -> Vec<Pending> {
         let drained: Vec<Pending> = match self.hosts.get_mut(host) {

@@ -151,3 +151,41 @@ fn slots_bound_the_fetches_waiting_and_leaving_the_queue_frees_one() {
     drop(q.close());
     assert!(q.slots().is_closed());
 }
+
+#[test]
+fn fetches_their_callers_gave_up_on_leave_the_queue_with_their_slots() {
+    let depth = Gauge::default();
+    let mut q = Queues::new(3, depth.clone());
+    let mut waiting = Vec::new();
+    for (host, path) in [("a", "1"), ("a", "2"), ("b", "1")] {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut p = pending(host, path);
+        p.reply = Some(tx);
+        p.slot = Some(Arc::clone(q.slots()).try_acquire_owned().expect("a slot"));
+        q.push(p);
+        waiting.push(rx);
+    }
+    assert_eq!(q.slots().available_permits(), 0);
+    // The callers of a/1 and b/1 give up; a/2's still waits.
+    let a2 = waiting.remove(1);
+    drop(waiting);
+    assert_eq!(q.withdraw_abandoned(), 2);
+    assert_eq!((q.len(), depth.get()), (1, 1));
+    assert_eq!(q.slots().available_permits(), 2);
+    assert_eq!(serve_all(&mut q), ["http://a/2"]);
+    drop(a2);
+}
+
+#[test]
+fn a_fetch_moved_to_another_exit_earned_its_deposit_on_its_first_send() {
+    let mut p = pending("a", "1");
+    p.attempts = 1;
+    assert!(p.first_send(), "its first attempt");
+    // Sent through exit 0, which failed locally: the attempt is not counted.
+    p.last_exit = Some(0);
+    p.attempts -= 1;
+    p.attempts += 1;
+    assert!(!p.first_send(), "sent again after a move");
+    p.attempts = 2;
+    assert!(!p.first_send(), "a retry");
+}
