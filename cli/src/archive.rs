@@ -21,10 +21,12 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::bodies::BodyStore;
-use super::warc::{Exchange, WarcName, WarcWriter};
+use super::warc::{Exchange, Placed, WarcName, WarcWriter};
+use super::warc_series::{NamedEnds, SeriesLock};
 use super::Failure;
 
-/// The record fields about the answer itself (all `null` without one).
+/// The record fields about the answer itself (without one: `null`, the WARC place left
+/// out).
 #[derive(Debug, Default, Serialize)]
 pub struct Kept {
     /// The URL the answer came from (after redirects; the URL itself without one), masked.
@@ -33,6 +35,15 @@ pub struct Kept {
     pub content_type: Option<String>,
     /// SHA-256 of the body, lower-case hex (`--bodies` names its file so).
     pub sha256: Option<String>,
+    /// With `--warc`: the file (name without directory) holding the answer's response
+    /// and request records, and the bytes they take there. Left out of records without
+    /// an archived answer, so records without `--warc` are as they always are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warc_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warc_offset: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warc_length: Option<u64>,
 }
 
 /// The outputs for pages: WARC files, the body store, neither or both.
@@ -50,15 +61,18 @@ pub struct Archive {
 
 /// Where `--warc` and `--bodies` go.
 pub struct ArchiveOptions<'a> {
-    pub warc: Option<&'a std::path::Path>,
+    /// `--warc FILE` and its series' lock, taken when the outputs were checked.
+    pub warc: Option<(&'a std::path::Path, SeriesLock)>,
     pub warc_max_bytes: Option<u64>,
     pub bodies: Option<&'a std::path::Path>,
     pub resume: bool,
+    /// What the records of `--out` name of the series (`--resume`).
+    pub named: &'a NamedEnds,
 }
 
 impl Archive {
     /// Open the outputs (an unusable path is an argument error: exit 2).
-    pub fn open(o: &ArchiveOptions<'_>, settings: &Settings) -> Result<Archive, Failure> {
+    pub fn open(o: ArchiveOptions<'_>, settings: &Settings) -> Result<Archive, Failure> {
         // The body store first: making its directory destroys nothing, while the WARC
         // writer truncates the file a run before left, which a refusal must keep.
         let bodies = match o.bodies {
@@ -69,10 +83,11 @@ impl Archive {
             None => None,
         };
         let warc = match o.warc {
-            Some(path) => {
+            Some((path, lock)) => {
                 let name = WarcName::parse(path).map_err(Failure::Usage)?;
                 let info = warcinfo(settings);
-                let w = WarcWriter::create(name, o.warc_max_bytes, info, o.resume)
+                let resuming = (o.resume, o.named);
+                let w = WarcWriter::create(name, o.warc_max_bytes, info, resuming, lock)
                     .map_err(|e| Failure::Usage(format!("--warc {}: {e}", path.display())))?;
                 Some(w)
             }
@@ -111,24 +126,29 @@ impl Archive {
                 format!("writing --bodies {}: {e}", dir.display())
             })?;
         }
-        if self.warc.is_some() {
-            self.write_warc(r, &final_url, peer)?;
-        }
+        let (warc_file, warc_offset, warc_length) = match self.write_warc(r, &final_url, peer)? {
+            Some(p) => (Some(p.file), Some(p.offset), Some(p.length)),
+            None => (None, None, None),
+        };
         Ok(Kept {
             final_url: Some(final_url),
             content_type,
             sha256: Some(sha256),
+            warc_file,
+            warc_offset,
+            warc_length,
         })
     }
 
+    /// Write `r`'s exchange to the WARC file, with `--warc`; where it went.
     fn write_warc(
         &mut self,
         r: &FetchResponse,
         target: &str,
         peer: Option<IpAddr>,
-    ) -> Result<(), String> {
+    ) -> Result<Option<Placed>, String> {
         let Some(warc) = self.warc.as_mut() else {
-            return Ok(());
+            return Ok(None);
         };
         let exit = match self.exits.get(&*r.exit) {
             Some(ip) => format!("name={}; source-ip={ip}", r.exit),
@@ -148,6 +168,7 @@ impl Archive {
             payload_sha1: sha1_smol::Sha1::from(&r.body[..]).digest().bytes(),
         };
         warc.write_exchange(&ex)
+            .map(Some)
             .map_err(|e| format!("writing --warc {}: {e}", warc.current().display()))
     }
 

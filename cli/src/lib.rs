@@ -17,11 +17,13 @@
 //!   [`closing`]: its table on a terminal; [`report`]: `--report`'s HTML, from the
 //!   summary and the [`breakdown`] counted as records are written;
 //! - [`output`]: `--out`/`--summary` files; [`paths`]: no output is an input or another
-//!   output; [`resume`]: what `--resume` reads back;
+//!   output; [`resume`]: what `--resume` reads back; [`resuming`]: `--resume` around a
+//!   run;
 //! - [`robots`]: robots.txt and Crawl-delay for the list and frontier modes ([`origin`]:
 //!   a URL's origin and path without parsing it);
-//! - [`archive`]: what is kept of an answer: [`warc`] files, [`bodies`], the record's
-//!   `final_url`, `content_type`, `sha256`;
+//! - [`archive`]: what is kept of an answer: [`warc`] files ([`warc_series`]: the series
+//!   on disk, [`warc_repair`]: cut back to what the records name), [`bodies`], the
+//!   record's `final_url`, `content_type`, `sha256` and the answer's place in the WARC;
 //! - [`fetch`]: one URL from robots.txt to its record;
 //! - [`list`]: the streaming loop over a URL list; [`follow`]: `--follow`;
 //!   [`frontier`]: `--enqueue` and the frontier's Redis, [`consumer`]: `--frontier`;
@@ -61,6 +63,7 @@ mod progress;
 mod record;
 mod report;
 mod resume;
+mod resuming;
 mod robots;
 mod run;
 mod seen;
@@ -72,6 +75,7 @@ mod term;
 mod values;
 mod warc;
 mod warc_repair;
+mod warc_series;
 
 /// The readers of untrusted files, reachable from the fuzz targets
 /// (`tests/fuzz_readers.rs`): not an API.

@@ -7,7 +7,9 @@
 //! bytes), `wire_bytes` (the body as it came over the wire, compressed or not), `error`,
 //! then `skipped` (`"robots"`, `"duplicate"` or null), `final_url` (where the answer
 //! came from after redirects; null without an answer), `content_type` and `sha256` (of
-//! the body; null without an answer). Every URL is masked (`exitcrawl::redact`).
+//! the body; null without an answer), and with `--warc`, on a record whose answer is
+//! archived only, `warc_file`, `warc_offset` and `warc_length` (where its exchange is).
+//! Every URL is masked (`exitcrawl::redact`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -11,6 +11,7 @@ use exitcrawl_actors::FetchErrorKind;
 use serde::Deserialize;
 
 use super::record::{DUPLICATE, INTERRUPTED};
+use super::warc_series::NamedEnds;
 
 /// The fields of an earlier record that `--resume` and `--dedupe` need (the last three:
 /// `--follow`).
@@ -97,6 +98,64 @@ impl<'de> Deserialize<'de> for Counted {
     }
 }
 
+/// Where a record says its answer is in the archive (`warc_file`, `warc_offset`,
+/// `warc_length`), read from the line again, leniently as [`Counted`]: a value of another
+/// type counts as absent, so that they never make a line stop being a record.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Archived {
+    pub file: Option<String>,
+    pub offset: Option<u64>,
+    pub length: Option<u64>,
+}
+
+impl Archived {
+    /// Of the record on `line`: its file, and the offsets its exchange starts and ends at.
+    pub fn of(line: &[u8]) -> Option<(String, u64, u64)> {
+        const KEY: &[u8] = b"\"warc_file\"";
+        if !line.windows(KEY.len()).any(|w| w == KEY) {
+            return None;
+        }
+        let a: Archived = serde_json::from_slice(line).ok()?;
+        let (offset, length) = (a.offset?, a.length?);
+        Some((a.file?, offset, offset.checked_add(length)?))
+    }
+}
+
+impl<'de> Deserialize<'de> for Archived {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Archived;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a record's fields")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Archived, A::Error> {
+                let mut a = Archived::default();
+                while let Some(key) = m.next_key::<String>()? {
+                    match key.as_str() {
+                        "warc_file" => {
+                            let v: serde_json::Value = m.next_value()?;
+                            a.file = v.as_str().map(str::to_owned);
+                        }
+                        "warc_offset" => a.offset = m.next_value::<serde_json::Value>()?.as_u64(),
+                        "warc_length" => a.length = m.next_value::<serde_json::Value>()?.as_u64(),
+                        _ => {
+                            m.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(a)
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
 /// What `--resume` found in `--out`.
 #[derive(Debug, Default)]
 pub struct ResumeState {
@@ -121,6 +180,8 @@ pub struct ResumeState {
     pub links: Vec<PendingLink>,
     /// `--follow`: links left out because they were masked.
     pub masked_links: u64,
+    /// With `--warc`: per WARC file the records name, the exchange they name last there.
+    pub warc_ends: NamedEnds,
 }
 
 /// Failures on this side that end a fetch before anything reaches a site: no exit in
@@ -313,6 +374,12 @@ pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
     let mut again = Again::default();
     let visited = visit_lines(input, |v| match v {
         Visit::Record(r, line, _) => {
+            if let Some((file, offset, end)) = Archived::of(line) {
+                let last = state.warc_ends.entry(file).or_insert((offset, end));
+                if end > last.1 {
+                    *last = (offset, end);
+                }
+            }
             // A record without an error was answered, so sent: only the others are read
             // again for their attempts, and most lines are parsed once.
             let sent = r.error.is_none() || (!r.sent_nowhere && Counted::of(line).attempts > 0);
@@ -406,5 +473,26 @@ mod tests {
             rank(br#"{"url":"u","error":"interrupted"}"#)
         );
         assert_eq!(rank(lines[1]), rank(lines[3]), "it was sent: final");
+    }
+
+    #[test]
+    fn the_records_name_the_exchange_that_ends_last_in_each_warc_file() {
+        let input = br#"{"url":"http://a.test/0","status":200,"error":null,"warc_file":"w.warc.gz","warc_offset":300,"warc_length":200}
+{"url":"http://a.test/1","status":200,"error":null,"warc_file":"w.warc.gz","warc_offset":100,"warc_length":200}
+{"url":"http://a.test/2","status":200,"error":null,"warc_file":"w-00001.warc.gz","warc_offset":"9","warc_length":5}
+{"url":"http://a.test/3","status":200,"error":null,"warc_file":"w-00001.warc.gz","warc_offset":50,"warc_offset":60,"warc_length":5}
+{"url":"http://a.test/4","status":200,"error":null,"warc_file":7,"warc_offset":1,"warc_length":1}
+"#;
+        let (state, _) = read_records(&input[..]).unwrap();
+        assert_eq!((state.records, state.unreadable), (5, 0));
+        let mut ends: Vec<_> = state.warc_ends.into_iter().collect();
+        ends.sort();
+        assert_eq!(
+            ends,
+            [
+                ("w-00001.warc.gz".to_string(), (60, 65)),
+                ("w.warc.gz".to_string(), (300, 500)),
+            ]
+        );
     }
 }

@@ -2,7 +2,6 @@
 //! source, progress, the mode's loop, then the summary.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -19,21 +18,21 @@ use exitcrawl_testsite::TestSite;
 use super::archive::{Archive, ArchiveOptions, Resolver};
 use super::args::{ExitArg, RunArgs};
 use super::consumer::{frontier_crawl, FrontierOptions};
-use super::dedupe::{Compaction, RecordCounts};
 use super::ended::Ended;
 use super::fetch::Ctx;
 use super::follow::{follow_crawl, FollowWriter};
-use super::output::{cut_unfinished_line, probe_atomic, PendingOut, SharedOut};
+use super::output::{probe_atomic, PendingOut, SharedOut};
 use super::paths::{check_distinct, Named};
 use super::progress::{spawn_progress, ProgressMode, Watched};
 use super::record::Totals;
-use super::resume::read_resume;
+use super::resuming::{compact_out, prepare_resume};
 use super::robots::RobotsGate;
 use super::signals::{spawn_signals, OnForcedExit, Stop};
 use super::source::{spawn_reader, Lines, ReadOptions, UrlInput, UrlSource};
 use super::summary::{Summary, SummaryWriter};
 use super::term::{say, BAR};
 use super::warc::WarcName;
+use super::warc_series::{NamedEnds, SeriesLock};
 use super::{demo, list, report, Failure};
 
 /// How long in-flight fetches may take to finish at the end of a complete run.
@@ -142,149 +141,6 @@ fn shown_headers(s: &Settings) -> String {
     shown.join(", ")
 }
 
-/// What `--resume` goes on from: the URLs to skip (list mode) or what the crawl goes on
-/// from (`--follow`), and what to say of it once the outputs are open.
-struct Resuming {
-    skip: HashSet<String>,
-    resume: Resume,
-    said: Option<String>,
-}
-
-/// `--resume`: the URLs to skip (list mode) or what the crawl goes on from (`--follow`).
-fn prepare_resume(args: &RunArgs, follow: bool) -> Result<Resuming, Failure> {
-    let none = || Resuming {
-        skip: HashSet::new(),
-        resume: Resume::default(),
-        said: None,
-    };
-    if let (UrlSource::Frontier(_), Some(path)) = (&args.urls, &args.out) {
-        // A consumer always appends (Redis knows what is done): only an unfinished last
-        // line, from a consumer killed mid-write, is cut.
-        let cut = cut_unfinished_line(path)
-            .map_err(|e| Failure::Usage(format!("--out {}: {e}", path.display())))?;
-        if cut > 0 {
-            say(&format!(
-                "--out {}: cut an unfinished last line ({cut} bytes) before appending",
-                path.display()
-            ));
-        }
-        return Ok(none());
-    }
-    let (true, Some(path)) = (args.resume, &args.out) else {
-        return Ok(none());
-    };
-    let state = read_resume(path)
-        .map_err(|e| Failure::Usage(format!("--resume {}: {e}", path.display())))?;
-    if state.truncated > 0 {
-        say(&format!(
-            "--resume: cut an unfinished last line ({} bytes) off {}",
-            state.truncated,
-            path.display()
-        ));
-    }
-    if let Some((at, why)) = &state.first_unreadable {
-        say(&format!(
-            "--resume: {} lines of {} are not records (the first, {at}: {why}); ignored",
-            state.unreadable,
-            path.display()
-        ));
-    }
-    let nowhere = match state.sent_nowhere {
-        0 => String::new(),
-        n => format!(", {n} sent nowhere (no exit in service, a local failure)"),
-    };
-    let said = Some(format!(
-        "--resume: {} records, {} URLs done, {} interrupted{nowhere} to fetch again",
-        state.records,
-        state.done.len(),
-        state.interrupted
-    ));
-    if !follow {
-        return Ok(Resuming {
-            skip: state.done,
-            resume: Resume::default(),
-            said,
-        });
-    }
-    if state.masked_links > 0 {
-        say(&format!(
-            "--resume: {} recorded links have masked credentials (***) and are not resumed",
-            state.masked_links
-        ));
-    }
-    // The seeds all go to the crawl, which knows which are done.
-    let resume = Resume {
-        done: state.done.into_iter().collect(),
-        pages: state.pages,
-        pending: state.links,
-    };
-    Ok(Resuming {
-        skip: HashSet::new(),
-        resume,
-        said,
-    })
-}
-
-/// After a resumed run: `--out` compacted to one record per URL. Returns what its records
-/// count (for the summary; also when the compaction could not be written), and why the
-/// compaction failed, if it did (`--out` is then as the run left it).
-fn compact_out(args: &RunArgs) -> (Option<RecordCounts>, Option<String>) {
-    let (true, Some(path), false) = (
-        args.resume,
-        &args.out,
-        matches!(args.urls, UrlSource::Frontier(_)),
-    ) else {
-        return (None, None);
-    };
-    let failed = |records: String, e: &std::io::Error| {
-        format!(
-            "--resume: could not compact --out {}: {e}; it is left as it was ({records}; \
-             `{} --dedupe {} --out FILE` writes one record per URL)",
-            path.display(),
-            super::prog(),
-            path.display()
-        )
-    };
-    let compaction = match Compaction::read(path) {
-        Ok(Some(c)) => c,
-        Ok(None) => return (None, None),
-        Err(e) => return (None, Some(failed("not read".into(), &e))),
-    };
-    let counts = compaction.counts;
-    let (records, lines, unreadable, truncated) = (
-        compaction.records,
-        compaction.lines(),
-        compaction.unreadable,
-        compaction.truncated,
-    );
-    if let Err(e) = compaction.write() {
-        return (
-            Some(counts),
-            Some(failed(
-                format!("{records} records, several for some URLs"),
-                &e,
-            )),
-        );
-    }
-    let mut kept = String::new();
-    if unreadable > 0 {
-        kept.push_str(&format!(
-            ", and the {unreadable} lines that are not records where they were"
-        ));
-    }
-    if truncated > 0 {
-        kept.push_str(&format!(
-            "; an unfinished last line ({truncated} bytes) left out"
-        ));
-    }
-    say(&format!(
-        "--resume: --out {} compacted: {records} records to {} (one per URL){kept}",
-        path.display(),
-        lines as u64 - unreadable
-    ));
-    (Some(counts), None)
-}
-
 /// The outputs once the run goes ahead: `--out` (truncated by now, unless appended to)
 /// and the WARC and body stores.
 struct Outputs {
@@ -294,8 +150,9 @@ struct Outputs {
 
 /// What is checked before anything starts or is touched (exit 2): no output is an input
 /// or another output, `--out` can be opened (not truncated yet), `--summary`'s directory
-/// takes a file, `--warc` can be created, `--bodies` is not a file.
-fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
+/// takes a file, `--warc` can be created and its series' lock is this run's (held from
+/// here on), `--bodies` is not a file.
+fn check_outputs(args: &RunArgs) -> Result<(Option<PendingOut>, Option<SeriesLock>), Failure> {
     let mut inputs = Vec::new();
     if let Some(c) = &args.config {
         inputs.push(Named {
@@ -333,10 +190,14 @@ fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
     if let Some(p) = &args.report {
         probe_atomic(p).map_err(|e| Failure::Usage(format!("--report {}: {e}", p.display())))?;
     }
+    let mut warc_lock = None;
     if let Some(w) = &args.warc {
-        let file = WarcName::parse(w).map_err(Failure::Usage)?.file(0);
-        PendingOut::open(&file, true)
-            .map_err(|e| Failure::Usage(format!("--warc {}: {e}", w.display())))?
+        let name = WarcName::parse(w).map_err(Failure::Usage)?;
+        let usage = |e: io::Error| Failure::Usage(format!("--warc {}: {e}", w.display()));
+        // Before anything is changed: another process's series is left as it has it.
+        warc_lock = Some(SeriesLock::take(&name).map_err(usage)?);
+        PendingOut::open(&name.file(0), true)
+            .map_err(usage)?
             .abandon();
     }
     if let Some(b) = &args.bodies {
@@ -347,28 +208,32 @@ fn check_outputs(args: &RunArgs) -> Result<Option<PendingOut>, Failure> {
             )));
         }
     }
-    args.out
+    let out = args
+        .out
         .as_deref()
         .map(|p| {
             PendingOut::open(p, args.appends())
                 .map_err(|e| Failure::Usage(format!("--out {}: {e}", p.display())))
         })
-        .transpose()
+        .transpose()?;
+    Ok((out, warc_lock))
 }
 
 /// Open the outputs for real, now that the run goes ahead. `Err` is an argument error
 /// (exit 2); `--out` is not truncated unless the WARC and body stores opened.
 fn open_outputs(
     args: &RunArgs,
-    out: Option<PendingOut>,
+    (out, warc_lock): (Option<PendingOut>, Option<SeriesLock>),
     settings: &Settings,
+    warc_ends: &NamedEnds,
 ) -> Result<Outputs, Failure> {
     let archive = Archive::open(
-        &ArchiveOptions {
-            warc: args.warc.as_deref(),
+        ArchiveOptions {
+            warc: args.warc.as_deref().zip(warc_lock),
             warc_max_bytes: args.warc_max_bytes,
             bodies: args.bodies.as_deref(),
             resume: args.appends(),
+            named: warc_ends,
         },
         settings,
     );
@@ -423,7 +288,7 @@ pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
     let (site, settings) = load_settings(&args)?;
     warn_exposed_metrics(&settings);
     let input = UrlInput::open(&args.urls).map_err(|e| Failure::Usage(format!("--urls {e}")))?;
-    let out = check_outputs(&args)?;
+    let (out, warc_lock) = check_outputs(&args)?;
     // --sitemap seeds a crawl: the --follow loop runs, following links only with --follow.
     let follow = (settings.crawl.follow || !args.sitemaps.is_empty())
         && !matches!(args.urls, UrlSource::Frontier(_));
@@ -447,6 +312,7 @@ pub async fn run(args: RunArgs) -> Result<Ended, Failure> {
         gate,
         resolver,
         follow,
+        warc_lock,
     };
     let ended = crawl(args, started, out).await;
     // After an interrupt or a failure the shutdown may be under way (this returns at
@@ -467,9 +333,11 @@ struct Started {
     gate: RobotsGate,
     resolver: Option<Resolver>,
     follow: bool,
+    /// `--warc`: the series' lock.
+    warc_lock: Option<SeriesLock>,
 }
 
-async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<Ended, Failure> {
+async fn crawl(args: RunArgs, mut s: Started, out: Option<PendingOut>) -> Result<Ended, Failure> {
     let handle = &s.handle;
     let resuming = match prepare_resume(&args, s.follow) {
         Ok(r) => r,
@@ -480,7 +348,12 @@ async fn crawl(args: RunArgs, s: Started, out: Option<PendingOut>) -> Result<End
             return Err(e);
         }
     };
-    let outputs = open_outputs(&args, out, handle.settings())?;
+    let outputs = open_outputs(
+        &args,
+        (out, s.warc_lock.take()),
+        handle.settings(),
+        &resuming.warc_ends,
+    )?;
     let warc_file = outputs.archive.borrow().warc_file();
     if let Some(said) = &resuming.said {
         match &warc_file {

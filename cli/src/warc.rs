@@ -1,7 +1,9 @@
 //! WARC 1.1 output (`--warc FILE`): a `warcinfo` record at the start of every file, then
 //! a `request` and a `response` record per answer, each record one gzip member (for a
 //! `.warc.gz` name; `.warc` is written plain), a new file once the current one reaches
-//! `--warc-max-bytes`.
+//! `--warc-max-bytes`. Where each answer's two records went (file, offset, length) goes
+//! into its JSONL record; the series' files on disk, its lock and where a resumed run goes
+//! on are [`crate::warc_series`]'s.
 //!
 //! Why not a crate: the `warc` crate (0.4) writes records, but builds them from owned
 //! buffers with chrono dates and uuid 0.8, and compresses whole streams rather than
@@ -28,49 +30,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 
 use super::date::warc_date;
+use super::warc_series::{start_index, NamedEnds, SeriesLock};
 
-/// `--warc FILE`: the first file's name, and how the rotated ones are named.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WarcName {
-    /// FILE without its `.warc[.gz]` ending.
-    stem: PathBuf,
-    gzip: bool,
-}
-
-impl WarcName {
-    /// FILE must end in `.warc.gz` (gzip members) or `.warc` (plain).
-    pub fn parse(path: &Path) -> Result<WarcName, String> {
-        let s = path.to_string_lossy();
-        let (stem, gzip) = if let Some(stem) = s.strip_suffix(".warc.gz") {
-            (stem, true)
-        } else if let Some(stem) = s.strip_suffix(".warc") {
-            (stem, false)
-        } else {
-            return Err(format!(
-                "--warc: {s:?} must end in .warc.gz (one gzip member per record) or .warc \
-                 (uncompressed)"
-            ));
-        };
-        if stem.is_empty() || stem.ends_with('/') {
-            return Err(format!("--warc: {s:?} has no file name before .warc"));
-        }
-        Ok(WarcName {
-            stem: PathBuf::from(stem),
-            gzip,
-        })
-    }
-
-    /// File `index`: 0 is FILE as given, then `STEM-00001.warc.gz`, …
-    pub fn file(&self, index: u32) -> PathBuf {
-        let ext = if self.gzip { ".warc.gz" } else { ".warc" };
-        let mut s = self.stem.clone().into_os_string();
-        if index > 0 {
-            s.push(format!("-{index:05}"));
-        }
-        s.push(ext);
-        PathBuf::from(s)
-    }
-}
+pub use super::warc_series::WarcName;
 
 /// One answer as it goes into the archive.
 pub struct Exchange<'a> {
@@ -124,46 +86,46 @@ pub struct WarcWriter {
     gzip: Option<GzipMembers>,
     /// Files written (the current one included).
     pub files: u32,
+    /// Exchanges written, and [`HOLD_AFTER`]'s value.
+    exchanges: u64,
+    hold_after: Option<u64>,
+    /// Held while the series is written.
+    _lock: SeriesLock,
 }
 
+/// Where an exchange went: its file's name (without directory) and the bytes its response
+/// and request records take there (for `.warc.gz`, their two gzip members).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    pub file: String,
+    pub offset: u64,
+    pub length: u64,
+}
+
+/// Test hook: the program stops for good (holding its files, its lock, its buffers) right
+/// after the exchange numbered by this variable is through to the WARC file, before its
+/// record is written, and says so on stderr; a test then kills it (SIGKILL) at exactly
+/// that point, which timing alone hits only by luck.
+const HOLD_AFTER: &str = "EXITCRAWL_TEST_HOLD_AFTER_WARC_EXCHANGE";
+
 impl WarcWriter {
-    /// Open FILE (truncated), or with `resume` the first of FILE, FILE-00001, … that does
-    /// not exist, and write its warcinfo record. A file an interrupted run left is never
-    /// appended to; the last of them is cut back to its last whole record (see
-    /// `warc_repair`), so every file of the series reads whole. A new run finding
-    /// FILE-00001 there refuses to start: that file belongs to another run's series,
-    /// which this run would leave beside its own, repair as its own on `--resume`, or
-    /// write over when it rotates.
+    /// Start the series `name` (its lock held) and write the first file's warcinfo
+    /// record: FILE, truncated, for a new run; for a resumed one, after cutting the last
+    /// file there back to what the records account for (`named`, see
+    /// [`crate::warc_series::start_index`]), the file after it, or after the last one the
+    /// records name. A file an interrupted run left is never appended to, so every file of
+    /// the series reads whole. A new run finding later files of the series there refuses
+    /// to start: they belong to another run's series, which this run would leave beside
+    /// its own, repair as its own on `--resume`, or write over when it rotates.
     pub fn create(
         name: WarcName,
         max_bytes: Option<u64>,
         info: Vec<u8>,
-        resume: bool,
+        (resume, named): (bool, &NamedEnds),
+        lock: SeriesLock,
     ) -> io::Result<WarcWriter> {
-        let next = name.file(1);
-        if !resume && next.exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!(
-                    "{} is there from an earlier run's series: remove the series, name \
-                     another file, or add --resume to go on with it",
-                    next.display()
-                ),
-            ));
-        }
-        let mut index = 0;
-        while resume && name.file(index).exists() {
-            index += 1;
-        }
-        if index > 0 {
-            let last = name.file(index - 1);
-            let cut = crate::warc_repair::cut_to_whole_records(&last, name.gzip)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", last.display())))?;
-            if cut > 0 {
-                tracing::warn!(file = %last.display(), bytes = cut, "cut a WARC record an interrupted run left unfinished");
-            }
-        }
-        let out = if index == 0 {
+        let mut index = start_index(&name, resume, named)?;
+        let out = if index == 0 && !resume {
             open(&name.file(index))?
         } else {
             open_new(&name, &mut index)?
@@ -179,6 +141,9 @@ impl WarcWriter {
             ids: RecordIds::new(),
             gzip,
             files: 1,
+            exchanges: 0,
+            hold_after: std::env::var(HOLD_AFTER).ok().and_then(|v| v.parse().ok()),
+            _lock: lock,
         };
         w.write_warcinfo()?;
         Ok(w)
@@ -192,8 +157,7 @@ impl WarcWriter {
     fn write_warcinfo(&mut self) -> io::Result<()> {
         let id = self.ids.next();
         self.warcinfo_id = id.clone();
-        let file = self.current();
-        let file_name = file.file_name().unwrap_or_default().to_string_lossy();
+        let file_name = self.name.file_name(self.index);
         let date = warc_date(SystemTime::now());
         let headers = [
             ("WARC-Type", "warcinfo"),
@@ -208,11 +172,13 @@ impl WarcWriter {
         written
     }
 
-    /// Write the request and response records of one answer (in the same file).
-    pub fn write_exchange(&mut self, ex: &Exchange<'_>) -> io::Result<()> {
+    /// Write the response and request records of one answer (in the same file); where
+    /// they went.
+    pub fn write_exchange(&mut self, ex: &Exchange<'_>) -> io::Result<Placed> {
         if self.max_bytes.is_some_and(|m| self.out.bytes >= m) {
             self.rotate()?;
         }
+        let offset = self.out.bytes;
         let response_id = self.ids.next();
         let request_id = self.ids.next();
         let date = warc_date(ex.date);
@@ -245,9 +211,18 @@ impl WarcWriter {
         self.write_record(&headers, &[ex.request])?;
         // The exchange reaches the file before its record can reach `--out` (whose buffer
         // may go out whenever it fills): killed at any moment, the program leaves no
-        // final record whose response is not in the archive, and `--resume` trusts
-        // the records.
-        self.out.flush()
+        // record naming bytes the archive lacks, and `--resume` cuts the archive back to
+        // what the records name.
+        self.out.flush()?;
+        self.exchanges += 1;
+        if self.hold_after == Some(self.exchanges) {
+            hold(self.exchanges);
+        }
+        Ok(Placed {
+            file: self.name.file_name(self.index),
+            offset,
+            length: self.out.bytes - offset,
+        })
     }
 
     /// Finish the current file, open the next, and start it with a warcinfo record.
@@ -289,6 +264,14 @@ impl WarcWriter {
     }
 }
 
+/// See [`HOLD_AFTER`].
+fn hold(exchange: u64) -> ! {
+    eprintln!("exitcrawl: held after WARC exchange {exchange} ({HOLD_AFTER})");
+    loop {
+        std::thread::park();
+    }
+}
+
 fn open(path: &Path) -> io::Result<Counting<BufWriter<File>>> {
     let f = File::create(path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
@@ -296,8 +279,8 @@ fn open(path: &Path) -> io::Result<Counting<BufWriter<File>>> {
 }
 
 /// File `index` of the series, or the first after it that does not exist yet: a file of
-/// the series is never written over (another process writing the same series, or a file
-/// a resumed run's count skipped past, keeps what it holds).
+/// the series is never written over (one put there while this run writes the series, by
+/// other means than this program, keeps what it holds).
 fn open_new(name: &WarcName, index: &mut u32) -> io::Result<Counting<BufWriter<File>>> {
     loop {
         let path = name.file(*index);
@@ -488,17 +471,6 @@ mod tests {
     }
 
     #[test]
-    fn names() {
-        let n = WarcName::parse(Path::new("out/crawl.warc.gz")).unwrap();
-        assert_eq!(n.file(0), PathBuf::from("out/crawl.warc.gz"));
-        assert_eq!(n.file(2), PathBuf::from("out/crawl-00002.warc.gz"));
-        let n = WarcName::parse(Path::new("a.warc")).unwrap();
-        assert_eq!(n.file(1), PathBuf::from("a-00001.warc"));
-        assert!(WarcName::parse(Path::new("a.gz")).is_err());
-        assert!(WarcName::parse(Path::new(".warc.gz")).is_err());
-    }
-
-    #[test]
     fn a_series_is_never_mixed_with_another_runs_files() {
         let dir = std::env::temp_dir().join(format!("warc-series-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -507,14 +479,16 @@ mod tests {
         // An earlier run's series: w.warc and w-00001.warc.
         std::fs::write(name().file(0), b"").unwrap();
         std::fs::write(name().file(1), b"another run's").unwrap();
-        let e = WarcWriter::create(name(), None, Vec::new(), false)
+        let none = NamedEnds::new();
+        let lock = || SeriesLock::take(&name()).unwrap();
+        let e = WarcWriter::create(name(), None, Vec::new(), (false, &none), lock())
             .err()
             .expect("refused");
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         assert!(e.to_string().contains("--resume"), "{e}");
-        // Resumed, it goes on after the series; rotating past a file another process
-        // wrote meanwhile leaves that file as it was.
-        let mut w = WarcWriter::create(name(), Some(1), Vec::new(), true).unwrap();
+        // Resumed, it goes on after the series; rotating past a file put there meanwhile
+        // leaves that file as it was.
+        let mut w = WarcWriter::create(name(), Some(1), Vec::new(), (true, &none), lock()).unwrap();
         assert_eq!(w.current(), name().file(2));
         std::fs::write(name().file(3), b"taken").unwrap();
         w.rotate().unwrap();

@@ -1,51 +1,107 @@
-//! Cutting a WARC file an interrupted run left back to its last whole record.
+//! Cutting the last WARC file of a series, as an interrupted run left it, back to what the
+//! records account for.
 //!
-//! Why: a kill can stop the program inside a record, and `--resume` never appends to that
-//! file (it starts the next one of the series), but the cut-off record would stay at its
-//! end and make the file fail a WARC reader (`warcio check`). Records are written before
-//! their JSONL record, so a record cut off here is one no JSONL record relies on: the URL
-//! is fetched again by the resumed run.
+//! Why: a kill can stop the program inside a record, or between an exchange reaching the
+//! file and its JSONL record reaching `--out`. `--resume` never appends to that file (it
+//! starts the next one of the series), but what the kill left at its end would make the
+//! file fail a WARC reader (`warcio check`), or keep a response no record names beside the
+//! one the resumed run fetches again for its URL.
 //!
-//! - `.warc.gz`: one gzip member per record; the file ends after the last member that
-//!   decodes whole (its CRC and length check out).
-//! - `.warc`: each record is a header block, `Content-Length` bytes and `\r\n\r\n`; the
-//!   file ends after the last whole one.
+//! - Records that name exchanges of the file ([`Accounted::Through`]): it ends after the
+//!   one they name last, once that exchange is read whole where they say it is.
+//! - Records that name files of the series but not this one ([`Accounted::Nothing`]): it
+//!   ends after its first record, the warcinfo.
+//! - Records that name no file of the series ([`Accounted::Unknown`]): it ends after its
+//!   last whole record, or before it when that is a response: an answer is written as its
+//!   response, then its request, so that response lost its request to the kill (a large
+//!   response reaches the file apart from it), and its JSONL record was not written.
 //!
-//! An answer is written as its response, then its request: a whole response last in the
-//! file lost its request to the kill (a large response reaches the file apart from it),
-//! and its JSONL record was not written either, so it is cut as well.
+//! Whole records: for `.warc.gz`, gzip members (one per record) that decode whole (their
+//! CRC and length check out); for `.warc`, a header block, `Content-Length` bytes and
+//! `\r\n\r\n`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
-/// Cut `path` after its last whole record; returns the bytes cut (0 when it ended whole).
-pub fn cut_to_whole_records(path: &Path, gzip: bool) -> io::Result<u64> {
-    let file = File::open(path)?;
-    let len = file.metadata()?.len();
+/// What the records account for in a WARC file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accounted {
+    /// The exchange they name last in it: bytes `offset` to `end`.
+    Through { offset: u64, end: u64 },
+    /// Nothing: they name other files of the series.
+    Nothing,
+    /// Not known: they name no file of the series.
+    Unknown,
+}
+
+/// What [`cut_to_accounted`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Repaired {
+    /// Bytes cut off the end.
+    pub cut: u64,
+    /// The records' end, when the file does not hold their last exchange whole there (it
+    /// was then cut after its last whole record).
+    pub short_of: Option<u64>,
+}
+
+/// Cut `path` back to what the records account for (see the module's text).
+pub fn cut_to_accounted(path: &Path, gzip: bool, accounted: Accounted) -> io::Result<Repaired> {
+    let len = std::fs::metadata(path)?.len();
+    let mut short_of = None;
+    let keep = match accounted {
+        Accounted::Through { offset, end } => {
+            let named = scan(path, gzip, offset, &|e| e.end >= end)?;
+            if named.records > 0 && named.end == end {
+                end
+            } else {
+                short_of = Some(end);
+                scan(path, gzip, 0, &|_| false)?.keep()
+            }
+        }
+        Accounted::Nothing => scan(path, gzip, 0, &|e| e.records > 0)?.end,
+        Accounted::Unknown => scan(path, gzip, 0, &|_| false)?.keep(),
+    };
+    if keep < len {
+        OpenOptions::new().write(true).open(path)?.set_len(keep)?;
+    }
+    Ok(Repaired {
+        cut: len - keep.min(len),
+        short_of,
+    })
+}
+
+/// The whole records of `path` from byte `from` (a record's start) on, until `stop` says
+/// enough or one is not whole.
+fn scan(path: &Path, gzip: bool, from: u64, stop: &dyn Fn(&Ends) -> bool) -> io::Result<Ends> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(from))?;
     let mut reader = Tracked {
         inner: BufReader::with_capacity(256 * 1024, file),
-        pos: 0,
+        pos: from,
     };
-    let ends = if gzip {
-        whole_gzip_members(&mut reader)
+    let mut ends = Ends {
+        end: from,
+        response: None,
+        records: 0,
+    };
+    if gzip {
+        whole_gzip_members(&mut reader, &mut ends, stop);
     } else {
-        whole_warc_records(&mut reader)
-    };
-    let whole = ends.keep();
-    if whole < len {
-        OpenOptions::new().write(true).open(path)?.set_len(whole)?;
+        whole_warc_records(&mut reader, &mut ends, stop);
     }
-    Ok(len - whole.min(len))
+    Ok(ends)
 }
 
 /// Where the whole records of a file end.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Ends {
     /// The end of the last whole record.
     end: u64,
     /// The start of the last whole record, when it is a response.
     response: Option<u64>,
+    /// Whole records read.
+    records: u64,
 }
 
 impl Ends {
@@ -53,10 +109,11 @@ impl Ends {
     fn whole(&mut self, end: u64, response: bool) {
         self.response = response.then_some(self.end);
         self.end = end;
+        self.records += 1;
     }
 
-    /// Where the file is cut: before a last response (its request was cut off), else
-    /// after the last whole record.
+    /// Where the file is cut when the records name none of it: before a last response
+    /// (its request was cut off), else after the last whole record.
     fn keep(&self) -> u64 {
         self.response.unwrap_or(self.end)
     }
@@ -69,14 +126,17 @@ const RESPONSE: &[u8] = b"\r\nWARC-Type: response\r\n";
 const HEAD_BYTES: usize = 64;
 
 /// The whole gzip members.
-fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> Ends {
-    let mut ends = Ends::default();
+fn whole_gzip_members<R: BufRead>(
+    r: &mut Tracked<R>,
+    ends: &mut Ends,
+    stop: &dyn Fn(&Ends) -> bool,
+) {
     let mut sink = [0u8; 64 * 1024];
     // The start of a member's record: its version line and type.
     let mut head = Vec::with_capacity(HEAD_BYTES);
     loop {
         match r.fill_buf() {
-            Ok([]) | Err(_) => return ends,
+            Ok([]) | Err(_) => return,
             Ok(_) => {}
         }
         head.clear();
@@ -92,10 +152,13 @@ fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> Ends {
             }
         };
         if !whole {
-            return ends;
+            return;
         }
         let response = head.windows(RESPONSE.len()).any(|w| w == RESPONSE);
         ends.whole(r.pos, response);
+        if stop(ends) {
+            return;
+        }
     }
 }
 
@@ -106,19 +169,25 @@ fn whole_gzip_members<R: BufRead>(r: &mut Tracked<R>) -> Ends {
 const HEADER_LINE_MAX: u64 = 1 << 20;
 
 /// The whole uncompressed WARC records.
-fn whole_warc_records<R: BufRead>(r: &mut Tracked<R>) -> Ends {
-    let mut ends = Ends::default();
+fn whole_warc_records<R: BufRead>(
+    r: &mut Tracked<R>,
+    ends: &mut Ends,
+    stop: &dyn Fn(&Ends) -> bool,
+) {
     loop {
         let Some((length, response)) = record_head(r) else {
-            return ends;
+            return;
         };
         // The block and the two CRLFs after it.
         let want = length.saturating_add(4);
         let skipped = io::copy(&mut (&mut *r).take(want), &mut io::sink()).unwrap_or(0);
         if skipped < want {
-            return ends;
+            return;
         }
         ends.whole(r.pos, response);
+        if stop(ends) {
+            return;
+        }
     }
 }
 
@@ -242,7 +311,7 @@ mod tests {
                 .collect();
             for cut in 0..=whole.len() {
                 let p = temp(&format!("cut-{gzip}-{cut}"), &whole[..cut]);
-                cut_to_whole_records(&p, gzip).unwrap();
+                cut_to_accounted(&p, gzip, Accounted::Unknown).unwrap();
                 let kept = std::fs::metadata(&p).unwrap().len() as usize;
                 let expected = ends
                     .iter()
@@ -265,7 +334,7 @@ mod tests {
         );
         let whole = [head.into_bytes(), record("after")].concat();
         let p = temp("long-uri", &whole);
-        cut_to_whole_records(&p, false).unwrap();
+        cut_to_accounted(&p, false, Accounted::Unknown).unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().len() as usize, whole.len());
         std::fs::remove_file(&p).unwrap();
     }
@@ -288,11 +357,70 @@ mod tests {
             for cut in 0..request.len() {
                 let bytes = [&kept[..], &response, &request[..cut]].concat();
                 let p = temp(&format!("orphan-{gzip}-{cut}"), &bytes);
-                cut_to_whole_records(&p, gzip).unwrap();
+                cut_to_accounted(&p, gzip, Accounted::Unknown).unwrap();
                 assert_eq!(
                     std::fs::read(&p).unwrap(),
                     kept,
                     "gzip {gzip}, cut at {cut}"
+                );
+                std::fs::remove_file(&p).unwrap();
+            }
+        }
+    }
+
+    /// The records name the exchanges of a file they account for: it is cut after the one
+    /// they name last, or to its warcinfo when they name none of it; a named end that is
+    /// not where whole records end leaves the file cut after its last whole record.
+    #[test]
+    fn a_file_is_cut_back_to_what_the_records_name() {
+        for gzip in [false, true] {
+            let pack = |r: Vec<u8>| if gzip { gz(&r) } else { r };
+            let info = pack(typed("warcinfo", "info"));
+            let one = [
+                pack(typed("response", "HTTP/1.1 200 OK\r\n\r\none")),
+                pack(typed("request", "GET /one HTTP/1.1\r\n\r\n")),
+            ]
+            .concat();
+            let two = [
+                pack(typed("response", "HTTP/1.1 200 OK\r\n\r\ntwo")),
+                pack(typed("request", "GET /two HTTP/1.1\r\n\r\n")),
+            ]
+            .concat();
+            let whole = [&info[..], &one, &two].concat();
+            let (offset, end) = (info.len() as u64, (info.len() + one.len()) as u64);
+            let cases = [
+                (
+                    Accounted::Through { offset, end },
+                    [&info[..], &one].concat(),
+                    None,
+                ),
+                (Accounted::Nothing, info.clone(), None),
+                (
+                    Accounted::Through {
+                        offset,
+                        end: end + 3,
+                    },
+                    whole.clone(),
+                    Some(end + 3),
+                ),
+                (
+                    Accounted::Through {
+                        offset: offset + 1,
+                        end,
+                    },
+                    whole.clone(),
+                    Some(end),
+                ),
+            ];
+            for (i, (accounted, kept, short_of)) in cases.into_iter().enumerate() {
+                let p = temp(&format!("named-{gzip}-{i}"), &whole);
+                let r = cut_to_accounted(&p, gzip, accounted).unwrap();
+                let cut = (whole.len() - kept.len()) as u64;
+                assert_eq!(r, Repaired { cut, short_of }, "gzip {gzip}, {accounted:?}");
+                assert_eq!(
+                    std::fs::read(&p).unwrap(),
+                    kept,
+                    "gzip {gzip}, {accounted:?}"
                 );
                 std::fs::remove_file(&p).unwrap();
             }
