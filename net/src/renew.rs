@@ -10,7 +10,7 @@
 //! last thing holding it goes, and a request in flight holds it, so renewing never cuts a
 //! request short. Each renewal costs the hosts in use one new connection each.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 /// An awc client, built when first asked for and again once it has been asked for
 /// more than `hosts` different authorities.
@@ -25,7 +25,7 @@ impl Renewing {
     pub fn new(hosts: usize) -> Self {
         Self {
             client: None,
-            seen: HashSet::new(),
+            seen: HashSet::default(),
             hosts: hosts.max(1),
         }
     }
