@@ -10,7 +10,7 @@ use exitcrawl::cookies::{CookieJar, Stored};
 
 use super::hop::{is_credential, Hop};
 use crate::messages::{AttemptFailure, FetchErrorKind};
-use crate::net::{build_client_reaching, host_of, ClientOptions, DnsCache, Reach, Renewing};
+use crate::net::{build_client_reaching, host_of, Addrs, ClientOptions, DnsCache, Reach, Renewing};
 
 /// An exit's awc clients, built when first needed: one that reaches any address when the
 /// private-address rule is lifted; otherwise one for public and one for private targets,
@@ -24,6 +24,12 @@ pub(super) struct Clients {
     any: RefCell<Renewing>,
     public: RefCell<Renewing>,
     private: RefCell<Renewing>,
+    /// The authority of the last hop decided whose host is an address literal, and whether
+    /// that address is private. A literal's answer never changes (the rule is fixed, and no
+    /// resolver is asked), so the next hop to the same authority reuses it instead of
+    /// taking the host out of the URL and parsing the address again, which [`Self::decide`]
+    /// would do for every request.
+    literal: RefCell<(String, bool)>,
 }
 
 impl Clients {
@@ -33,6 +39,7 @@ impl Clients {
             any: renewing(),
             public: renewing(),
             private: renewing(),
+            literal: RefCell::default(),
             opts,
             dns,
             rule,
@@ -65,9 +72,24 @@ impl Clients {
             hop.private = Some(false);
             return true;
         }
+        let authority = hop.uri.authority().map_or("", |a| a.as_str());
+        {
+            let (last, private) = &*self.literal.borrow();
+            if !last.is_empty() && last == authority {
+                hop.private = Some(*private);
+                return true;
+            }
+        }
         match self.dns.cached(host_of(&hop.uri).unwrap_or("")) {
             Some(addrs) => {
-                hop.private = Some(self.all_private(&addrs));
+                let private = self.all_private(&addrs);
+                if matches!(addrs, Addrs::Literal(_)) {
+                    let mut memo = self.literal.borrow_mut();
+                    memo.0.clear();
+                    memo.0.push_str(authority);
+                    memo.1 = private;
+                }
+                hop.private = Some(private);
                 true
             }
             None => false,
