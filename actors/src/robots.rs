@@ -33,8 +33,6 @@ use crate::messages::{
 /// The robots.txt cache of one crawler.
 pub(crate) struct RobotsGate {
     token: String,
-    /// Throttled answers a robots.txt fetch waits through: `crawler.max_retries`.
-    throttle_waits: u32,
     /// Redirects a fetch may take, each asked of robots.txt (`crawler.max_redirects`).
     max_redirects: u32,
     inner: Mutex<Inner>,
@@ -155,7 +153,6 @@ impl RobotsGate {
                 turns: HashMap::new(),
             }),
             token,
-            throttle_waits: s.crawler.max_retries,
             max_redirects: s.crawler.max_redirects,
         })
     }
@@ -336,11 +333,11 @@ impl RobotsGate {
         F: Fn(Fetch) -> Fut,
         Fut: std::future::Future<Output = Result<FetchResponse, FetchError>>,
     {
-        // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309 §2.3.1.3),
-        // not a page to wait for: throttles count like retries.
-        let fetch = Fetch::get(robots_url(url).to_string())
-            .throttle_waits(self.throttle_waits)
-            .first_bytes(MAX_ROBOTS_BYTES as u64);
+        // A throttled robots.txt waits for its host as a page does (a 429 means later):
+        // counted as a failure, it failed the origin's fetches while the site only asked
+        // for a pause. Only a host given up on (`give_up_after_ms` of nothing but
+        // throttles) leaves it unavailable.
+        let fetch = Fetch::get(robots_url(url).to_string()).first_bytes(MAX_ROBOTS_BYTES as u64);
         let result = send(fetch).await;
         let now = clock::now();
         let mut inner = self.lock();
@@ -352,6 +349,11 @@ impl RobotsGate {
                 (r.status == 429 || r.status >= 500).then(|| format!("it answered {}", r.status))
             }
             Err(e) if e.kind == FetchErrorKind::Shutdown => return true,
+            Err(e) if e.kind == FetchErrorKind::ThrottledOut => {
+                // The site answered, with throttles only: unavailable, not unreachable.
+                cache.on_fetched(origin, 429, b"", now);
+                Some(format!("{}: {}", e.kind.as_str(), e.message))
+            }
             Err(e) => {
                 cache.on_network_error(origin, now);
                 Some(format!("{}: {}", e.kind.as_str(), e.message))

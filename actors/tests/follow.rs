@@ -363,6 +363,52 @@ async fn unreachable_robots_txt_is_retried_then_the_host_skipped() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A robots.txt the site throttles is waited for, as a throttled page is (a 429 means
+/// later), however many throttles that takes: four 429s, against no retries and a give-up
+/// after three robots.txt failures, then the rules. Both seeds are fetched.
+#[actix_rt::test]
+async fn a_throttled_robots_txt_is_waited_for_not_given_up_on() {
+    let log: Log = Arc::default();
+    let l = Arc::clone(&log);
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_, pq: &str| {
+            let mut log = l.lock().unwrap();
+            let throttled = pq == "/robots.txt" && log.len() < 4;
+            log.push((String::new(), pq.to_owned(), Instant::now()));
+            Some(if throttled {
+                Page {
+                    status: 429,
+                    content_type: "text/plain",
+                    body: "slow down".into(),
+                    location: None,
+                }
+            } else if pq == "/robots.txt" {
+                Page::text("User-agent: *\nDisallow: /private/\n")
+            } else {
+                Page::html("<p>page</p>")
+            })
+        })),
+        ..SiteConfig::default()
+    });
+    let (s, opts) = robots_retried_quickly();
+    let h = Crawler::start(s).expect("start");
+    let mut records = Vec::new();
+    crawl(
+        &h,
+        vec![site.url("/a"), site.url("/b")],
+        opts.clone(),
+        |r, _| records.push(r),
+    )
+    .await
+    .unwrap();
+    let paths: Vec<String> = log.lock().unwrap().iter().map(|x| x.1.clone()).collect();
+    assert_eq!(&paths[..5], ["/robots.txt"; 5], "{paths:?}");
+    assert_eq!(paths.len(), 7, "{paths:?}");
+    assert_eq!(records.len(), 2);
+    assert!(records.iter().all(|r| r.status == Some(200)), "{records:?}");
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
 #[actix_rt::test]
 async fn a_redirect_is_a_record_and_its_target_a_page_of_its_own() {
     // `/start` redirects into `/dir/`; its page links relatively and back to itself.

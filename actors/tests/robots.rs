@@ -109,6 +109,67 @@ async fn a_404_robots_txt_allows_everything() {
     assert_eq!(paths(&site), ["/robots.txt", "/private/x", "/p/1"]);
 }
 
+/// A robots.txt the site throttles is waited for, as a throttled page is (a 429 means
+/// later): three 429s, more than `max_retries` (1), then the rules. The fetch that asked
+/// is sent under them, and so is the next.
+#[actix_rt::test]
+async fn a_throttled_robots_txt_is_waited_for() {
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let n = std::sync::Arc::clone(&asked);
+    let pages = Pages::new(move |_host: &str, pq: &str| {
+        if pq == "/robots.txt" {
+            let mut p = Page::text(RULES);
+            if n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 3 {
+                p.status = 429;
+            }
+            return Some(p);
+        }
+        Some(Page::html("<p>page</p>"))
+    });
+    let site = paused_site(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings()).expect("start");
+    assert_eq!(fetch(&h, &site, "/p/1").await, Ok(200));
+    assert_eq!(
+        fetch(&h, &site, "/private/x").await,
+        Err(FetchErrorKind::Robots)
+    );
+    assert_eq!(
+        paths(&site),
+        [
+            "/robots.txt",
+            "/robots.txt",
+            "/robots.txt",
+            "/robots.txt",
+            "/p/1"
+        ]
+    );
+}
+
+/// A robots.txt throttled for as long as the crawler waits for a host
+/// (`give_up_after_ms`) is unavailable: the site answered, so its fetches end `robots`
+/// (not the network's error), and none is sent.
+#[actix_rt::test]
+async fn a_robots_txt_throttled_past_the_give_up_disallows_the_site() {
+    let site = site(429, "slow down");
+    let mut s = settings();
+    s.crawler.give_up_after_ms = 1_000;
+    let h = Crawler::start(s).expect("start");
+    let e = h
+        .fetch(Fetch::get(site.url("/p/1")))
+        .await
+        .expect_err("robots.txt unavailable");
+    assert_eq!(e.kind, FetchErrorKind::Robots, "{e}");
+    assert!(e.message.contains("throttled_out"), "{e}");
+    assert!(
+        paths(&site).iter().all(|p| p == "/robots.txt"),
+        "{:?}",
+        paths(&site)
+    );
+}
+
 #[actix_rt::test]
 async fn a_500_robots_txt_disallows_the_site() {
     let site = site(500, "oops");

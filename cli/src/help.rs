@@ -42,8 +42,10 @@ ROBOTS.TXT:
     Obeyed in every mode unless [crawl] robots = false or --ignore-robots: fetched once \
     per site through the same exits, cached ([crawl] robots_ttl_ms); a disallowed URL gets \
     a record with skipped \"robots\" and is never fetched; Crawl-delay makes the site serial \
-    and spaced. A robots.txt answered 5xx or 429 disallows the site until a retry a \
-    minute later (error \"robots_unavailable: ...\"); one that gets no answer (closed \
+    and spaced. A throttled robots.txt (429, 503) is waited for, as a throttled page is; \
+    one answered 5xx, or throttled past [crawler] give_up_after_ms, disallows the site \
+    until a retry a minute later (error \"robots_unavailable: ...\", fetched again by \
+    --resume); one that gets no answer (closed \
     port, refused, TLS to a plain port) makes each URL's record that error.
 
 STOPPING:

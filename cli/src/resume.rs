@@ -10,7 +10,7 @@ use exitcrawl_actors::follow::PendingLink;
 use exitcrawl_actors::FetchErrorKind;
 use serde::Deserialize;
 
-use super::record::{DUPLICATE, INTERRUPTED};
+use super::record::{DUPLICATE, INTERRUPTED, ROBOTS};
 use super::warc_series::NamedEnds;
 
 /// The fields of an earlier record that `--resume` and `--dedupe` need (the last three:
@@ -167,6 +167,9 @@ pub struct ResumeState {
     pub interrupted: u64,
     /// URLs whose last record failed on this side and sent nothing: fetched again.
     pub sent_nowhere: u64,
+    /// URLs whose last record skipped them for a robots.txt the site could not serve
+    /// then (see [`SeenRecord::robots_unavailable`]): fetched again.
+    pub robots_unavailable: u64,
     /// Lines that were not a record (left in place, ignored).
     pub unreadable: u64,
     /// The first of them: where (`line N column M`, from 1) and why it is not a record.
@@ -183,6 +186,10 @@ pub struct ResumeState {
     /// With `--warc`: per WARC file the records name, the exchange they name last there.
     pub warc_ends: NamedEnds,
 }
+
+/// How a record's `error` starts when its site's robots.txt was unavailable
+/// ([`exitcrawl::discover::crawl::ROBOTS_UNAVAILABLE`]'s kind).
+const ROBOTS_UNAVAILABLE_KIND: &str = "robots_unavailable:";
 
 /// Failures on this side that end a fetch before anything reaches a site: no exit in
 /// service, a local connect failure (out of descriptors), the exits' proxies refusing, no
@@ -220,11 +227,22 @@ impl SeenRecord {
         self.error.as_deref() == Some(INTERRUPTED)
     }
 
+    /// A record that skipped its URL, unsent, because the site's robots.txt was
+    /// unavailable then (5xx, or throttled past `give_up_after_ms`): not the site's rule
+    /// for the URL, only a "later", as a throttle is.
+    pub fn robots_unavailable(&self) -> bool {
+        self.skipped.as_deref() == Some(ROBOTS)
+            && self
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(ROBOTS_UNAVAILABLE_KIND))
+    }
+
     /// A record that leaves its URL to be fetched again by `--resume`: the Ctrl-C stopped
-    /// its fetch, or it failed on this side before anything was sent. Either way the
-    /// URL never had its answer, through no doing of its site.
+    /// its fetch, it failed on this side before anything was sent, or its site's
+    /// robots.txt was unavailable. Either way the URL never had its answer.
     pub fn fetch_again(&self) -> bool {
-        self.is_interrupted() || self.sent_nowhere
+        self.is_interrupted() || self.sent_nowhere || self.robots_unavailable()
     }
 
     /// Which of a URL's records counts, lowest first: a duplicate's (it only points at
@@ -316,6 +334,7 @@ impl ResumeState {
             self.pages += 1;
         }
         let (interrupted_now, sent_nowhere_now) = (r.is_interrupted(), r.sent_nowhere);
+        let robots_now = r.robots_unavailable();
         for link in r.links {
             if link.contains("***") {
                 self.masked_links += 1;
@@ -330,12 +349,16 @@ impl ResumeState {
         }
         again.interrupted.remove(&r.url);
         again.sent_nowhere.remove(&r.url);
+        again.robots_unavailable.remove(&r.url);
         if interrupted_now {
             self.done.remove(&r.url);
             again.interrupted.insert(r.url);
         } else if sent_nowhere_now {
             self.done.remove(&r.url);
             again.sent_nowhere.insert(r.url);
+        } else if robots_now {
+            self.done.remove(&r.url);
+            again.robots_unavailable.insert(r.url);
         } else {
             self.done.insert(r.url);
         }
@@ -347,6 +370,7 @@ impl ResumeState {
 struct Again {
     interrupted: HashSet<String>,
     sent_nowhere: HashSet<String>,
+    robots_unavailable: HashSet<String>,
 }
 
 /// Read the existing `--out` (absent = nothing done yet). The last record of a URL
@@ -401,6 +425,7 @@ pub fn read_records(input: impl BufRead) -> io::Result<(ResumeState, u64)> {
     state.truncated = visited.truncated;
     state.interrupted = again.interrupted.len() as u64;
     state.sent_nowhere = again.sent_nowhere.len() as u64;
+    state.robots_unavailable = again.robots_unavailable.len() as u64;
     Ok((state, visited.complete_len))
 }
 
@@ -473,6 +498,19 @@ mod tests {
             rank(br#"{"url":"u","error":"interrupted"}"#)
         );
         assert_eq!(rank(lines[1]), rank(lines[3]), "it was sent: final");
+    }
+
+    #[test]
+    fn a_url_an_unavailable_robots_txt_skipped_is_fetched_again_a_disallowed_one_is_not() {
+        let input = br#"{"url":"http://a.test/0","status":null,"skipped":"robots","error":"robots_unavailable: robots.txt could not be fetched (it answered 500)"}
+{"url":"http://a.test/1","status":null,"skipped":"robots","error":null}
+{"url":"http://a.test/2","status":null,"skipped":null,"error":"robots_unavailable: not a skip"}
+"#;
+        let (state, _) = read_records(&input[..]).unwrap();
+        assert_eq!(state.robots_unavailable, 1);
+        let mut done: Vec<_> = state.done.into_iter().collect();
+        done.sort();
+        assert_eq!(done, ["http://a.test/1", "http://a.test/2"]);
     }
 
     #[test]

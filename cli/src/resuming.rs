@@ -64,10 +64,16 @@ pub fn prepare_resume(args: &RunArgs, follow: bool) -> Result<Resuming, Failure>
             path.display()
         ));
     }
-    let nowhere = match state.sent_nowhere {
+    let mut nowhere = match state.sent_nowhere {
         0 => String::new(),
         n => format!(", {n} sent nowhere (no exit in service, a local failure)"),
     };
+    if state.robots_unavailable > 0 {
+        nowhere += &format!(
+            ", {} skipped for an unavailable robots.txt",
+            state.robots_unavailable
+        );
+    }
     let said = Some(format!(
         "--resume: {} records, {} URLs done, {} interrupted{nowhere} to fetch again",
         state.records,

@@ -9,9 +9,13 @@
 //!   if the site sets one); disallowed → skip;
 //! - unknown: the first URL of the origin fetches it (4xx → allow all, 2xx → parse); the
 //!   origin's other URLs wait for that one fetch;
-//! - the site answered robots.txt with 5xx or 429: the site is disallowed until the
-//!   cache's retry time (1 min, doubling to 1 h) and its URLs are skipped meanwhile with
-//!   `error: "robots_unavailable: …"`, so no URL waits more than one robots.txt fetch;
+//! - the site throttles robots.txt (429, 503): the fetch waits for the host, as a page's
+//!   does, and the origin's URLs wait for it;
+//! - the site answered robots.txt with 5xx (after the retries), or throttled it past
+//!   `give_up_after_ms`: the site is disallowed until the cache's retry time (1 min,
+//!   doubling to 1 h) and its URLs are skipped meanwhile with
+//!   `error: "robots_unavailable: …"` (records `--resume` fetches again), so no URL waits
+//!   more than one robots.txt fetch;
 //! - robots.txt got no answer (a closed port, a refused connection, TLS to a plain port,
 //!   a timeout): the same wait, but that is the network's fault, not the site's rule, so
 //!   each URL's record is that error (`connect_refused: …`), not a robots skip.
@@ -202,13 +206,13 @@ impl RobotsGate {
             origin,
             notify,
         };
-        // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309 §2.3.1.3),
-        // not a page to wait for: throttles count like retries.
-        let waits = handle.settings().crawler.max_retries;
+        // A throttled robots.txt waits for its host as a page does (a 429 means later):
+        // counted as a failure, it skipped the origin's URLs while the site only asked
+        // for a pause. Only a host given up on (`give_up_after_ms` of nothing but
+        // throttles) leaves it unavailable.
         let result = handle
             .fetch(
                 Fetch::get(robots.to_string())
-                    .throttle_waits(waits)
                     .first_bytes(exitcrawl::discover::robots::MAX_ROBOTS_BYTES as u64),
             )
             .await;
@@ -229,6 +233,11 @@ impl RobotsGate {
             Err(e) if e.kind == FetchErrorKind::Shutdown => {
                 self.stop();
                 None
+            }
+            Err(e) if e.kind == FetchErrorKind::ThrottledOut => {
+                // The site answered, with throttles only: unavailable, not unreachable.
+                cache.on_fetched(origin, 429, b"", now);
+                Some((format!("{}: {}", e.kind.as_str(), e.message), None))
             }
             Err(e) => {
                 cache.on_network_error(origin, now);

@@ -1,7 +1,7 @@
 //! robots.txt in the URL-list and frontier modes of the `exitcrawl` binary, checked at the
 //! sites: no disallowed path requested, robots.txt fetched once per origin, Crawl-delay
-//! spacing between arrivals, an unavailable robots.txt skipping its site's URLs, every
-//! URL with exactly one record.
+//! spacing between arrivals, an unavailable robots.txt skipping its site's URLs, a
+//! throttled one waited for, every URL with exactly one record.
 
 mod cli_support;
 // The actors crate's test helpers, for their `RedisServer`.
@@ -40,12 +40,12 @@ fn polite_site(log: Log) -> TestSite {
     })
 }
 
-/// A site whose robots.txt answers 503.
+/// A site whose robots.txt answers 500 (an error, not a throttle).
 fn broken_robots_site() -> TestSite {
     let pages = Pages::new(|_: &str, pq: &str| {
         Some(if pq == "/robots.txt" {
             Page {
-                status: 503,
+                status: 500,
                 content_type: "text/plain",
                 body: "down".into(),
                 location: None,
@@ -118,7 +118,7 @@ fn list_mode_obeys_robots_crawl_delay_and_skips_sites_without_robots() {
             assert_eq!(r["skipped"], "robots", "{r}");
             let e = r["error"].as_str().unwrap();
             assert!(
-                e.starts_with("robots_unavailable") && e.contains("503"),
+                e.starts_with("robots_unavailable") && e.contains("500"),
                 "{e}"
             );
         } else if u.starts_with("http") {
@@ -142,7 +142,7 @@ fn list_mode_obeys_robots_crawl_delay_and_skips_sites_without_robots() {
             w[1].0
         );
     }
-    // robots.txt answering 503 (retried once): nothing else was fetched from that site.
+    // robots.txt answering 500 (retried once): nothing else was fetched from that site.
     let asked: Vec<String> = broken.requests().into_iter().map(|r| r.path).collect();
     assert!(asked.iter().all(|p| p == "/robots.txt"), "{asked:?}");
 
@@ -363,4 +363,129 @@ fn robots_txt_with_no_answer_is_the_urls_error_not_a_robots_skip() {
     let sum = json(&sum);
     assert_eq!(sum["skipped_robots"], 0, "{sum}");
     assert_eq!(sum["failed"], 2, "{sum}");
+}
+
+/// A robots.txt the site throttles is waited for, as a throttled page is: a 429 means
+/// later. Three 429s (more than `max_retries`, 1 here), then robots.txt disallowing
+/// `/private/`: the allowed URLs are fetched, the disallowed one skipped.
+#[test]
+fn a_throttled_robots_txt_is_waited_for_not_taken_as_unavailable() {
+    let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let n = Arc::clone(&asked);
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_: &str, pq: &str| {
+            Some(match pq {
+                "/robots.txt" if n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 3 => Page {
+                    status: 429,
+                    content_type: "text/plain",
+                    body: "slow down".into(),
+                    location: None,
+                },
+                "/robots.txt" => Page::text("User-agent: *\nDisallow: /private/\n"),
+                _ => Page::html(format!("<p>{pq}</p>")),
+            })
+        })),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("robots-throttled");
+    let cfg = dir.file("c.toml", &config(""));
+    let mut urls: Vec<String> = (0..5).map(|i| site.url(&format!("/p/{i}"))).collect();
+    urls.push(site.url("/private/x"));
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let (o, out, _) = run_list(&dir, &cfg, &list, &["--quiet"]);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), urls.len(), "{recs:?}");
+    for r in &recs {
+        if r["url"].as_str().unwrap().contains("/private/") {
+            assert_eq!(r["skipped"], "robots", "{r}");
+            assert!(r["error"].is_null(), "disallowed, not unavailable: {r}");
+        } else {
+            assert_eq!(r["status"], 200, "{r}");
+        }
+    }
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        paths.iter().filter(|p| *p == "/robots.txt").count(),
+        4,
+        "{paths:?}"
+    );
+    assert!(
+        !paths.iter().any(|p| p.starts_with("/private/")),
+        "{paths:?}"
+    );
+}
+
+/// A URL skipped because its site could not serve robots.txt then (a 500) was never sent
+/// and is not the site's rule for it: `--resume` fetches it again once robots.txt is
+/// back, and the compacted `--out` keeps that answer as the URL's one record.
+#[test]
+fn resume_fetches_again_what_an_unavailable_robots_txt_skipped() {
+    let back = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let up = Arc::clone(&back);
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_: &str, pq: &str| {
+            Some(match pq {
+                "/robots.txt" if !up.load(std::sync::atomic::Ordering::SeqCst) => Page {
+                    status: 500,
+                    content_type: "text/plain",
+                    body: "down".into(),
+                    location: None,
+                },
+                "/robots.txt" => Page::text("User-agent: *\nDisallow: /private/\n"),
+                _ => Page::html(format!("<p>{pq}</p>")),
+            })
+        })),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("robots-resume");
+    let cfg = dir.file("c.toml", &config(""));
+    let mut urls: Vec<String> = (0..3).map(|i| site.url(&format!("/p/{i}"))).collect();
+    urls.push(site.url("/private/x"));
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let out = dir.path("o.jsonl");
+    let args = [
+        "--config",
+        s(&cfg),
+        "--urls",
+        s(&list),
+        "--out",
+        s(&out),
+        "--quiet",
+    ];
+    assert_ok(&run(&args));
+    let first = records(&out);
+    assert_eq!(first.len(), urls.len(), "{first:?}");
+    assert!(
+        first.iter().all(|r| r["skipped"] == "robots"
+            && r["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("robots_unavailable"))),
+        "{first:?}"
+    );
+    back.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let o = run(&resume);
+    assert_ok(&o);
+    let recs = records(&out);
+    assert_eq!(recs.len(), urls.len(), "one record per URL: {recs:?}");
+    for r in &recs {
+        if r["url"].as_str().unwrap().contains("/private/") {
+            assert_eq!(r["skipped"], "robots", "{r}");
+            assert!(r["error"].is_null(), "disallowed now: {r}");
+        } else {
+            assert_eq!(r["status"], 200, "{r}");
+        }
+    }
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        paths.iter().filter(|p| p.starts_with("/p/")).count(),
+        3,
+        "{paths:?}"
+    );
+    assert!(
+        !paths.iter().any(|p| p.starts_with("/private/")),
+        "{paths:?}"
+    );
 }

@@ -65,7 +65,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::{CrawlSettings, Settings};
-use exitcrawl::discover::crawl::{Action, Crawl, Next, Notice, Request};
+use exitcrawl::discover::crawl::{Action, Answer, Crawl, Next, Notice, Request};
 use exitcrawl::discover::RobotsPolicy;
 use exitcrawl::redact::Masked;
 use futures_util::future::{select, Either, FutureExt, LocalBoxFuture};
@@ -307,12 +307,11 @@ impl<'h> Driver<'h> {
                 url,
                 from_public,
             } => {
-                // A robots.txt that keeps answering 429/503 is unavailable (RFC 9309
-                // §2.3.1.3), not a page to wait for: throttles count like retries.
-                // Its first 500 KiB are read (RFC 9309 §2.5), however long it is.
+                // A throttled robots.txt waits for its host as a page does (a 429 means
+                // later); only a host given up on leaves it unavailable. Its first
+                // 500 KiB are read (RFC 9309 §2.5), however long it is.
                 let fetch = Fetch::get(url.to_string())
                     .found_on_public(from_public)
-                    .throttle_waits(handle.settings().crawler.max_retries)
                     .first_bytes(exitcrawl::discover::robots::MAX_ROBOTS_BYTES as u64);
                 async move {
                     Done::Robots {
@@ -348,7 +347,20 @@ impl<'h> Driver<'h> {
                 result,
             } => {
                 let now = crate::clock::now();
-                let actions = self.crawl.on_robots(&origin, &host, outcome(&result), now);
+                let answer = match &result {
+                    // The site answered, with throttles only: unavailable, not unreachable.
+                    Err(e) if e.kind == FetchErrorKind::ThrottledOut => Ok(Answer {
+                        status: 429,
+                        attempts: e.attempts,
+                        body: &[],
+                        final_url: None,
+                        location: None,
+                        html: false,
+                        from_public: true,
+                    }),
+                    _ => outcome(&result),
+                };
+                let actions = self.crawl.on_robots(&origin, &host, answer, now);
                 let why = result.as_ref().err().map(|e| e.message.as_str());
                 for a in actions {
                     self.act(a, why, on_record);
