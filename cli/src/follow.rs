@@ -23,7 +23,7 @@ use super::list::FLUSH_EVERY;
 use super::output::{flush, write_line, SharedOut};
 use super::record::{mask_text, Counted, Totals};
 use super::signals::Stop;
-use super::source::Lines;
+use super::source::{Line, Lines};
 use super::term::say;
 
 /// One line of `--out` with `--follow`: the crawl's record and the answer's fields.
@@ -133,14 +133,35 @@ pub async fn follow_crawl(
     writer: &FollowWriter<'_>,
 ) -> Result<(Ended, Option<FollowTotals>), String> {
     let mut seeds = Vec::new();
-    while let Some(line) = urls.recv().await {
+    let mut too_long = Vec::new();
+    loop {
+        // A stop while the seeds are read (a pipe left open) ends the run as it would
+        // the crawl: nothing was fetched yet.
+        let line = match select(pin!(urls.recv()), pin!(stop.recv())).await {
+            Either::Left((Some(line), _)) => line,
+            Either::Left((None, _)) => break,
+            Either::Right(_) => {
+                say("interrupted while reading the seeds: nothing was fetched");
+                return Ok((Ended::Interrupted, Some(FollowTotals::default())));
+            }
+        };
         match line {
+            // The kept start of a line too long to be a URL is no seed: normalised, it
+            // could be a shorter URL nobody listed.
+            Ok(Line::TooLong(start, bytes)) => too_long.push((start, bytes)),
             Ok(line) => seeds.push(line.into_url()),
             Err(e) => return Err(format!("reading seeds: {e}")),
         }
     }
-    writer.totals.read.set(seeds.len() as u64);
-    writer.totals.found.set(seeds.len() as u64);
+    let read = (seeds.len() + too_long.len()) as u64;
+    writer.totals.read.set(read);
+    writer.totals.found.set(read);
+    for (start, bytes) in too_long {
+        let error = Line::too_long_message(bytes);
+        writer
+            .write(FollowRecord::unsent_seed(start, error), None)
+            .await?;
+    }
     let mut opts = FollowOptions::from_settings(handle.settings());
     opts.sitemaps = sitemaps;
     // An interrupted crawl's future is dropped: its summary takes the figures so far.

@@ -535,3 +535,95 @@ fn a_write_error_ends_a_follow_crawl_at_once_and_keeps_the_records_written() {
         );
     }
 }
+
+/// A seed line longer than the reader keeps (16 KiB) is no seed: its kept start, whose
+/// escapes normalise to a shorter URL nobody listed, is not fetched, and its record says
+/// how long the line was.
+#[test]
+fn a_seed_line_too_long_to_be_a_url_is_recorded_with_its_length_never_fetched() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("follow-long-seed");
+    let config = dir.file("crawl.toml", &crawl_config(NO_ROBOTS));
+    let long = site.url(&format!("/p?q={}", "%41".repeat(6_000)));
+    let seeds = dir.file("seeds.txt", &format!("{long}\n{}\n", site.url("/ok")));
+    let out = dir.path("out.jsonl");
+    let o = crawl(&[
+        "--config",
+        s(&config),
+        "--urls",
+        s(&seeds),
+        "--out",
+        s(&out),
+        "--follow",
+        "--depth",
+        "0",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let recs = records(&out);
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    let refused: Vec<&Value> = recs.iter().filter(|r| r["status"].is_null()).collect();
+    assert_eq!(refused.len(), 1, "{recs:?}");
+    let e = refused[0]["error"].as_str().unwrap_or_default();
+    assert_eq!(
+        e,
+        format!(
+            "invalid_url: URL is {} bytes long; at most 8192 are accepted",
+            long.len()
+        )
+    );
+    let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/ok"], "only the listed seed that is a URL");
+}
+
+/// A stop signal while `--follow` still reads its seeds (a pipe left open) ends the run,
+/// as it would the crawl: exit 130, nothing fetched.
+#[test]
+fn a_stop_while_the_seeds_are_read_ends_the_run() {
+    use std::io::{BufRead, Write};
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("follow-stop-seeds");
+    let config = dir.file("crawl.toml", &crawl_config(NO_ROBOTS));
+    let out = dir.path("out.jsonl");
+    let mut child = crawl_cmd(&[
+        "--config",
+        s(&config),
+        "--urls",
+        "-",
+        "--out",
+        s(&out),
+        "--follow",
+    ])
+    .env("RUST_LOG", "info")
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("spawn crawl");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Signals are watched from before this line on.
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let started = std::iter::from_fn(|| {
+        rx.recv_timeout(until.saturating_duration_since(std::time::Instant::now()))
+            .ok()
+    })
+    .any(|l| l.contains("crawl started"));
+    if !started {
+        let _ = child.kill();
+        panic!("no start line within 30 s");
+    }
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", site.url("/seed")).expect("write a seed");
+    stdin.flush().expect("flush");
+    signal(&child, "-TERM");
+    let o = wait_bounded(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130));
+    drop(stdin);
+    assert!(site.requests().is_empty(), "{:?}", site.requests());
+}

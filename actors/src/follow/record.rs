@@ -87,13 +87,19 @@ impl FollowRecord {
 
     /// A seed that is no http(s) URL.
     pub(super) fn invalid_seed(url: String, error: String) -> FollowRecord {
+        FollowRecord::unsent_seed(url, format!("invalid_url: {error}"))
+    }
+
+    /// A seed the program could not hand to the crawl (a line longer than any URL, whose
+    /// kept start is `url`): `error` is the record's error, as written.
+    pub fn unsent_seed(url: String, error: String) -> FollowRecord {
         let entry = Entry {
             url: Url::parse("http://invalid.invalid/").expect("a valid URL"),
             depth: 0,
             parent: None,
             from_public: false,
         };
-        FollowRecord::unfetched(url, &entry, Some(format!("invalid_url: {error}")))
+        FollowRecord::unfetched(url, &entry, Some(error))
     }
 
     fn unfetched(url: String, entry: &Entry, error: Option<String>) -> FollowRecord {
