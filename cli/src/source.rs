@@ -554,7 +554,9 @@ fn feed_lines(
                 };
                 stats.lines.fetch_add(1, Ordering::Relaxed);
                 let line = match (line, seen.as_mut()) {
-                    (Line::Url(url), _)
+                    // A line too long to be a URL is recorded by its kept start: once
+                    // recorded, it is done as a URL is.
+                    (Line::Url(url) | Line::TooLong(url, _), _)
                         if !opts.skip.is_empty() && opts.skip.contains(&mask_url(&url)) =>
                     {
                         stats.skipped.fetch_add(1, Ordering::Relaxed);

@@ -325,3 +325,40 @@ fn summary_figures_add_up_to_total_with_every_kind_of_record_and_after_resume() 
     assert_eq!(sum["failed"], 2, "{sum}");
     assert_eq!(sum["invalid"], 2, "{sum}");
 }
+
+/// A line too long to be a URL has its one record after the first run: `--resume` skips
+/// it with the URLs done, rather than record it again (a run stopped before its
+/// compaction would have left two records for it).
+#[test]
+fn resume_skips_a_line_too_long_to_be_a_url_as_done() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("resume-long");
+    let config = dir.file("crawl.toml", CONFIG);
+    let long = site.url(&format!("/l?q={}", "a".repeat(20_000)));
+    let list = format!("{}\n{long}\n{}\n", site.url("/a"), site.url("/b"));
+    let urls = dir.file("urls.txt", &list);
+    let out = dir.path("out.jsonl");
+    let summary = dir.path("summary.json");
+    let args = [
+        "--config",
+        s(&config),
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--quiet",
+    ];
+    let o = wait_bounded(spawn(&args), Duration::from_secs(60));
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    assert_eq!(records(&out).len(), 3);
+    let mut again = args.to_vec();
+    again.push("--resume");
+    let o = wait_bounded(spawn(&again), Duration::from_secs(60));
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let sum = json(&summary);
+    assert_eq!(sum["skipped"], 3, "every line was done: {sum}");
+    assert_eq!(records(&out).len(), 3);
+    assert_eq!(site.requests().len(), 2, "{:?}", site.requests());
+}
