@@ -364,19 +364,4 @@ impl Crawl {
         }
         new
     }
-
-    /// Whether a link an earlier run found on `parent` counts as found on a public page.
-    /// The earlier run's answers are gone: only a parent whose host is an address literal
-    /// (or `localhost`) that is private counts as private.
-    pub(super) fn resumed_from_public(&self, parent: Option<&Url>) -> bool {
-        let Some(host) = parent.and_then(Url::host) else {
-            return false;
-        };
-        let private = match host {
-            url::Host::Ipv4(ip) => self.addresses.is_private(ip.into()),
-            url::Host::Ipv6(ip) => self.addresses.is_private(ip.into()),
-            url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
-        };
-        self.addresses.enforced() && !private
-    }
 }

@@ -35,12 +35,14 @@
 //!   links at depth 0 and keep their `<lastmod>` for their record.
 //! - **Resume**: URLs an earlier run has records for count as seen (also by their masked
 //!   form, which is all a record keeps of a secret-looking query value), its pages count
-//!   against the budget, its pending links join after the seeds.
+//!   against the budget, its pending links join after the seeds; with sitemaps from
+//!   robots.txt, the robots.txt of each origin it has records of is read again.
 //!
 //! Records and log lines stay with the driver; this module says which to make
 //! ([`Action`], [`Notice`]).
 
 mod events;
+mod resume;
 mod totals;
 
 #[cfg(test)]
@@ -56,7 +58,6 @@ use crate::config::CrawlSettings;
 use crate::discover::robots::{origin_key, robots_url};
 use crate::discover::{
     host_key, normalize, Entry, Frontier, Pop, RobotsCache, RobotsState, Scope, Seen, Sitemaps,
-    Verdict,
 };
 use crate::redact::mask_url;
 
@@ -255,11 +256,12 @@ pub struct Crawl {
     lastmods: HashMap<String, String>,
     /// The private-address rule: which resumed links count as found on a public page.
     addresses: AddressRule,
-    /// Seeds an earlier run fetched, whose robots.txt is asked for its `Sitemap:` lines
-    /// (`[crawl] sitemaps`): no page of their origin may be handed out again to ask for
-    /// it, and the URLs only those sitemaps list, not yet fetched, would be lost to the
-    /// resumed crawl.
-    sitemap_robots: Vec<Url>,
+    /// A URL of each origin an earlier run's records show pages of and none of whose
+    /// pages waits, with whether it was reached from a public page: its robots.txt is
+    /// asked for its `Sitemap:` lines (`[crawl] sitemaps`). No page of the origin is
+    /// handed out again to ask for it, and the URLs only those sitemaps list, not yet
+    /// fetched, would be lost to the resumed crawl (see [`resume`]).
+    sitemap_robots: Vec<(Url, bool)>,
     /// The URLs an earlier run's records show with masked values (`***`), normalised:
     /// records keep URLs as [`mask_url`] gives them, so a URL whose masked form is here
     /// was fetched, whatever its real values.
@@ -375,15 +377,7 @@ impl Crawl {
         resume: Resume,
     ) -> Vec<Action> {
         let mut out = Vec::new();
-        for u in &resume.done {
-            if let Ok(u) = normalize(u) {
-                self.seen.insert(&u);
-                self.totals.resumed += 1;
-                if u.as_str().contains("***") {
-                    self.masked_done.insert(u.into());
-                }
-            }
-        }
+        let mut origins = self.resume_done(&resume.done);
         // A spent budget shows at the first hand-out, as in a run that spends it.
         for _ in 0..resume.pages {
             self.scope.take_page();
@@ -392,14 +386,13 @@ impl Crawl {
             match normalize(&s) {
                 Ok(u) => {
                     self.add_seed_host(&u);
+                    origins.trust(&u);
                     if self.see(&u) {
                         self.totals.discovered += 1;
+                        origins.queue(&u);
                         self.frontier.push(u, 0, None);
                     } else {
                         self.totals.deduped += 1;
-                        if self.robots_sitemaps && self.obey_robots {
-                            self.sitemap_robots.push(u);
-                        }
                     }
                 }
                 Err(e) => {
@@ -423,67 +416,14 @@ impl Crawl {
             }
         }
         for link in resume.pending {
-            self.resume_link(link);
+            self.resume_link(link, &mut origins);
         }
+        self.ask_sitemap_robots(origins);
         out
-    }
-
-    /// The robots.txt of a seed an earlier run fetched (see [`Crawl::sitemap_robots`]),
-    /// unless its origin's is known or on its way.
-    fn robots_for_sitemaps(&mut self, seed: &Url, now: Instant) -> Option<Action> {
-        let origin = origin_key(seed);
-        if self.robots_in_flight.contains_key(&origin)
-            || !matches!(self.robots.lookup(&origin, now), RobotsState::Fetch)
-        {
-            return None;
-        }
-        self.robots_in_flight.insert(origin.clone(), false);
-        self.totals.robots_fetches += 1;
-        self.in_flight += 1;
-        Some(Action::Fetch(Request::Robots {
-            origin,
-            host: host_key(seed).to_owned(),
-            url: robots_url(seed),
-            from_public: false,
-        }))
     }
 
     fn add_seed_host(&mut self, u: &Url) {
         self.scope = std::mem::take(&mut self.scope).seed(u);
-    }
-
-    /// A link an earlier run queued, back into the frontier unless done or out of scope.
-    fn resume_link(&mut self, link: PendingLink) {
-        let Ok(u) = normalize(&link.url) else {
-            return;
-        };
-        if link.redirect && link.depth == 0 {
-            self.add_seed_host(&u);
-        }
-        // Seeds define the scope, so a link that was in scope then is checked again.
-        if self.scope.check(&u, link.depth) != Verdict::In || !self.see(&u) {
-            return;
-        }
-        if self.budget_spent {
-            self.totals.skipped_budget += 1;
-            return;
-        }
-        let parent = link.parent.as_deref().and_then(|p| normalize(p).ok());
-        let from_public = self.resumed_from_public(parent.as_ref());
-        if link.redirect {
-            // Its chain goes on: bounded, and in scope with its seed, as it would have.
-            let chained = Redirected {
-                hops: 1,
-                from_seed: link.depth == 0,
-            };
-            self.redirected.insert(u.clone(), chained);
-        }
-        self.frontier.push_entry(Entry {
-            url: u,
-            depth: link.depth,
-            parent,
-            from_public,
-        });
     }
 
     /// `u` into the seen-set: `false` when it was there already, or an earlier run's
@@ -505,8 +445,8 @@ impl Crawl {
     /// wait, or that the crawl is over.
     pub fn next(&mut self, now: Instant) -> Next {
         while self.in_flight < self.concurrency && !self.budget_spent {
-            if let Some(seed) = self.sitemap_robots.pop() {
-                if let Some(a) = self.robots_for_sitemaps(&seed, now) {
+            if let Some((url, from_public)) = self.sitemap_robots.pop() {
+                if let Some(a) = self.robots_for_sitemaps(&url, from_public, now) {
                     return Next::Act(a);
                 }
                 continue;
