@@ -99,6 +99,9 @@ pub struct ServerHints {
     pub limit: Option<u64>,
     /// Length of the policy's window.
     pub window: Option<Duration>,
+    /// The longest wait this crawl takes ([`Self::cap_pauses`]): a pause, or a gap
+    /// between two sends, derived from the hints is cut to it; a rate is not.
+    pub max_pause: Option<Duration>,
 }
 
 /// A pacing hint derived from [`ServerHints`]. Every field is a constraint; the caller
@@ -191,27 +194,32 @@ impl ServerHints {
             reset: win.reset,
             limit: policy.quota,
             window: policy.window,
+            max_pause: None,
         }
     }
 
-    /// Cut every duration the site gave (`Retry-After`, the window's reset, the policy's
-    /// window) to `max`, so one header cannot park a host for longer than the crawl is
-    /// willing to wait. Returns the pause the site asked for when it was longer than `max`
-    /// (see [`Self::pacing`]'s `pause_for`), so the caller can give up and say so.
+    /// Cut every wait the hints ask for (`Retry-After`, a used-up quota's wait, the gap
+    /// `reset / remaining` spreads the quota left over) to `max`, so one header cannot
+    /// park a host for longer than the crawl is willing to wait. The rates they give are
+    /// kept as the site said them: a window or a reset cut to `max` before the division
+    /// would multiply the rate (an hour's quota spent in `max`). Returns the pause the
+    /// site asked for when it was longer than `max` (see [`Self::pacing`]'s `pause_for`),
+    /// so the caller can give up and say so.
     pub fn cap_pauses(&mut self, max: Duration) -> Option<Duration> {
         let asked = self.pacing().and_then(|p| p.pause_for);
-        for v in [&mut self.retry_after, &mut self.reset, &mut self.window]
-            .into_iter()
-            .flatten()
-        {
-            *v = (*v).min(max);
+        if let Some(r) = &mut self.retry_after {
+            *r = (*r).min(max);
         }
+        self.max_pause = Some(self.max_pause.map_or(max, |m| m.min(max)));
         asked.filter(|a| *a > max)
     }
 
     /// `true` if no hint at all was found.
     pub fn is_empty(&self) -> bool {
-        *self == ServerHints::default()
+        ServerHints {
+            max_pause: None,
+            ..*self
+        } == ServerHints::default()
     }
 
     /// Turn the hints into a pacing hint, or `None` if they constrain nothing.
@@ -226,16 +234,18 @@ impl ServerHints {
             Some(0) => self.reset.or(self.window),
             _ => None,
         };
+        let cap = |d: Duration| self.max_pause.map_or(d, |m| d.min(m));
         let pause_for = match (self.retry_after, exhausted_pause) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
+        .map(cap)
         .filter(|d| !d.is_zero());
 
         let min_interval = match (self.remaining, self.reset) {
             (Some(rem), Some(reset)) if rem > 0 && !reset.is_zero() => {
                 let n = u32::try_from(rem).unwrap_or(u32::MAX);
-                Some(reset / n).filter(|d| !d.is_zero())
+                Some(cap(reset / n)).filter(|d| !d.is_zero())
             }
             _ => None,
         };

@@ -48,7 +48,7 @@ fn pauses_are_cut_to_the_cap_and_the_sites_ask_is_returned() {
     let mut h = ServerHints::from_headers([("retry-after", "120")], n);
     assert_eq!(h.cap_pauses(cap), None);
     assert_eq!(h.retry_after, Some(secs(120)));
-    // A far reset with requests left would spread them over years: cut too.
+    // A far reset with requests left would spread them over years: each gap is cut.
     let mut h = ServerHints::from_headers(
         [
             ("x-ratelimit-remaining", "10"),
@@ -57,7 +57,45 @@ fn pauses_are_cut_to_the_cap_and_the_sites_ask_is_returned() {
         n,
     );
     assert_eq!(h.cap_pauses(cap), None);
-    assert_eq!(h.pacing().and_then(|p| p.min_interval), Some(secs(30)));
+    assert_eq!(h.pacing().and_then(|p| p.min_interval), Some(cap));
+}
+
+#[test]
+fn a_cap_on_pauses_keeps_the_rates_the_site_gave() {
+    let n = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let cap = secs(300);
+    // An hour's quota of 3600: one a second, not 3600 spent in the cap's 300 s.
+    let mut h = ServerHints::from_headers([("ratelimit-policy", "\"hour\";q=3600;w=3600")], n);
+    assert_eq!(h.cap_pauses(cap), None);
+    assert_eq!(h.pacing().and_then(|p| p.max_rps), Some(1.0));
+    // 100 left until a reset an hour away: one each 36 s, not each 3 s.
+    let mut h = ServerHints::from_headers(
+        [
+            ("x-ratelimit-remaining", "100"),
+            ("x-ratelimit-reset", "3600"),
+        ],
+        n,
+    );
+    assert_eq!(h.cap_pauses(cap), None);
+    assert_eq!(h.pacing().and_then(|p| p.min_interval), Some(secs(36)));
+    // Of a short and a daily policy the stricter (the daily) stays the stricter.
+    let mut h = ServerHints::from_headers(
+        [(
+            "ratelimit-policy",
+            "\"burst\";q=100;w=60, \"daily\";q=1000;w=86400",
+        )],
+        n,
+    );
+    h.cap_pauses(cap);
+    let rps = h.pacing().and_then(|p| p.max_rps).expect("a rate");
+    assert!((rps - 1000.0 / 86400.0).abs() < 1e-12, "{rps}");
+    // The used-up quota's wait is still cut, and a cap leaves empty hints empty.
+    let mut h = ServerHints::from_headers([("ratelimit", "remaining=0, reset=3600")], n);
+    assert_eq!(h.cap_pauses(cap), Some(secs(3600)));
+    assert_eq!(h.pacing().and_then(|p| p.pause_for), Some(cap));
+    let mut none = ServerHints::default();
+    assert_eq!(none.cap_pauses(cap), None);
+    assert!(none.is_empty());
 }
 
 #[test]
