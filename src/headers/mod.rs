@@ -135,7 +135,7 @@ impl Pacing {
 
 impl ServerHints {
     /// Collect hints from response headers (names compared case-insensitively; repeated
-    /// fields are all read, and the most restrictive value wins).
+    /// fields are all read, and the most restrictive value, or pair of values, wins).
     pub fn from_headers<'a>(
         headers: impl IntoIterator<Item = (&'a str, &'a str)>,
         now: SystemTime,
@@ -143,8 +143,10 @@ impl ServerHints {
         let mut retry_after: Option<Duration> = None;
         // Current-window state, by source precedence.
         let mut rl = Window::default(); // RateLimit
-        let mut legacy = Window::default(); // RateLimit-Remaining / -Reset
-        let mut x = Window::default(); // X-RateLimit-Remaining / -Reset
+                                        // RateLimit-Remaining / -Reset and X-RateLimit-Remaining / -Reset, each field's
+                                        // repeats in order (paired in `window_of`).
+        let (mut legacy_rem, mut legacy_reset) = (Vec::new(), Vec::new());
+        let (mut x_rem, mut x_reset) = (Vec::new(), Vec::new());
 
         // Policy, by source precedence.
         let mut pol = Policy::default(); // RateLimit-Policy
@@ -168,17 +170,19 @@ impl ServerHints {
             } else if is("ratelimit-limit") {
                 parse_limit(value, &mut legacy_pol);
             } else if is("ratelimit-remaining") {
-                keep_least(&mut legacy.remaining, first_int(value));
+                legacy_rem.extend(first_int(value));
             } else if is("ratelimit-reset") {
-                keep_most(&mut legacy.reset, parse_reset(value, now));
+                legacy_reset.extend(parse_reset(value, now));
             } else if is("x-ratelimit-limit") {
                 parse_limit(value, &mut x_pol);
             } else if is("x-ratelimit-remaining") {
-                keep_least(&mut x.remaining, first_int(value));
+                x_rem.extend(first_int(value));
             } else if is("x-ratelimit-reset") {
-                keep_most(&mut x.reset, parse_reset(value, now));
+                x_reset.extend(parse_reset(value, now));
             }
         }
+        let legacy = window_of(&legacy_rem, &legacy_reset);
+        let x = window_of(&x_rem, &x_reset);
 
         let win = [rl, legacy, x]
             .into_iter()
@@ -285,6 +289,29 @@ impl Window {
         if restrictiveness(other) > restrictiveness(*self) {
             *self = other;
         }
+    }
+}
+
+/// The window one source's repeated `Remaining` and `Reset` fields describe. Repeats come
+/// in pairs (a gateway's and the origin's, each adding its two fields in turn): paired
+/// in order, the most restrictive pair is the window, and no pair is mixed with another
+/// (a gateway's used-up quota with the origin's hour-long reset would ask for an hour's
+/// pause where the gateway asked for a second). Counts that differ cannot be paired:
+/// then each field's most restrictive value, the least remaining and the latest reset.
+fn window_of(remaining: &[u64], reset: &[Duration]) -> Window {
+    if remaining.len() == reset.len() {
+        let mut w = Window::default();
+        for (&r, &t) in remaining.iter().zip(reset) {
+            w.merge(Window {
+                remaining: Some(r),
+                reset: Some(t),
+            });
+        }
+        return w;
+    }
+    Window {
+        remaining: remaining.iter().copied().min(),
+        reset: reset.iter().copied().max(),
     }
 }
 

@@ -6,27 +6,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{until, Policy, Window, EPOCH_MILLIS_THRESHOLD, EPOCH_SECONDS_THRESHOLD, MAX_HINT};
 
-/// The fewest requests left any of a field's repeats says (a gateway's and the origin's
-/// both: the stricter one is the one that refuses).
-pub(super) fn keep_least<T: Ord>(slot: &mut Option<T>, v: Option<T>) {
-    if let Some(v) = v {
-        *slot = Some(match slot.take() {
-            Some(s) => s.min(v),
-            None => v,
-        });
-    }
-}
-
-/// The latest reset any of a field's repeats says.
-pub(super) fn keep_most<T: Ord>(slot: &mut Option<T>, v: Option<T>) {
-    if let Some(v) = v {
-        *slot = Some(match slot.take() {
-            Some(s) => s.max(v),
-            None => v,
-        });
-    }
-}
-
 pub(super) fn set_first<T>(slot: &mut Option<T>, v: Option<T>) {
     if slot.is_none() {
         *slot = v;

@@ -447,7 +447,7 @@ fn a_retry_after_date_already_past_is_no_retry_after() {
 }
 
 #[test]
-fn repeated_legacy_fields_keep_the_most_restrictive() {
+fn repeated_legacy_fields_keep_the_most_restrictive_pair() {
     // A gateway's and the origin's headers both: the quota used up is the one that counts.
     let h = hints(&[
         ("X-RateLimit-Remaining", "57"),
@@ -463,6 +463,23 @@ fn repeated_legacy_fields_keep_the_most_restrictive() {
         ("RateLimit-Reset", "5"),
     ]);
     assert_eq!((h.remaining, h.reset), (Some(0), Some(secs(30))));
+    // Pairs are not mixed: the gateway's used-up quota resets in a second, whatever the
+    // origin's hour-long window says.
+    let h = hints(&[
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset", "1"),
+        ("X-RateLimit-Remaining", "100"),
+        ("X-RateLimit-Reset", "3600"),
+    ]);
+    assert_eq!((h.remaining, h.reset), (Some(0), Some(secs(1))));
+    assert_eq!(h.pacing().and_then(|p| p.pause_for), Some(secs(1)));
+    // Counts that differ cannot be paired: each field's most restrictive value.
+    let h = hints(&[
+        ("X-RateLimit-Remaining", "5"),
+        ("X-RateLimit-Remaining", "2"),
+        ("X-RateLimit-Reset", "30"),
+    ]);
+    assert_eq!((h.remaining, h.reset), (Some(2), Some(secs(30))));
 }
 
 #[test]
