@@ -365,38 +365,39 @@ fn robots_txt_with_no_answer_is_the_urls_error_not_a_robots_skip() {
     assert_eq!(sum["failed"], 2, "{sum}");
 }
 
-/// A robots.txt the site throttles is waited for, as a throttled page is: a 429 means
-/// later. Three 429s (more than `max_retries`, 1 here), then robots.txt disallowing
-/// `/private/`: the allowed URLs are fetched, the disallowed one skipped.
-#[test]
-fn a_throttled_robots_txt_is_waited_for_not_taken_as_unavailable() {
-    let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let n = Arc::clone(&asked);
-    let site = TestSite::start(SiteConfig {
+/// A site whose robots.txt answers `failing()` (a status) while it returns one, then
+/// disallows `/private/`; every other path is a page.
+fn site_whose_robots_fails(failing: impl Fn() -> Option<u16> + Send + Sync + 'static) -> TestSite {
+    TestSite::start(SiteConfig {
         pages: Some(Pages::new(move |_: &str, pq: &str| {
             Some(match pq {
-                "/robots.txt" if n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 3 => Page {
-                    status: 429,
-                    content_type: "text/plain",
-                    body: "slow down".into(),
-                    location: None,
+                "/robots.txt" => match failing() {
+                    Some(status) => Page {
+                        status,
+                        content_type: "text/plain",
+                        body: "not now".into(),
+                        location: None,
+                    },
+                    None => Page::text("User-agent: *\nDisallow: /private/\n"),
                 },
-                "/robots.txt" => Page::text("User-agent: *\nDisallow: /private/\n"),
                 _ => Page::html(format!("<p>{pq}</p>")),
             })
         })),
         ..SiteConfig::default()
-    });
-    let dir = TempDir::new("robots-throttled");
-    let cfg = dir.file("c.toml", &config(""));
-    let mut urls: Vec<String> = (0..5).map(|i| site.url(&format!("/p/{i}"))).collect();
+    })
+}
+
+/// `n` pages `/p/i` and one disallowed URL of `site`.
+fn pages_and_a_private_one(site: &TestSite, n: usize) -> Vec<String> {
+    let mut urls: Vec<String> = (0..n).map(|i| site.url(&format!("/p/{i}"))).collect();
     urls.push(site.url("/private/x"));
-    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
-    let (o, out, _) = run_list(&dir, &cfg, &list, &["--quiet"]);
-    assert_ok(&o);
-    let recs = records(&out);
-    assert_eq!(recs.len(), urls.len(), "{recs:?}");
-    for r in &recs {
+    urls
+}
+
+/// One record per URL: the disallowed one skipped (not unavailable), the others 200.
+fn assert_fetched_but_the_private_one(recs: &[Value], urls: &[String]) {
+    assert_eq!(recs.len(), urls.len(), "one record per URL: {recs:?}");
+    for r in recs {
         if r["url"].as_str().unwrap().contains("/private/") {
             assert_eq!(r["skipped"], "robots", "{r}");
             assert!(r["error"].is_null(), "disallowed, not unavailable: {r}");
@@ -404,6 +405,24 @@ fn a_throttled_robots_txt_is_waited_for_not_taken_as_unavailable() {
             assert_eq!(r["status"], 200, "{r}");
         }
     }
+}
+
+/// A robots.txt the site throttles is waited for, as a throttled page is: a 429 means
+/// later. Three 429s (more than `max_retries`, 1 here), then robots.txt disallowing
+/// `/private/`: the allowed URLs are fetched, the disallowed one skipped.
+#[test]
+fn a_throttled_robots_txt_is_waited_for_not_taken_as_unavailable() {
+    let asked = std::sync::atomic::AtomicU32::new(0);
+    let site = site_whose_robots_fails(move || {
+        (asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 3).then_some(429)
+    });
+    let dir = TempDir::new("robots-throttled");
+    let cfg = dir.file("c.toml", &config(""));
+    let urls = pages_and_a_private_one(&site, 5);
+    let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
+    let (o, out, _) = run_list(&dir, &cfg, &list, &["--quiet"]);
+    assert_ok(&o);
+    assert_fetched_but_the_private_one(&records(&out), &urls);
     let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
     assert_eq!(
         paths.iter().filter(|p| *p == "/robots.txt").count(),
@@ -423,25 +442,12 @@ fn a_throttled_robots_txt_is_waited_for_not_taken_as_unavailable() {
 fn resume_fetches_again_what_an_unavailable_robots_txt_skipped() {
     let back = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let up = Arc::clone(&back);
-    let site = TestSite::start(SiteConfig {
-        pages: Some(Pages::new(move |_: &str, pq: &str| {
-            Some(match pq {
-                "/robots.txt" if !up.load(std::sync::atomic::Ordering::SeqCst) => Page {
-                    status: 500,
-                    content_type: "text/plain",
-                    body: "down".into(),
-                    location: None,
-                },
-                "/robots.txt" => Page::text("User-agent: *\nDisallow: /private/\n"),
-                _ => Page::html(format!("<p>{pq}</p>")),
-            })
-        })),
-        ..SiteConfig::default()
+    let site = site_whose_robots_fails(move || {
+        (!up.load(std::sync::atomic::Ordering::SeqCst)).then_some(500)
     });
     let dir = TempDir::new("robots-resume");
     let cfg = dir.file("c.toml", &config(""));
-    let mut urls: Vec<String> = (0..3).map(|i| site.url(&format!("/p/{i}"))).collect();
-    urls.push(site.url("/private/x"));
+    let urls = pages_and_a_private_one(&site, 3);
     let list = dir.file("urls.txt", &(urls.join("\n") + "\n"));
     let out = dir.path("o.jsonl");
     let args = [
@@ -468,16 +474,7 @@ fn resume_fetches_again_what_an_unavailable_robots_txt_skipped() {
     resume.push("--resume");
     let o = run(&resume);
     assert_ok(&o);
-    let recs = records(&out);
-    assert_eq!(recs.len(), urls.len(), "one record per URL: {recs:?}");
-    for r in &recs {
-        if r["url"].as_str().unwrap().contains("/private/") {
-            assert_eq!(r["skipped"], "robots", "{r}");
-            assert!(r["error"].is_null(), "disallowed now: {r}");
-        } else {
-            assert_eq!(r["status"], 200, "{r}");
-        }
-    }
+    assert_fetched_but_the_private_one(&records(&out), &urls);
     let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();
     assert_eq!(
         paths.iter().filter(|p| p.starts_with("/p/")).count(),
