@@ -1,6 +1,6 @@
 //! A host nothing has been heard from for `limiter.forget_idle_ms` is forgotten (its
 //! controllers and pacing freed), and comes back at the rate a throttle taught it, not at
-//! the crawl's start rate. On paused time, the site on the test's runtime, the server's
+//! the crawl's start rate; a host no exit can take, never heard from, is forgotten too. On paused time, the site on the test's runtime, the server's
 //! arrivals judged.
 
 mod support;
@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use exitcrawl::config::Settings;
-use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
+use exitcrawl_actors::{Crawler, CrawlerHandle, ExitStats, Fetch, FetchErrorKind};
 use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
 use support::{exits, paused_site, timeouts_for_paused_time};
 
@@ -80,6 +80,40 @@ async fn a_quiet_host_is_forgotten_and_comes_back_at_the_rate_a_throttle_taught_
     assert!(
         gap >= Duration::from_millis(800),
         "{gap:?} apart: {shown:?}"
+    );
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+#[actix_rt::test]
+async fn a_host_no_exit_can_take_is_forgotten_as_a_quiet_one() {
+    tokio::time::pause();
+    // One IPv4 exit and an IPv6 host: every fetch ends in the scheduler, and the limiter
+    // never hears an answer from the host, which the scheduler paces all the same.
+    let mut s = Settings::with_exits(exits(1, 16));
+    s.crawl.robots = false;
+    s.limiter.forget_idle_ms = FORGET_AFTER.as_millis() as u64;
+    s.crawler.max_retry_after_ms = s.limiter.forget_idle_ms;
+    timeouts_for_paused_time(&mut s);
+    let h = Crawler::start(s).expect("start");
+    let err = h
+        .fetch(Fetch::get("http://[::1]:1/"))
+        .await
+        .expect_err("no exit of the host's family");
+    assert_eq!(err.kind, FetchErrorKind::AddressFamily, "{err}");
+    let paced = |stats: Vec<ExitStats>| {
+        stats
+            .into_iter()
+            .flat_map(|e| e.intervals)
+            .map(|(host, _)| host)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(paced(h.stats().await), ["[::1]"], "the host is paced");
+
+    tokio::time::sleep(FORGET_AFTER * 2).await;
+    assert_eq!(
+        paced(h.stats().await),
+        Vec::<String>::new(),
+        "quiet for twice forget_idle_ms: its pacing is forgotten"
     );
     h.shutdown(Duration::from_secs(1)).await;
 }

@@ -5,8 +5,11 @@
 //! messages) and published on `exitcrawl:intervals` in the same atomic script. Last writer
 //! wins, but for a rise ([`SharedRates::raise`]): it is stored only if the stored rate is
 //! not below the rate it grew from, so a rise decided before a cut reached its writer does
-//! not undo the cut. Which received rates a process takes, and how its controller takes
-//! them, is decided in the core ([`exitcrawl::aimd::fleet`], `Controller::adopt`).
+//! not undo the cut. A pause stored is kept until it ends: a change stored meanwhile (a
+//! pause of its own ending sooner, or none) carries it on, so a process that reads the key
+//! later still finds it. Which received rates and pauses a process takes, and how its
+//! controller takes them, is decided in the core ([`exitcrawl::aimd::fleet`],
+//! `Controller::adopt`).
 //!
 //! Message format (one line, fields separated by single spaces, the key last so it may
 //! contain spaces): `{origin} {rps} {pause_until_ms} {server_now_ms} {key}`. Times are the
@@ -27,26 +30,34 @@ pub const CHANNEL: &str = "exitcrawl:intervals";
 
 /// Store and publish. KEYS[1] rate key; ARGV: rps (string, stored as given), pause in ms
 /// (0 = none), ttl ms, origin, limiter key, channel, floor (0 = none). With a floor, a
-/// stored rate below it is kept and nothing is published. Returns `{1, pause_until_ms,
-/// now_ms, rps}` when stored, `{0, pause_until_ms, now_ms, rps}` of what is stored when not.
+/// stored rate below it is kept and nothing is published. A stored pause that ends later
+/// than the one given (none: now) is stored and published with the new rate. Returns
+/// `{1, pause_until_ms, now_ms, rps}` when stored, `{0, pause_until_ms, now_ms, rps}` of
+/// what is stored when not.
 const SET_SCRIPT: &str = r#"
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = redis.call('GET', KEYS[1])
+local cur_rps, cur_until
+if cur then
+  local sp = string.find(cur, ' ', 1, true)
+  if sp then
+    cur_rps = string.sub(cur, 1, sp - 1)
+    cur_until = tonumber(string.sub(cur, sp + 1))
+  end
+end
 local floor = tonumber(ARGV[7])
-if floor > 0 then
-  local cur = redis.call('GET', KEYS[1])
-  if cur then
-    local sp = string.find(cur, ' ', 1, true)
-    local stored = sp and tonumber(string.sub(cur, 1, sp - 1))
-    if stored and stored < floor then
-      return {0, tonumber(string.sub(cur, sp + 1)) or 0, now, string.sub(cur, 1, sp - 1)}
-    end
+if floor > 0 and cur_rps then
+  local stored = tonumber(cur_rps)
+  if stored and stored < floor then
+    return {0, cur_until or 0, now, cur_rps}
   end
 end
 local pause = tonumber(ARGV[2])
 local until_ms = 0
 if pause > 0 then until_ms = now + pause end
+if cur_until and cur_until > now and cur_until > until_ms then until_ms = cur_until end
 local u = string.format('%.0f', until_ms)
 local n = string.format('%.0f', now)
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. u, 'PX', ARGV[3])
@@ -190,7 +201,8 @@ impl SharedRates {
 
     /// Stores `rps` for `key` and publishes it, atomically. `pause` is relative: the
     /// server turns it into `pause_until_ms` on its own clock, so processes with skewed
-    /// clocks agree on when it ends. Returns what was published.
+    /// clocks agree on when it ends. A stored pause that ends later is kept. Returns what
+    /// was published.
     pub async fn set(
         &self,
         key: &str,

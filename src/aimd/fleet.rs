@@ -1,5 +1,5 @@
 //! What one crawler process knows of a key's rate shared with the others (distributed
-//! mode), and which received rates it may take.
+//! mode), and what it may take of the rates and pauses the others store.
 //!
 //! Every process publishes its own changes; the last write is stored and broadcast. Left
 //! at that, a cut is lost whenever a peer's growth crosses it: the peer decided its rise
@@ -15,6 +15,12 @@
 //!   to Redis (its time there unknown yet), and after that when Redis stored the rise no
 //!   later than the cut (the server's clock, the same for every process). Lower rates are
 //!   always taken: slowing down on stale news costs a little pace, never the site's.
+//!
+//! A pause is the site's word (a Retry-After, a hold after a throttle), whoever heard it:
+//! stored, it is kept until it ends (Redis keeps it in the same script, whatever a change
+//! stored meanwhile says, so a peer that took the pause and moves its rate does not undo
+//! it), and a pause in force is taken from any value received or read, whatever the rate
+//! beside it and whether that rate is taken.
 
 /// How a rate change of ours is published.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -26,6 +32,22 @@ pub enum Publish {
         /// The rate it grew from: the last one this process published or took.
         from: f64,
     },
+}
+
+/// What this process takes of a value another process stored for a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Take {
+    /// Its rate, which rises are checked against from then on.
+    pub rate: bool,
+    /// Its pause, one still in force.
+    pub pause: bool,
+}
+
+impl Take {
+    /// Something is taken.
+    pub fn any(self) -> bool {
+        self.rate || self.pause
+    }
 }
 
 /// One key's shared state in this process.
@@ -71,6 +93,28 @@ impl SharedKey {
         }
         self.known = Some(rps);
         true
+    }
+
+    /// A change another process published: its rate `rps`, stored at the server's
+    /// `server_ms`, and whether a pause still in force came with it (`paused`). The rate
+    /// as [`Self::take`] judges it; the pause whatever becomes of the rate.
+    pub fn receive(&mut self, rps: f64, server_ms: u64, paused: bool) -> Take {
+        Take {
+            rate: self.take(rps, server_ms),
+            pause: paused,
+        }
+    }
+
+    /// The key's stored value, read when the key came into use here or again after a lost
+    /// subscription, against `ours`, the rate this process paces it at. The rate only if
+    /// below ours: a read carries the time of the read, not of the store, so a higher rate
+    /// read cannot be told from one stored before a cut of ours that never reached Redis.
+    /// The pause, one still in force (`paused`), whatever the rate.
+    pub fn read(&mut self, rps: f64, server_ms: u64, ours: f64, paused: bool) -> Take {
+        Take {
+            rate: rps < ours && self.take(rps, server_ms),
+            pause: paused,
+        }
     }
 
     /// Our raise was refused: `stored` is the rate in force. Taken unconditionally (it is
@@ -140,6 +184,45 @@ mod tests {
         assert!(!k.take(450.0, 10));
         k.cut_stored(None);
         assert!(k.take(450.0, 10));
+    }
+
+    #[test]
+    fn a_pause_is_taken_whatever_becomes_of_the_rate_beside_it() {
+        let mut k = SharedKey::default();
+        k.publish(900.0);
+        k.publish(800.0);
+        // A rise older than our cut: its rate is not taken, the pause with it is.
+        let t = k.receive(950.0, 1_000, true);
+        assert_eq!(
+            t,
+            Take {
+                rate: false,
+                pause: true
+            }
+        );
+        assert!(t.any());
+        assert!(!k.receive(950.0, 1_000, false).any());
+        // A stored value read above our rate: the rate is not taken, a pause in force is.
+        let mut k = SharedKey::default();
+        k.publish(5.0);
+        let t = k.read(60.0, 2_000, 5.0, true);
+        assert_eq!(
+            t,
+            Take {
+                rate: false,
+                pause: true
+            }
+        );
+        assert!(!k.read(60.0, 2_000, 5.0, false).any());
+        assert_eq!(
+            k.read(3.0, 2_000, 5.0, false),
+            Take {
+                rate: true,
+                pause: false
+            },
+            "a lower rate read is taken as a received cut"
+        );
+        assert_eq!(k.publish(4.0), Publish::Raise { from: 3.0 });
     }
 
     #[test]

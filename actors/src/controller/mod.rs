@@ -16,7 +16,6 @@ use actix::prelude::*;
 use exitcrawl::aimd::classify;
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
 use exitcrawl::aimd::fleet::SharedKey;
-use exitcrawl::aimd::forget;
 use exitcrawl::aimd::prior::HostPrior;
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller, Response, Signal};
 use exitcrawl::config::{Algorithm, LimiterSettings, Scope};
@@ -30,7 +29,10 @@ use crate::messages::{
 use crate::metrics::{Metrics, ScopeLabels};
 use crate::redis::SharedRates;
 
+mod quiet;
 mod shared;
+
+pub(crate) use quiet::{ForgetHosts, HostsMet};
 
 /// The controllers, as the scope arranges them.
 enum Controllers {
@@ -46,18 +48,10 @@ enum Controllers {
     Keys(HashMap<LimitKey, Controller>),
 }
 
-/// A host's controllers, and when it was last heard from (see [`forget`]).
+/// A host's controllers, and when it was last heard from (see `quiet.rs`).
 struct Known {
     policy: HostPolicy,
     heard: std::time::Instant,
-}
-
-/// Forget the pacing of these hosts: the limiter forgot their controllers (see
-/// [`forget`]). Hosts with fetches queued or in flight start theirs again in place.
-pub(crate) struct ForgetHosts(pub Vec<Arc<str>>);
-
-impl Message for ForgetHosts {
-    type Result = ();
 }
 
 /// Runs the controllers and broadcasts interval changes.
@@ -74,10 +68,11 @@ pub struct LimiterActor {
     /// Told the hosts whose controllers were forgotten (the scheduler, whose pacing of
     /// them goes too).
     forgotten: Option<Recipient<ForgetHosts>>,
-    /// Scope `auto`: hosts whose every answer so far said nothing (a name that does not
-    /// resolve, a local failure) and so have no controllers, with when they were last
-    /// heard from: the scheduler paces them all the same, and their pacing is forgotten
-    /// as a quiet host's is. A broad crawl meets many such dead hosts.
+    /// Scope `auto`: hosts the scheduler paces with no controllers here, their every
+    /// answer so far having said nothing (a name that does not resolve) or none having
+    /// come (no exit could take their fetches, every exit failed locally), with when they
+    /// were last heard from or met ([`HostsMet`]): their pacing is forgotten as a quiet
+    /// host's is. A broad crawl meets many such dead hosts.
     unlearned: HashMap<Arc<str>, std::time::Instant>,
     metrics: Option<Arc<Metrics>>,
     /// Scope `auto`: what the hosts so far say about where a new one starts (shared with
@@ -126,80 +121,6 @@ impl LimiterActor {
     pub(crate) fn telling_forgotten(mut self, to: Recipient<ForgetHosts>) -> Self {
         self.forgotten = Some(to);
         self
-    }
-
-    /// Forget the hosts quiet for `limiter.forget_idle_ms` with nothing in force (see
-    /// [`forget`]), keeping what a cut taught them in the prior, and tell the
-    /// scheduler. Scope `auto` only: the other scopes keep a controller per key.
-    fn forget_quiet_hosts(&mut self) {
-        let Controllers::Hosts {
-            policies,
-            binds_exit,
-            exits,
-        } = &mut self.controllers
-        else {
-            return;
-        };
-        let now = crate::clock::now();
-        let after = self.settings.forget_idle();
-        let mut gone = Vec::new();
-        self.unlearned.retain(|host, heard| {
-            let quiet = now.saturating_duration_since(*heard) >= after;
-            if quiet {
-                gone.push(Arc::clone(host));
-            }
-            !quiet
-        });
-        let mut prior = self.prior.lock().unwrap_or_else(|e| e.into_inner());
-        policies.retain(|host, k| {
-            if !forget::forgettable(&k.policy, k.heard, after, now) {
-                return true;
-            }
-            prior.forgot(host, forget::remembered_rate(&k.policy));
-            binds_exit.remove(host);
-            gone.push(Arc::clone(host));
-            false
-        });
-        drop(prior);
-        if gone.is_empty() {
-            return;
-        }
-        // A map keeps its size after a purge: shrink once it is mostly empty.
-        if policies.capacity() > 4 * policies.len().max(64) {
-            policies.shrink_to_fit();
-        }
-        if self.unlearned.capacity() > 4 * self.unlearned.len().max(64) {
-            self.unlearned.shrink_to_fit();
-        }
-        tracing::debug!(hosts = gone.len(), "limiter: quiet hosts forgotten");
-        if let Some(m) = &self.metrics {
-            for host in &gone {
-                m.forget_host(host, exits);
-            }
-        }
-        if !self.fleet.is_empty() {
-            let gone: HashSet<&str> = gone.iter().map(|h| &**h).collect();
-            self.fleet
-                .retain(|k, _| !k.host.as_deref().is_some_and(|h| gone.contains(h)));
-        }
-        if let Some(to) = &self.forgotten {
-            to.do_send(ForgetHosts(gone));
-        }
-    }
-
-    /// `host` answered, saying nothing: it is heard from now, whether it has controllers
-    /// or not (see `unlearned`).
-    fn heard_nothing_from(&mut self, host: &Arc<str>) {
-        let Controllers::Hosts { policies, .. } = &mut self.controllers else {
-            return;
-        };
-        let now = crate::clock::now();
-        match policies.get_mut(host) {
-            Some(known) => known.heard = now,
-            None => {
-                self.unlearned.insert(Arc::clone(host), now);
-            }
-        }
     }
 
     /// Distributed mode: publish this process's rate changes and adopt the others'.
@@ -639,56 +560,5 @@ mod tests {
             after < initial,
             "after eight cut hosts: {after} vs {initial}"
         );
-    }
-}
-
-#[cfg(test)]
-mod forget_tests {
-    use super::*;
-    use exitcrawl::outcome::Failure;
-    use std::time::Duration;
-
-    /// Keeps the hosts it is told were forgotten.
-    struct Told(Arc<Mutex<Vec<Arc<str>>>>);
-
-    impl Actor for Told {
-        type Context = Context<Self>;
-    }
-
-    impl Handler<ForgetHosts> for Told {
-        type Result = ();
-
-        fn handle(&mut self, m: ForgetHosts, _: &mut Self::Context) {
-            self.0.lock().unwrap().extend(m.0);
-        }
-    }
-
-    #[actix::test]
-    async fn a_host_whose_answers_all_said_nothing_is_forgotten_as_a_quiet_one() {
-        tokio::time::pause();
-        let told = Arc::new(Mutex::new(Vec::new()));
-        let exit: Arc<str> = Arc::from("e");
-        let settings = LimiterSettings {
-            forget_idle_ms: 60_000,
-            ..LimiterSettings::default()
-        };
-        let limiter = LimiterActor::new(settings, vec![Arc::clone(&exit)], vec![])
-            .telling_forgotten(Told(Arc::clone(&told)).start().recipient())
-            .start();
-        // A name that does not resolve: the answer says nothing, no controller is made.
-        let dead = Failed {
-            exit: Arc::clone(&exit),
-            host: Arc::from("dead.example"),
-            sent_at: crate::clock::now(),
-            latency: Duration::from_millis(5),
-            kind: Failure::Unresolved,
-            retry: false,
-        };
-        limiter.send(dead).await.unwrap();
-        assert!(limiter.send(GetLimits).await.unwrap().is_empty());
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        assert!(told.lock().unwrap().is_empty(), "not yet quiet long enough");
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        assert_eq!(*told.lock().unwrap(), [Arc::<str>::from("dead.example")]);
     }
 }

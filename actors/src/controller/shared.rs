@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
-use exitcrawl::aimd::fleet::Publish;
+use exitcrawl::aimd::fleet::{Publish, Take};
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller};
 use exitcrawl::config::{Algorithm, Scope};
 
@@ -52,12 +52,11 @@ impl LimiterActor {
     }
 
     /// The subscription was lost and is back: the changes published meanwhile never came,
-    /// so the stored rate of every key this process shares is read again, and one below
-    /// ours is taken as a received cut. Without it a process kept a rate the others had
-    /// cut until that key's next change, which a site that stays cut never brings. One
-    /// above ours is not taken: what a read returns carries the time of the read, not of
-    /// the store, so it cannot be told from a rate stored before a cut of ours that the
-    /// outage kept from being stored (a rise missed costs speed, not politeness).
+    /// so the stored rate of every key this process shares is read again, and taken as
+    /// the core judges a read ([`SharedKey::read`](exitcrawl::aimd::fleet::SharedKey::read):
+    /// one below ours as a received cut, a pause in force whatever the rate). Without it a
+    /// process kept a rate the others had cut until that key's next change, which a site
+    /// that stays cut never brings.
     fn reread_shared(&mut self) {
         let names = self.fleet.keys().map(LimitKey::redis_name).collect();
         self.read_stored(names);
@@ -65,11 +64,11 @@ impl LimiterActor {
 
     /// `exit`'s answer from `host` is about to give it controllers (met for the first
     /// time, or again after it was forgotten): read the stored rate of the key they share,
-    /// and take one below ours as a received cut. This process starts the host at a rate
-    /// of its own (`initial_rps`, the host prior), which knows nothing of a cut the fleet
-    /// made: it would pace the host above the cut until its first change, and for good
-    /// where the start never changes (too little work to grow). One above ours is not
-    /// taken, as on a reread.
+    /// taken as on a reread (one below ours as a received cut, a pause in force whatever
+    /// the rate). This process starts the host at a rate of its own (`initial_rps`, the
+    /// host prior), which knows nothing of a cut or a pause the fleet met: it would pace
+    /// the host above the cut until its first change, and for good where the start never
+    /// changes (too little work to grow), and send into the pause.
     pub(super) fn read_new_key(&mut self, exit: &Arc<str>, host: &Arc<str>) {
         if self.shared.is_none() || self.settings.algorithm != Algorithm::Aimd {
             return;
@@ -112,16 +111,34 @@ impl LimiterActor {
         });
     }
 
-    /// Another process changed a key's rate: take it if the core judges it worth taking.
+    /// Another process changed a key's rate: take what the core judges worth taking.
     fn received(&mut self, u: &RateUpdate) {
         let Some(key) = LimitKey::from_redis_name(&u.key) else {
             return;
         };
         let fleet = self.fleet.entry(key.clone()).or_default();
-        if fleet.take(u.rps, u.server_now_ms) {
-            self.adopt_shared(key, u);
-        } else {
+        let take = fleet.receive(u.rps, u.server_now_ms, u.pause_remaining().is_some());
+        if !take.rate {
             tracing::debug!(key = %u.key, rps = u.rps, "a rise older than our cut: not taken");
+        }
+        if take.any() {
+            self.adopt_shared(key, u, take);
+        }
+    }
+
+    /// A key's stored value, read: take what the core judges worth taking, against the
+    /// rate this process paces the key at (none: the key is no longer in use here).
+    fn read(&mut self, u: &RateUpdate) {
+        let Some(key) = LimitKey::from_redis_name(&u.key) else {
+            return;
+        };
+        let Some(ours) = self.rate_of(&key) else {
+            return;
+        };
+        let fleet = self.fleet.entry(key.clone()).or_default();
+        let take = fleet.read(u.rps, u.server_now_ms, ours, u.pause_remaining().is_some());
+        if take.any() {
+            self.adopt_shared(key, u, take);
         }
     }
 
@@ -142,8 +159,9 @@ impl LimiterActor {
         }
     }
 
-    /// Take `u`, a rate decided elsewhere for `key` (already judged worth taking).
-    fn adopt_shared(&mut self, key: LimitKey, u: &RateUpdate) {
+    /// Take of `u`, a rate and pause decided elsewhere for `key`, what the core judged
+    /// worth taking (`take`).
+    fn adopt_shared(&mut self, key: LimitKey, u: &RateUpdate, take: Take) {
         let now = crate::clock::now();
         let cfg = AimdConfig::from_settings(&self.settings);
         let ctl_state = match &mut self.controllers {
@@ -174,7 +192,11 @@ impl LimiterActor {
                     }
                 });
                 let policy = &mut known.policy;
-                let adjusted = policy.adopt(lane, u.rps, now);
+                let adjusted = if take.rate {
+                    policy.adopt(lane, u.rps, now)
+                } else {
+                    None
+                };
                 policy.controller(lane).map(|c| {
                     (
                         adjusted.is_some(),
@@ -188,7 +210,11 @@ impl LimiterActor {
                 let ctl = map
                     .entry(key.clone())
                     .or_insert_with(|| Controller::new(cfg, now));
-                let adjusted = ctl.adopt(u.rps, now);
+                let adjusted = if take.rate {
+                    ctl.adopt(u.rps, now)
+                } else {
+                    None
+                };
                 Some((
                     adjusted.is_some(),
                     ctl.rate(),
@@ -200,7 +226,7 @@ impl LimiterActor {
         let Some((adjusted, rps, interval, own_pause)) = ctl_state else {
             return;
         };
-        let pause_until = u.pause_remaining().map(|d| now + d);
+        let pause_until = u.pause_remaining().filter(|_| take.pause).map(|d| now + d);
         if adjusted || pause_until.is_some() {
             let a = Adjustment {
                 rps,
@@ -247,7 +273,7 @@ enum SharedNews {
     /// Our rise was refused: this is the stored rate, a cut we had not heard of yet.
     Refused(RateUpdate),
     /// A key's stored rate, read when the key came into use or again after the
-    /// subscription came back: taken as a received rate if below ours.
+    /// subscription came back.
     Read(RateUpdate),
 }
 
@@ -265,20 +291,17 @@ impl Handler<SharedNews> for LimiterActor {
             SharedNews::CutStored { key, server_ms } => {
                 self.fleet.entry(key).or_default().cut_stored(server_ms);
             }
-            SharedNews::Read(u) => {
-                let Some(key) = LimitKey::from_redis_name(&u.key) else {
-                    return;
-                };
-                if self.rate_of(&key).is_some_and(|ours| u.rps < ours) {
-                    self.received(&u);
-                }
-            }
+            SharedNews::Read(u) => self.read(&u),
             SharedNews::Refused(u) => {
                 let Some(key) = LimitKey::from_redis_name(&u.key) else {
                     return;
                 };
                 self.fleet.entry(key.clone()).or_default().refused(u.rps);
-                self.adopt_shared(key, &u);
+                let take = Take {
+                    rate: true,
+                    pause: true,
+                };
+                self.adopt_shared(key, &u, take);
             }
         }
     }

@@ -7,7 +7,7 @@ use exitcrawl::outcome::{self, AllDown};
 use exitcrawl::select::{self, NoExitReason, Selection};
 use tracing_actix::ActorInstrument;
 
-use crate::controller::LimitKey;
+use crate::controller::{HostsMet, LimitKey};
 use crate::messages::{AttemptReport, FetchErrorKind, SendRequest};
 use crate::metrics::Outcome;
 
@@ -79,6 +79,7 @@ impl Scheduler {
                 Step::Empty => self.queues.leave(&host),
             }
         }
+        self.tell_met();
         if let (Some(d), Some(alarm)) = (fine, &mut self.alarm) {
             alarm.set(now.into_std() + d, now.into_std());
         }
@@ -100,6 +101,16 @@ impl Scheduler {
                 act.dispatch(ctx);
             });
             self.wake = Some((h, at));
+        }
+    }
+
+    /// Tell the limiter the hosts whose pacing began, or went on past their forgetting,
+    /// since it was last told: it forgets their pacing after a silence unless it hears
+    /// from them (see [`HostsMet`]).
+    fn tell_met(&mut self) {
+        let met = self.pacing.take_met();
+        if let (false, Some(l)) = (met.is_empty(), &self.limiter) {
+            l.do_send(HostsMet(met));
         }
     }
 

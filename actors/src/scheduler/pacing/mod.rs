@@ -180,6 +180,12 @@ pub(super) struct Pacing {
     ready: Vec<Duration>,
     /// Breaks ties between equally loaded exits in turn.
     tie: u64,
+    /// `aimd` under scope `auto`: hosts whose pacing began, or went on past the limiter
+    /// forgetting them, since the limiter was last told ([`Pacing::take_met`]). It
+    /// forgets a host's pacing only once it knows of the host, and a host whose every
+    /// fetch ends here (no exit of its address's family, every exit failing locally) is
+    /// never heard of otherwise.
+    met: Vec<Arc<str>>,
 }
 
 impl Pacing {
@@ -190,7 +196,19 @@ impl Pacing {
             keys: HashMap::default(),
             ready: Vec::new(),
             tie: 0,
+            met: Vec::new(),
         }
+    }
+
+    /// The limiter forgets hosts' pacing: `aimd` under scope `auto`.
+    fn forgets(&self) -> bool {
+        let l = &self.settings.limiter;
+        l.algorithm == Algorithm::Aimd && l.scope == Scope::Auto
+    }
+
+    /// The hosts met since the last call, for the limiter (see `met`).
+    pub(super) fn take_met(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.met)
     }
 
     /// Which exit may send a fetch (`req`) to `host` now: the core's `select` over every
@@ -213,6 +231,7 @@ impl Pacing {
             pacing.keys.resize(n, None);
             pacing.last_sent.resize(n, 0);
         }
+        let forgets = self.forgets();
         let host_ready = match settings.limiter.scope {
             Scope::Auto => pacing
                 .host_key
@@ -221,6 +240,9 @@ impl Pacing {
                         exit: None,
                         host: Some(Arc::clone(host)),
                     };
+                    if forgets && !self.keys.contains_key(&key) {
+                        self.met.push(Arc::clone(host));
+                    }
                     let l = &settings.limiter;
                     let start = || {
                         let prior = self.prior.lock().unwrap_or_else(|e| e.into_inner());
@@ -312,8 +334,12 @@ impl Pacing {
     /// forgot its controllers while it has work here, whose entry holds the keys. Its
     /// exit lanes are unpaced again (a new policy has none), a Retry-After binds the host
     /// again, and the host's budget runs at its rate until the limiter's first word.
-    /// Pauses in force stay.
-    pub(super) fn restart(&self, host: &Arc<str>, exits: impl Iterator<Item = Arc<str>>) {
+    /// Pauses in force stay. The host is met again: its pacing is forgotten after
+    /// another silence unless the limiter hears from it.
+    pub(super) fn restart(&mut self, host: &Arc<str>, exits: impl Iterator<Item = Arc<str>>) {
+        if self.forgets() {
+            self.met.push(Arc::clone(host));
+        }
         for key in host_keys(host, exits) {
             if let Some(state) = self.keys.get(&key) {
                 let mut state = state.borrow_mut();

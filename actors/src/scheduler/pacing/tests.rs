@@ -390,3 +390,38 @@ async fn a_host_forgotten_while_it_has_work_starts_again_in_place() {
     assert_eq!(lanes_paced(&h), [false, false], "exit lanes unpaced again");
     assert!(!binds_exit(&h), "a Retry-After binds the host again");
 }
+
+#[actix_rt::test]
+async fn the_limiter_is_told_each_host_whose_pacing_begins_or_goes_on_past_its_forgetting() {
+    let (mut p, mut exits) = part(settings(Scope::Auto, Algorithm::Aimd));
+    let host: Arc<str> = Arc::from("a.test");
+    let names: Vec<Arc<str>> = exits.iter().map(|e| Arc::clone(&e.name)).collect();
+    let mut h = Host::default();
+    let i = h.sent_now(&mut p, &mut exits, "a.test");
+    h.done(&mut exits, i);
+    assert_eq!(p.take_met(), [Arc::clone(&host)], "its pacing began");
+    // Its entry gone and back (its keys kept): nothing new.
+    let mut again = Host::default();
+    let (_, i) = again.sent_after(&mut p, &mut exits, "a.test").await;
+    again.done(&mut exits, i);
+    assert!(p.take_met().is_empty());
+    p.restart(&host, names.iter().cloned());
+    assert_eq!(
+        p.take_met(),
+        [Arc::clone(&host)],
+        "kept past its forgetting"
+    );
+    p.forget(&host, names.iter().cloned());
+    let mut back = Host::default();
+    let (_, i) = back.sent_after(&mut p, &mut exits, "a.test").await;
+    back.done(&mut exits, i);
+    assert_eq!(p.take_met(), [host], "met again once forgotten");
+}
+
+#[actix_rt::test]
+async fn under_the_other_scopes_the_limiter_forgets_no_host_and_is_told_none() {
+    let (mut p, mut exits) = part(settings(Scope::Host, Algorithm::Aimd));
+    let i = Host::default().sent_now(&mut p, &mut exits, "a.test");
+    exits[i].share.release();
+    assert!(p.take_met().is_empty());
+}
