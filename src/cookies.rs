@@ -9,18 +9,26 @@
 //! `Secure` is honoured (sent over https only); `Max-Age` and `Expires` set a lifetime,
 //! and one already over (`Max-Age=0`, an `Expires` in the past) deletes the cookie.
 //!
-//! Bounded: at most [`MAX_PER_HOST`] cookies per host (the oldest goes), cookies of at
-//! most [`MAX_COOKIE_BYTES`], and at most [`MAX_HOSTS`] hosts per jar (later hosts' cookies
-//! are not kept). Time comes in as `now`, like everywhere in the core.
+//! Bounded, so that a broad crawl keeps working and a site cannot grow it: at most
+//! [`MAX_PER_HOST`] cookies and [`MAX_HOST_BYTES`] of them per host (the oldest go: a
+//! `Cookie` header past what servers take, 8 KiB by default in nginx, would have every
+//! page of the host refused), cookies of at most [`MAX_COOKIE_BYTES`], and at most
+//! [`MAX_HOSTS`] hosts per jar: a new host beyond them takes the place of the host used
+//! longest ago (refusing it instead stopped cookies for every later host of the crawl).
+//! `Expires` is read as RFC 6265 §5.1.1 says, leniently: the dashed dates of older
+//! servers and years before 1970 (which delete) included. Time comes in as `now`, like
+//! everywhere in the core.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
 /// Most cookies kept for one host; a new one beyond it replaces the oldest.
 pub const MAX_PER_HOST: usize = 50;
+/// Most bytes of `name=value` pairs kept for one host: what its `Cookie` header holds.
+pub const MAX_HOST_BYTES: usize = 8192;
 /// Longest `name=value` kept, in bytes (browsers keep 4096).
 pub const MAX_COOKIE_BYTES: usize = 4096;
-/// Most hosts one jar keeps cookies for.
+/// Most hosts one jar keeps cookies for; beyond it the host used longest ago goes.
 pub const MAX_HOSTS: usize = 10_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,8 +42,26 @@ struct Cookie {
 /// Cookies per host (see the module doc).
 #[derive(Debug, Default)]
 pub struct CookieJar {
-    hosts: HashMap<String, Vec<Cookie>>,
+    hosts: HashMap<String, Host>,
+    /// Hosts in the order they were used (stored to or sent from), each with the use's
+    /// number; an entry whose number is not its host's latest is stale and skipped.
+    used: VecDeque<(String, u64)>,
+    uses: u64,
     refused: u64,
+}
+
+/// One host's cookies, and its latest use (see [`CookieJar::used`]).
+#[derive(Debug, Default)]
+struct Host {
+    cookies: Vec<Cookie>,
+    used: u64,
+}
+
+impl Cookie {
+    /// Bytes it takes in a `Cookie` header (`name=value`).
+    fn bytes(&self) -> usize {
+        self.name.len() + 1 + self.value.len()
+    }
 }
 
 /// What [`CookieJar::store`] did with one `Set-Cookie`.
@@ -57,7 +83,33 @@ impl CookieJar {
 
     /// Cookies kept, all hosts together (expired ones included until they are next seen).
     pub fn len(&self) -> usize {
-        self.hosts.values().map(Vec::len).sum()
+        self.hosts.values().map(|h| h.cookies.len()).sum()
+    }
+
+    /// `key` was used now: it goes last in the order of eviction.
+    fn touch(&mut self, key: &str) {
+        self.uses += 1;
+        if let Some(h) = self.hosts.get_mut(key) {
+            h.used = self.uses;
+            self.used.push_back((key.to_owned(), self.uses));
+        }
+        // Stale entries are dropped as they reach the front; past twice the hosts, the
+        // order is rebuilt so that it stays within a constant of them.
+        if self.used.len() > 2 * self.hosts.len() + 16 {
+            let hosts = &self.hosts;
+            self.used
+                .retain(|(k, n)| hosts.get(k).is_some_and(|h| h.used == *n));
+        }
+    }
+
+    /// Make room for one more host: the one used longest ago goes.
+    fn evict_one(&mut self) {
+        while let Some((key, n)) = self.used.pop_front() {
+            if self.hosts.get(&key).is_some_and(|h| h.used == n) {
+                self.hosts.remove(&key);
+                return;
+            }
+        }
     }
 
     /// Whether no cookie is kept.
@@ -79,24 +131,25 @@ impl CookieJar {
         let key = host_key(host);
         let expired = cookie.expires.is_some_and(|t| t <= now);
         if expired {
-            if let Some(list) = self.hosts.get_mut(&key) {
-                list.retain(|c| c.name != cookie.name);
-                if list.is_empty() {
+            if let Some(h) = self.hosts.get_mut(&key) {
+                h.cookies.retain(|c| c.name != cookie.name);
+                if h.cookies.is_empty() {
                     self.hosts.remove(&key);
                 }
             }
             return Stored::Deleted;
         }
         if !self.hosts.contains_key(&key) && self.hosts.len() >= MAX_HOSTS {
-            self.refused += 1;
-            return Stored::Refused;
+            self.evict_one();
         }
-        let list = self.hosts.entry(key).or_default();
+        let list = &mut self.hosts.entry(key.clone()).or_default().cookies;
         list.retain(|c| c.name != cookie.name);
-        if list.len() >= MAX_PER_HOST {
-            list.remove(0);
+        let mut bytes: usize = list.iter().map(Cookie::bytes).sum::<usize>() + cookie.bytes();
+        while !list.is_empty() && (list.len() >= MAX_PER_HOST || bytes > MAX_HOST_BYTES) {
+            bytes -= list.remove(0).bytes();
         }
         list.push(cookie);
+        self.touch(&key);
         Stored::Kept
     }
 
@@ -104,7 +157,7 @@ impl CookieJar {
     /// when there is nothing to send. Expired cookies are dropped on the way.
     pub fn header(&mut self, host: &str, https: bool, now: SystemTime) -> Option<String> {
         let key = host_key(host);
-        let list = self.hosts.get_mut(&key)?;
+        let list = &mut self.hosts.get_mut(&key)?.cookies;
         list.retain(|c| c.expires.is_none_or(|t| t > now));
         if list.is_empty() {
             self.hosts.remove(&key);
@@ -119,6 +172,7 @@ impl CookieJar {
             out.push('=');
             out.push_str(&c.value);
         }
+        self.touch(&key);
         (!out.is_empty()).then_some(out)
     }
 }
@@ -160,7 +214,7 @@ fn parse(set_cookie: &str, now: SystemTime) -> Option<Cookie> {
                 }));
             }
         } else if k.eq_ignore_ascii_case("expires") {
-            if let Ok(t) = httpdate::parse_http_date(v) {
+            if let Some(t) = cookie_date(v) {
                 expires = Some(t);
             }
         } else if k.eq_ignore_ascii_case("secure") {
@@ -179,6 +233,75 @@ fn parse(set_cookie: &str, now: SystemTime) -> Option<Cookie> {
         expires,
         secure,
     })
+}
+
+/// An `Expires` date as RFC 6265 §5.1.1 reads it: tokens between delimiters, the first
+/// `hh:mm:ss` the time, the first 1–2 digit number the day, the first month name the
+/// month, the first 2–4 digit number the year (70–99 → 19xx, 0–69 → 20xx). Reads what
+/// `httpdate` refuses (`Thu, 01-Jan-1970 00:00:00 GMT`, years before 1970, which are in
+/// the past: the epoch stands for them). `None` for a date that is not one.
+fn cookie_date(v: &str) -> Option<SystemTime> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let delimiter = |c: char| !(c.is_ascii_alphanumeric() || c == ':');
+    let leading_digits = |t: &str, min: usize, max: usize| -> Option<u32> {
+        let n = t.bytes().take_while(u8::is_ascii_digit).count();
+        (min..=max).contains(&n).then(|| t[..n].parse().ok())?
+    };
+    let (mut time, mut day, mut month, mut year) = (None, None, None, None);
+    for t in v.split(delimiter).filter(|t| !t.is_empty()) {
+        if time.is_none() {
+            let mut hms = t.splitn(3, ':').map(|p| leading_digits(p, 1, 2));
+            if let (Some(Some(h)), Some(Some(m)), Some(Some(s))) =
+                (hms.next(), hms.next(), hms.next())
+            {
+                time = Some((h, m, s));
+                continue;
+            }
+        }
+        if day.is_none() {
+            if let Some(d) = leading_digits(t, 1, 2) {
+                day = Some(d);
+                continue;
+            }
+        }
+        if month.is_none() {
+            let lower = t.get(..3).map(str::to_ascii_lowercase);
+            if let Some(m) = lower.and_then(|l| MONTHS.iter().position(|&n| n == l)) {
+                month = Some(m as u32 + 1);
+                continue;
+            }
+        }
+        if year.is_none() {
+            if let Some(y) = leading_digits(t, 2, 4) {
+                year = Some(match y {
+                    70..=99 => y + 1900,
+                    0..=69 => y + 2000,
+                    y => y,
+                });
+            }
+        }
+    }
+    let ((h, m, s), day, month, year) = (time?, day?, month?, year?);
+    if !(1..=31).contains(&day) || year < 1601 || h > 23 || m > 59 || s > 59 {
+        return None;
+    }
+    if year < 1970 {
+        return Some(SystemTime::UNIX_EPOCH);
+    }
+    // Days from 1970-01-01 to the date (the proleptic Gregorian calendar).
+    let days_from_civil = |y: i64, m: i64, d: i64| {
+        let y = if m <= 2 { y - 1 } else { y };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        era * 146_097 + doe - 719_468
+    };
+    let days = days_from_civil(i64::from(year), i64::from(month), i64::from(day));
+    let secs = days * 86_400 + i64::from(h * 3600 + m * 60 + s);
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
 }
 
 #[cfg(test)]
@@ -274,5 +397,84 @@ mod tests {
         let header = jar.header("h", false, t(0)).unwrap();
         assert_eq!(header.split("; ").count(), MAX_PER_HOST);
         assert!(header.starts_with("c5=1; "), "the oldest went: {header}");
+    }
+
+    #[test]
+    fn a_full_jar_makes_room_by_the_host_used_longest_ago() {
+        let mut jar = CookieJar::new();
+        for i in 0..MAX_HOSTS {
+            assert_eq!(jar.store(&format!("h{i}"), "a=1", t(0)), Stored::Kept);
+        }
+        // h0 is used again: h1 is now the one used longest ago.
+        assert_eq!(jar.header("h0", false, t(1)).as_deref(), Some("a=1"));
+        assert_eq!(
+            jar.store("new", "a=1", t(2)),
+            Stored::Kept,
+            "a new host is kept"
+        );
+        assert_eq!(jar.header("new", false, t(3)).as_deref(), Some("a=1"));
+        assert_eq!(
+            jar.header("h1", false, t(3)),
+            None,
+            "the host used longest ago went"
+        );
+        assert_eq!(jar.header("h0", false, t(3)).as_deref(), Some("a=1"));
+        assert_eq!(jar.len(), MAX_HOSTS);
+        // Many more hosts: still bounded, and the bookkeeping with it.
+        for i in 0..3 * MAX_HOSTS {
+            jar.store(&format!("x{i}"), "a=1", t(4));
+        }
+        assert_eq!(jar.len(), MAX_HOSTS);
+        assert!(jar.used.len() <= 2 * MAX_HOSTS + 16, "{}", jar.used.len());
+        assert_eq!(jar.refused(), 0);
+    }
+
+    #[test]
+    fn a_hosts_cookies_stay_within_what_a_cookie_header_may_hold() {
+        let mut jar = CookieJar::new();
+        let value = "v".repeat(1000);
+        for i in 0..20 {
+            jar.store("h", &format!("c{i:02}={value}"), t(0));
+        }
+        let header = jar.header("h", false, t(0)).unwrap();
+        assert!(header.len() <= MAX_HOST_BYTES + 2 * 20, "{}", header.len());
+        assert!(
+            header.ends_with(&format!("c19={value}")),
+            "the newest stays"
+        );
+        assert!(!header.contains("c00="), "the oldest went");
+    }
+
+    #[test]
+    fn expires_is_read_leniently_as_rfc_6265_says() {
+        let at = |v: &str| {
+            cookie_date(v).map(|t| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs())
+        };
+        // The three HTTP-date forms and the dashed Netscape one.
+        assert_eq!(at("Wed, 21 Oct 2015 07:28:00 GMT"), Some(1_445_412_480));
+        assert_eq!(at("Wednesday, 21-Oct-15 07:28:00 GMT"), Some(1_445_412_480));
+        assert_eq!(at("Wed Oct 21 07:28:00 2015"), Some(1_445_412_480));
+        assert_eq!(at("Wed, 21-Oct-2015 07:28:00 GMT"), Some(1_445_412_480));
+        assert_eq!(at("Thu, 01-Jan-1970 00:00:00 GMT"), Some(0));
+        // Before 1970: in the past.
+        assert_eq!(at("Mon, 01 Jan 1900 00:00:00 GMT"), Some(0));
+        assert_eq!(at("Sat, 29 Feb 2020 23:59:59 GMT"), Some(1_583_020_799));
+        for bad in [
+            "",
+            "soon",
+            "21 Oct 2015",
+            "Wed, 32 Oct 2015 07:28:00 GMT",
+            "Wed, 21 Oct 2015 25:00:00 GMT",
+        ] {
+            assert_eq!(at(bad), None, "{bad:?}");
+        }
+        // So a dashed date in the past deletes.
+        let mut jar = CookieJar::new();
+        jar.store("h", "a=1", t(0));
+        assert_eq!(
+            jar.store("h", "a=; Expires=Thu, 01-Jan-1970 00:00:01 GMT", t(1)),
+            Stored::Deleted
+        );
+        assert!(jar.is_empty());
     }
 }

@@ -217,3 +217,57 @@ async fn without_cookies_on_nothing_is_kept() {
         .iter()
         .all(|r| header(r, "cookie").is_none()));
 }
+
+/// A fetch's own `Cookie` header stays behind past a redirect to another origin, and the
+/// jar's cookies for the new host go in its place, as for any hop to that host.
+#[actix_rt::test]
+async fn past_a_redirect_to_another_origin_the_jars_cookies_replace_the_fetchs_own() {
+    let port = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
+    let p = std::sync::Arc::clone(&port);
+    let site = TestSite::start(SiteConfig {
+        set_cookie: true,
+        pages: Some(Pages::new(move |_, pq: &str| {
+            Some(if pq == "/go" {
+                let to = format!(
+                    "http://localhost:{}/landed",
+                    p.load(std::sync::atomic::Ordering::SeqCst)
+                );
+                Page {
+                    status: 302,
+                    content_type: "text/plain",
+                    body: "moved".into(),
+                    location: Some(to),
+                }
+            } else {
+                Page::html("<p>page</p>")
+            })
+        })),
+        ..SiteConfig::default()
+    });
+    port.store(site.port(), std::sync::atomic::Ordering::SeqCst);
+    let mut s = settings(1);
+    s.crawler.cookies = true;
+    let h = Crawler::start(s).expect("start");
+    let localhost = format!("http://localhost:{}", site.port());
+    h.fetch(Fetch::get(format!("{localhost}/first")))
+        .await
+        .expect("answer");
+    let r = h
+        .fetch(Fetch::get(site.url("/go")).header("Cookie", "mine=1"))
+        .await
+        .expect("answer");
+    assert_eq!(r.status, 200);
+    let log = site.requests();
+    let go = log.iter().find(|r| r.path == "/go").expect("/go asked");
+    assert_eq!(
+        header(go, "cookie"),
+        Some("mine=1"),
+        "its own, at its origin"
+    );
+    let landed = log.iter().find(|r| r.path == "/landed").expect("the hop");
+    assert_eq!(
+        header(landed, "cookie").map(str::to_owned),
+        Some(format!("seen=127.0.0.2@localhost:{}", site.port())),
+        "the jar's, for the new host"
+    );
+}

@@ -213,7 +213,9 @@ impl Identity {
         let Some(jar) = &self.jar else {
             return;
         };
-        if owns(&COOKIE) {
+        // The fetch's own `Cookie` wins while it is sent; past a redirect to another
+        // origin it stays behind, and the new host's jar cookies go instead.
+        if owns(&COOKIE) && !hop.cross_origin {
             return;
         }
         let https = hop.uri.scheme_str() == Some("https");
