@@ -23,15 +23,25 @@ const SECRET_NAMES: [&str; 9] = [
 
 /// `url` with the userinfo password and secret-looking query values replaced by `***`.
 pub fn mask_url(url: &str) -> String {
-    let (before_fragment, fragment) = match url.find('#') {
-        Some(i) => url.split_at(i),
-        None => (url, ""),
+    let (mut out, rest) = match userinfo(url) {
+        Some((start, at)) => {
+            let masked = match url[start..at].split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_owned(),
+            };
+            (format!("{}{masked}", &url[..start]), &url[at..])
+        }
+        None => (String::new(), url),
+    };
+    let (before_fragment, fragment) = match rest.find('#') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
     };
     let (base, query) = match before_fragment.find('?') {
         Some(i) => (&before_fragment[..i], Some(&before_fragment[i + 1..])),
         None => (before_fragment, None),
     };
-    let mut out = mask_userinfo(base);
+    out.push_str(base);
     if let Some(q) = query {
         out.push('?');
         let parts: Vec<String> = q
@@ -116,28 +126,34 @@ fn is_secret(name: &str) -> bool {
         })
 }
 
-fn mask_userinfo(base: &str) -> String {
-    let Some(scheme_end) = base.find("://") else {
-        return base.to_owned();
-    };
-    let authority_start = scheme_end + 3;
-    let rest = &base[authority_start..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return base.to_owned();
-    };
-    let userinfo = &authority[..at];
-    let masked = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***"),
-        None => "***".to_owned(),
-    };
-    format!(
-        "{}{}{}",
-        &base[..authority_start],
-        masked,
-        &base[authority_start + at..]
-    )
+/// Where the userinfo of `url` starts (after `://`) and ends (its last `@`), if it has
+/// one.
+///
+/// Why not up to the first `/`, `?` or `#` only, as a parser reads it: a password typed
+/// with one of them raw (`http://user:pa/ss@10.0.0.5:3128`) makes a URL that does not
+/// parse, and the error that says so quotes it. So when what precedes the first of them
+/// is `user:` and then no port (digits), the userinfo runs to the last `@`. Where it is a
+/// port (`host:8080/@bob`), the `@` is the path's: a password that starts with digits and
+/// then a raw `/` is not told apart, nor is a raw delimiter in a user name without a
+/// password.
+fn userinfo(url: &str) -> Option<(usize, usize)> {
+    let scheme_end = url.find("://")?;
+    // A `://` after the query or fragment began is a parameter's, not this URL's scheme.
+    if url[..scheme_end].contains(['?', '#']) {
+        return None;
+    }
+    let start = scheme_end + 3;
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    if let Some(at) = authority.rfind('@') {
+        return Some((start, start + at));
+    }
+    let (user, port) = authority.split_once(':')?;
+    let is_port = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    if user.starts_with('[') || is_port {
+        return None;
+    }
+    rest.rfind('@').map(|at| (start, start + at))
 }
 
 /// The longest URL (or other word) [`mask_message`] keeps whole, in characters.
@@ -208,6 +224,49 @@ mod tests {
         assert_eq!(mask_url("http://h/p?page=2"), "http://h/p?page=2");
         assert_eq!(mask_url("not a url ?password=1"), "not a url ?password=***");
         assert_eq!(mask_url("http://h/a@b"), "http://h/a@b");
+    }
+
+    #[test]
+    fn a_password_with_a_raw_delimiter_is_masked_whole() {
+        for (url, masked) in [
+            (
+                "http://user:pa/ss@10.0.0.5:3128",
+                "http://user:***@10.0.0.5:3128",
+            ),
+            (
+                "http://user:pa?ss@10.0.0.5:3128",
+                "http://user:***@10.0.0.5:3128",
+            ),
+            (
+                "http://user:pa#ss@10.0.0.5:3128",
+                "http://user:***@10.0.0.5:3128",
+            ),
+            (
+                "socks5h://u:a/b?c#d@e@proxy.test:1080",
+                "socks5h://u:***@proxy.test:1080",
+            ),
+            ("http://:pa/ss@h", "http://:***@h"),
+            (
+                "http://user:/pw@h/a?token=1",
+                "http://user:***@h/a?token=***",
+            ),
+        ] {
+            assert_eq!(mask_url(url), masked, "{url}");
+            assert_eq!(
+                mask_message(&format!("proxy {url} is not a valid URL")),
+                format!("proxy {masked} is not a valid URL"),
+            );
+        }
+        // An `@` after a port, or in a path with no `:` before it, is the path's.
+        for url in [
+            "http://h:8080/@bob",
+            "https://h/@bob?x=1",
+            "http://[::1]:80/a@b",
+            "http://[::1]/a@b",
+            "http://h/a?next=http://x/@y",
+        ] {
+            assert_eq!(mask_url(url), url);
+        }
     }
 
     #[test]

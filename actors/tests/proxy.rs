@@ -266,6 +266,54 @@ async fn a_proxy_that_refuses_is_the_exits_fault_and_the_fetch_moves_on() {
     assert!(tiny.contains("refused the credentials"), "{tiny}");
 }
 
+/// Dead links through HTTP proxies: tinyproxy answers `500 Unable to connect` to a
+/// `CONNECT` to a closed port. That is the site's failure: the record says the site
+/// refused (with the proxy's answer), and the exits stay in service however many there
+/// are in a row (three eject an exit for its own failures).
+#[actix_rt::test]
+async fn a_site_an_http_proxy_cannot_reach_does_not_eject_the_exit() {
+    let site = TestSite::start(SiteConfig::default());
+    let one = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.8"));
+    let two = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.9"));
+    let mut s = settings(vec![
+        proxy_exit("one", format!("http://user:pass@{}", one.addr()), None),
+        proxy_exit("two", format!("http://user:pass@{}", two.addr()), None),
+    ]);
+    // One quick retry: a refused connection is worth another try, and it fails alike.
+    s.crawler.max_retries = 1;
+    s.crawler.retry_backoff_base_ms = 1;
+    s.crawler.retry_backoff_max_ms = 10;
+    s.validate().expect("valid settings");
+    let h = Crawler::start(s).unwrap();
+
+    let closed = free_port();
+    for i in 0..4 {
+        let url = format!("http://127.0.0.1:{closed}/dead/{i}");
+        let err = tokio::time::timeout(Duration::from_secs(30), h.fetch(Fetch::get(url)))
+            .await
+            .expect("the fetch ends by itself")
+            .expect_err("nothing listens there");
+        assert_eq!(err.kind, FetchErrorKind::ConnectRefused, "{err}");
+        assert!(err.message.contains("500 Unable to connect"), "{err}");
+    }
+    let exits = fetch_all(&h, &site, 10).await;
+
+    let stats = h.stats().await;
+    for name in ["one", "two"] {
+        let exit = stats.iter().find(|s| s.name == name).unwrap();
+        assert!(exit.healthy, "{name} was ejected: {stats:?}");
+    }
+    assert_eq!(exits.len(), 10);
+    assert_eq!(
+        site.requests()
+            .iter()
+            .filter(|r| r.path.starts_with("/p/"))
+            .count(),
+        10,
+        "each good URL reached the site once"
+    );
+}
+
 #[actix_rt::test]
 async fn with_only_a_refusing_proxy_the_record_names_the_proxy_not_the_site() {
     let site = TestSite::start(SiteConfig::default());

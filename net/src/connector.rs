@@ -62,7 +62,9 @@ const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Which step of opening a connection failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
-    /// The target has no address of the source IP's family (v4 exit, v6-only target).
+    /// The target has no address of the source IP's family (v4 exit, v6-only target), or
+    /// through a proxy: the proxy cannot reach an address of the family sent (SOCKS5
+    /// reply 8).
     AddressFamily,
     /// `socket(2)` itself.
     Socket,
@@ -80,9 +82,14 @@ pub enum Stage {
     Changed,
     /// Resolving or connecting to the exit's proxy failed: the exit's fault.
     ProxyConnect,
-    /// The proxy refused the tunnel (an answer to `CONNECT` other than 2xx, a SOCKS5
-    /// refusal) or broke the handshake: the exit's fault.
+    /// The proxy refused the tunnel (407, 403, an answer to `CONNECT` that does not say the
+    /// target was out of reach, a SOCKS5 refusal) or broke the handshake: the exit's
+    /// fault. A proxy that could not reach the target is [`Stage::Tunnel`].
     Proxy,
+    /// The proxy could not reach the target (its answer to `CONNECT` or its SOCKS5 reply
+    /// says so), or opened no tunnel within the connect timeout: the site's failure, as a
+    /// direct exit's [`Stage::Connect`] would be. The error's kind says which.
+    Tunnel,
 }
 
 impl fmt::Display for Stage {
@@ -97,6 +104,7 @@ impl fmt::Display for Stage {
             Stage::Changed => "address changed",
             Stage::ProxyConnect => "connect to proxy",
             Stage::Proxy => "proxy handshake",
+            Stage::Tunnel => "tunnel",
         })
     }
 }
@@ -141,6 +149,8 @@ impl SocketError {
             // Every exit would refuse the same target: not the exit's fault, and not one
             // another exit can do better on.
             Stage::Refused | Stage::Changed => false,
+            // The site failed behind the proxy.
+            Stage::Tunnel => false,
             // With IP_BIND_ADDRESS_NO_PORT the port is chosen at connect(): running out of
             // ephemeral ports shows up here as EADDRNOTAVAIL (or EADDRINUSE without it).
             Stage::Connect => matches!(
@@ -160,7 +170,7 @@ impl fmt::Display for SocketError {
         };
         match (self.stage, self.target) {
             (Stage::Refused | Stage::Changed, _) => write!(f, "{}", self.error)?,
-            (Stage::Proxy, _) => write!(f, "{}", self.error)?,
+            (Stage::Proxy | Stage::Tunnel, _) => write!(f, "{}", self.error)?,
             (Stage::Bind, _) => write!(
                 f,
                 "bind to source {}:0 failed: {}",
@@ -306,10 +316,11 @@ impl ExitConnector {
     /// Open a tunnel to the request's target through `proxy`: connect to the proxy from
     /// the exit's source IP, then run its handshake (see [`super::proxy`]).
     ///
-    /// The private-address rule is checked here on the addresses the target resolves to
-    /// locally (for `socks5`, the one sent; for `http` and `socks5h`, where the proxy
-    /// resolves the name, the name is sent when every address passed, the first address
-    /// that passed when some did not, and a name that does not resolve here unchecked).
+    /// When the proxy is sent addresses ([`Self::tunnel_targets`]), each is tried in
+    /// resolver order until one opens, as a direct exit tries a name's addresses: a dual
+    /// stack name's first address is often IPv6, which an IPv4-only proxy cannot reach.
+    /// The site's failure on the last one is reported (or that the proxy reaches none of
+    /// the addresses' families); the proxy's own failure at once.
     async fn connect_via(
         &self,
         proxy: &ProxyUrl,
@@ -317,6 +328,43 @@ impl ExitConnector {
     ) -> Result<Connection<Uri, TcpStream>, ConnectError> {
         let host = req.hostname().to_owned();
         let port = req.port();
+        let targets = self.tunnel_targets(proxy, &host, port).await?;
+        let mut last = None;
+        for target in targets {
+            match self.tunnel(proxy, target, &host, port).await {
+                Ok(stream) => return Ok(Connection::new(req.request().clone(), stream)),
+                Err(e) if !matches!(e.stage, Stage::Tunnel | Stage::AddressFamily) => {
+                    return Err(ConnectError::Io(e.into_io()))
+                }
+                Err(e) => {
+                    tracing::debug!(source = %self.source_ip, %proxy, error = %e, "tunnel failed");
+                    // The site's failure says more than a family the proxy cannot reach.
+                    let site_failed = |l: &SocketError| l.stage == Stage::Tunnel;
+                    if e.stage == Stage::Tunnel || !last.as_ref().is_some_and(site_failed) {
+                        last = Some(e);
+                    }
+                }
+            }
+        }
+        let err = last.expect("tunnel_targets returns at least one target");
+        Err(ConnectError::Io(err.into_io()))
+    }
+
+    /// What to ask `proxy` to tunnel to, in the order to try them.
+    ///
+    /// The private-address rule is checked here on the addresses the target resolves to
+    /// locally (for `socks5`, those sent; for `http` and `socks5h`, where the proxy
+    /// resolves the name, the name is sent when every address passed, the addresses that
+    /// passed when some did not). A name that does not resolve here is the site's failure
+    /// (`dns`) for `socks5`; `http` and `socks5h` send it anyway: there the proxy's
+    /// resolver is the one that counts (names only the proxy's network knows, Tor's
+    /// `.onion`), and a proxy that cannot reach it says so, the site's failure.
+    async fn tunnel_targets<'h>(
+        &self,
+        proxy: &ProxyUrl,
+        host: &'h str,
+        port: u16,
+    ) -> Result<Vec<Target<'h>>, ConnectError> {
         let literal = host
             .trim_start_matches('[')
             .trim_end_matches(']')
@@ -326,39 +374,53 @@ impl ExitConnector {
             Some(ip) => Some(Ok(vec![SocketAddr::new(ip, port)])),
             None if proxy.scheme == ProxyScheme::Socks5 || self.reach != Reach::Any => Some(
                 self.dns
-                    .lookup(&host)
+                    .lookup(host)
                     .await
                     .map(|ips| ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect()),
             ),
             None => None,
         };
-        let target = match (proxy.scheme, local) {
-            (ProxyScheme::Socks5, Some(Err(e))) => return Err(ConnectError::Resolver(Box::new(e))),
+        match (proxy.scheme, local) {
+            (ProxyScheme::Socks5, Some(Err(e))) => Err(ConnectError::Resolver(Box::new(e))),
             (_, Some(Ok(mut addrs))) => {
                 let resolved = addrs.len();
-                if let Some(err) = self.keep_reachable(&mut addrs, &host) {
+                if let Some(err) = self.keep_reachable(&mut addrs, host) {
                     return Err(ConnectError::Io(err.into_io()));
                 }
                 // A name with addresses the rule refuses is not handed to a proxy that
-                // resolves it itself: it could pick one of those. The address checked
-                // here goes instead (TLS and `Host` still carry the name, from the URL).
+                // resolves it itself: it could pick one of those. The addresses checked
+                // here go instead (TLS and `Host` still carry the name, from the URL).
                 let some_refused = addrs.len() < resolved;
-                match addrs.first() {
-                    Some(addr) if proxy.scheme == ProxyScheme::Socks5 || some_refused => {
-                        Target::Addr(*addr)
-                    }
-                    _ => Target::Name(&host, port),
+                if (proxy.scheme == ProxyScheme::Socks5 || some_refused) && !addrs.is_empty() {
+                    Ok(addrs.into_iter().map(Target::Addr).collect())
+                } else {
+                    Ok(vec![Target::Name(host, port)])
                 }
             }
-            _ => Target::Name(&host, port),
-        };
+            _ => Ok(vec![Target::Name(host, port)]),
+        }
+    }
 
+    /// One tunnel to `target` through `proxy`. A failure at the site (the proxy could not
+    /// reach it, or took too long) is [`Stage::Tunnel`]; an address of a family the proxy
+    /// cannot reach [`Stage::AddressFamily`]; the proxy's own failure is
+    /// [`Stage::ProxyConnect`] or [`Stage::Proxy`].
+    async fn tunnel(
+        &self,
+        proxy: &ProxyUrl,
+        target: Target<'_>,
+        host: &str,
+        port: u16,
+    ) -> Result<TcpStream, SocketError> {
         let mut stream = self.connect_to_proxy(proxy).await?;
-        let peer = stream.peer_addr().ok();
-        let fail = |stage, error| SocketError {
+        let site = match target {
+            Target::Addr(addr) => Some(addr),
+            Target::Name(..) => None,
+        };
+        let fail = |stage, target, error| SocketError {
             stage,
             source_ip: self.source_ip,
-            target: peer,
+            target,
             error,
         };
         match tokio::time::timeout(
@@ -367,47 +429,35 @@ impl ExitConnector {
         )
         .await
         {
-            Ok(Ok(())) => Ok(Connection::new(req.request().clone(), stream)),
-            Ok(Err(e)) => {
-                let (proxy_fault, error) = e.into_io(proxy);
-                let stage = if proxy_fault {
-                    Stage::Proxy
-                } else {
-                    Stage::Connect
-                };
-                Err(ConnectError::Io(fail(stage, error).into_io()))
-            }
+            Ok(Ok(())) => Ok(stream),
+            Ok(Err(e)) => match e.into_io(proxy) {
+                (Stage::Proxy, error) => Err(fail(Stage::Proxy, stream.peer_addr().ok(), error)),
+                (stage, error) => Err(fail(stage, site, error)),
+            },
             // The proxy holds its answer until it has connected to the target, so a slow
             // handshake is most often a slow site: a timeout, as a direct connect's is.
-            Err(_) => Err(ConnectError::Io(
-                fail(
-                    Stage::Connect,
-                    io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!(
-                            "proxy {proxy} did not open a tunnel to {host}:{port} within {:?}",
-                            self.connect_timeout
-                        ),
+            Err(_) => Err(fail(
+                Stage::Tunnel,
+                site,
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "proxy {proxy} did not open a tunnel to {host}:{port} within {:?}",
+                        self.connect_timeout
                     ),
-                )
-                .into_io(),
+                ),
             )),
         }
     }
 
     /// A TCP connection to the proxy from the exit's source IP; failures are
     /// [`Stage::ProxyConnect`] (the exit's fault).
-    async fn connect_to_proxy(&self, proxy: &ProxyUrl) -> Result<TcpStream, ConnectError> {
-        let proxy_fail = |target, error: io::Error| {
-            ConnectError::Io(
-                SocketError {
-                    stage: Stage::ProxyConnect,
-                    source_ip: self.source_ip,
-                    target,
-                    error: io::Error::new(error.kind(), format!("proxy {proxy}: {error}")),
-                }
-                .into_io(),
-            )
+    async fn connect_to_proxy(&self, proxy: &ProxyUrl) -> Result<TcpStream, SocketError> {
+        let proxy_fail = |target, error: io::Error| SocketError {
+            stage: Stage::ProxyConnect,
+            source_ip: self.source_ip,
+            target,
+            error: io::Error::new(error.kind(), format!("proxy {proxy}: {error}")),
         };
         let mut addrs: Vec<SocketAddr> = match proxy.host.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, proxy.port)],
@@ -427,7 +477,7 @@ impl ExitConnector {
         for addr in addrs {
             match connect_from(self.source_ip, addr, self.connect_timeout).await {
                 Ok(stream) => return Ok(stream),
-                Err(e) if e.is_local() => return Err(ConnectError::Io(e.into_io())),
+                Err(e) if e.is_local() => return Err(e),
                 Err(e) => last = Some((addr, e.error)),
             }
         }

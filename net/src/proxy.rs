@@ -12,11 +12,13 @@
 //! (squid's default `SSL_ports` rule) refuses plain-http targets; that refusal is the
 //! proxy's answer, reported as such.
 //!
-//! Who is at fault: the proxy refusing us (407, 403, any other answer to `CONNECT`; a
-//! SOCKS method, auth or rule refusal; garbage) is the exit's fault — another exit may
-//! succeed. A SOCKS5 reply that says the *target* refused, was unreachable or timed out is
-//! the site's, reported with the matching I/O error kind, and so is a general failure to
-//! reach a name the proxy was to resolve (see `socks_reply`).
+//! Who is at fault: the proxy refusing us (407, 403, any answer to `CONNECT` but those
+//! below; a SOCKS method, auth or rule refusal; garbage) is the exit's fault — another
+//! exit may succeed. An answer to `CONNECT` that says the proxy could not reach the target
+//! (500, 502, 503, 504; see `unreached`) and a SOCKS5 reply that says the *target*
+//! refused, was unreachable or timed out are the site's, reported with the matching I/O
+//! error kind, and so is a general failure to reach a name the proxy was to resolve (see
+//! `socks_reply`).
 
 use std::io;
 
@@ -24,6 +26,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use exitcrawl::proxy::{ProxyScheme, ProxyUrl};
+
+use super::connector::Stage;
 
 /// Where the tunnel should lead: the name (for `CONNECT` and `socks5h`) or the address
 /// resolved here (for `socks5`), and the port.
@@ -43,23 +47,27 @@ pub enum HandshakeError {
     /// The proxy says the target refused, was unreachable or timed out: the site's. The
     /// error's kind is the matching one (`ConnectionRefused`, `TimedOut`, …).
     Target(io::Error),
+    /// The proxy cannot reach an address of the family sent (SOCKS5 reply 8 to an
+    /// address: an IPv4-only proxy sent an IPv6 address). Neither the exit's fault nor
+    /// the site's: another address of the name, or another exit, may do.
+    Family(String),
     /// Reading or writing the proxy's socket failed.
     Io(io::Error),
 }
 
 impl HandshakeError {
-    /// As an `io::Error` whose message says what the proxy did.
-    pub fn into_io(self, proxy: &ProxyUrl) -> (bool, io::Error) {
+    /// The connector's stage for this failure, and an `io::Error` whose message says what
+    /// the proxy did.
+    pub fn into_io(self, proxy: &ProxyUrl) -> (Stage, io::Error) {
+        let said = |e: io::Error| io::Error::new(e.kind(), format!("proxy {proxy}: {e}"));
         match self {
-            HandshakeError::Proxy(m) => (true, io::Error::other(format!("proxy {proxy}: {m}"))),
-            HandshakeError::Target(e) => (
-                false,
-                io::Error::new(e.kind(), format!("proxy {proxy}: {e}")),
+            HandshakeError::Proxy(m) => (Stage::Proxy, said(io::Error::other(m))),
+            HandshakeError::Target(e) => (Stage::Tunnel, said(e)),
+            HandshakeError::Family(m) => (
+                Stage::AddressFamily,
+                said(io::Error::new(io::ErrorKind::Unsupported, m)),
             ),
-            HandshakeError::Io(e) => (
-                true,
-                io::Error::new(e.kind(), format!("proxy {proxy}: {e}")),
-            ),
+            HandshakeError::Io(e) => (Stage::Proxy, said(e)),
         }
     }
 }
@@ -149,12 +157,41 @@ async fn http_connect(
                 "the proxy wants credentials (http://user:pass@host:port)"
             }
         ))),
+        Some(code @ (500 | 502 | 503 | 504)) => {
+            let (kind, what) = unreached(code);
+            Err(HandshakeError::Target(io::Error::new(
+                kind,
+                format!("answered CONNECT {authority} with {status_line:?}: {what}"),
+            )))
+        }
         Some(_) => Err(HandshakeError::Proxy(format!(
             "answered CONNECT {authority} with {status_line:?}"
         ))),
         None => Err(HandshakeError::Proxy(format!(
             "answered CONNECT with {status_line:?}, which has no status code"
         ))),
+    }
+}
+
+/// The I/O error kind, and the words, for an answer to `CONNECT` that says the proxy could
+/// not reach the target.
+///
+/// Why these are the site's: tinyproxy answers 500 for a name that does not resolve and
+/// for a closed port alike, squid 502 or 503 (504 when the connect timed out). Taken for
+/// the proxy's fault, every dead link would move to the next exit and count towards
+/// ejecting each, and a broad crawl through HTTP proxies would eject all of them. 403 is
+/// not among them: tinyproxy and squid give it to a client they do not allow as well as
+/// for a port they do not tunnel to, and the first is the exit's own.
+fn unreached(code: u16) -> (io::ErrorKind, &'static str) {
+    match code {
+        504 => (
+            io::ErrorKind::TimedOut,
+            "the proxy timed out reaching the target",
+        ),
+        _ => (
+            io::ErrorKind::ConnectionRefused,
+            "the proxy could not connect to the target",
+        ),
     }
 }
 
@@ -212,7 +249,7 @@ async fn socks5(
     let mut head = [0u8; 4];
     stream.read_exact(&mut head).await.map_err(io)?;
     if head[1] != 0 {
-        return Err(socks_reply(head[1], named));
+        return Err(socks_reply(head[1], named, req[3]));
     }
     // The bound address the proxy reports: read it whole so the tunnel starts clean.
     let rest = match head[3] {
@@ -280,13 +317,13 @@ fn push_address(req: &mut Vec<u8>, target: Target<'_>) -> Result<u16, HandshakeE
 }
 
 /// A SOCKS5 reply code other than success (RFC 1928 §6); `named`: the target was sent
-/// as a name for the proxy to resolve.
+/// as a name for the proxy to resolve; `atyp`: the address type sent.
 ///
 /// Why a general failure to a name is the site's: RFC 1928 has no code for a name that
 /// does not resolve, and proxies answer it with 1 (microsocks, dante). Taken for the
 /// proxy's fault, every URL of an expired domain would count against each exit it was
 /// moved to, and a few such URLs would eject every `socks5h` exit.
-fn socks_reply(code: u8, named: bool) -> HandshakeError {
+fn socks_reply(code: u8, named: bool, atyp: u8) -> HandshakeError {
     let target = |kind, what: &str| HandshakeError::Target(io::Error::new(kind, what.to_owned()));
     match code {
         3 => target(
@@ -306,6 +343,10 @@ fn socks_reply(code: u8, named: bool) -> HandshakeError {
         1 => HandshakeError::Proxy("SOCKS5: general failure".into()),
         2 => HandshakeError::Proxy("SOCKS5: connection not allowed by ruleset".into()),
         7 => HandshakeError::Proxy("SOCKS5: command not supported".into()),
+        8 if !named => HandshakeError::Family(format!(
+            "SOCKS5: address type not supported (an IPv{} address was sent)",
+            if atyp == 4 { 6 } else { 4 }
+        )),
         8 => HandshakeError::Proxy("SOCKS5: address type not supported".into()),
         other => HandshakeError::Proxy(format!("SOCKS5: reply code {other}")),
     }
@@ -351,6 +392,64 @@ mod tests {
         e
     }
 
+    /// The handshake's result when an HTTP proxy answers `CONNECT` with `status_line`.
+    async fn answered(status_line: &str) -> HandshakeError {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answer = format!("{status_line}\r\nContent-Length: 0\r\n\r\n");
+        let server = actix_rt::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                s.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            s.write_all(answer.as_bytes()).await.unwrap();
+        });
+        let proxy: ProxyUrl = format!("http://{addr}").parse().unwrap();
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let e = handshake(&mut stream, &proxy, Target::Name("site.test", 80))
+            .await
+            .expect_err("no tunnel");
+        server.await.unwrap();
+        e
+    }
+
+    #[actix_rt::test]
+    async fn a_proxy_that_could_not_reach_the_site_is_the_sites_failure() {
+        for (status, kind) in [
+            (
+                "HTTP/1.1 500 Unable to connect",
+                io::ErrorKind::ConnectionRefused,
+            ),
+            ("HTTP/1.1 502 Bad Gateway", io::ErrorKind::ConnectionRefused),
+            (
+                "HTTP/1.1 503 Service Unavailable",
+                io::ErrorKind::ConnectionRefused,
+            ),
+            ("HTTP/1.1 504 Gateway Timeout", io::ErrorKind::TimedOut),
+        ] {
+            let e = answered(status).await;
+            assert!(
+                matches!(&e, HandshakeError::Target(io) if io.kind() == kind
+                    && io.to_string().contains(status)),
+                "{status}: {e:?}"
+            );
+        }
+        // Credentials, a client or port the proxy does not allow, anything else: the
+        // proxy's.
+        for status in [
+            "HTTP/1.1 407 Proxy Authentication Required",
+            "HTTP/1.0 401 Unauthorized",
+            "HTTP/1.0 403 Access denied",
+            "HTTP/1.1 405 Method Not Allowed",
+        ] {
+            let e = answered(status).await;
+            assert!(matches!(e, HandshakeError::Proxy(_)), "{status}: {e:?}");
+        }
+    }
+
     #[actix_rt::test]
     async fn a_general_failure_to_reach_a_name_is_the_sites_not_the_proxys() {
         // What microsocks answers for a name that does not resolve: the domain is gone, the
@@ -365,6 +464,19 @@ mod tests {
         assert!(matches!(e, HandshakeError::Proxy(_)), "{e:?}");
         // So is a ruleset's refusal, whatever was sent.
         let e = refused_with(2, Target::Name("gone.test", 80)).await;
+        assert!(matches!(e, HandshakeError::Proxy(_)), "{e:?}");
+    }
+
+    #[actix_rt::test]
+    async fn an_address_of_a_family_the_proxy_lacks_is_neither_the_proxys_nor_the_sites() {
+        // What microsocks answers when it cannot open a socket of the address's family.
+        let e = refused_with(8, Target::Addr("[2001:db8::1]:80".parse().unwrap())).await;
+        assert!(
+            matches!(&e, HandshakeError::Family(m) if m.contains("IPv6")),
+            "{e:?}"
+        );
+        // A proxy that takes no names at all is the proxy's fault.
+        let e = refused_with(8, Target::Name("site.test", 80)).await;
         assert!(matches!(e, HandshakeError::Proxy(_)), "{e:?}");
     }
 }
