@@ -414,6 +414,9 @@ impl Scheduler {
         self.metrics.urls_total.inc();
         self.reserve(i);
         self.in_flight.first_attempt(&host, now_std);
+        // A crawl that takes the direct path alone may never run the dispatch, which
+        // tells the limiter the hosts met.
+        self.tell_met();
         Direct::Go {
             exit: i,
             host,

@@ -107,9 +107,12 @@ impl Scheduler {
     /// Tell the limiter the hosts whose pacing began, or went on past their forgetting,
     /// since it was last told: it forgets their pacing after a silence unless it hears
     /// from them (see [`HostsMet`]).
-    fn tell_met(&mut self) {
+    pub(super) fn tell_met(&mut self) {
+        if !self.pacing.has_met() {
+            return;
+        }
         let met = self.pacing.take_met();
-        if let (false, Some(l)) = (met.is_empty(), &self.limiter) {
+        if let Some(l) = &self.limiter {
             l.do_send(HostsMet(met));
         }
     }

@@ -206,6 +206,11 @@ impl Pacing {
         l.algorithm == Algorithm::Aimd && l.scope == Scope::Auto
     }
 
+    /// Some host was met since the limiter was last told (see `met`).
+    pub(super) fn has_met(&self) -> bool {
+        !self.met.is_empty()
+    }
+
     /// The hosts met since the last call, for the limiter (see `met`).
     pub(super) fn take_met(&mut self) -> Vec<Arc<str>> {
         std::mem::take(&mut self.met)
