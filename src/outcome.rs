@@ -48,7 +48,8 @@ pub enum Failure {
     /// that could not reach the site (500, 502, 503, 504 to `CONNECT`, a SOCKS5
     /// "refused", "unreachable" or "TTL expired") reports the site's failure instead.
     Proxy,
-    /// The site (or something on the path) refused the TCP connection (RST to SYN).
+    /// The site (or something on the path) refused the TCP connection (RST to SYN, an
+    /// ICMP unreachable for the host, a proxy saying either).
     ConnectRefused,
     /// Connect, or waiting for the answer, took too long.
     Timeout,

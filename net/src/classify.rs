@@ -96,7 +96,12 @@ fn out_of_files(e: &io::Error) -> bool {
 
 fn classify_io(e: &io::Error) -> Failure {
     match e.kind() {
-        io::ErrorKind::ConnectionRefused => Failure::ConnectRefused,
+        // An ICMP unreachable from the path (or a SOCKS5 proxy's "unreachable") is a
+        // refusal by something on the way, which passes as a refusal may: taken for
+        // `Other`, it ended its URL at the first try.
+        io::ErrorKind::ConnectionRefused
+        | io::ErrorKind::HostUnreachable
+        | io::ErrorKind::NetworkUnreachable => Failure::ConnectRefused,
         io::ErrorKind::TimedOut => Failure::Timeout,
         io::ErrorKind::ConnectionReset
         | io::ErrorKind::ConnectionAborted
@@ -114,5 +119,34 @@ fn classify_parse(e: &actix_http::error::ParseError) -> Failure {
         ParseError::Incomplete => Failure::Reset,
         ParseError::Timeout => Failure::Timeout,
         _ => Failure::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connector::Stage;
+
+    fn at_connect(errno: i32) -> Failure {
+        let se = SocketError {
+            stage: Stage::Connect,
+            source_ip: "127.0.0.2".parse().unwrap(),
+            target: Some("127.0.0.1:80".parse().unwrap()),
+            error: io::Error::from_raw_os_error(errno),
+        };
+        classify_connect(&ConnectError::Io(io::Error::other(se)))
+    }
+
+    #[test]
+    fn an_unreachable_network_is_the_exits_and_an_unreachable_host_passes() {
+        // The exit's route is gone: the fetch moves, and the exit answers for it.
+        assert_eq!(at_connect(libc::ENETUNREACH), Failure::LocalConnect);
+        assert!(Failure::LocalConnect.is_exit_fault());
+        // Something on the path said the host is out of reach: worth another try.
+        let host = at_connect(libc::EHOSTUNREACH);
+        assert_eq!(host, Failure::ConnectRefused);
+        assert!(host.is_transient());
+        assert_eq!(at_connect(libc::ECONNREFUSED), Failure::ConnectRefused);
+        assert_eq!(at_connect(libc::EADDRNOTAVAIL), Failure::LocalConnect);
     }
 }

@@ -153,9 +153,13 @@ impl SocketError {
             Stage::Tunnel => false,
             // With IP_BIND_ADDRESS_NO_PORT the port is chosen at connect(): running out of
             // ephemeral ports shows up here as EADDRNOTAVAIL (or EADDRINUSE without it).
+            // ENETUNREACH at connect() is this host's routing for the exit's address (its
+            // link or route gone): another exit may have one.
             Stage::Connect => matches!(
                 self.error.kind(),
-                io::ErrorKind::AddrNotAvailable | io::ErrorKind::AddrInUse
+                io::ErrorKind::AddrNotAvailable
+                    | io::ErrorKind::AddrInUse
+                    | io::ErrorKind::NetworkUnreachable
             ),
         }
     }
@@ -353,9 +357,8 @@ impl ExitConnector {
     /// What to ask `proxy` to tunnel to, in the order to try them.
     ///
     /// The private-address rule is checked here on the addresses the target resolves to
-    /// locally (for `socks5`, those sent; for `http` and `socks5h`, where the proxy
-    /// resolves the name, the name is sent when every address passed, the addresses that
-    /// passed when some did not). A name that does not resolve here is the site's failure
+    /// locally, and those are what the proxy is sent (for `http` and `socks5h` too, whose
+    /// proxy would otherwise resolve the name again). A name that does not resolve here is the site's failure
     /// (`dns`) for `socks5`; `http` and `socks5h` send it anyway: there the proxy's
     /// resolver is the one that counts (names only the proxy's network knows, Tor's
     /// `.onion`), and a proxy that cannot reach it says so, the site's failure.
@@ -383,15 +386,16 @@ impl ExitConnector {
         match (proxy.scheme, local) {
             (ProxyScheme::Socks5, Some(Err(e))) => Err(ConnectError::Resolver(Box::new(e))),
             (_, Some(Ok(mut addrs))) => {
-                let resolved = addrs.len();
                 if let Some(err) = self.keep_reachable(&mut addrs, host) {
                     return Err(ConnectError::Io(err.into_io()));
                 }
-                // A name with addresses the rule refuses is not handed to a proxy that
-                // resolves it itself: it could pick one of those. The addresses checked
-                // here go instead (TLS and `Host` still carry the name, from the URL).
-                let some_refused = addrs.len() < resolved;
-                if (proxy.scheme == ProxyScheme::Socks5 || some_refused) && !addrs.is_empty() {
+                // Where the rule is checked, a proxy that resolves names itself is sent
+                // the addresses checked here, not the name (TLS and `Host` still carry
+                // it, from the URL): resolving it again, the proxy could reach an address
+                // never checked (a name whose addresses the rule refuses in part, or a
+                // DNS server that answers the proxy otherwise than us).
+                let checked = self.reach != Reach::Any;
+                if (proxy.scheme == ProxyScheme::Socks5 || checked) && !addrs.is_empty() {
                     Ok(addrs.into_iter().map(Target::Addr).collect())
                 } else {
                     Ok(vec![Target::Name(host, port)])

@@ -194,6 +194,29 @@ async fn through_a_proxy_a_name_with_a_private_address_is_sent_as_the_checked_on
     );
 }
 
+/// A name whose every address passes the rule goes to an HTTP proxy as the address
+/// checked here too: resolving the name again, the proxy could reach an address never
+/// checked (its resolver answering otherwise than ours, a rebinding DNS server).
+#[actix_rt::test]
+async fn through_a_proxy_a_name_whose_addresses_pass_is_sent_as_the_checked_one() {
+    let (proxy, server) = tunnel_to_self().await;
+    let answers = vec![Ok(vec![ip("127.0.0.1")])];
+    let core = exit_via(Some(&format!("http://{proxy}")), ip("127.0.0.9"), answers);
+    let uri = "http://public.test/page".parse().expect("a URI");
+    let mut hop = Hop::new(uri, Method::GET, None).led_from_public(true);
+    let answer = core.exchange(&mut hop, &[], Instant::now()).await.result;
+    assert_eq!(answer.expect("answered through the tunnel").status, 200);
+    let (connect, request) = server.await.unwrap().expect("the proxy saw both heads");
+    let line = connect.lines().next().unwrap_or_default();
+    assert_eq!(line, "CONNECT 127.0.0.1:80 HTTP/1.1", "{connect}");
+    assert!(
+        request
+            .to_ascii_lowercase()
+            .contains("\r\nhost: public.test\r\n"),
+        "{request}"
+    );
+}
+
 /// Resolving is part of the request: a resolver slower than the whole request's timeout
 /// ends the attempt as a timeout when that timeout runs out, and nothing is sent.
 #[actix_rt::test]
