@@ -17,7 +17,7 @@ use std::fs::File;
 use std::future::poll_fn;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -148,6 +148,8 @@ pub struct Lines {
     batch: std::vec::IntoIter<Line>,
     /// Lines the reader read and could not hand over (see [`Lines::unsent`]).
     unsent: Arc<AtomicU64>,
+    /// The reader thread panicked: the channel's end is then no end of the input.
+    panicked: Arc<AtomicBool>,
 }
 
 impl Lines {
@@ -160,6 +162,11 @@ impl Lines {
             match self.rx.poll_recv(cx) {
                 Poll::Ready(Some(Ok(batch))) => self.batch = batch.into_iter(),
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) if self.panicked.swap(false, Ordering::SeqCst) => {
+                    return Poll::Ready(Some(Err(io::Error::other(
+                        "the URL reader stopped (a bug: it panicked); the URLs after those read were not",
+                    ))))
+                }
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }
@@ -196,6 +203,18 @@ struct Batcher {
     batch: Vec<Line>,
     /// Lines read that the crawl, closed, did not take (shared with [`Lines`]).
     unsent: Arc<AtomicU64>,
+    /// Set when the reader thread unwinds (shared with [`Lines`]): a closed channel would
+    /// otherwise read as the end of the input, and the run end complete with the rest of
+    /// the list never read.
+    panicked: Arc<AtomicBool>,
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.panicked.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Batcher {
@@ -203,15 +222,18 @@ impl Batcher {
     fn channel() -> (Batcher, Lines) {
         let (tx, rx) = mpsc::channel(READ_AHEAD_BATCHES);
         let unsent = Arc::new(AtomicU64::new(0));
+        let panicked = Arc::new(AtomicBool::new(false));
         let lines = Lines {
             rx,
             batch: Vec::new().into_iter(),
             unsent: Arc::clone(&unsent),
+            panicked: Arc::clone(&panicked),
         };
         let out = Batcher {
             tx,
             batch: Vec::with_capacity(BATCH),
             unsent,
+            panicked,
         };
         (out, lines)
     }
@@ -620,6 +642,22 @@ pub fn read_url_list(input: impl Read + Send, dedupe: bool) -> (Vec<Line>, Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[actix_rt::test]
+    async fn a_reader_that_panics_is_a_read_error_not_the_end_of_the_input() {
+        let (mut out, mut lines) = Batcher::channel();
+        let reader = std::thread::spawn(move || {
+            out.push(Line::Url("http://a.test/".into()));
+            out.flush();
+            panic!("a bug in the reader");
+        });
+        assert!(reader.join().is_err(), "it panicked");
+        let first = lines.recv().await.expect("a line").expect("read");
+        assert_eq!(first, Line::Url("http://a.test/".into()));
+        let next = lines.recv().await.expect("not the end of the input");
+        let e = next.expect_err("a read error");
+        assert!(e.to_string().contains("URL reader stopped"), "{e}");
+    }
 
     #[test]
     fn lines_are_capped_and_trimmed() {
