@@ -42,9 +42,10 @@ pub enum Failure {
     /// nothing was sent, and it is neither the exit's fault nor the site's: another exit
     /// may reach it.
     WrongFamily,
-    /// The exit's proxy could not be reached, refused the tunnel (407, 403, an answer to
-    /// `CONNECT` that does not say the site was out of its reach, a SOCKS5 refusal) or
-    /// broke the handshake: nothing reached the site, and it is the exit's fault. A proxy
+    /// The exit's proxy could not be reached in time, refused the tunnel (407, 403, an
+    /// answer to `CONNECT` that does not say the site was out of its reach, a SOCKS5
+    /// refusal), stalled on what it answers by itself (a SOCKS5 greeting) or broke the
+    /// handshake: nothing reached the site, and it is the exit's fault. A proxy
     /// that could not reach the site (500, 502, 503, 504 to `CONNECT`, a SOCKS5
     /// "refused", "unreachable" or "TTL expired") reports the site's failure instead.
     Proxy,

@@ -80,7 +80,8 @@ pub fn classify_connect(err: &ConnectError) -> Failure {
 }
 
 /// A resolver's error as the core's [`Failure`]: [`Failure::Unresolved`] when it may
-/// pass ([`super::dns::temporary`]), else [`Failure::Other`] (a name that does not exist).
+/// pass (a temporary failure, `EAI_AGAIN`, or a timeout), else [`Failure::Other`] (a name
+/// that does not exist).
 pub fn resolver_failure(e: &io::Error) -> Failure {
     if super::dns::temporary(e) {
         Failure::Unresolved

@@ -16,13 +16,16 @@
 //!   `169.254.169.254` now, is refused here);
 //! - report failures as [`SocketError`], which says which step failed (bind vs connect) so
 //!   [`classify`](super::classify) can tell an exit's local failure (nothing was sent, move
-//!   the fetch to another exit) from the site refusing us.
+//!   the fetch to another exit) from the site refusing us;
+//! - keep the whole connect within `connect_timeout` itself ([`Deadline`]), so that a step
+//!   that runs out of time is reported as that step's failure, the site's or the proxy's.
 
 use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_service::Service;
@@ -30,12 +33,14 @@ use actix_tls::connect::{ConnectError, ConnectInfo, Connection};
 use awc::http::Uri;
 use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
 use tokio::net::{TcpSocket, TcpStream};
+use tokio::time::Instant;
 
 use exitcrawl::address::AddressRule;
-use exitcrawl::proxy::{ProxyScheme, ProxyUrl};
+use exitcrawl::proxy::ProxyUrl;
 
 use super::dns::DnsCache;
-use super::proxy::Target;
+
+mod tunnel;
 
 /// Which addresses a connector may connect to (see `exitcrawl::address`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -72,7 +77,7 @@ pub enum Stage {
     SetOption,
     /// `bind(2)` to `source_ip:0`; EADDRNOTAVAIL here means the IP is not on this host.
     Bind,
-    /// `connect(2)`, including the connect timeout.
+    /// `connect(2)`, including running out of the connect timeout.
     Connect,
     /// Not connected: the target's addresses are private and the connector reaches public
     /// ones only ([`Reach::Public`]). The fetch is refused, not failed.
@@ -80,15 +85,19 @@ pub enum Stage {
     /// Not connected: the target was found private when the hop was planned and resolves
     /// to public addresses only now ([`Reach::Private`]).
     Changed,
-    /// Resolving or connecting to the exit's proxy failed: the exit's fault.
+    /// Resolving or connecting to the exit's proxy failed, or did not end within the
+    /// connect timeout: the exit's fault.
     ProxyConnect,
     /// The proxy refused the tunnel (407, 403, an answer to `CONNECT` that does not say the
-    /// target was out of reach, a SOCKS5 refusal) or broke the handshake: the exit's
-    /// fault. A proxy that could not reach the target is [`Stage::Tunnel`].
+    /// target was out of reach, a SOCKS5 refusal), broke the handshake, or stalled before
+    /// it was asked for the target (a SOCKS5 greeting unanswered within the connect
+    /// timeout): the exit's fault. A proxy that could not reach the target is
+    /// [`Stage::Tunnel`].
     Proxy,
     /// The proxy could not reach the target (its answer to `CONNECT` or its SOCKS5 reply
-    /// says so), or opened no tunnel within the connect timeout: the site's failure, as a
-    /// direct exit's [`Stage::Connect`] would be. The error's kind says which.
+    /// says so), or did not answer the request for it within the connect timeout: the
+    /// site's failure, as a direct exit's [`Stage::Connect`] would be. The error's kind
+    /// says which.
     Tunnel,
 }
 
@@ -212,8 +221,11 @@ pub struct ExitConnector {
 }
 
 impl ExitConnector {
-    /// A connector for one exit. `connect_timeout` bounds each TCP connect attempt (awc adds
-    /// its own overall timeout around resolution + connect; see `build_client`).
+    /// A connector for one exit. `connect_timeout` bounds each connect as a whole: resolving,
+    /// every address tried (each given its share of the time left), and through a proxy its
+    /// connect and handshake. awc's own connect timeout must lie beyond it (see
+    /// `build_client`), or it would end a connect before the connector could say whose
+    /// step ran out of time.
     pub fn new(source_ip: IpAddr, dns: DnsCache, connect_timeout: Duration) -> Self {
         Self {
             source_ip,
@@ -246,8 +258,9 @@ impl ExitConnector {
         self,
         mut req: ConnectInfo<Uri>,
     ) -> Result<Connection<Uri, TcpStream>, ConnectError> {
+        let deadline = Deadline::after(self.connect_timeout);
         if let Some(proxy) = &self.proxy {
-            return self.connect_via(proxy, req).await;
+            return self.connect_via(proxy, req, deadline).await;
         }
         let port = req.port();
         // awc fills addrs only when the request set an explicit address
@@ -259,8 +272,7 @@ impl ExitConnector {
                 return Err(ConnectError::Unresolved);
             }
             let ips = self
-                .dns
-                .lookup(host)
+                .resolve(host, deadline)
                 .await
                 .map_err(|e| ConnectError::Resolver(Box::new(e)))?;
             targets = ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
@@ -295,10 +307,13 @@ impl ExitConnector {
             return Err(ConnectError::Io(err.into_io()));
         }
 
-        // Try each address in resolver order; report the last failure.
+        // Try each address in resolver order, each within its share of the time left;
+        // report the last failure.
+        let count = targets.len();
         let mut last = None;
-        for target in targets {
-            match connect_from(self.source_ip, target, self.connect_timeout).await {
+        for (i, target) in targets.into_iter().enumerate() {
+            let timeout = deadline.share(count - i).remaining();
+            match connect_from(self.source_ip, target, timeout).await {
                 Ok(stream) => return Ok(Connection::new(req.request().clone(), stream)),
                 Err(e) => {
                     tracing::debug!(source = %self.source_ip, %target, error = %e, "connect failed");
@@ -317,184 +332,21 @@ impl ExitConnector {
 }
 
 impl ExitConnector {
-    /// Open a tunnel to the request's target through `proxy`: connect to the proxy from
-    /// the exit's source IP, then run its handshake (see [`super::proxy`]).
-    ///
-    /// When the proxy is sent addresses ([`Self::tunnel_targets`]), each is tried in
-    /// resolver order until one opens, as a direct exit tries a name's addresses: a dual
-    /// stack name's first address is often IPv6, which an IPv4-only proxy cannot reach.
-    /// The site's failure on the last one is reported (or that the proxy reaches none of
-    /// the addresses' families); the proxy's own failure at once.
-    async fn connect_via(
-        &self,
-        proxy: &ProxyUrl,
-        req: ConnectInfo<Uri>,
-    ) -> Result<Connection<Uri, TcpStream>, ConnectError> {
-        let host = req.hostname().to_owned();
-        let port = req.port();
-        let targets = self.tunnel_targets(proxy, &host, port).await?;
-        let mut last = None;
-        for target in targets {
-            match self.tunnel(proxy, target, &host, port).await {
-                Ok(stream) => return Ok(Connection::new(req.request().clone(), stream)),
-                Err(e) if !matches!(e.stage, Stage::Tunnel | Stage::AddressFamily) => {
-                    return Err(ConnectError::Io(e.into_io()))
-                }
-                Err(e) => {
-                    tracing::debug!(source = %self.source_ip, %proxy, error = %e, "tunnel failed");
-                    // The site's failure says more than a family the proxy cannot reach.
-                    let site_failed = |l: &SocketError| l.stage == Stage::Tunnel;
-                    if e.stage == Stage::Tunnel || !last.as_ref().is_some_and(site_failed) {
-                        last = Some(e);
-                    }
-                }
-            }
-        }
-        let err = last.expect("tunnel_targets returns at least one target");
-        Err(ConnectError::Io(err.into_io()))
-    }
-
-    /// What to ask `proxy` to tunnel to, in the order to try them.
-    ///
-    /// The private-address rule is checked here on the addresses the target resolves to
-    /// locally, and those are what the proxy is sent (for `http` and `socks5h` too, whose
-    /// proxy would otherwise resolve the name again). A name that does not resolve here is the site's failure
-    /// (`dns`) for `socks5`; `http` and `socks5h` send it anyway: there the proxy's
-    /// resolver is the one that counts (names only the proxy's network knows, Tor's
-    /// `.onion`), and a proxy that cannot reach it says so, the site's failure.
-    async fn tunnel_targets<'h>(
-        &self,
-        proxy: &ProxyUrl,
-        host: &'h str,
-        port: u16,
-    ) -> Result<Vec<Target<'h>>, ConnectError> {
-        let literal = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-            .ok();
-        let local = match literal {
-            Some(ip) => Some(Ok(vec![SocketAddr::new(ip, port)])),
-            None if proxy.scheme == ProxyScheme::Socks5 || self.reach != Reach::Any => Some(
-                self.dns
-                    .lookup(host)
-                    .await
-                    .map(|ips| ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect()),
-            ),
-            None => None,
-        };
-        match (proxy.scheme, local) {
-            (ProxyScheme::Socks5, Some(Err(e))) => Err(ConnectError::Resolver(Box::new(e))),
-            (_, Some(Ok(mut addrs))) => {
-                if let Some(err) = self.keep_reachable(&mut addrs, host) {
-                    return Err(ConnectError::Io(err.into_io()));
-                }
-                // Where the rule is checked, a proxy that resolves names itself is sent
-                // the addresses checked here, not the name (TLS and `Host` still carry
-                // it, from the URL): resolving it again, the proxy could reach an address
-                // never checked (a name whose addresses the rule refuses in part, or a
-                // DNS server that answers the proxy otherwise than us).
-                let checked = self.reach != Reach::Any;
-                if (proxy.scheme == ProxyScheme::Socks5 || checked) && !addrs.is_empty() {
-                    Ok(addrs.into_iter().map(Target::Addr).collect())
-                } else {
-                    Ok(vec![Target::Name(host, port)])
-                }
-            }
-            _ => Ok(vec![Target::Name(host, port)]),
-        }
-    }
-
-    /// One tunnel to `target` through `proxy`. A failure at the site (the proxy could not
-    /// reach it, or took too long) is [`Stage::Tunnel`]; an address of a family the proxy
-    /// cannot reach [`Stage::AddressFamily`]; the proxy's own failure is
-    /// [`Stage::ProxyConnect`] or [`Stage::Proxy`].
-    async fn tunnel(
-        &self,
-        proxy: &ProxyUrl,
-        target: Target<'_>,
-        host: &str,
-        port: u16,
-    ) -> Result<TcpStream, SocketError> {
-        let mut stream = self.connect_to_proxy(proxy).await?;
-        let site = match target {
-            Target::Addr(addr) => Some(addr),
-            Target::Name(..) => None,
-        };
-        let fail = |stage, target, error| SocketError {
-            stage,
-            source_ip: self.source_ip,
-            target,
-            error,
-        };
-        match tokio::time::timeout(
-            self.connect_timeout,
-            super::proxy::handshake(&mut stream, proxy, target),
-        )
-        .await
-        {
-            Ok(Ok(())) => Ok(stream),
-            Ok(Err(e)) => match e.into_io(proxy) {
-                (Stage::Proxy, error) => Err(fail(Stage::Proxy, stream.peer_addr().ok(), error)),
-                (stage, error) => Err(fail(stage, site, error)),
-            },
-            // The proxy holds its answer until it has connected to the target, so a slow
-            // handshake is most often a slow site: a timeout, as a direct connect's is.
-            Err(_) => Err(fail(
-                Stage::Tunnel,
-                site,
-                io::Error::new(
+    /// The addresses of `host`, resolved by `deadline`. A resolver still busy then is a
+    /// resolution that timed out (`TimedOut`: it may pass, as the resolver's own timeout).
+    async fn resolve(&self, host: &str, deadline: Deadline) -> io::Result<Arc<[IpAddr]>> {
+        deadline
+            .within(self.dns.lookup(host))
+            .await
+            .unwrap_or_else(|| {
+                Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!(
-                        "proxy {proxy} did not open a tunnel to {host}:{port} within {:?}",
+                        "resolving {host} took longer than the connect timeout ({:?})",
                         self.connect_timeout
                     ),
-                ),
-            )),
-        }
-    }
-
-    /// A TCP connection to the proxy from the exit's source IP; failures are
-    /// [`Stage::ProxyConnect`] (the exit's fault).
-    async fn connect_to_proxy(&self, proxy: &ProxyUrl) -> Result<TcpStream, SocketError> {
-        let proxy_fail = |target, error: io::Error| SocketError {
-            stage: Stage::ProxyConnect,
-            source_ip: self.source_ip,
-            target,
-            error: io::Error::new(error.kind(), format!("proxy {proxy}: {error}")),
-        };
-        let mut addrs: Vec<SocketAddr> = match proxy.host.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, proxy.port)],
-            Err(_) => self
-                .dns
-                .lookup(&proxy.host)
-                .await
-                .map_err(|e| proxy_fail(None, io::Error::other(e.to_string())))?
-                .iter()
-                .map(|ip| SocketAddr::new(*ip, proxy.port))
-                .collect(),
-        };
-        if !self.source_ip.is_unspecified() {
-            addrs.retain(|a| a.is_ipv4() == self.source_ip.is_ipv4());
-        }
-        let mut last = None;
-        for addr in addrs {
-            match connect_from(self.source_ip, addr, self.connect_timeout).await {
-                Ok(stream) => return Ok(stream),
-                Err(e) if e.is_local() => return Err(e),
-                Err(e) => last = Some((addr, e.error)),
-            }
-        }
-        Err(match last {
-            Some((addr, e)) => proxy_fail(Some(addr), e),
-            None => proxy_fail(
-                None,
-                io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "has no address of the exit's source address family",
-                ),
-            ),
-        })
+                ))
+            })
     }
 
     /// Keep the targets this connector's [`Reach`] allows; the refusal when none is left.
@@ -535,6 +387,52 @@ impl ExitConnector {
             target: Some(first),
             error: io::Error::new(kind, message),
         })
+    }
+}
+
+/// When one connect must be done by: one budget of `connect_timeout` for all its steps
+/// (resolving, each address tried, a proxy's connect and handshake).
+///
+/// Why one budget rather than a timeout per step: the connector alone knows whose step ran
+/// out of time (the site's, or the exit's proxy's) and says so in its error; awc's timer
+/// around the connector can only say "timeout", the site's. So the connector must run out
+/// first, and awc's timer lies beyond the budget (see `build_client`).
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    end: Instant,
+}
+
+impl Deadline {
+    /// `budget` from now.
+    fn after(budget: Duration) -> Self {
+        Self {
+            end: Instant::now() + budget,
+        }
+    }
+
+    /// The time left.
+    fn remaining(self) -> Duration {
+        self.end.saturating_duration_since(Instant::now())
+    }
+
+    /// The deadline of the next of `left` attempts made one after another: an equal share
+    /// of the time left (all of it for the last).
+    ///
+    /// Why shares rather than happy eyeballs' staggered attempts in parallel (RFC 8305): a
+    /// dead first address (SYNs dropped) costs its share, not the whole budget, so the next
+    /// is still tried; one that fails at once (refused) leaves its share to the rest; and
+    /// only one connection is opened at a time, so a site never sees a second connection
+    /// from the exit that is closed unused (it counts against per-IP connection limits),
+    /// and the address used is the resolver's first that answers, not a race's winner. The
+    /// price: a first address slower than its share is given up for the next.
+    fn share(self, left: usize) -> Self {
+        let parts = u32::try_from(left.max(1)).unwrap_or(u32::MAX);
+        Self::after(self.remaining() / parts)
+    }
+
+    /// `fut`'s output, if it ends by the deadline.
+    async fn within<F: Future>(self, fut: F) -> Option<F::Output> {
+        tokio::time::timeout_at(self.end, fut).await.ok()
     }
 }
 

@@ -9,7 +9,8 @@
 //! and a failure must say whether the exit or the site was at fault.
 //!
 //! - [`ExitConnector`] (awc connector service): socket2 socket, `IP_BIND_ADDRESS_NO_PORT`,
-//!   bind `source_ip:0`, `TCP_NODELAY`, keepalive, non-blocking connect with a timeout.
+//!   bind `source_ip:0`, `TCP_NODELAY`, keepalive, non-blocking connect, the whole connect
+//!   within the connect timeout.
 //! - [`DnsCache`]: resolve each host once per TTL for all exits, not once per connection.
 //! - [`build_client`]: the awc client for one exit, from [`ClientOptions`].
 //! - [`classify`]: the core's [`Failure`](exitcrawl::outcome::Failure) of a failed request, so a local failure moves the fetch
@@ -56,7 +57,9 @@ pub struct ClientOptions {
     /// reuses an idle pooled connection before opening a new one, that also bounds the
     /// open connections per host to about this number.
     pub per_host_connections: usize,
-    /// Bound on DNS resolution + TCP connect (+ TLS handshake for https).
+    /// Bound on opening a connection: resolving the name and the TCP connect, every address
+    /// tried included (through a proxy: its connect and handshake too), all within this one
+    /// budget. The TLS handshake for https is bounded by it separately.
     pub connect_timeout: Duration,
     /// Bound on sending the request and receiving the response head (awc's request
     /// timeout; reading the body is bounded separately by the caller).
@@ -107,7 +110,9 @@ impl Default for ClientOptions {
 /// Build the awc client of one exit. Must be called on the Arbiter that will use it.
 ///
 /// - TCP via [`ExitConnector`] bound to `opts.source_ip`, resolving through `dns`;
-/// - awc's connect timeout (DNS + TCP) and TLS handshake timeout = `connect_timeout`;
+/// - the connector keeps DNS + TCP (+ the proxy's handshake) within `connect_timeout`;
+///   awc's connect timeout lies [`CONNECT_TIMEOUT_MARGIN`] beyond it; TLS handshake
+///   timeout = `connect_timeout`;
 /// - pool: `limit = max_concurrent` (one semaphore over all hosts; per-host is the
 ///   scheduler's job, see [`ClientOptions::per_host_connections`]), idle keep-alive
 ///   `keep_alive`;
@@ -136,7 +141,10 @@ pub fn build_client_reaching(opts: &ClientOptions, dns: DnsCache, reach: Reach) 
                 .reaching(reach)
                 .through(opts.proxy.clone()),
         )
-        .timeout(opts.connect_timeout)
+        // The connector keeps to `connect_timeout` itself and says whose step ran out of
+        // time, the site's or the proxy's; awc's timer can only say "timeout" (the site's),
+        // so it is a safety net that must never fire first.
+        .timeout(opts.connect_timeout + CONNECT_TIMEOUT_MARGIN)
         .handshake_timeout(opts.connect_timeout)
         .limit(opts.max_concurrent)
         .conn_keep_alive(opts.keep_alive);
@@ -149,6 +157,11 @@ pub fn build_client_reaching(opts: &ClientOptions, dns: DnsCache, reach: Reach) 
         .add_default_header((awc::http::header::ACCEPT_ENCODING, ACCEPT_ENCODING))
         .finish()
 }
+
+/// How far beyond the connector's own deadline awc's connect timeout lies. Only a
+/// connector that failed to keep its deadline would meet it; a second is far more than a
+/// late poll on a busy arbiter can add.
+pub const CONNECT_TIMEOUT_MARGIN: Duration = Duration::from_secs(1);
 
 /// Make ring rustls's process-wide crypto provider. awc builds its rustls `ClientConfig` in
 /// `Connector::new()`, and rustls 0.23 panics there if it cannot pick a provider — which

@@ -27,8 +27,6 @@ use tokio::net::TcpStream;
 
 use exitcrawl::proxy::{ProxyScheme, ProxyUrl};
 
-use super::connector::Stage;
-
 /// Where the tunnel should lead: the name (for `CONNECT` and `socks5h`) or the address
 /// resolved here (for `socks5`), and the port.
 #[derive(Debug, Clone)]
@@ -55,32 +53,27 @@ pub enum HandshakeError {
     Io(io::Error),
 }
 
-impl HandshakeError {
-    /// The connector's stage for this failure, and an `io::Error` whose message says what
-    /// the proxy did.
-    pub fn into_io(self, proxy: &ProxyUrl) -> (Stage, io::Error) {
-        let said = |e: io::Error| io::Error::new(e.kind(), format!("proxy {proxy}: {e}"));
-        match self {
-            HandshakeError::Proxy(m) => (Stage::Proxy, said(io::Error::other(m))),
-            HandshakeError::Target(e) => (Stage::Tunnel, said(e)),
-            HandshakeError::Family(m) => (
-                Stage::AddressFamily,
-                said(io::Error::new(io::ErrorKind::Unsupported, m)),
-            ),
-            HandshakeError::Io(e) => (Stage::Proxy, said(e)),
-        }
+/// The first part of the proxy's handshake on `stream`, what the proxy answers by itself
+/// before it is asked for a target: SOCKS5's greeting and credentials; nothing for an
+/// HTTP proxy, whose first word is its answer to `CONNECT`. A proxy that does not answer
+/// it is stalled: the exit's fault, whatever the site.
+pub async fn greet(stream: &mut TcpStream, proxy: &ProxyUrl) -> Result<(), HandshakeError> {
+    match proxy.scheme {
+        ProxyScheme::Http => Ok(()),
+        ProxyScheme::Socks5 | ProxyScheme::Socks5h => socks5_greet(stream, proxy).await,
     }
 }
 
-/// Run the proxy's handshake on `stream` so that it leads to `target`.
-pub async fn handshake(
+/// The rest of the handshake, after [`greet`]: ask for the tunnel to `target`. The proxy
+/// answers once it has connected to the target, so a slow answer is a slow site.
+pub async fn ask(
     stream: &mut TcpStream,
     proxy: &ProxyUrl,
     target: Target<'_>,
 ) -> Result<(), HandshakeError> {
     match proxy.scheme {
         ProxyScheme::Http => http_connect(stream, proxy, target).await,
-        ProxyScheme::Socks5 | ProxyScheme::Socks5h => socks5(stream, proxy, target).await,
+        ProxyScheme::Socks5 | ProxyScheme::Socks5h => socks5_ask(stream, target).await,
     }
 }
 
@@ -195,11 +188,7 @@ fn unreached(code: u16) -> (io::ErrorKind, &'static str) {
     }
 }
 
-async fn socks5(
-    stream: &mut TcpStream,
-    proxy: &ProxyUrl,
-    target: Target<'_>,
-) -> Result<(), HandshakeError> {
+async fn socks5_greet(stream: &mut TcpStream, proxy: &ProxyUrl) -> Result<(), HandshakeError> {
     let io = HandshakeError::Io;
     // Greeting: offer "no auth", or only username/password when we have credentials (a
     // proxy that would take either must not pick "no auth" and skip the check we were
@@ -239,7 +228,11 @@ async fn socks5(
             ));
         }
     }
+    Ok(())
+}
 
+async fn socks5_ask(stream: &mut TcpStream, target: Target<'_>) -> Result<(), HandshakeError> {
+    let io = HandshakeError::Io;
     let mut req = vec![5, 1, 0];
     let port = push_address(&mut req, target)?;
     let named = req[3] == 3;
@@ -355,6 +348,16 @@ fn socks_reply(code: u8, named: bool, atyp: u8) -> HandshakeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole handshake, as the connector runs it (in two timed parts).
+    async fn handshake(
+        stream: &mut TcpStream,
+        proxy: &ProxyUrl,
+        target: Target<'_>,
+    ) -> Result<(), HandshakeError> {
+        greet(stream, proxy).await?;
+        ask(stream, proxy, target).await
+    }
 
     /// A SOCKS5 server on loopback that takes "no auth" and answers every CONNECT with
     /// reply code `code`; the handshake's result for `target`.

@@ -13,6 +13,9 @@ use exitcrawl_net::{
 use exitcrawl_testsite::{FailMode, SiteConfig, TestSite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod common;
+use common::black_hole;
+
 const EXIT_A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 const EXIT_B: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
 /// TEST-NET-1: never configured on the host, so bind() fails with EADDRNOTAVAIL.
@@ -294,31 +297,14 @@ async fn requests_carry_the_configured_user_agent() {
     );
 }
 
-/// A listener whose accept queue is full drops further SYNs, so connect() hangs: the
-/// connect timeout must end it, classified as Timeout. (Loopback-only way to get a
-/// connect timeout without a blackhole route.)
+/// A site whose connect() hangs (SYNs dropped): the connect timeout ends it, as the
+/// site's timeout.
 #[actix_rt::test]
 async fn connect_timeout_when_the_accept_queue_is_full() {
-    use socket2::{Domain, Socket, Type};
-    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    listener
-        .bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())
-        .unwrap();
-    listener.listen(0).unwrap();
-    let target = listener.local_addr().unwrap().as_socket().unwrap();
-    // Fill the queue (backlog 0 still admits one or two); bounded attempts.
-    let mut held = Vec::new();
-    let mut timed_out = None;
-    for _ in 0..8 {
-        match connect_from(EXIT_A, target, Duration::from_millis(100)).await {
-            Ok(s) => held.push(s),
-            Err(e) => {
-                timed_out = Some(e);
-                break;
-            }
-        }
-    }
-    let e = timed_out.expect("accept queue never filled");
+    let hole = black_hole(Ipv4Addr::LOCALHOST, 0).await;
+    let e = connect_from(EXIT_A, hole.addr, Duration::from_millis(100))
+        .await
+        .unwrap_err();
     assert_eq!(e.stage, Stage::Connect);
     assert_eq!(e.error.kind(), std::io::ErrorKind::TimedOut, "{e}");
     assert!(!e.is_local());
@@ -331,9 +317,46 @@ async fn connect_timeout_when_the_accept_queue_is_full() {
         dns(),
     );
     let err = client
-        .get(format!("http://{target}/"))
+        .get(format!("http://{}/", hole.addr))
         .send()
         .await
         .unwrap_err();
     assert_eq!(classify(&err), Failure::Timeout, "{err}");
+    // The connector ran out of time itself, so its error names the step.
+    let se = socket_error(&err).expect("the connector's error");
+    assert_eq!(se.stage, Stage::Connect, "{err}");
+}
+
+/// A site name whose first address drops SYNs: the connect timeout is shared among the
+/// addresses, so the second is still tried, and reached, within it.
+#[actix_rt::test]
+async fn a_dead_first_address_of_the_site_leaves_time_for_the_next() {
+    let site = TestSite::start(SiteConfig::default());
+    let hole = black_hole(Ipv4Addr::new(127, 0, 0, 9), site.port()).await;
+    let addrs = vec![hole.addr.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST)];
+    // A resolver that takes a while, as a cache miss does: resolving is part of the
+    // connect's time.
+    let dns = DnsCache::with_resolver(Duration::from_secs(60), move |_host: &str| {
+        let addrs = addrs.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok(addrs)
+        }
+    });
+    let connect_timeout = Duration::from_millis(600);
+    let client = build_client(
+        &ClientOptions {
+            connect_timeout,
+            ..opts(EXIT_A)
+        },
+        dns,
+    );
+    let mut res = client
+        .get(format!("http://dual.test:{}/page", site.port()))
+        .send()
+        .await
+        .expect("the second address is reached");
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(res.body().await.unwrap().len(), 1024);
+    assert_eq!(site.stats().peer(EXIT_A).requests, 1);
 }

@@ -13,8 +13,13 @@ use std::time::{Duration, Instant};
 use awc::error::{ConnectError, SendRequestError};
 use exitcrawl::outcome::Failure;
 use exitcrawl::proxy::ProxyUrl;
-use exitcrawl_net::{classify, DnsCache, ExitConnector, Reach, SocketError, Stage};
+use exitcrawl_net::{
+    build_client, classify, ClientOptions, DnsCache, ExitConnector, Reach, SocketError, Stage,
+};
 use exitcrawl_testsite::{SiteConfig, TestSite};
+
+mod common;
+use common::black_hole;
 
 /// Where microsocks and tinyproxy connect out from, so the site can tell their requests.
 const PROXY_OUT: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7));
@@ -277,4 +282,112 @@ async fn a_socks5_exit_moves_on_from_an_address_the_proxy_cannot_reach() {
         "the IPv6 address was tried first"
     );
     assert_eq!(site.stats().requests, 1);
+}
+
+/// The connect timeout of the clients built as the crawler builds them ([`exit_client`]).
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(600);
+
+/// An exit's client as the crawler builds it (awc's own connect timer included), through
+/// `proxy`, with a connect timeout of [`CONNECT_TIMEOUT`].
+fn exit_client(proxy: &str, dns: DnsCache) -> awc::Client {
+    let opts = ClientOptions {
+        proxy: Some(proxy.parse().unwrap()),
+        connect_timeout: CONNECT_TIMEOUT,
+        timeout: Duration::from_secs(5),
+        ..ClientOptions::default()
+    };
+    build_client(&opts, dns)
+}
+
+/// A resolver that answers `addrs` for every name after a while, as a cache miss does:
+/// resolving the proxy's name is part of the connect's time.
+fn slow(addrs: Vec<IpAddr>) -> DnsCache {
+    DnsCache::with_resolver(Duration::from_secs(60), move |_host: &str| {
+        let addrs = addrs.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok(addrs)
+        }
+    })
+}
+
+/// A proxy name whose first address drops SYNs: the connect timeout is shared among the
+/// addresses, so the second, a working proxy, is still tried, and reached, within it.
+#[actix_rt::test]
+async fn a_dead_first_address_of_the_proxy_leaves_time_for_the_next() {
+    let site = TestSite::start(SiteConfig::default());
+    let proxy = Proxy::tinyproxy();
+    let hole = black_hole(Ipv4Addr::new(127, 0, 0, 9), proxy.port).await;
+    let dns = slow(vec![hole.addr.ip(), proxy.addr().ip()]);
+    let client = exit_client(&format!("http://proxy.test:{}", proxy.port), dns);
+    let mut r = client
+        .get(site.url("/page"))
+        .send()
+        .await
+        .expect("a tunnel through the second address");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.body().await.unwrap().len(), 1024);
+    assert_eq!(site.stats().peer(PROXY_OUT).requests, 1);
+}
+
+/// A proxy that drops every SYN is the exit's failure, not a timeout of the site's.
+#[actix_rt::test]
+async fn a_proxy_that_cannot_be_connected_to_in_time_is_the_exits_fault() {
+    let site = TestSite::start(SiteConfig::default());
+    let hole = black_hole(Ipv4Addr::new(127, 0, 0, 9), 0).await;
+    let dns = slow(vec![hole.addr.ip()]);
+    let client = exit_client(&format!("http://proxy.test:{}", hole.addr.port()), dns);
+    let err = client
+        .get(site.url("/"))
+        .send()
+        .await
+        .expect_err("the proxy never answers");
+    assert_eq!(classify(&err), Failure::Proxy, "{err}");
+    let se = socket_error(&err).expect("the connector's error");
+    assert_eq!(se.stage, Stage::ProxyConnect, "{err}");
+    assert_eq!(se.target, Some(hole.addr), "{err}");
+    assert_eq!(se.error.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    assert_eq!(site.stats().requests, 0);
+}
+
+/// A proxy that accepts connections and never sends a byte; its address.
+async fn mute_proxy() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    addr
+}
+
+/// A SOCKS5 proxy answers the greeting itself, without the site: one that stalls there is
+/// the exit's failure. An HTTP proxy answers `CONNECT` once it has reached the site, so
+/// the same silence there is the site's timeout.
+#[actix_rt::test]
+async fn a_socks5_proxy_silent_at_the_greeting_is_the_exits_fault() {
+    let proxy = mute_proxy().await;
+    let dns = DnsCache::new(Duration::from_secs(60));
+    let client = exit_client(&format!("socks5h://{proxy}"), dns.clone());
+    let err = client
+        .get("http://site.test/")
+        .send()
+        .await
+        .expect_err("no answer to the greeting");
+    assert_eq!(classify(&err), Failure::Proxy, "{err}");
+    let se = socket_error(&err).expect("the connector's error");
+    assert_eq!(se.stage, Stage::Proxy, "{err}");
+    assert!(err.to_string().contains("greeting"), "{err}");
+
+    let client = exit_client(&format!("http://{proxy}"), dns);
+    let err = client
+        .get("http://site.test/")
+        .send()
+        .await
+        .expect_err("no answer to CONNECT");
+    assert_eq!(classify(&err), Failure::Timeout, "{err}");
+    let se = socket_error(&err).expect("the connector's error");
+    assert_eq!(se.stage, Stage::Tunnel, "{err}");
 }

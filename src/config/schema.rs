@@ -85,9 +85,11 @@ pub struct CrawlerSettings {
     /// 1..=3600000 and ≥ `connect_timeout_ms`.
     #[serde(deserialize_with = "strict::int")]
     pub timeout_ms: u64,
-    /// Deadline for establishing the TCP (and TLS) connection, in ms. Default 5000;
-    /// 1..=`timeout_ms`. Shorter than the whole request so that a dead exit or host fails
-    /// fast instead of eating the whole timeout.
+    /// Deadline for establishing the TCP connection, in ms: one budget for resolving the
+    /// name, its addresses tried in turn and, through a proxy, the proxy's connect and
+    /// handshake; the TLS handshake has as long again. Default 5000; 1..=`timeout_ms`.
+    /// Shorter than the whole request so that a dead exit or host fails fast instead of
+    /// eating the whole timeout.
     #[serde(deserialize_with = "strict::int")]
     pub connect_timeout_ms: u64,
     /// Further attempts per URL after an error (a 5xx, a reset, a timeout, a refused
