@@ -560,6 +560,18 @@ async fn queued_fetches_given_up_free_their_slots(send: HandIn) {
         0,
         "a tenth of a second after their callers gave up, 59 s before H's pause ends"
     );
+    // Their slots came back with them: four more fill the queue again at once.
+    let again = (5..=8).map(|n| send(&h, site.fault_url(&throttled.path(n)), patience));
+    let again = join_all(again);
+    let refilled = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        h.metrics().queue_depth()
+    };
+    let (again, refilled) = join(again, refilled).await;
+    assert_eq!(refilled, 4, "the freed slots took four more");
+    assert!(again.iter().all(Option::is_none), "{again:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(h.metrics().queue_depth(), 0);
     // Past H's pause: the fetches given up on are never sent.
     tokio::time::sleep(Duration::from_secs(90)).await;
     let paths: Vec<String> = site.requests().into_iter().map(|r| r.path).collect();

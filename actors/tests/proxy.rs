@@ -303,7 +303,12 @@ async fn a_site_an_http_proxy_cannot_reach_does_not_eject_the_exit() {
         let exit = stats.iter().find(|s| s.name == name).unwrap();
         assert!(exit.healthy, "{name} was ejected: {stats:?}");
     }
-    assert_eq!(exits.len(), 10);
+    for name in ["one", "two"] {
+        assert!(
+            exits.iter().any(|e| e == name),
+            "{name} carried none of the good URLs: {exits:?}"
+        );
+    }
     assert_eq!(
         site.requests()
             .iter()

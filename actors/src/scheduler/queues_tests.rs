@@ -175,17 +175,3 @@ fn fetches_their_callers_gave_up_on_leave_the_queue_with_their_slots() {
     assert_eq!(serve_all(&mut q), ["http://a/2"]);
     drop(a2);
 }
-
-#[test]
-fn a_fetch_moved_to_another_exit_earned_its_deposit_on_its_first_send() {
-    let mut p = pending("a", "1");
-    p.attempts = 1;
-    assert!(p.first_send(), "its first attempt");
-    // Sent through exit 0, which failed locally: the attempt is not counted.
-    p.last_exit = Some(0);
-    p.attempts -= 1;
-    p.attempts += 1;
-    assert!(!p.first_send(), "sent again after a move");
-    p.attempts = 2;
-    assert!(!p.first_send(), "a retry");
-}
