@@ -407,6 +407,9 @@ fn start_paths(
         for &arbiters in &args.arbiters {
             match Crawler::start(crawler_settings(c, arbiters)) {
                 Ok(h) => {
+                    // What each level that takes a fetch copies: never polled, so never sent.
+                    let size = std::mem::size_of_val(&h.fetch(Fetch::get("http://size.invalid/")));
+                    println!("CrawlerHandle::fetch's future: {size} bytes");
                     for &via in &args.via {
                         let label = match (args.via.len(), via) {
                             (1, _) => format!("actor ({})", arbiters.as_str()),
