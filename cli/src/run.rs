@@ -40,6 +40,17 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// The `[[exits]]` of `--exit`, `--proxy` and `--proxies`: an exit bound to an address is
 /// named after it (`127.0.0.2`; `::1` as `--1`), a proxy exit `proxy1`, `proxy2`, … in order.
+/// The flags' exits, or without any the one exit on the default route.
+fn exits_or_default(args: &[ExitArg]) -> Vec<ExitSettings> {
+    if args.is_empty() {
+        return vec![ExitSettings::new(
+            default_exit_name(),
+            std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        )];
+    }
+    exits_of(args)
+}
+
 fn exits_of(args: &[ExitArg]) -> Vec<ExitSettings> {
     let mut proxies = 0;
     args.iter()
@@ -88,16 +99,18 @@ fn load_settings(args: &RunArgs) -> Result<(Option<TestSite>, Settings), Failure
             let (site, s) = demo::setup();
             (Some(site), s)
         }
-        // No file: every default, and the exits below.
-        None => (None, Settings::with_exits(Vec::new())),
+        // No file: every default and the environment's overrides, and the exits below
+        // (put in before the check, which wants one).
+        None => {
+            let s = Settings::defaults_adjusted(|s| s.exits = exits_or_default(&args.exits))
+                .map_err(|e| Failure::Usage(format!("settings: {e}")))?;
+            (None, s)
+        }
     };
     if !args.exits.is_empty() {
         settings.exits = exits_of(&args.exits);
     } else if settings.exits.is_empty() {
-        settings.exits = vec![ExitSettings::new(
-            default_exit_name(),
-            std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-        )];
+        settings.exits = exits_or_default(&args.exits);
     }
     if let Some(addr) = args.metrics {
         settings.metrics.listen = Some(addr);

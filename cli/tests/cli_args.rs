@@ -344,3 +344,37 @@ fn everyday_flags_set_their_keys_and_name_themselves_when_out_of_range() {
         assert!(err.contains(flag) && err.contains(range), "{args:?}: {err}");
     }
 }
+
+/// `EXITCRAWL__SECTION__KEY` overrides count without `--config` too: one sets its key,
+/// and one that names no key is refused, named.
+#[test]
+fn environment_overrides_count_without_a_config_file() {
+    let dir = TempDir::new("env-no-config");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let urls = dir.file("urls.txt", &format!("http://127.0.0.1:{port}/x\n"));
+    let out = dir.path("out.jsonl");
+    let args = ["--urls", s(&urls), "--out", s(&out), "--ignore-robots"];
+    let o = cli_support::cmd(&args)
+        .env("EXITCRAWL__CRAWLER__MAX_RETRIES", "0")
+        .output()
+        .expect("run exitcrawl");
+    assert_ok(&o);
+    let recs = cli_support::records(&out);
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["attempts"], 1, "no retry: {}", recs[0]);
+
+    let o = cli_support::cmd(&args)
+        .env("EXITCRAWL__CRAWLER__CONCURENCY", "4")
+        .output()
+        .expect("run exitcrawl");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("EXITCRAWL__CRAWLER__CONCURENCY"),
+        "{}",
+        stderr(&o)
+    );
+}

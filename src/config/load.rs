@@ -58,27 +58,16 @@ impl Settings {
         path: &Path,
         adjust: impl FnOnce(&mut Settings),
     ) -> Result<Settings, ConfigError> {
-        let mut env = Vec::new();
-        for (name, value) in std::env::vars_os() {
-            // Names that are not Unicode cannot be ours; values of ours must be.
-            let Ok(name) = name.into_string() else {
-                continue;
-            };
-            if !is_ours(&name) {
-                continue;
-            }
-            match value.into_string() {
-                Ok(value) => env.push((name, value)),
-                Err(value) => {
-                    return Err(ConfigError::Env {
-                        name,
-                        message: format!("value {value:?} is not valid Unicode"),
-                    })
-                }
-            }
-        }
+        let env = process_env()?;
         let text = read(path)?;
         load_from(&text, Some(path.display().to_string()), env, adjust)
+    }
+
+    /// Every default, with the process environment's `EXITCRAWL__SECTION__KEY` overrides
+    /// and then `adjust` applied (a program without a file supplies its exits there), and
+    /// validated: the environment counts whether a file is given or not.
+    pub fn defaults_adjusted(adjust: impl FnOnce(&mut Settings)) -> Result<Settings, ConfigError> {
+        load_from("", None, process_env()?, adjust)
     }
 
     /// [`load`](Settings::load) with the environment given as name/value pairs instead of
@@ -104,6 +93,30 @@ impl Settings {
     ) -> Result<Settings, ConfigError> {
         load_from(toml, None, env, |_| {})
     }
+}
+
+/// The process environment's variables that are ours (see [`Settings::load`]).
+fn process_env() -> Result<Vec<(String, String)>, ConfigError> {
+    let mut env = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        // Names that are not Unicode cannot be ours; values of ours must be.
+        let Ok(name) = name.into_string() else {
+            continue;
+        };
+        if !is_ours(&name) {
+            continue;
+        }
+        match value.into_string() {
+            Ok(value) => env.push((name, value)),
+            Err(value) => {
+                return Err(ConfigError::Env {
+                    name,
+                    message: format!("value {value:?} is not valid Unicode"),
+                })
+            }
+        }
+    }
+    Ok(env)
 }
 
 /// The parsed file as a `config` source (its top-level keys already checked).
