@@ -102,15 +102,17 @@ pub struct Flags {
 
     /// JSONL records, one per URL ('-' = stdout)
     ///
-    /// Written as results arrive: url, status, exit, attempts, elapsed_ms, bytes, error,
-    /// skipped, final_url, content_type, sha256 (a URL stopped by Ctrl-C gets status
-    /// null, error "interrupted")
+    /// Written as results arrive: url, status, exit, attempts, throttled, elapsed_ms,
+    /// bytes, wire_bytes, error, skipped, final_url, content_type, fetched_at, sha256 (and
+    /// with --warc warc_file, warc_offset, warc_length; docs/cli.md has them all). A URL
+    /// stopped by Ctrl-C gets status null, error "interrupted"
     #[arg(short, long, value_name = "FILE", value_parser = path, allow_hyphen_values = true, help_heading = OUTPUT)]
     pub out: Option<PathBuf>,
     /// Go on from --out: fetch only what it lacks
     ///
-    /// Append to --out, skip the URLs that already have a final record there (one whose
-    /// error is not "interrupted") and fetch the rest; at the end --out is rewritten
+    /// Append to --out, skip the URLs that already have a final record there (not one
+    /// interrupted, sent nowhere for want of an exit, or skipped for an unavailable
+    /// robots.txt) and fetch the rest; at the end --out is rewritten
     /// (atomically) with one record per URL, its last final one, and the summary counts
     /// the whole crawl. With --follow: URLs with a record are not fetched again, and the
     /// links the recorded pages found are crawled on
@@ -119,8 +121,8 @@ pub struct Flags {
     /// The summary, one JSON object ('-' = stdout)
     ///
     /// Written at the end: total, ok, failed, throttled, requests, interrupted, skipped,
-    /// skipped_robots, robots_fetches, elapsed_s, per_exit (without --summary, the summary
-    /// goes to stdout)
+    /// skipped_robots, robots_fetches, elapsed_s, per_exit, hosts and more (docs/cli.md
+    /// has them all; without --summary, the summary goes to stdout)
     #[arg(short, long, value_name = "FILE", value_parser = path, allow_hyphen_values = true, help_heading = OUTPUT)]
     pub summary: Option<PathBuf>,
     /// One self-contained HTML page about the crawl
@@ -223,9 +225,9 @@ pub struct Flags {
     /// Follow links from the --urls (seeds)
     ///
     /// Crawl, not only fetch (sets [crawl] follow = true): links are followed within the
-    /// [crawl] scope. Records gain depth, parent, new_links, links; the summary gains
-    /// discovered, skipped_scope, deduped. A Ctrl-C stops at once (exit 130); --resume
-    /// goes on
+    /// [crawl] scope. Records gain depth, parent, new_links, links (when any); the summary
+    /// gains discovered, skipped_scope, deduped, skipped_budget and the sitemap figures.
+    /// A Ctrl-C stops at once (exit 130); --resume goes on
     #[arg(short, long, overrides_with = "follow", help_heading = CRAWLING)]
     pub follow: bool,
     /// Links followed from a seed, at most

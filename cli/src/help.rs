@@ -68,16 +68,17 @@ SECURITY:
 PRIVATE ADDRESSES:
     URLs you give (--urls, --sitemap) are trusted. A link found in a page, a URL listed \
     in a sitemap or a redirect that leads from a public address to a loopback, private \
-    (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16, fe80::/10) or \
-    unspecified address is refused, checked on the address connected to: its record says \
+    (10/8, 172.16/12, 192.168/16, fc00::/7), shared (100.64/10), link-local (169.254/16, \
+    fe80::/10) or unspecified (0/8, ::) address is refused, checked on the address connected to: its record says \
     error \"private address refused\". A crawl that starts on a private host follows its \
     own links there. [crawl] allow_private = true lifts the rule.
 
 EXIT STATUS:
-    0 the crawl ran (even if some URLs failed); 1 an output could not be written (or, \
-    with --frontier/--enqueue, Redis failed or lost the queue, or a consumer stopped \
-    because its fetches all failed on its own side); 2 bad arguments or configuration; \
-    130 interrupted
+    0 the crawl ran (even if some URLs failed); 1 an output could not be written, \
+    reading --urls failed, every exit was out of service for longer than the crawler \
+    waits for one (or, with --frontier/--enqueue, Redis failed or lost the queue, or a \
+    consumer stopped because its fetches all failed on its own side); 2 bad arguments or \
+    configuration; 130 interrupted
 ";
 
 /// Usage lines, with the program's name; each fits 80 columns after `Usage: exitcrawl `.
