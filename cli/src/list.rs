@@ -33,6 +33,11 @@ use super::term::say;
 /// [`super::archive::Archive::flushes_records`]).
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a stopped run waits for the URL reader to notice the stop and count what it
+/// read for nothing: a file's reader does at once; one blocked on an idle pipe is not
+/// waited for longer.
+const READER_NOTICES_STOP: Duration = Duration::from_millis(200);
+
 enum Event {
     Stop,
     Deadline,
@@ -104,7 +109,10 @@ pub async fn crawl(
         }
     }
     if l.stopping {
-        // What the reader read and no longer handed over has no record either.
+        // What the reader read and no longer handed over has no record either: counted
+        // once it has noticed the stop, which, the fetches in flight over first, may not
+        // have happened yet.
+        l.urls.reader_ended(READER_NOTICES_STOP).await;
         l.totals.left_queued_add(l.urls.unsent());
     }
     flush(out)?;

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use exitcrawl::redact::mask_url;
 use exitcrawl_actors::MAX_URL_BYTES;
@@ -150,6 +151,9 @@ pub struct Lines {
     unsent: Arc<AtomicU64>,
     /// The reader thread panicked: the channel's end is then no end of the input.
     panicked: Arc<AtomicBool>,
+    /// Resolves when the reader thread's end of the channel is gone: it counted what it
+    /// read for nothing ([`Lines::reader_ended`]).
+    ended: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl Lines {
@@ -191,9 +195,20 @@ impl Lines {
     }
 
     /// Lines the reader read after [`Lines::close`] and could not hand over: its batch in
-    /// hand, and the line it was reading.
+    /// hand, and the line it was reading. Whole once [`Lines::reader_ended`] says so.
     pub fn unsent(&self) -> u64 {
-        self.unsent.load(Ordering::Relaxed)
+        self.unsent.load(Ordering::SeqCst)
+    }
+
+    /// Wait, at most `within`, for the reader thread to notice [`Lines::close`] and end,
+    /// so that [`Lines::unsent`] counts its batch in hand. It notices at its next line:
+    /// a reader blocked on an input that sends nothing (an idle pipe) is not waited for
+    /// longer, and what it holds is then not counted. Whether it ended.
+    pub async fn reader_ended(&mut self, within: Duration) -> bool {
+        match self.ended.take() {
+            Some(rx) => tokio::time::timeout(within, rx).await.is_ok(),
+            None => true,
+        }
     }
 }
 
@@ -207,6 +222,8 @@ struct Batcher {
     /// otherwise read as the end of the input, and the run end complete with the rest of
     /// the list never read.
     panicked: Arc<AtomicBool>,
+    /// Dropped with the reader's end: tells [`Lines::reader_ended`].
+    _ended: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Drop for Batcher {
@@ -223,17 +240,20 @@ impl Batcher {
         let (tx, rx) = mpsc::channel(READ_AHEAD_BATCHES);
         let unsent = Arc::new(AtomicU64::new(0));
         let panicked = Arc::new(AtomicBool::new(false));
+        let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
         let lines = Lines {
             rx,
             batch: Vec::new().into_iter(),
             unsent: Arc::clone(&unsent),
             panicked: Arc::clone(&panicked),
+            ended: Some(ended_rx),
         };
         let out = Batcher {
             tx,
             batch: Vec::with_capacity(BATCH),
             unsent,
             panicked,
+            _ended: ended_tx,
         };
         (out, lines)
     }
@@ -270,7 +290,7 @@ impl Batcher {
     fn give_up(&mut self, more: u64) {
         let n = self.batch.len() as u64 + more;
         self.batch.clear();
-        self.unsent.fetch_add(n, Ordering::Relaxed);
+        self.unsent.fetch_add(n, Ordering::SeqCst);
     }
 
     fn fail(mut self, e: io::Error) {
@@ -548,6 +568,16 @@ pub fn classify(raw: &[u8], consumed: usize, newline: bool) -> Option<Line> {
     Some(Line::Url(url))
 }
 
+/// `--resume`: the line's URL has its final record already.
+fn done_before(line: &Line, opts: &ReadOptions) -> bool {
+    match line {
+        Line::Url(url) | Line::TooLong(url, _) => {
+            !opts.skip.is_empty() && opts.skip.contains(&mask_url(url))
+        }
+        Line::Duplicate(_) => false,
+    }
+}
+
 /// Send every URL line of `input` that is not in `opts.skip`.
 fn feed_lines(
     mut input: LineReader<impl Read>,
@@ -564,6 +594,15 @@ fn feed_lines(
         // What was collected goes before a read that may wait (a slow stdin).
         let read = input.read_line(&mut buf, &mut || open = open && out.flush());
         match read {
+            // The crawl took no more while this line was read: one more read for nothing,
+            // unless it was done before.
+            Ok(n) if !open => {
+                let line = classify(&buf, n, input.ended_with_newline());
+                if line.is_some_and(|l| !done_before(&l, opts)) {
+                    out.give_up(1);
+                }
+                return;
+            }
             _ if !open => return,
             Ok(0) => {
                 out.flush();
@@ -745,6 +784,42 @@ mod tests {
         lines.rx.close();
         assert!(!out.flush());
         assert_eq!(lines.unsent(), BATCH as u64 - 1);
+    }
+
+    /// A reader that notices the close only at its next line, after the crawl has
+    /// looked: waiting for it to end counts what it held.
+    #[actix_rt::test]
+    async fn the_count_of_lines_read_for_nothing_waits_for_the_reader_to_notice() {
+        let (mut out, mut lines) = Batcher::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            for i in 0..3 {
+                out.push(Line::Url(format!("u{i}")));
+            }
+            // Reading the next line, slowly: the crawl closes meanwhile.
+            wait.recv().unwrap();
+            out.push(Line::Url("u3".into()));
+        });
+        assert_eq!(lines.close(), 0, "nothing handed over yet");
+        assert_eq!(lines.unsent(), 0, "the reader has not noticed");
+        go.send(()).unwrap();
+        assert!(lines.reader_ended(Duration::from_secs(10)).await);
+        assert_eq!(lines.unsent(), 4, "the three in hand and the one it read");
+        reader.join().unwrap();
+    }
+
+    #[test]
+    fn a_line_read_as_the_crawl_closed_is_counted_unless_done_before() {
+        let opts = ReadOptions {
+            skip: ["http://a/done".to_string()].into_iter().collect(),
+            dedupe: false,
+        };
+        assert!(done_before(&Line::Url("http://a/done".into()), &opts));
+        assert!(!done_before(&Line::Url("http://a/new".into()), &opts));
+        assert!(!done_before(
+            &Line::Duplicate("http://a/done".into()),
+            &opts
+        ));
     }
 
     fn read_all(input: &str, opts: ReadOptions) -> (Vec<Line>, ReadStats) {
