@@ -7,13 +7,16 @@
 //! not below the rate it grew from, so a rise decided before a cut reached its writer does
 //! not undo the cut. A pause stored is kept until it ends: a change stored meanwhile (a
 //! pause of its own ending sooner, or none) carries it on, so a process that reads the key
-//! later still finds it. Which received rates and pauses a process takes, and how its
-//! controller takes them, is decided in the core ([`exitcrawl::aimd::fleet`],
-//! `Controller::adopt`).
+//! later still finds it. A process with a fixed rate stores and publishes a pause alone
+//! ([`SharedRates::pause`]): its rate is its configuration, not news for the others. Which
+//! received rates and pauses a process takes, and how its controller takes them, is
+//! decided in the core ([`exitcrawl::aimd::fleet`], `Controller::adopt`).
 //!
 //! Message format (one line, fields separated by single spaces, the key last so it may
 //! contain spaces): `{origin} {rps} {pause_until_ms} {server_now_ms} {key}`. Times are the
-//! Redis server's clock in ms since the Unix epoch; `pause_until_ms = 0` means no pause.
+//! Redis server's clock in ms since the Unix epoch; `pause_until_ms = 0` means no pause;
+//! `rps = 0` means no rate (a pause alone). The stored value is `{rps} {pause_until_ms}`,
+//! `rps = 0` where only a pause was ever stored.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::LazyLock;
@@ -28,12 +31,13 @@ use super::{eval_script, key, Redis, RedisError};
 /// The pub/sub channel of rate changes.
 pub const CHANNEL: &str = "exitcrawl:intervals";
 
-/// Store and publish. KEYS[1] rate key; ARGV: rps (string, stored as given), pause in ms
-/// (0 = none), ttl ms, origin, limiter key, channel, floor (0 = none). With a floor, a
-/// stored rate below it is kept and nothing is published. A stored pause that ends later
-/// than the one given (none: now) is stored and published with the new rate. Returns
-/// `{1, pause_until_ms, now_ms, rps}` when stored, `{0, pause_until_ms, now_ms, rps}` of
-/// what is stored when not.
+/// Store and publish. KEYS[1] rate key; ARGV: rps (string, stored as given; "0": no rate,
+/// the pause alone), pause in ms (0 = none), ttl ms, origin, limiter key, channel, floor
+/// (0 = none). With a floor, a stored rate below it is kept and nothing is published. A
+/// stored pause that ends later than the one given (none: now) is stored and published
+/// with the new rate. A pause alone keeps the stored rate and is published without one.
+/// Returns `{1, pause_until_ms, now_ms, rps}` of what was published when stored,
+/// `{0, pause_until_ms, now_ms, rps}` of what is stored when not.
 const SET_SCRIPT: &str = r#"
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -50,7 +54,7 @@ end
 local floor = tonumber(ARGV[7])
 if floor > 0 and cur_rps then
   local stored = tonumber(cur_rps)
-  if stored and stored < floor then
+  if stored and stored > 0 and stored < floor then
     return {0, cur_until or 0, now, cur_rps}
   end
 end
@@ -60,7 +64,9 @@ if pause > 0 then until_ms = now + pause end
 if cur_until and cur_until > now and cur_until > until_ms then until_ms = cur_until end
 local u = string.format('%.0f', until_ms)
 local n = string.format('%.0f', now)
-redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. u, 'PX', ARGV[3])
+local keep = ARGV[1]
+if tonumber(ARGV[1]) == 0 and cur_rps then keep = cur_rps end
+redis.call('SET', KEYS[1], keep .. ' ' .. u, 'PX', ARGV[3])
 redis.call('PUBLISH', ARGV[6], ARGV[4] .. ' ' .. ARGV[1] .. ' ' .. u .. ' ' .. n .. ' ' .. ARGV[5])
 return {1, until_ms, now, ARGV[1]}
 "#;
@@ -80,7 +86,7 @@ static GET: LazyLock<::redis::Script> = LazyLock::new(|| ::redis::Script::new(GE
 pub struct RateUpdate {
     /// The limiter key.
     pub key: String,
-    /// Requests per second.
+    /// Requests per second; 0 for no rate, a pause alone ([`Self::rate`]).
     pub rps: f64,
     /// End of a pause, server clock, ms since the epoch; 0 = no pause.
     pub pause_until_ms: u64,
@@ -91,6 +97,12 @@ pub struct RateUpdate {
 }
 
 impl RateUpdate {
+    /// The rate, if this carries one: a pause stored alone ([`SharedRates::pause`]) does
+    /// not.
+    pub fn rate(&self) -> Option<f64> {
+        (self.rps > 0.0).then_some(self.rps)
+    }
+
     /// The pause left at `server_now_ms`, if any. Subtracting two server times keeps
     /// local clock skew out of it.
     pub fn pause_remaining(&self) -> Option<Duration> {
@@ -105,7 +117,7 @@ impl RateUpdate {
         let pause_until_ms = it.next()?.parse().ok()?;
         let server_now_ms = it.next()?.parse().ok()?;
         let key = it.next()?.to_string();
-        (rps.is_finite() && rps > 0.0).then_some(Self {
+        valid_rps(rps).then_some(Self {
             key,
             rps,
             pause_until_ms,
@@ -209,7 +221,18 @@ impl SharedRates {
         rps: f64,
         pause: Option<Duration>,
     ) -> Result<RateUpdate, RedisError> {
-        match self.store(key, rps, pause, 0.0).await? {
+        match self.store(key, Some(rps), pause, 0.0).await? {
+            Raised::Stored(u) | Raised::Refused(u) => Ok(u),
+        }
+    }
+
+    /// Stores a pause alone for `key` and publishes it, atomically: the stored rate is kept
+    /// (or none is stored, where none was) and the message carries no rate. What a
+    /// process with a fixed rate shares: the pause is the site's word, for every process;
+    /// its rate is its configuration, which no other process may take. A stored pause
+    /// that ends later is kept. Returns what was published.
+    pub async fn pause(&self, key: &str, pause: Duration) -> Result<RateUpdate, RedisError> {
+        match self.store(key, None, Some(pause), 0.0).await? {
             Raised::Stored(u) | Raised::Refused(u) => Ok(u),
         }
     }
@@ -225,21 +248,33 @@ impl SharedRates {
         pause: Option<Duration>,
         from: f64,
     ) -> Result<Raised, RedisError> {
-        self.store(key, rps, pause, from).await
+        self.store(key, Some(rps), pause, from).await
     }
 
+    /// Store `rps` (none: `pause` alone, the stored rate kept) with `pause`, if the
+    /// stored rate is not below `floor` (0: whatever is stored).
     async fn store(
         &self,
         key: &str,
-        rps: f64,
+        rps: Option<f64>,
         pause: Option<Duration>,
         floor: f64,
     ) -> Result<Raised, RedisError> {
-        if !(rps.is_finite() && rps > 0.0) {
-            return Err(RedisError::InvalidArgument(format!(
-                "rate must be a positive number, got {rps}"
-            )));
-        }
+        let rps = match rps {
+            Some(r) if r.is_finite() && r > 0.0 => r,
+            // The script's word for no rate.
+            None if pause.is_some() => 0.0,
+            Some(r) => {
+                return Err(RedisError::InvalidArgument(format!(
+                    "rate must be a positive number, got {r}"
+                )))
+            }
+            None => {
+                return Err(RedisError::InvalidArgument(
+                    "a pause alone needs a pause".to_string(),
+                ))
+            }
+        };
         let k = key_of(key);
         let pause_ms = pause.map_or(0, |p| p.as_millis().max(1) as u64);
         let floor = if floor.is_finite() {
@@ -265,7 +300,7 @@ impl SharedRates {
         let rps = value
             .parse::<f64>()
             .ok()
-            .filter(|r| r.is_finite() && *r > 0.0)
+            .filter(|r| valid_rps(*r))
             .ok_or_else(|| RedisError::Reply(format!("bad rate value {value:?} at {k}")))?;
         let u = RateUpdate {
             key: key.to_string(),
@@ -294,7 +329,7 @@ impl SharedRates {
             return Ok(None);
         };
         let parsed = value.split_once(' ').and_then(|(r, p)| {
-            let rps: f64 = r.parse().ok()?;
+            let rps = r.parse().ok().filter(|r| valid_rps(*r))?;
             Some((rps, p.parse::<u64>().ok()?))
         });
         let Some((rps, pause_until_ms)) = parsed else {
@@ -392,6 +427,11 @@ fn key_of(name: &str) -> String {
     key("rate", name)
 }
 
+/// A rate as stored or published: positive, or 0 for none (a pause alone).
+fn valid_rps(rps: f64) -> bool {
+    rps.is_finite() && rps >= 0.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,7 +444,10 @@ mod tests {
         assert_eq!(u.rps, 12.5);
         assert_eq!(u.key, "exit a|host b");
         assert_eq!(u.pause_remaining(), Some(Duration::from_millis(500)));
-        assert!(RateUpdate::parse_message("o 0 0 0 k").is_none());
+        let pause_alone = RateUpdate::parse_message("o 0 1700000000500 1700000000000 k");
+        assert_eq!(pause_alone.expect("a pause alone").rate(), None);
+        assert_eq!(u.rate(), Some(12.5));
+        assert!(RateUpdate::parse_message("o -1 0 0 k").is_none());
         assert!(RateUpdate::parse_message("o x 0 0 k").is_none());
         assert!(RateUpdate::parse_message("o 1 0 0").is_none());
     }

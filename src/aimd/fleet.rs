@@ -21,6 +21,12 @@
 //! stored meanwhile says, so a peer that took the pause and moves its rate does not undo
 //! it), and a pause in force is taken from any value received or read, whatever the rate
 //! beside it and whether that rate is taken.
+//!
+//! A process with a fixed rate (any algorithm but `aimd`) shares its pauses and nothing
+//! else ([`fixed_publish`], [`fixed_take`]): its rate is its configuration, and the
+//! processes already share their budget through the GCRA in Redis, each at the rate it
+//! is configured with. A rate stored by another process is not news for it, and its own
+//! rate stored would be taken by an adaptive process as the site's.
 
 /// How a rate change of ours is published.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,6 +38,24 @@ pub enum Publish {
         /// The rate it grew from: the last one this process published or took.
         from: f64,
     },
+    /// Store the pause alone, keeping the stored rate: a fixed rate's (see
+    /// [`fixed_publish`]).
+    Pause,
+}
+
+/// A change of a process with a fixed rate: published only when it carries a pause
+/// (`paused`), and then the pause alone.
+pub fn fixed_publish(paused: bool) -> Option<Publish> {
+    paused.then_some(Publish::Pause)
+}
+
+/// What a process with a fixed rate takes of a value another process stored or
+/// published: its pause, one still in force (`paused`); never its rate.
+pub fn fixed_take(paused: bool) -> Take {
+    Take {
+        rate: false,
+        pause: paused,
+    }
 }
 
 /// What this process takes of a value another process stored for a key.
@@ -95,12 +119,13 @@ impl SharedKey {
         true
     }
 
-    /// A change another process published: its rate `rps`, stored at the server's
-    /// `server_ms`, and whether a pause still in force came with it (`paused`). The rate
-    /// as [`Self::take`] judges it; the pause whatever becomes of the rate.
-    pub fn receive(&mut self, rps: f64, server_ms: u64, paused: bool) -> Take {
+    /// A change another process published: its rate `rps` (none: a pause alone), stored
+    /// at the server's `server_ms`, and whether a pause still in force came with it
+    /// (`paused`). The rate as [`Self::take`] judges it; the pause whatever becomes of
+    /// the rate.
+    pub fn receive(&mut self, rps: Option<f64>, server_ms: u64, paused: bool) -> Take {
         Take {
-            rate: self.take(rps, server_ms),
+            rate: rps.is_some_and(|r| self.take(r, server_ms)),
             pause: paused,
         }
     }
@@ -109,10 +134,11 @@ impl SharedKey {
     /// subscription, against `ours`, the rate this process paces it at. The rate only if
     /// below ours: a read carries the time of the read, not of the store, so a higher rate
     /// read cannot be told from one stored before a cut of ours that never reached Redis.
-    /// The pause, one still in force (`paused`), whatever the rate.
-    pub fn read(&mut self, rps: f64, server_ms: u64, ours: f64, paused: bool) -> Take {
+    /// The pause, one still in force (`paused`), whatever the rate (none where only a
+    /// pause was stored).
+    pub fn read(&mut self, rps: Option<f64>, server_ms: u64, ours: f64, paused: bool) -> Take {
         Take {
-            rate: rps < ours && self.take(rps, server_ms),
+            rate: rps.is_some_and(|r| r < ours && self.take(r, server_ms)),
             pause: paused,
         }
     }
@@ -192,7 +218,7 @@ mod tests {
         k.publish(900.0);
         k.publish(800.0);
         // A rise older than our cut: its rate is not taken, the pause with it is.
-        let t = k.receive(950.0, 1_000, true);
+        let t = k.receive(Some(950.0), 1_000, true);
         assert_eq!(
             t,
             Take {
@@ -201,11 +227,11 @@ mod tests {
             }
         );
         assert!(t.any());
-        assert!(!k.receive(950.0, 1_000, false).any());
+        assert!(!k.receive(Some(950.0), 1_000, false).any());
         // A stored value read above our rate: the rate is not taken, a pause in force is.
         let mut k = SharedKey::default();
         k.publish(5.0);
-        let t = k.read(60.0, 2_000, 5.0, true);
+        let t = k.read(Some(60.0), 2_000, 5.0, true);
         assert_eq!(
             t,
             Take {
@@ -213,9 +239,9 @@ mod tests {
                 pause: true
             }
         );
-        assert!(!k.read(60.0, 2_000, 5.0, false).any());
+        assert!(!k.read(Some(60.0), 2_000, 5.0, false).any());
         assert_eq!(
-            k.read(3.0, 2_000, 5.0, false),
+            k.read(Some(3.0), 2_000, 5.0, false),
             Take {
                 rate: true,
                 pause: false
@@ -223,6 +249,34 @@ mod tests {
             "a lower rate read is taken as a received cut"
         );
         assert_eq!(k.publish(4.0), Publish::Raise { from: 3.0 });
+    }
+
+    #[test]
+    fn a_pause_alone_is_taken_and_moves_no_rate() {
+        let mut k = SharedKey::default();
+        k.publish(5.0);
+        let pause = Take {
+            rate: false,
+            pause: true,
+        };
+        assert_eq!(k.receive(None, 1_000, true), pause);
+        assert_eq!(k.read(None, 1_000, 5.0, true), pause);
+        // Nothing was taken: a rise is still checked against our own rate.
+        assert_eq!(k.publish(6.0), Publish::Raise { from: 5.0 });
+    }
+
+    #[test]
+    fn a_fixed_rate_shares_its_pauses_and_nothing_else() {
+        assert_eq!(fixed_publish(true), Some(Publish::Pause));
+        assert_eq!(fixed_publish(false), None);
+        assert_eq!(
+            fixed_take(true),
+            Take {
+                rate: false,
+                pause: true
+            }
+        );
+        assert!(!fixed_take(false).any(), "a rate alone is not taken");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! controllers — under scope `auto` one [`HostPolicy`] per host, which learns whether the
 //! host limits per exit or as a whole; under the other scopes one [`Controller`] per key —
 //! and broadcasts [`SetInterval`] to its subscribers. Fixed algorithms only take pauses
-//! from the site's answers and headers. What an answer means (a throttle, an error, a
-//! refusal) is decided in the core ([`exitcrawl::aimd::classify`]).
+//! from the site's answers and headers (and in distributed mode share them, see
+//! `shared.rs`). What an answer means (a throttle, an error, a refusal) is decided in the
+//! core ([`exitcrawl::aimd::classify`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -162,25 +163,33 @@ impl LimiterActor {
     }
 
     /// Carry out a controller's change for `key`: a fixed algorithm keeps its rate and
-    /// takes only the pause; the change is published (distributed mode) and broadcast.
+    /// takes only the pause; the change is published (distributed mode; a fixed
+    /// algorithm's pause alone) and broadcast.
     fn apply(&mut self, key: LimitKey, change: Adjustment, now: std::time::Instant) {
-        let adaptive = self.settings.algorithm == Algorithm::Aimd;
-        let change = if adaptive {
+        let change = if self.adaptive() {
             change
         } else {
             let Some(p) = change.pause_until else {
                 return;
             };
-            Adjustment {
-                rps: self.settings.initial_rps,
-                interval: interval_of(self.settings.initial_rps),
-                pause_until: Some(p),
-            }
+            self.fixed_pause(p)
         };
-        if adaptive {
-            self.publish(&key, &change, now);
-        }
+        self.publish(&key, &change, now);
         self.broadcast(key, &change);
+    }
+
+    /// The rate is the controllers' (`aimd`), not the configuration's.
+    fn adaptive(&self) -> bool {
+        self.settings.algorithm == Algorithm::Aimd
+    }
+
+    /// A fixed algorithm's change: its configured rate, paused until `until`.
+    fn fixed_pause(&self, until: std::time::Instant) -> Adjustment {
+        Adjustment {
+            rps: self.settings.initial_rps,
+            interval: interval_of(self.settings.initial_rps),
+            pause_until: Some(until),
+        }
     }
 
     fn feed(&mut self, exit: &Arc<str>, host: &Arc<str>, response: Response, hints: &ServerHints) {

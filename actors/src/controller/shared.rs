@@ -1,36 +1,53 @@
 //! Distributed mode: the limiter's rates shared with other crawler processes through
 //! Redis. Which changes are stored and which received rates are taken is the core's
-//! decision ([`exitcrawl::aimd::fleet`]); here are the calls and the messages.
+//! decision ([`exitcrawl::aimd::fleet`]); here are the calls and the messages. With a
+//! fixed algorithm only pauses are shared: a pause another process read is taken, never
+//! a rate, and no controller is made or moved for it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use exitcrawl::aimd::coupling::{Coupling, HostPolicy, Lane};
-use exitcrawl::aimd::fleet::{Publish, Take};
+use exitcrawl::aimd::fleet::{self, Publish, Take};
 use exitcrawl::aimd::{Adjustment, AimdConfig, Controller};
-use exitcrawl::config::{Algorithm, Scope};
+use exitcrawl::config::Scope;
+use exitcrawl::headers::Pacing;
 
 use super::{Controllers, Known, LimitKey, LimiterActor};
 use crate::redis::{Raised, RateMessage, RateUpdate, SharedRates};
 
 impl LimiterActor {
-    /// Tell the other processes about a change of ours; a failure only means they learn
-    /// it later.
+    /// Tell the other processes about a change of ours (a fixed algorithm's: its pause
+    /// alone, if it has one); a failure only means they learn it later.
     pub(super) fn publish(&mut self, key: &LimitKey, change: &Adjustment, now: std::time::Instant) {
         let (Some(shared), Some(me)) = (self.shared.clone(), self.me.clone()) else {
             return;
         };
-        let how = self
-            .fleet
-            .entry(key.clone())
-            .or_default()
-            .publish(change.rps);
+        let pause = change
+            .pause_until
+            .map(|p| p.saturating_duration_since(now))
+            .filter(|p| !p.is_zero());
+        let how = if self.adaptive() {
+            self.fleet
+                .entry(key.clone())
+                .or_default()
+                .publish(change.rps)
+        } else {
+            match fleet::fixed_publish(pause.is_some()) {
+                Some(how) => how,
+                None => return,
+            }
+        };
         let name = key.redis_name();
-        let pause = change.pause_until.map(|p| p.saturating_duration_since(now));
         let rps = change.rps;
         let key = key.clone();
         actix_rt::spawn(async move {
             let outcome = match how {
+                Publish::Pause => match pause {
+                    Some(p) => shared.pause(&name, p).await.map(|_| ()),
+                    None => Ok(()),
+                },
                 Publish::Cut => {
                     let r = shared.set(&name, rps, pause).await;
                     let server_ms = r.as_ref().ok().map(|u| u.server_now_ms);
@@ -70,7 +87,7 @@ impl LimiterActor {
     /// the host above the cut until its first change, and for good where the start never
     /// changes (too little work to grow), and send into the pause.
     pub(super) fn read_new_key(&mut self, exit: &Arc<str>, host: &Arc<str>) {
-        if self.shared.is_none() || self.settings.algorithm != Algorithm::Aimd {
+        if self.shared.is_none() || !self.adaptive() {
             return;
         }
         let key = match &self.controllers {
@@ -111,16 +128,23 @@ impl LimiterActor {
         });
     }
 
-    /// Another process changed a key's rate: take what the core judges worth taking.
+    /// Another process changed a key's rate or paused it: take what the core judges worth
+    /// taking.
     fn received(&mut self, u: &RateUpdate) {
         let Some(key) = LimitKey::from_redis_name(&u.key) else {
             return;
         };
-        let fleet = self.fleet.entry(key.clone()).or_default();
-        let take = fleet.receive(u.rps, u.server_now_ms, u.pause_remaining().is_some());
-        if !take.rate {
-            tracing::debug!(key = %u.key, rps = u.rps, "a rise older than our cut: not taken");
-        }
+        let paused = u.pause_remaining().is_some();
+        let take = if self.adaptive() {
+            let fleet = self.fleet.entry(key.clone()).or_default();
+            let take = fleet.receive(u.rate(), u.server_now_ms, paused);
+            if !take.rate && u.rate().is_some() {
+                tracing::debug!(key = %u.key, rps = u.rps, "a rise older than our cut: not taken");
+            }
+            take
+        } else {
+            fleet::fixed_take(paused)
+        };
         if take.any() {
             self.adopt_shared(key, u, take);
         }
@@ -135,8 +159,13 @@ impl LimiterActor {
         let Some(ours) = self.rate_of(&key) else {
             return;
         };
-        let fleet = self.fleet.entry(key.clone()).or_default();
-        let take = fleet.read(u.rps, u.server_now_ms, ours, u.pause_remaining().is_some());
+        let paused = u.pause_remaining().is_some();
+        let take = if self.adaptive() {
+            let fleet = self.fleet.entry(key.clone()).or_default();
+            fleet.read(u.rate(), u.server_now_ms, ours, paused)
+        } else {
+            fleet::fixed_take(paused)
+        };
         if take.any() {
             self.adopt_shared(key, u, take);
         }
@@ -160,24 +189,59 @@ impl LimiterActor {
     }
 
     /// Take of `u`, a rate and pause decided elsewhere for `key`, what the core judged
-    /// worth taking (`take`).
+    /// worth taking (`take`). With a fixed algorithm that is a pause alone, told the
+    /// subscribers at the configured rate.
     fn adopt_shared(&mut self, key: LimitKey, u: &RateUpdate, take: Take) {
         let now = crate::clock::now();
+        let pause = u.pause_remaining().filter(|_| take.pause);
+        if !self.adaptive() {
+            if let Some(d) = pause {
+                let a = self.fixed_pause(now + d);
+                tracing::debug!(key = %u.key, pause_ms = d.as_millis(), "adopted a shared pause");
+                self.broadcast(key, &a);
+            }
+            return;
+        }
+        let rate = u.rate().filter(|_| take.rate);
+        let Some((adjusted, a)) = self.adopt_in_controller(&key, rate, pause, now) else {
+            return;
+        };
+        if adjusted || pause.is_some() {
+            tracing::debug!(key = %u.key, rps = u.rps, "adopted a shared rate");
+            self.broadcast(key, &a);
+        }
+    }
+
+    /// Give `key`'s controller (made if need be) a `rate` and a `pause` decided
+    /// elsewhere: whether its rate moved, and where it stands. `None` for a key with no
+    /// controller to take them (an exit's lane not opened here).
+    ///
+    /// The pause is recorded in the controller as a pause the site's headers asked for,
+    /// which it is: the site's word, read by another process. Kept there, it holds the
+    /// host against being forgotten while it runs (`exitcrawl::aimd::forget`: the
+    /// scheduler's pacing, which holds the pause, would go with it), and the lane's next
+    /// changes carry it.
+    fn adopt_in_controller(
+        &mut self,
+        key: &LimitKey,
+        rate: Option<f64>,
+        pause: Option<Duration>,
+        now: std::time::Instant,
+    ) -> Option<(bool, Adjustment)> {
         let cfg = AimdConfig::from_settings(&self.settings);
-        let ctl_state = match &mut self.controllers {
+        let hint = pause.map(|d| Pacing {
+            pause_for: Some(d),
+            ..Pacing::default()
+        });
+        let (adjusted, ctl) = match &mut self.controllers {
             Controllers::Hosts {
                 policies, exits, ..
             } => {
-                let Some(host) = key.host.clone() else {
-                    return;
-                };
+                let host = key.host.clone()?;
                 let n = exits.len();
                 let lane = match &key.exit {
                     None => Lane::Host,
-                    Some(e) => match exits.iter().position(|x| x == e) {
-                        Some(i) => Lane::Exit(i),
-                        None => return,
-                    },
+                    Some(e) => Lane::Exit(exits.iter().position(|x| x == e)?),
                 };
                 let prior = &self.prior;
                 let unlearned = &mut self.unlearned;
@@ -192,50 +256,35 @@ impl LimiterActor {
                     }
                 });
                 let policy = &mut known.policy;
-                let adjusted = if take.rate {
-                    policy.adopt(lane, u.rps, now)
-                } else {
-                    None
-                };
-                policy.controller(lane).map(|c| {
-                    (
-                        adjusted.is_some(),
-                        c.rate(),
-                        c.interval(),
-                        c.pause_until(now),
-                    )
-                })
+                let adjusted = rate.and_then(|r| policy.adopt(lane, r, now)).is_some();
+                if let (Some(h), Some(_)) = (&hint, policy.controller(lane)) {
+                    // The exit whose hints reach `lane`: past the exits' indices is no
+                    // exit's own lane, so the host's.
+                    let through = match lane {
+                        Lane::Exit(i) => i,
+                        Lane::Host => n,
+                    };
+                    policy.on_hint(through, h, now);
+                }
+                (adjusted, policy.controller(lane)?)
             }
             Controllers::Keys(map) => {
                 let ctl = map
                     .entry(key.clone())
                     .or_insert_with(|| Controller::new(cfg, now));
-                let adjusted = if take.rate {
-                    ctl.adopt(u.rps, now)
-                } else {
-                    None
-                };
-                Some((
-                    adjusted.is_some(),
-                    ctl.rate(),
-                    ctl.interval(),
-                    ctl.pause_until(now),
-                ))
+                let adjusted = rate.and_then(|r| ctl.adopt(r, now)).is_some();
+                if let Some(h) = &hint {
+                    ctl.on_hint(h, now);
+                }
+                (adjusted, &*ctl)
             }
         };
-        let Some((adjusted, rps, interval, own_pause)) = ctl_state else {
-            return;
+        let a = Adjustment {
+            rps: ctl.rate(),
+            interval: ctl.interval(),
+            pause_until: ctl.pause_until(now),
         };
-        let pause_until = u.pause_remaining().filter(|_| take.pause).map(|d| now + d);
-        if adjusted || pause_until.is_some() {
-            let a = Adjustment {
-                rps,
-                interval,
-                pause_until: pause_until.or(own_pause),
-            };
-            tracing::debug!(key = %u.key, rps = u.rps, "adopted a shared rate");
-            self.broadcast(key, &a);
-        }
+        Some((adjusted, a))
     }
 }
 
@@ -296,7 +345,9 @@ impl Handler<SharedNews> for LimiterActor {
                 let Some(key) = LimitKey::from_redis_name(&u.key) else {
                     return;
                 };
-                self.fleet.entry(key.clone()).or_default().refused(u.rps);
+                if let Some(stored) = u.rate() {
+                    self.fleet.entry(key.clone()).or_default().refused(stored);
+                }
                 let take = Take {
                     rate: true,
                     pause: true,
