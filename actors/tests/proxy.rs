@@ -7,114 +7,14 @@
 
 mod support;
 
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::IpAddr;
+use std::time::Duration;
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl_actors::{Crawler, Fetch, FetchErrorKind};
+use exitcrawl_testsite::proxy::{free_port, Proxy};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 use support::ip;
-
-/// A proxy process, killed on drop.
-struct Proxy {
-    child: Child,
-    port: u16,
-    /// Its config and log, removed on drop.
-    dir: Option<PathBuf>,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(dir) = &self.dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-impl Proxy {
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// Wait until the proxy accepts connections (bounded).
-    fn ready(self) -> Self {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(self.addr()).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "proxy on {} did not start",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self
-    }
-
-    /// tinyproxy on 127.0.0.1, taking clients from `allow` only, with Basic credentials
-    /// `user:pass`, connecting out from `bind`.
-    fn tinyproxy(allow: IpAddr, bind: IpAddr) -> Self {
-        let port = free_port();
-        let dir =
-            std::env::temp_dir().join(format!("exitcrawl-tinyproxy-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let conf: PathBuf = dir.join("tinyproxy.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "Port {port}\nListen 127.0.0.1\nBind {bind}\nAllow {allow}\nTimeout 30\n\
-                 MaxClients 64\nBasicAuth user pass\nLogLevel Info\n\
-                 LogFile \"{log}\"\nPidFile \"{pid}\"\n",
-                log = dir.join("log").display(),
-                pid = dir.join("pid").display(),
-            ),
-        )
-        .unwrap();
-        let child = Command::new("tinyproxy")
-            .arg("-d")
-            .arg("-c")
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tinyproxy on PATH (.ci/run installs it)");
-        Proxy {
-            child,
-            port,
-            dir: Some(dir),
-        }
-        .ready()
-    }
-
-    /// microsocks on 127.0.0.1 with credentials `user:pass`, connecting out from `bind`.
-    fn microsocks(bind: IpAddr) -> Self {
-        let port = free_port();
-        let child = Command::new("microsocks")
-            .args(["-i", "127.0.0.1", "-p", &port.to_string()])
-            .args(["-u", "user", "-P", "pass", "-b", &bind.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("microsocks on PATH (.ci/run installs it)");
-        Proxy {
-            child,
-            port,
-            dir: None,
-        }
-        .ready()
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn proxy_exit(name: &str, url: String, source: Option<&str>) -> ExitSettings {
     let mut e = ExitSettings::new(name, source.map_or("0.0.0.0".parse().unwrap(), ip));
@@ -158,8 +58,8 @@ async fn direct_http_proxy_and_socks5_exits_each_reach_the_site_from_their_own_a
     let site = TestSite::start(SiteConfig::default());
     // tinyproxy takes clients from 127.0.0.4 only: a connection to it from any other
     // source address would be refused, so the exit's source_ip is checked too.
-    let http = Proxy::tinyproxy(ip("127.0.0.4"), ip("127.0.0.8"));
-    let socks = Proxy::microsocks(ip("127.0.0.7"));
+    let http = Proxy::tinyproxy(ip("127.0.0.4"), ip("127.0.0.8"), true);
+    let socks = Proxy::microsocks(ip("127.0.0.7"), true);
     let h = Crawler::start(settings(vec![
         direct_exit("e2", "127.0.0.2"),
         direct_exit("e3", "127.0.0.3"),
@@ -222,8 +122,8 @@ async fn direct_http_proxy_and_socks5_exits_each_reach_the_site_from_their_own_a
 #[actix_rt::test]
 async fn a_proxy_that_refuses_is_the_exits_fault_and_the_fetch_moves_on() {
     let site = TestSite::start(SiteConfig::default());
-    let http = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.8"));
-    let socks = Proxy::microsocks(ip("127.0.0.7"));
+    let http = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.8"), true);
+    let socks = Proxy::microsocks(ip("127.0.0.7"), true);
     let closed = free_port();
     let h = Crawler::start(settings(vec![
         // Wrong password: tinyproxy refuses the CONNECT (with 401, where RFC 9110 says 407).
@@ -273,8 +173,8 @@ async fn a_proxy_that_refuses_is_the_exits_fault_and_the_fetch_moves_on() {
 #[actix_rt::test]
 async fn a_site_an_http_proxy_cannot_reach_does_not_eject_the_exit() {
     let site = TestSite::start(SiteConfig::default());
-    let one = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.8"));
-    let two = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.9"));
+    let one = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.8"), true);
+    let two = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.9"), true);
     let mut s = settings(vec![
         proxy_exit("one", format!("http://user:pass@{}", one.addr()), None),
         proxy_exit("two", format!("http://user:pass@{}", two.addr()), None),
@@ -322,7 +222,7 @@ async fn a_site_an_http_proxy_cannot_reach_does_not_eject_the_exit() {
 #[actix_rt::test]
 async fn with_only_a_refusing_proxy_the_record_names_the_proxy_not_the_site() {
     let site = TestSite::start(SiteConfig::default());
-    let socks = Proxy::microsocks(ip("127.0.0.7"));
+    let socks = Proxy::microsocks(ip("127.0.0.7"), true);
     let h = Crawler::start(settings(vec![proxy_exit(
         "socks",
         format!("socks5://user:nope@{}", socks.addr()),
@@ -391,7 +291,7 @@ async fn https_runs_inside_the_connect_tunnel() {
         }
     });
 
-    let http = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.8"));
+    let http = Proxy::tinyproxy(ip("127.0.0.1"), ip("127.0.0.8"), true);
     let proxy: exitcrawl::proxy::ProxyUrl =
         format!("http://user:pass@{}", http.addr()).parse().unwrap();
     let mut roots = rustls::RootCertStore::empty();

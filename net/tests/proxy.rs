@@ -3,9 +3,7 @@
 //!
 //! Needs `tinyproxy` and `microsocks` on `PATH` (`.ci/run` installs them).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +14,7 @@ use exitcrawl::proxy::ProxyUrl;
 use exitcrawl_net::{
     build_client, classify, ClientOptions, DnsCache, ExitConnector, Reach, SocketError, Stage,
 };
+use exitcrawl_testsite::proxy::{free_port, Proxy};
 use exitcrawl_testsite::{SiteConfig, TestSite};
 
 mod common;
@@ -23,93 +22,6 @@ use common::black_hole;
 
 /// Where microsocks and tinyproxy connect out from, so the site can tell their requests.
 const PROXY_OUT: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 7));
-
-/// A proxy process, killed on drop.
-struct Proxy {
-    child: Child,
-    port: u16,
-    /// Its config and log, removed on drop.
-    dir: Option<PathBuf>,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(dir) = &self.dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-impl Proxy {
-    fn start(command: &mut Command, port: u16, dir: Option<PathBuf>) -> Self {
-        let name = format!("{:?}", command.get_program());
-        let child = command
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name} on PATH (.ci/run installs it): {e}"));
-        let proxy = Proxy { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(proxy.addr()).is_err() {
-            assert!(Instant::now() < deadline, "{name} on {port} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        proxy
-    }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// tinyproxy on 127.0.0.1, without credentials, connecting out from [`PROXY_OUT`].
-    fn tinyproxy() -> Self {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!(
-            "exitcrawl-net-tinyproxy-{}-{port}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let conf = dir.join("tinyproxy.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "Port {port}\nListen 127.0.0.1\nBind {PROXY_OUT}\nAllow 127.0.0.1\nTimeout 30\n\
-                 MaxClients 16\nLogLevel Info\nLogFile \"{log}\"\nPidFile \"{pid}\"\n",
-                log = dir.join("log").display(),
-                pid = dir.join("pid").display(),
-            ),
-        )
-        .unwrap();
-        Self::start(
-            Command::new("tinyproxy").arg("-d").arg("-c").arg(&conf),
-            port,
-            Some(dir),
-        )
-    }
-
-    /// microsocks on 127.0.0.1, without credentials, connecting out from [`PROXY_OUT`].
-    fn microsocks() -> Self {
-        let port = free_port();
-        Self::start(
-            Command::new("microsocks")
-                .args(["-i", "127.0.0.1", "-p", &port.to_string()])
-                .args(["-b", &PROXY_OUT.to_string()]),
-            port,
-            None,
-        )
-    }
-}
-
-/// A port nothing listens on: it was free a moment ago.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A client whose connections go through `proxy`, resolving names with `dns`.
 fn client(proxy: &str, dns: DnsCache, reach: Reach) -> awc::Client {
@@ -148,7 +60,7 @@ fn socket_error(err: &SendRequestError) -> Option<&SocketError> {
 /// site's refused connection, and the message says what the proxy answered.
 #[actix_rt::test]
 async fn an_http_proxy_that_cannot_reach_the_site_is_the_sites_failure() {
-    let proxy = Proxy::tinyproxy();
+    let proxy = Proxy::tinyproxy(IpAddr::V4(Ipv4Addr::LOCALHOST), PROXY_OUT, false);
     let closed = free_port();
     let client = client(
         &format!("http://{}", proxy.addr()),
@@ -188,7 +100,7 @@ async fn an_http_proxy_that_cannot_reach_the_site_is_the_sites_failure() {
 #[actix_rt::test]
 async fn a_socks5_exit_tries_each_address_of_the_name() {
     let site = TestSite::start(SiteConfig::default());
-    let proxy = Proxy::microsocks();
+    let proxy = Proxy::microsocks(PROXY_OUT, false);
     let dns = scripted(vec![
         "::1".parse().unwrap(),
         IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -316,7 +228,7 @@ fn slow(addrs: Vec<IpAddr>) -> DnsCache {
 #[actix_rt::test]
 async fn a_dead_first_address_of_the_proxy_leaves_time_for_the_next() {
     let site = TestSite::start(SiteConfig::default());
-    let proxy = Proxy::tinyproxy();
+    let proxy = Proxy::tinyproxy(IpAddr::V4(Ipv4Addr::LOCALHOST), PROXY_OUT, false);
     let hole = black_hole(Ipv4Addr::new(127, 0, 0, 9), proxy.port).await;
     let dns = slow(vec![hole.addr.ip(), proxy.addr().ip()]);
     let client = exit_client(&format!("http://proxy.test:{}", proxy.port), dns);

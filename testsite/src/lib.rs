@@ -70,6 +70,7 @@ mod hold;
 mod latency;
 mod limit;
 mod pages;
+pub mod proxy;
 mod server;
 mod stats;
 
