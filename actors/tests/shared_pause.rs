@@ -223,6 +223,36 @@ async fn with_a_fixed_rate_a_pause_one_crawler_reads_holds_the_others() {
     assert!(limits.is_empty(), "{limits:?}");
 }
 
+/// A pause from the fleet holds a host this crawler has not met yet: its first request to
+/// the host waits for the pause's end too (a fixed rate, as above).
+#[actix_rt::test]
+async fn a_pause_from_the_fleet_holds_a_host_not_met_yet() {
+    let _serial = wall_clock_guard();
+    let retry_after = Duration::from_secs(6);
+    let redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig::default());
+    let fixed = |s: &mut Settings| s.limiter.algorithm = Algorithm::Gcra;
+    let (a, b) = (crawler(&redis, fixed), crawler(&redis, fixed));
+    let quick = Duration::from_secs(10);
+    let refused = "/fault/429s6/a";
+    let r = Fetch::get(site.fault_url(refused)).throttle_waits(0);
+    assert_eq!(fetched(&a, r, quick).await.status, 429);
+    let told = eventually(quick, || async { pause_seconds(&b) > 0.0 }).await;
+    assert!(told, "B took no pause from A");
+    let late = retry_after + Duration::from_secs(30);
+    let first = fetched(&b, Fetch::get(site.fault_url("/b/0")), late).await;
+    assert_eq!(first.status, 200);
+    a.shutdown(Duration::ZERO).await;
+    b.shutdown(Duration::ZERO).await;
+    let log = site.requests();
+    let waited = arrival(&log, "/b/0") - arrival(&log, refused);
+    let slack = Duration::from_millis(50);
+    assert!(
+        waited + slack >= retry_after,
+        "B's first request came {waited:?} after A's 429"
+    );
+}
+
 #[actix_rt::test]
 async fn a_pause_taken_from_the_fleet_keeps_its_host_from_being_forgotten() {
     let _serial = wall_clock_guard();

@@ -389,9 +389,15 @@ impl Pacing {
             // A host forgotten here after the limiter heard from it again (each forgets
             // on its own turn): its key is made at the rate told, so that no rate or
             // pause of the limiter's is lost.
-            None if adaptive && l.scope == Scope::Auto && key.host.is_some() => {
+            // A pause for a host not paced here yet (another process read it, or this
+            // one forgot the host): kept, so that this process's first request to the
+            // host does not go into it.
+            None if key.host.is_some()
+                && ((adaptive && l.scope == Scope::Auto)
+                    || pause_until.is_some_and(|p| p > now)) =>
+            {
                 let rps = 1.0 / interval.as_secs_f64().max(1e-9);
-                let paced = key.exit.is_none();
+                let paced = l.scope != Scope::Auto || key.exit.is_none();
                 let settings = &self.settings;
                 key_state(
                     &mut self.keys,

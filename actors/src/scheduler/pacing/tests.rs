@@ -218,12 +218,27 @@ async fn the_limiters_interval_paces_the_key() {
         intervals,
         vec![("a.test".to_owned(), Duration::from_millis(500))]
     );
-    // A key nobody paces here is not made up.
+    // A key nobody paces here is not made up for a rate alone, nor for a pause over.
     let unknown = LimitKey::new(Scope::Host, &exits[0].name, &Arc::from("b.test"));
     assert_eq!(
-        p.set_interval(&unknown, (Duration::from_millis(1), Some(pause)), 0, now),
+        p.set_interval(&unknown, (Duration::from_millis(1), None), 0, now),
         None
     );
+    assert_eq!(
+        p.set_interval(&unknown, (Duration::from_millis(1), Some(now)), 0, now),
+        None
+    );
+    // A pause still to come is kept: the first request to the host waits for it.
+    let now = crate::clock::now();
+    let pause = now + Duration::from_secs(1);
+    assert_eq!(
+        p.set_interval(&unknown, (Duration::from_millis(1), Some(pause)), 0, now),
+        Some(None)
+    );
+    let (after, _) = Host::default()
+        .sent_after(&mut p, &mut exits, "b.test")
+        .await;
+    assert!(after >= Duration::from_secs(1), "{after:?}");
 }
 
 #[actix_rt::test]
