@@ -179,44 +179,62 @@ fn arrival(log: &[RequestRecord], path: &str) -> Instant {
     r.unwrap_or_else(|| panic!("{path} not requested")).arrived
 }
 
+/// The `Retry-After` the site sends crawler A, and the path that gets it.
+const RETRY_AFTER: Duration = Duration::from_secs(6);
+const REFUSED: &str = "/fault/429s6/a";
+
+/// Two crawlers of a fixed algorithm (`gcra`: `none` has no budget to share through
+/// Redis, the configuration refuses it) sharing `redis`.
+fn two_fixed(redis: &RedisServer) -> (CrawlerHandle, CrawlerHandle) {
+    let fixed = |s: &mut Settings| s.limiter.algorithm = Algorithm::Gcra;
+    (crawler(redis, fixed), crawler(redis, fixed))
+}
+
+/// A is refused with [`RETRY_AFTER`] (its fetch's answer, no wait for the host), and B
+/// hears of the pause: B's pause seconds then.
+async fn a_refused_b_told(a: &CrawlerHandle, b: &CrawlerHandle, site: &TestSite) -> f64 {
+    let quick = Duration::from_secs(10);
+    let r = Fetch::get(site.fault_url(REFUSED)).throttle_waits(0);
+    assert_eq!(fetched(a, r, quick).await.status, 429);
+    let told = eventually(quick, || async { pause_seconds(b) > 0.0 }).await;
+    assert!(told, "B took no pause from A");
+    pause_seconds(b)
+}
+
+/// B's request for `path` reached the site once A's pause was over.
+fn sent_after_the_pause(site: &TestSite, path: &str) {
+    let log = site.requests();
+    let waited = arrival(&log, path) - arrival(&log, REFUSED);
+    // The Retry-After is read after the 429 left the site, and Redis keeps whole ms.
+    let slack = Duration::from_millis(50);
+    assert!(
+        waited + slack >= RETRY_AFTER,
+        "B sent {path} {waited:?} after A's 429"
+    );
+}
+
 #[actix_rt::test]
 async fn with_a_fixed_rate_a_pause_one_crawler_reads_holds_the_others() {
     let _serial = wall_clock_guard();
-    let retry_after = Duration::from_secs(6);
     let redis = RedisServer::start();
     let site = TestSite::start(SiteConfig::default());
-    // `none` has no budget to share through Redis: the configuration refuses it.
-    let fixed = |s: &mut Settings| s.limiter.algorithm = Algorithm::Gcra;
-    let (a, b) = (crawler(&redis, fixed), crawler(&redis, fixed));
+    let (a, b) = two_fixed(&redis);
     // B meets the host: the host's pacing is where a pause told it holds.
     let quick = Duration::from_secs(10);
     let first = fetched(&b, Fetch::get(site.fault_url("/b/0")), quick).await;
     assert_eq!(first.status, 200);
-    // A is refused with `Retry-After: 6`, its fetch's answer (no wait for the host).
-    let refused = "/fault/429s6/a";
-    let r = Fetch::get(site.fault_url(refused)).throttle_waits(0);
-    assert_eq!(fetched(&a, r, quick).await.status, 429);
-    let told = eventually(quick, || async { pause_seconds(&b) > 0.0 }).await;
-    let paused = pause_seconds(&b);
-    assert!(told, "B took no pause from A");
+    let paused = a_refused_b_told(&a, &b, &site).await;
     // B's next fetch waits the pause out: its request reaches the site once it ends.
-    let late = retry_after + Duration::from_secs(30);
+    let late = RETRY_AFTER + Duration::from_secs(30);
     let next = fetched(&b, Fetch::get(site.fault_url("/b/1")), late).await;
     assert_eq!(next.status, 200);
     let limits = b.limits().await;
     a.shutdown(Duration::ZERO).await;
     b.shutdown(Duration::ZERO).await;
-    let log = site.requests();
-    let waited = arrival(&log, "/b/1") - arrival(&log, refused);
-    // The Retry-After is read after the 429 left the site, and Redis keeps whole ms.
-    let slack = Duration::from_millis(50);
+    sent_after_the_pause(&site, "/b/1");
     assert!(
-        waited + slack >= retry_after,
-        "B sent {waited:?} after A's 429"
-    );
-    assert!(
-        paused > (retry_after - Duration::from_secs(3)).as_secs_f64()
-            && paused <= retry_after.as_secs_f64(),
+        paused > (RETRY_AFTER - Duration::from_secs(3)).as_secs_f64()
+            && paused <= RETRY_AFTER.as_secs_f64(),
         "B paused {paused} s"
     );
     // A fixed rate takes no rate, and makes no controller for a pause.
@@ -224,33 +242,20 @@ async fn with_a_fixed_rate_a_pause_one_crawler_reads_holds_the_others() {
 }
 
 /// A pause from the fleet holds a host this crawler has not met yet: its first request to
-/// the host waits for the pause's end too (a fixed rate, as above).
+/// the host waits for the pause's end too.
 #[actix_rt::test]
 async fn a_pause_from_the_fleet_holds_a_host_not_met_yet() {
     let _serial = wall_clock_guard();
-    let retry_after = Duration::from_secs(6);
     let redis = RedisServer::start();
     let site = TestSite::start(SiteConfig::default());
-    let fixed = |s: &mut Settings| s.limiter.algorithm = Algorithm::Gcra;
-    let (a, b) = (crawler(&redis, fixed), crawler(&redis, fixed));
-    let quick = Duration::from_secs(10);
-    let refused = "/fault/429s6/a";
-    let r = Fetch::get(site.fault_url(refused)).throttle_waits(0);
-    assert_eq!(fetched(&a, r, quick).await.status, 429);
-    let told = eventually(quick, || async { pause_seconds(&b) > 0.0 }).await;
-    assert!(told, "B took no pause from A");
-    let late = retry_after + Duration::from_secs(30);
+    let (a, b) = two_fixed(&redis);
+    a_refused_b_told(&a, &b, &site).await;
+    let late = RETRY_AFTER + Duration::from_secs(30);
     let first = fetched(&b, Fetch::get(site.fault_url("/b/0")), late).await;
     assert_eq!(first.status, 200);
     a.shutdown(Duration::ZERO).await;
     b.shutdown(Duration::ZERO).await;
-    let log = site.requests();
-    let waited = arrival(&log, "/b/0") - arrival(&log, refused);
-    let slack = Duration::from_millis(50);
-    assert!(
-        waited + slack >= retry_after,
-        "B's first request came {waited:?} after A's 429"
-    );
+    sent_after_the_pause(&site, "/b/0");
 }
 
 #[actix_rt::test]
