@@ -137,7 +137,7 @@ pub fn build_client_reaching(opts: &ClientOptions, dns: DnsCache, reach: Reach) 
     let connector = awc::Connector::new()
         .max_http_version(awc::http::Version::HTTP_11)
         .connector(
-            ExitConnector::new(opts.source_ip, dns, opts.connect_timeout)
+            ExitConnector::new(opts.source_ip, dns, connect_deadline(opts))
                 .reaching(reach)
                 .through(opts.proxy.clone()),
         )
@@ -156,6 +156,17 @@ pub fn build_client_reaching(opts: &ClientOptions, dns: DnsCache, reach: Reach) 
         // Decoded by the exit itself, within the body limit (see `body.rs`).
         .add_default_header((awc::http::header::ACCEPT_ENCODING, ACCEPT_ENCODING))
         .finish()
+}
+
+/// The connector's own deadline: `connect_timeout`, but ending a little before the
+/// request's whole `timeout` where the two are (nearly) equal. awc's request timer starts
+/// before the connector does and says only "timeout" (the site's); a stalled proxy must be
+/// told as the connector tells it, the exit's fault.
+fn connect_deadline(opts: &ClientOptions) -> Duration {
+    const LEAD: Duration = Duration::from_millis(50);
+    opts.connect_timeout
+        .min(opts.timeout.saturating_sub(LEAD))
+        .max(opts.connect_timeout.min(LEAD))
 }
 
 /// How far beyond the connector's own deadline awc's connect timeout lies. Only a

@@ -202,10 +202,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(600);
 /// An exit's client as the crawler builds it (awc's own connect timer included), through
 /// `proxy`, with a connect timeout of [`CONNECT_TIMEOUT`].
 fn exit_client(proxy: &str, dns: DnsCache) -> awc::Client {
+    exit_client_within(proxy, dns, Duration::from_secs(5))
+}
+
+/// [`exit_client`] whose whole request has `timeout`.
+fn exit_client_within(proxy: &str, dns: DnsCache, timeout: Duration) -> awc::Client {
     let opts = ClientOptions {
         proxy: Some(proxy.parse().unwrap()),
         connect_timeout: CONNECT_TIMEOUT,
-        timeout: Duration::from_secs(5),
+        timeout,
         ..ClientOptions::default()
     };
     build_client(&opts, dns)
@@ -277,6 +282,23 @@ async fn mute_proxy() -> SocketAddr {
         }
     });
     addr
+}
+
+/// A SOCKS5 proxy silent at the greeting is the exit's fault also when the whole request
+/// has no more time than its connect (`timeout_ms = connect_timeout_ms`, what
+/// `timeout_ms` given alone makes): the request's timer, which says only "timeout" (the
+/// site's), must not run out before the connector's.
+#[actix_rt::test]
+async fn a_proxy_that_stalls_is_the_exits_fault_when_the_request_has_no_more_time() {
+    let proxy = mute_proxy().await;
+    let dns = DnsCache::new(Duration::from_secs(60));
+    let client = exit_client_within(&format!("socks5h://{proxy}"), dns, CONNECT_TIMEOUT);
+    let err = client
+        .get("http://site.test/")
+        .send()
+        .await
+        .expect_err("no answer to the greeting");
+    assert_eq!(classify(&err), Failure::Proxy, "{err}");
 }
 
 /// A SOCKS5 proxy answers the greeting itself, without the site: one that stalls there is
