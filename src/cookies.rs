@@ -88,11 +88,17 @@ impl CookieJar {
 
     /// `key` was used now: it goes last in the order of eviction.
     fn touch(&mut self, key: &str) {
-        self.uses += 1;
-        if let Some(h) = self.hosts.get_mut(key) {
-            h.used = self.uses;
-            self.used.push_back((key.to_owned(), self.uses));
+        let Some(h) = self.hosts.get_mut(key) else {
+            return;
+        };
+        if h.used != 0 && h.used == self.uses {
+            // Used last already: its place in the order stands (a host's pages in a row
+            // cost no entry each).
+            return;
         }
+        self.uses += 1;
+        h.used = self.uses;
+        self.used.push_back((key.to_owned(), self.uses));
         // Stale entries are dropped as they reach the front; past twice the hosts, the
         // order is rebuilt so that it stays within a constant of them.
         if self.used.len() > 2 * self.hosts.len() + 16 {

@@ -617,9 +617,7 @@ fn feed_lines(
                 let line = match (line, seen.as_mut()) {
                     // A line too long to be a URL is recorded by its kept start: once
                     // recorded, it is done as a URL is.
-                    (Line::Url(url) | Line::TooLong(url, _), _)
-                        if !opts.skip.is_empty() && opts.skip.contains(&mask_url(&url)) =>
-                    {
+                    (line, _) if done_before(&line, opts) => {
                         stats.skipped.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }

@@ -284,40 +284,28 @@ async fn mute_proxy() -> SocketAddr {
     addr
 }
 
-/// A SOCKS5 proxy silent at the greeting is the exit's fault also when the whole request
-/// has no more time than its connect (`timeout_ms = connect_timeout_ms`, what
-/// `timeout_ms` given alone makes): the request's timer, which says only "timeout" (the
-/// site's), must not run out before the connector's.
-#[actix_rt::test]
-async fn a_proxy_that_stalls_is_the_exits_fault_when_the_request_has_no_more_time() {
-    let proxy = mute_proxy().await;
-    let dns = DnsCache::new(Duration::from_secs(60));
-    let client = exit_client_within(&format!("socks5h://{proxy}"), dns, CONNECT_TIMEOUT);
-    let err = client
-        .get("http://site.test/")
-        .send()
-        .await
-        .expect_err("no answer to the greeting");
-    assert_eq!(classify(&err), Failure::Proxy, "{err}");
-}
-
 /// A SOCKS5 proxy answers the greeting itself, without the site: one that stalls there is
-/// the exit's failure. An HTTP proxy answers `CONNECT` once it has reached the site, so
-/// the same silence there is the site's timeout.
+/// the exit's failure, also when the whole request has no more time than its connect
+/// (`timeout_ms = connect_timeout_ms`, what `timeout_ms` given alone makes: the request's
+/// timer, which says only "timeout", the site's, must not run out first). An HTTP proxy
+/// answers `CONNECT` once it has reached the site, so the same silence there is the
+/// site's timeout.
 #[actix_rt::test]
 async fn a_socks5_proxy_silent_at_the_greeting_is_the_exits_fault() {
     let proxy = mute_proxy().await;
     let dns = DnsCache::new(Duration::from_secs(60));
-    let client = exit_client(&format!("socks5h://{proxy}"), dns.clone());
-    let err = client
-        .get("http://site.test/")
-        .send()
-        .await
-        .expect_err("no answer to the greeting");
-    assert_eq!(classify(&err), Failure::Proxy, "{err}");
-    let se = socket_error(&err).expect("the connector's error");
-    assert_eq!(se.stage, Stage::Proxy, "{err}");
-    assert!(err.to_string().contains("greeting"), "{err}");
+    for timeout in [Duration::from_secs(5), CONNECT_TIMEOUT] {
+        let client = exit_client_within(&format!("socks5h://{proxy}"), dns.clone(), timeout);
+        let err = client
+            .get("http://site.test/")
+            .send()
+            .await
+            .expect_err("no answer to the greeting");
+        assert_eq!(classify(&err), Failure::Proxy, "{timeout:?}: {err}");
+        let se = socket_error(&err).expect("the connector's error");
+        assert_eq!(se.stage, Stage::Proxy, "{err}");
+        assert!(err.to_string().contains("greeting"), "{err}");
+    }
 
     let client = exit_client(&format!("http://{proxy}"), dns);
     let err = client
