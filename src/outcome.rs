@@ -116,6 +116,10 @@ pub struct Throttle {
     /// How long the host has answered nothing but throttles, this one included (see
     /// [`Refusing`]).
     pub refusing_for: Duration,
+    /// The pause binds the exit that read it alone, and another exit may take the fetch
+    /// within `max_retry_after`: a pause longer than that is then the exit's, not the
+    /// URL's, and the fetch goes on through the others.
+    pub elsewhere: bool,
 }
 
 impl Ended {
@@ -149,6 +153,11 @@ pub enum Verdict {
     GaveUp(GaveUp),
     /// Send it through another exit; the attempt does not count.
     Move,
+    /// The crawler is shutting down and the attempt wants another: the fetch ends
+    /// interrupted (the crawler's `Shutdown`), not with this attempt's outcome, so that a
+    /// throttle or an error that would have been tried again is not taken as the URL's
+    /// answer.
+    Interrupted,
 }
 
 /// Why a throttled URL was given up.
@@ -195,7 +204,8 @@ pub struct Attempts {
     /// The fetch's own bound on throttles that wait (`None`: no bound but the host's
     /// `give_up_after`); past it, a throttle is the fetch's answer.
     pub max_throttles: Option<u32>,
-    /// The crawler is shutting down: nothing is retried.
+    /// The crawler is shutting down: nothing is retried, and what would have been ends
+    /// [`Verdict::Interrupted`].
     pub shutting_down: bool,
 }
 
@@ -231,16 +241,20 @@ pub fn decide(
 ) -> Verdict {
     match ended {
         Ended::Failed(f) if f.is_local() => Verdict::Move,
-        _ if !ended.wants_retry() || a.shutting_down => Verdict::Final,
+        _ if !ended.wants_retry() => Verdict::Final,
         Ended::Throttled(_) if a.max_throttles.is_some_and(|m| a.throttled > m) => Verdict::Final,
         Ended::Throttled(t) => match t.retry_after {
-            Some(ra) if ra > bounds.max_retry_after => Verdict::GaveUp(GaveUp::RetryAfter(ra)),
+            Some(ra) if ra > bounds.max_retry_after && !t.elsewhere => {
+                Verdict::GaveUp(GaveUp::RetryAfter(ra))
+            }
             _ if t.refusing_for >= bounds.give_up_after => {
                 Verdict::GaveUp(GaveUp::Refusing(t.refusing_for))
             }
+            _ if a.shutting_down => Verdict::Interrupted,
             _ => Verdict::Later,
         },
         _ if a.errors() > bounds.max_retries => Verdict::Final,
+        _ if a.shutting_down => Verdict::Interrupted,
         _ if budget.try_withdraw(now) => Verdict::Retry,
         _ => Verdict::Defer,
     }
@@ -385,6 +399,7 @@ mod tests {
         Ended::Throttled(Throttle {
             retry_after,
             refusing_for,
+            elsewhere: false,
         })
     }
 
@@ -466,23 +481,82 @@ mod tests {
     }
 
     #[test]
-    fn shutting_down_retries_nothing() {
+    fn shutting_down_retries_nothing_and_what_would_be_retried_is_interrupted() {
         let clock = FakeClock::new();
         let mut budget = roomy_budget();
         let a = Attempts {
             shutting_down: true,
             ..attempts(1)
         };
-        let timeout = Ended::Failed(Failure::Timeout);
+        let b = bounds();
+        let mut verdict = |e| decide(e, a, &b, &mut budget, clock.now());
         assert_eq!(
-            decide(timeout, a, &bounds(), &mut budget, clock.now()),
+            verdict(Ended::Failed(Failure::Timeout)),
+            Verdict::Interrupted
+        );
+        assert_eq!(verdict(Ended::Answer { status: 503 }), Verdict::Interrupted);
+        assert_eq!(
+            verdict(throttle(None, Duration::ZERO)),
+            Verdict::Interrupted
+        );
+        // What is final stays final: an answer, a broken page, attempts spent, a host
+        // given up.
+        assert_eq!(verdict(Ended::Answer { status: 404 }), Verdict::Final);
+        assert_eq!(verdict(Ended::Failed(Failure::Other)), Verdict::Final);
+        let spent = Attempts { made: 4, ..a };
+        assert_eq!(
+            decide(
+                Ended::Answer { status: 500 },
+                spent,
+                &b,
+                &mut budget,
+                clock.now()
+            ),
             Verdict::Final
         );
-        let t = throttle(None, Duration::ZERO);
+        let refusing = throttle(None, b.give_up_after);
+        assert!(matches!(
+            decide(refusing, a, &b, &mut budget, clock.now()),
+            Verdict::GaveUp(GaveUp::Refusing(_))
+        ));
+        assert_eq!(budget.retries_in_window(), 0);
+    }
+
+    #[test]
+    fn a_pause_too_long_that_binds_one_exit_of_several_is_that_exits() {
+        let clock = FakeClock::new();
+        let mut budget = roomy_budget();
+        let b = bounds();
+        let long = Some(b.max_retry_after + SECS);
+        let bound_here = Ended::Throttled(Throttle {
+            retry_after: long,
+            refusing_for: SECS,
+            elsewhere: true,
+        });
         assert_eq!(
-            decide(t, a, &bounds(), &mut budget, clock.now()),
-            Verdict::Final
+            decide(bound_here, attempts(1), &b, &mut budget, clock.now()),
+            Verdict::Later
         );
+        assert_eq!(
+            decide(
+                throttle(long, SECS),
+                attempts(1),
+                &b,
+                &mut budget,
+                clock.now()
+            ),
+            Verdict::GaveUp(GaveUp::RetryAfter(b.max_retry_after + SECS))
+        );
+        // The host's own refusal still bounds it.
+        let refusing = Ended::Throttled(Throttle {
+            retry_after: long,
+            refusing_for: b.give_up_after,
+            elsewhere: true,
+        });
+        assert!(matches!(
+            decide(refusing, attempts(1), &b, &mut budget, clock.now()),
+            Verdict::GaveUp(GaveUp::Refusing(_))
+        ));
     }
 
     #[test]

@@ -260,6 +260,80 @@ async fn a_pause_over_max_retry_after_gives_the_url_up_and_the_crawl_goes_on() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A site that bans one exit's address with a pause far over `max_retry_after_ms`
+/// (`Retry-After: 3600`) and serves the other: where a Retry-After binds the exit that read
+/// it, the pause is that exit's, and the host's URLs go on through the other, none given up.
+#[actix_rt::test]
+async fn a_pause_too_long_for_one_exit_of_two_leaves_the_urls_to_the_other() {
+    let banned: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+    let site = paused_site(SiteConfig {
+        limit: Limit::PerPeerExcept {
+            rate: Rate::per_second(1000, 1000),
+            peer: banned,
+            peer_rate: Rate::new(1, Duration::from_secs(100_000), 1),
+        },
+        retry_after: RetryAfter::Fixed(3600),
+        ..SiteConfig::default()
+    });
+    let mut s = settings(exits(2, 4));
+    s.limiter.scope = exitcrawl::config::Scope::ExitHost;
+    s.crawler.max_retry_after_ms = 60_000;
+    s.crawler.concurrency = 2;
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = (0..20).map(|i| site.url(&format!("/p/{i}"))).collect();
+    let replies = fetch_all(&h, &urls).await;
+    for (u, r) in urls.iter().zip(&replies) {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("{u}: {e}"));
+        assert_eq!(r.status, 200, "{u}");
+    }
+    let reqs = site.requests();
+    let refused: Vec<_> = reqs.iter().filter(|r| r.status == 429).collect();
+    assert!(!refused.is_empty(), "the banned exit was never tried");
+    assert!(refused.iter().all(|r| r.peer == banned));
+    // The banned exit's pause held: after its first 429 it sent nothing until the pause
+    // (cut to max_retry_after) was over.
+    let first = refused[0].arrived;
+    assert!(
+        reqs.iter()
+            .filter(|r| r.peer == banned && r.arrived > first)
+            .all(|r| r.arrived >= first + Duration::from_secs(60)),
+        "{reqs:?}"
+    );
+    let served = served(&site);
+    assert_eq!(served.len(), urls.len(), "each URL served once: {served:?}");
+    assert!(served.values().all(|&n| n == 1), "{served:?}");
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A throttle that comes back while the crawler shuts down is not the URL's answer: the
+/// fetch ends `Shutdown` (a program records it interrupted and a resumed crawl fetches it
+/// again), with its attempt and throttle counted.
+#[actix_rt::test]
+async fn a_throttle_answered_during_the_shutdown_grace_ends_the_fetch_interrupted() {
+    let site = paused_site(SiteConfig {
+        limit: Limit::Global(Rate::new(1, Duration::from_secs(100_000), 1)),
+        retry_after: RetryAfter::Fixed(1),
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings(exits(1, 4))).expect("start");
+    let first = h
+        .fetch(Fetch::get(site.url("/a")))
+        .await
+        .expect("the bucket's token");
+    assert_eq!(first.status, 200);
+    let second = h.fetch(Fetch::get(site.url("/b")));
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        h.shutdown(Duration::from_secs(5)).await;
+    };
+    let (reply, ()) = futures_util::future::join(second, stop).await;
+    let e = reply.expect_err("a throttle is not the URL's answer");
+    assert_eq!(e.kind, FetchErrorKind::Shutdown, "{e}");
+    assert_eq!((e.attempts, e.throttled), (1, 1), "{e}");
+    assert_eq!(site.stats().limited, 1, "{:?}", site.stats());
+}
+
 #[actix_rt::test]
 async fn broken_pages_retried_at_the_end_of_a_crawl_do_not_slow_their_host() {
     // An unlimited site where every tenth page answers 500 every time. Once the first

@@ -129,10 +129,20 @@ impl Scheduler {
             &answer,
         );
         let latency_ms = latency.as_secs_f64() * 1e3;
+        // The fetch's wait before it goes back to its host's queue: the pause, unless the
+        // pause is the exit's alone and longer than the fetch may wait (then the others
+        // take it, and the queue's pacing keeps it from the paused exit).
+        let mut wait = hints.retry_after;
         let ended = if throttle {
             p.throttled += 1;
+            let mut elsewhere = false;
             if let Some(ra) = hints.retry_after {
-                self.honour_pause(&p.host, i, now.into_std() + ra, false);
+                let until = now.into_std() + ra;
+                let on_exit = self.honour_pause(&p.host, i, until, false);
+                elsewhere = asked.is_some() && on_exit && self.open_elsewhere(&p.host, i, until);
+            }
+            if elsewhere {
+                wait = None;
             }
             tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
             let quiet = self.settings.crawler.max_retry_after();
@@ -140,6 +150,7 @@ impl Scheduler {
             Ended::Throttled(Throttle {
                 retry_after: asked.or(hints.retry_after),
                 refusing_for,
+                elsewhere,
             })
         } else {
             self.refusing.answered(&p.host);
@@ -148,7 +159,7 @@ impl Scheduler {
             }
         };
         let verdict = self.decide(&p, ended, now);
-        if let Some(delay) = self.wait_for(&mut p, verdict, hints.retry_after) {
+        if let Some(delay) = self.wait_for(&mut p, verdict, wait) {
             return Some((p, delay));
         }
         if let Verdict::GaveUp(why) = verdict {
@@ -156,6 +167,11 @@ impl Scheduler {
             p.last_exit = Some(i);
             self.give_up(p, why);
             self.give_up_host(&host, why);
+            return None;
+        }
+        if verdict == Verdict::Interrupted {
+            p.last_exit = Some(i);
+            self.interrupt(p);
             return None;
         }
         if ended.wants_retry() {
@@ -209,9 +225,24 @@ impl Scheduler {
         if let Some(delay) = self.wait_for(&mut p, verdict, None) {
             return Some((p, delay));
         }
+        if verdict == Verdict::Interrupted {
+            self.interrupt(p);
+            return None;
+        }
         tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %mask_message(&f.message), "fetch failed");
         p.fail(f.error, f.message, &self.exits);
         None
+    }
+
+    /// End `p` interrupted: the crawler shuts down and its last attempt wanted another.
+    /// Its attempts and throttles go with it, and a program records it as interrupted,
+    /// to be fetched again by a resumed crawl.
+    fn interrupt(&mut self, p: Pending) {
+        p.fail(
+            FetchErrorKind::Shutdown,
+            "crawler shut down before this fetch could be tried again",
+            &self.exits,
+        );
     }
 
     /// End `p` throttled out, saying why.
@@ -324,13 +355,19 @@ impl Scheduler {
     /// A throttle's Retry-After (or a quota used up, `quota`) through exit `i` binds from
     /// the moment it is read ([`HostPacing::pause`](super::pacing::HostPacing::pause)),
     /// and is counted in the pause metrics.
-    fn honour_pause(&mut self, host: &Arc<str>, i: usize, until: std::time::Instant, quota: bool) {
+    fn honour_pause(
+        &mut self,
+        host: &Arc<str>,
+        i: usize,
+        until: std::time::Instant,
+        quota: bool,
+    ) -> bool {
         let Some(pacing) = self.queues.host(host).map(|h| &h.pacing) else {
-            return;
+            return false;
         };
         let now = crate::clock::now();
         let Some((on_exit, before)) = pacing.pause(i, until, now, quota) else {
-            return;
+            return false;
         };
         // Named as the limiter names its keys (an exit's lane by the exit, a host's budget
         // `*`), so this pause and the limiter's own for the same Retry-After land on one
@@ -341,6 +378,22 @@ impl Scheduler {
         };
         self.metrics
             .note_pause(&labels, Some(&**host), before, until, now);
+        on_exit
+    }
+
+    /// Whether an exit in service other than `i` may send to `host` before `until`:
+    /// neither its own key nor the host's budget is paused past it.
+    fn open_elsewhere(&self, host: &Arc<str>, i: usize, until: std::time::Instant) -> bool {
+        let Some(pacing) = self.queues.host(host).map(|h| &h.pacing) else {
+            return false;
+        };
+        let in_service = self
+            .exits
+            .iter()
+            .enumerate()
+            .filter(|(j, e)| *j != i && e.enabled && e.healthy)
+            .map(|(j, _)| j);
+        pacing.open_before(in_service, until)
     }
 
     /// Cut the pauses `hints` ask for to `crawler.max_retry_after_ms`; a longer one is
@@ -409,7 +462,11 @@ impl Scheduler {
                 self.metrics.retry_budget_refusals.inc();
                 tracing::info!(host = %p.host, attempt = p.attempts, "retry deferred by the retry budget");
             }
-            Verdict::Later | Verdict::GaveUp(_) | Verdict::Final | Verdict::Move => {}
+            Verdict::Later
+            | Verdict::GaveUp(_)
+            | Verdict::Final
+            | Verdict::Move
+            | Verdict::Interrupted => {}
         }
         verdict
     }
@@ -441,7 +498,7 @@ impl Scheduler {
                 p.awaits_budget = true;
                 Some(self.in_flight.deferred(p.errors(), retry_after))
             }
-            Verdict::GaveUp(_) | Verdict::Final | Verdict::Move => None,
+            Verdict::GaveUp(_) | Verdict::Final | Verdict::Move | Verdict::Interrupted => None,
         }
     }
 

@@ -543,6 +543,20 @@ impl HostPacing {
         }
         Some((on_exit, before))
     }
+
+    /// Whether one of the exits `others` may send to this host before `until`: the host's
+    /// budget is not paused past it, nor that exit's own key.
+    pub(super) fn open_before(
+        &self,
+        mut others: impl Iterator<Item = usize>,
+        until: std::time::Instant,
+    ) -> bool {
+        let past = |k: &SharedKey| k.borrow().pause_until.is_some_and(|u| u > until);
+        if self.host_key.as_ref().is_some_and(past) {
+            return false;
+        }
+        others.any(|j| !self.keys.get(j).and_then(Option::as_ref).is_some_and(past))
+    }
 }
 
 #[cfg(test)]
