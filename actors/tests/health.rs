@@ -3,8 +3,9 @@
 //! checked; with every exit down, every waiting fetch ends once the fleet has been down
 //! for the bound, not one fetch per bound, that bound counted per region and address
 //! family; an ejected exit is probed when its ejection ends; a fetch that reached the
-//! site tries again an exit that failed it locally. Asserted from what the site saw and
-//! from the replies; every wait is bounded.
+//! site tries again an exit that failed it locally; a site that holds every connection of
+//! an exit does not hold up its checks. Asserted from what the site saw and from the
+//! replies; every wait is bounded.
 
 mod support;
 
@@ -14,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use exitcrawl::config::{Algorithm, ExitSettings, Settings};
-use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchErrorKind};
+use exitcrawl_actors::{Crawler, CrawlerHandle, ExitStats, Fetch, FetchErrorKind};
 use exitcrawl_testsite::{SiteConfig, TestSite, HEALTH_PATH};
 use futures_util::future::join_all;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -406,4 +407,84 @@ async fn a_fetch_that_reached_the_site_tries_again_the_exit_that_failed_it_local
         stats.iter().any(|s| s.name == "e2" && !s.healthy),
         "e2 was not ejected: {stats:?}"
     );
+}
+
+/// A loopback listener that accepts connections and never answers on them; the number of
+/// connections it has accepted.
+async fn tarpit() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    actix_rt::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    (addr, accepted)
+}
+
+/// One exit of two connections, checked every second with a 200 ms timeout, ejected by
+/// one failed check; `hung` fetches to a site that never answers hold its connections
+/// through three check rounds. The exit's stats then, and how many of its checks the
+/// health site answered.
+async fn in_service_with_fetches_hung(hung: usize) -> (ExitStats, usize) {
+    let site = paused_site(SiteConfig::default());
+    let mut s = settings(exits(1, 2));
+    s.crawler.concurrency = 2;
+    s.health.url = Some(site.url(HEALTH_PATH));
+    s.health.interval_ms = 1_000;
+    s.health.timeout_ms = 200;
+    let h = Crawler::start(s).expect("start");
+    let (tarpit, accepted) = tarpit().await;
+    for i in 0..hung {
+        let h = h.clone();
+        actix_rt::spawn(async move {
+            let _ = h
+                .fetch(Fetch::get(format!("http://{tarpit}/hang/{i}")))
+                .await;
+        });
+    }
+    assert!(
+        eventually(Duration::from_millis(500), || {
+            let n = accepted.load(std::sync::atomic::Ordering::SeqCst);
+            async move { n == hung }
+        })
+        .await,
+        "the fetches did not reach the tarpit"
+    );
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let stats = h.stats().await;
+    let checks = site
+        .requests()
+        .iter()
+        .filter(|r| r.path == HEALTH_PATH && r.peer == ip("127.0.0.2"))
+        .count();
+    (stats.into_iter().next().expect("one exit"), checks)
+}
+
+/// A health check measures whether the exit reaches the health URL, not whether its
+/// connections are free: with every connection of the exit held by a site that never
+/// answers (whose timeouts never count against the exit), its checks still go out on a
+/// connection of their own and are answered, and the exit stays in service.
+#[actix_rt::test]
+async fn an_exit_whose_connections_a_site_holds_passes_its_checks() {
+    let (exit, checks) = in_service_with_fetches_hung(2).await;
+    assert!(
+        exit.healthy,
+        "the exit was ejected while a site held its connections: {exit:?}"
+    );
+    assert_eq!(exit.active, 2, "{exit:?}");
+    assert!(checks >= 3, "the site answered {checks} checks");
+}
+
+/// The same exit and checks with no fetch held: in service, every check answered.
+#[actix_rt::test]
+async fn an_idle_exit_passes_its_checks() {
+    let (exit, checks) = in_service_with_fetches_hung(0).await;
+    assert!(exit.healthy, "an idle exit was ejected: {exit:?}");
+    assert!(checks >= 3, "the site answered {checks} checks");
 }

@@ -1,7 +1,8 @@
-//! `ExitActor`: one per source IP. Owns the HTTP client whose connections leave from that
-//! address, the exit's counters, and (in `share.rs`) its count of active requests and its
-//! own token bucket (`[[exits]] rate, burst`), which the scheduler reads and updates in
-//! place when it chooses an exit.
+//! `ExitActor`: one per source IP. Owns the HTTP clients whose connections leave from that
+//! address (its fetches' and, apart, its health checks': see `Way` in `request.rs`), the
+//! exit's counters, and (in `share.rs`) its count of active requests and its own token
+//! bucket (`[[exits]] rate, burst`), which the scheduler reads and updates in place when
+//! it chooses an exit.
 //!
 //! Why an actor per exit: the awc client is `!Send`, so it must live on one Arbiter; an
 //! actor gives it a home there and a mailbox the scheduler can reach from anywhere. The
@@ -15,7 +16,7 @@ use std::time::Duration;
 use actix::clock::Instant;
 use actix::prelude::*;
 use awc::error::{PayloadError, SendRequestError};
-use awc::http::header::{HeaderMap, HeaderName, HeaderValue};
+use awc::http::header::HeaderMap;
 use awc::http::{Method, Uri};
 
 mod hop;
@@ -24,7 +25,7 @@ mod share;
 
 pub(crate) use hop::{is_credential, Hop};
 use hop::{location_header, redirect_location};
-use request::{Clients, Identity};
+use request::{Clients, Identity, Way};
 pub(crate) use share::ExitShare;
 
 use crate::body::{Body, BodyError, Finished};
@@ -87,7 +88,13 @@ pub struct ExitOptions {
     pub addresses: exitcrawl::address::AddressRule,
 }
 
-/// What an exit is, apart from its mailbox: the client bound to its source IP, and its
+/// Connections in the pool of an exit's health checks (per scheme, as awc's limit counts):
+/// one check at a time goes out through an exit. What the pool costs: no client until the
+/// first check, then one awc client (its TLS configuration built again, as each renewal
+/// of the fetches' clients does) and at most one idle connection to the health host.
+const CHECK_CONNECTIONS: usize = 1;
+
+/// What an exit is, apart from its mailbox: the clients bound to its source IP, and its
 /// counters. Built on the Arbiter that uses it (the awc client is `!Send`).
 ///
 /// Why it is separate from [`ExitActor`]: when the exit shares the scheduler's Arbiter
@@ -100,8 +107,10 @@ pub struct ExitOptions {
 /// why not a task per request).
 pub struct ExitCore {
     opts: ExitOptions,
-    clients: Clients,
-    identity: Identity,
+    /// How its fetches go out.
+    crawl: Way,
+    /// How its health checks go out: a pool of their own (see [`Way`]).
+    checks: Way,
     counters: RefCell<Counters>,
     /// Its active count and token bucket, shared with the scheduler that chooses it.
     share: ExitShare,
@@ -123,12 +132,22 @@ impl Owner for ExitCore {
 }
 
 impl ExitCore {
-    /// Build the exit's client; call it on the Arbiter that will use it.
+    /// Build the exit's clients; call it on the Arbiter that will use it.
     pub(crate) fn new(opts: ExitOptions, dns: DnsCache, share: ExitShare) -> Rc<Self> {
+        let checks = ClientOptions {
+            max_concurrent: CHECK_CONNECTIONS,
+            ..opts.client.clone()
+        };
         Rc::new_cyclic(|me| Self {
             share,
-            clients: Clients::new(opts.client.clone(), dns, opts.addresses.clone()),
-            identity: Identity::new(&opts.headers, opts.cookies),
+            crawl: Way {
+                clients: Clients::new(opts.client.clone(), dns.clone(), opts.addresses.clone()),
+                identity: Identity::new(&opts.headers, opts.cookies),
+            },
+            checks: Way {
+                clients: Clients::new(checks, dns, opts.addresses.clone()),
+                identity: Identity::new(&opts.headers, false),
+            },
             workers: Pool::new(opts.client.max_concurrent),
             opts,
             counters: RefCell::default(),
@@ -209,17 +228,18 @@ impl ExitCore {
         // So is resolving a host the DNS cache does not hold yet, once per TTL; the send
         // after it has what the resolving left (without it, the client's own timeout is
         // the whole request's).
-        let resolved = if self.clients.decide(hop) {
+        let way = &self.crawl;
+        let resolved = if way.clients.decide(hop) {
             Ok(None)
         } else {
-            Box::pin(self.clients.resolve_by(hop, deadline))
+            Box::pin(way.clients.resolve_by(hop, deadline))
                 .await
                 .and_then(|()| time_left(deadline).map(Some))
         };
         let sent = match resolved {
-            Ok(left) => match self.answered(hop, self.send_hop(hop, headers, left).await) {
+            Ok(left) => match way.answered(hop, way.send_hop(hop, headers, left).await) {
                 Ok(resp) if self.is_followed(hop, &resp) => {
-                    Box::pin(self.redirected(hop, headers, deadline, resp)).await
+                    Box::pin(self.redirected(way, hop, headers, deadline, resp)).await
                 }
                 Ok(resp) => Ok((resp, 0)),
                 Err(e) => Err(send_failure(&e)),
@@ -253,34 +273,21 @@ impl ExitCore {
         }
     }
 
-    /// Send `hop`, following redirects; see [`Self::redirected`].
+    /// Send `hop` by `way`, following redirects; see [`Self::redirected`].
     async fn follow_redirects(
         &self,
+        way: &Way,
         hop: &mut Hop,
         headers: &[(String, String)],
         timeout: Option<Duration>,
     ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
         let deadline = Instant::now() + timeout.unwrap_or(self.opts.client.timeout);
-        if !self.clients.decide(hop) {
-            self.clients.resolve_by(hop, deadline).await?;
+        if !way.clients.decide(hop) {
+            way.clients.resolve_by(hop, deadline).await?;
         }
-        let resp = self
-            .send_hop(hop, headers, Some(time_left(deadline)?))
-            .await;
-        let resp = self.answered(hop, resp).map_err(|e| send_failure(&e))?;
-        self.redirected(hop, headers, deadline, resp).await
-    }
-
-    /// Keep the cookies of a hop's answer (with `[crawler] cookies`), whatever comes next.
-    fn answered(
-        &self,
-        hop: &Hop,
-        sent: Result<awc::ClientResponse, SendRequestError>,
-    ) -> Result<awc::ClientResponse, SendRequestError> {
-        if let Ok(resp) = &sent {
-            self.identity.remember(hop, resp.headers());
-        }
-        sent
+        let resp = way.send_hop(hop, headers, Some(time_left(deadline)?)).await;
+        let resp = way.answered(hop, resp).map_err(|e| send_failure(&e))?;
+        self.redirected(way, hop, headers, deadline, resp).await
     }
 
     /// Whether `resp`, the answer to `hop`, is a redirect this exit follows.
@@ -295,6 +302,7 @@ impl ExitCore {
     /// returns it with the redirects followed.
     async fn redirected(
         &self,
+        way: &Way,
         hop: &mut Hop,
         headers: &[(String, String)],
         deadline: Instant,
@@ -318,50 +326,11 @@ impl ExitCore {
             }
             hop.follow(resp, &location).await?;
             redirects += 1;
-            if !self.clients.decide(hop) {
-                self.clients.resolve_by(hop, deadline).await?;
+            if !way.clients.decide(hop) {
+                way.clients.resolve_by(hop, deadline).await?;
             }
-            let sent = self
-                .send_hop(hop, headers, Some(time_left(deadline)?))
-                .await;
-            resp = self.answered(hop, sent).map_err(|e| send_failure(&e))?;
-        }
-    }
-
-    /// Send one hop of a request through the client its reach calls for (see
-    /// [`Clients::decide`]): the fetch's own headers, then the configured ones and the
-    /// kept cookies (see [`Identity::apply`]), minus credentials once a redirect has left
-    /// the first origin. Not an `async fn`: awc's own future is awaited directly, one
-    /// level of request future fewer; the cookies an answer sets are kept by the caller
-    /// ([`Self::answered`]).
-    fn send_hop(
-        &self,
-        hop: &Hop,
-        headers: &[(String, String)],
-        timeout: Option<Duration>,
-    ) -> awc::SendClientRequest {
-        let mut req = self
-            .clients
-            .client(hop)
-            .request(hop.method.clone(), hop.uri.clone());
-        if let Some(t) = timeout {
-            req = req.timeout(t);
-        }
-        for (name, value) in headers {
-            if hop.cross_origin && is_credential(name) {
-                continue;
-            }
-            if let (Ok(n), Ok(v)) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(value),
-            ) {
-                req = req.insert_header((n, v));
-            }
-        }
-        self.identity.apply(req.headers_mut(), hop, headers);
-        match &hop.body {
-            Some(b) => req.send_body(b.clone()),
-            None => req.send(),
+            let sent = way.send_hop(hop, headers, Some(time_left(deadline)?)).await;
+            resp = way.answered(hop, sent).map_err(|e| send_failure(&e))?;
         }
     }
 
@@ -396,7 +365,7 @@ impl ExitCore {
         }))
     }
 
-    /// Fetch the health URL through this exit.
+    /// Fetch the health URL through this exit, on the way of its checks.
     fn ping(self: &Rc<Self>, msg: Ping) -> impl std::future::Future<Output = Result<(), String>> {
         let core = Rc::clone(self);
         async move {
@@ -406,7 +375,7 @@ impl ExitCore {
                 .map_err(|e| format!("health check URL {:?} is unusable: {e}", msg.url))?;
             let mut hop = Hop::new(uri, Method::GET, None);
             match core
-                .follow_redirects(&mut hop, &[], Some(msg.timeout))
+                .follow_redirects(&core.checks, &mut hop, &[], Some(msg.timeout))
                 .await
             {
                 Ok((mut resp, _)) if resp.status().is_success() => {

@@ -1,9 +1,11 @@
 //! What an exit puts on each hop besides the URL: the client it goes through (which
-//! decides the addresses it may reach), the configured headers and the cookies it keeps.
+//! decides the addresses it may reach), the configured headers and the cookies it keeps;
+//! and the two ways requests leave an exit, its fetches' and its health checks' ([`Way`]).
 
 use std::cell::RefCell;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use awc::error::SendRequestError;
 use awc::http::header::{HeaderMap, HeaderName, HeaderValue, COOKIE, SET_COOKIE};
 use exitcrawl::address::AddressRule;
 use exitcrawl::cookies::{CookieJar, Stored};
@@ -165,6 +167,72 @@ fn unresolved(host: &str, error: &std::io::Error) -> AttemptFailure {
         kind: crate::net::resolver_failure(error),
         error: FetchErrorKind::Dns,
         message: format!("failed resolving {host}: {error}"),
+    }
+}
+
+/// One way requests leave an exit: the clients they go through and what each hop carries
+/// besides its URL. An exit has two, each with its own pools: its fetches' way, and its
+/// health checks', whose pool holds one connection and which keeps no cookies.
+///
+/// Why the checks have a way of their own: awc's pool lets a request connect only when
+/// one of its `max_concurrent` connections is free, and a site that holds every
+/// connection of the exit (it accepts and never answers) would keep a check waiting
+/// until its timeout. The check would then fail for the site's slowness, which never
+/// counts against the exit, and eject an exit whose address works. On a pool of its
+/// own a check measures whether the exit reaches the health URL.
+pub(super) struct Way {
+    pub(super) clients: Clients,
+    pub(super) identity: Identity,
+}
+
+impl Way {
+    /// Send one hop of a request through the client its reach calls for (see
+    /// [`Clients::decide`]): the fetch's own headers, then the configured ones and the
+    /// kept cookies (see [`Identity::apply`]), minus credentials once a redirect has left
+    /// the first origin. Not an `async fn`: awc's own future is awaited directly, one
+    /// level of request future fewer; the cookies an answer sets are kept by the caller
+    /// ([`Self::answered`]).
+    pub(super) fn send_hop(
+        &self,
+        hop: &Hop,
+        headers: &[(String, String)],
+        timeout: Option<Duration>,
+    ) -> awc::SendClientRequest {
+        let mut req = self
+            .clients
+            .client(hop)
+            .request(hop.method.clone(), hop.uri.clone());
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
+        for (name, value) in headers {
+            if hop.cross_origin && is_credential(name) {
+                continue;
+            }
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                req = req.insert_header((n, v));
+            }
+        }
+        self.identity.apply(req.headers_mut(), hop, headers);
+        match &hop.body {
+            Some(b) => req.send_body(b.clone()),
+            None => req.send(),
+        }
+    }
+
+    /// Keep the cookies of a hop's answer (with `[crawler] cookies`), whatever comes next.
+    pub(super) fn answered(
+        &self,
+        hop: &Hop,
+        sent: Result<awc::ClientResponse, SendRequestError>,
+    ) -> Result<awc::ClientResponse, SendRequestError> {
+        if let Ok(resp) = &sent {
+            self.identity.remember(hop, resp.headers());
+        }
+        sent
     }
 }
 
