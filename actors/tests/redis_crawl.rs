@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use exitcrawl::config::{Algorithm, Backend, ExitSettings, Scope, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch};
-use exitcrawl_testsite::{FailMode, SiteConfig, TestSite};
+use exitcrawl_testsite::{FailMode, Limit, Rate, RetryAfter, SiteConfig, TestSite};
 use futures_util::future::join_all;
 use support::{ip, wall_clock_guard, RedisServer};
 
@@ -397,6 +397,73 @@ fn a_redis_outage_mid_crawl_is_survived_and_reported() {
         "checks failed during the outage and were counted"
     );
     assert_eq!(site.requests().len(), 600);
+}
+
+/// A fetch whose shared-budget check is held up by Redis while a throttle's
+/// `Retry-After: 3` comes back for its host is not sent when the check ends: the pause
+/// binds it too (the shared budget knows nothing of pauses).
+#[test]
+fn a_pause_read_while_a_check_is_away_holds_the_fetch_checked() {
+    let _serial = wall_clock_guard();
+    let redis = RedisServer::start();
+    // One token a minute: the first request is served, the next refused with Retry-After: 3.
+    let site = TestSite::start(SiteConfig {
+        limit: Limit::Global(Rate::new(1, Duration::from_secs(60), 1)),
+        retry_after: RetryAfter::Fixed(3),
+        latency: Duration::from_millis(300),
+        ..SiteConfig::default()
+    });
+    let s = settings(&redis.url(), &["127.0.0.2"], Algorithm::Gcra, 100.0);
+    let urls = [site.url("/warm"), site.url("/b"), site.url("/c")];
+    let go = Arc::new(AtomicBool::new(false));
+    let went = Arc::clone(&go);
+    let worker = thread::spawn(move || {
+        actix_rt::System::new().block_on(async move {
+            let h = Crawler::start(s).expect("start");
+            let once = |u: &String| h.fetch(Fetch::get(u.clone()).throttle_waits(0));
+            once(&urls[0]).await.expect("the token");
+            let b = once(&urls[1]);
+            let c = async {
+                while !went.load(Ordering::Acquire) {
+                    actix_rt::time::sleep(Duration::from_millis(5)).await;
+                }
+                once(&urls[2]).await
+            };
+            let (b, c) = actix_rt::time::timeout(CRAWL_BOUND, futures_util::future::join(b, c))
+                .await
+                .expect("both fetches end");
+            h.shutdown(Duration::ZERO).await;
+            (b.map(|r| r.status), c.map(|r| r.status))
+        })
+    });
+    // /b is on its way (its check passed); Redis then stops answering for 1.5 s, so /c's
+    // check is away while /b's 429 comes back.
+    // (The site logs a request once answered, and counts its arrival at once.)
+    wait_until(Duration::from_secs(30), || {
+        let last = site.stats().last_request;
+        let warm = site
+            .requests()
+            .iter()
+            .find(|r| r.path == "/warm")
+            .map(|r| r.arrived);
+        warm.is_some_and(|w| last.is_some_and(|l| l > w))
+    });
+    assert!(
+        site.requests().iter().all(|r| r.path != "/b"),
+        "/b is on its way"
+    );
+    assert_eq!(redis.cmd(&["CLIENT", "PAUSE", "1500", "ALL"]), "OK");
+    go.store(true, Ordering::Release);
+    let (b, c) = worker.join().expect("crawler");
+    assert_eq!(b.expect("/b answered"), 429);
+    assert!(c.is_ok(), "{c:?}");
+    let reqs = site.requests();
+    let at = |path: &str| reqs.iter().find(|r| r.path == path).expect(path).arrived;
+    assert!(
+        at("/c") >= at("/b") + Duration::from_secs(3),
+        "/c was sent {:?} after /b, within the Retry-After of /b's refusal",
+        at("/c").saturating_duration_since(at("/b"))
+    );
 }
 
 /// The host lane's rate of the crawler's one host, and the host.

@@ -364,7 +364,18 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) {
         let now = crate::clock::now();
+        // A pause read while the check was away (a throttle's Retry-After, a hold) binds
+        // this fetch too: the shared budget knows nothing of pauses.
+        let paused = self
+            .queues
+            .host(&p.host)
+            .is_some_and(|h| h.pacing.paused_for(i, now));
         match res {
+            Ok(exitcrawl::Decision::Allow) if paused => {
+                self.metrics.redis_up.set(1);
+                self.pacing.shared_allowed(&key, now);
+                self.put_back(i, p, ctx);
+            }
             Ok(exitcrawl::Decision::Allow) => {
                 self.metrics.redis_up.set(1);
                 self.pacing.shared_allowed(&key, now);
@@ -373,10 +384,7 @@ impl Scheduler {
             Ok(exitcrawl::Decision::Wait(d)) => {
                 self.metrics.redis_up.set(1);
                 self.pacing.shared_wait(&key, now + d, now);
-                self.release(i, &p.host);
-                self.requeue_front(p);
-                self.check_drained();
-                self.dispatch(ctx);
+                self.put_back(i, p, ctx);
             }
             Err(e) => {
                 // Redis is away: keep crawling on a conservative local share of the rate.
@@ -385,9 +393,22 @@ impl Scheduler {
                 if self.pacing.shared_down(&key, now) {
                     tracing::warn!(key = %key.redis_name(), error = %e, "redis unavailable: pacing this key on a local share");
                 }
-                self.launch(i, p);
+                if paused {
+                    self.put_back(i, p, ctx);
+                } else {
+                    self.launch(i, p);
+                }
             }
         }
+    }
+
+    /// A fetch chosen for exit `i` is not sent after all: its slot is given back and it
+    /// goes back to the front of its host's queue, for the pacing to send when it may.
+    fn put_back(&mut self, i: usize, p: Pending, ctx: &mut Context<SchedulerActor>) {
+        self.release(i, &p.host);
+        self.requeue_front(p);
+        self.check_drained();
+        self.dispatch(ctx);
     }
 
     pub(super) fn count(&self, i: usize, host: &str, outcome: Outcome, status: Option<u16>) {

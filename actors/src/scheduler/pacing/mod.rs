@@ -544,6 +544,18 @@ impl HostPacing {
         Some((on_exit, before))
     }
 
+    /// Whether a pause keeps exit `i` from sending to this host at `now`: on its own key
+    /// or on the host's budget.
+    pub(super) fn paused_for(&self, i: usize, now: std::time::Instant) -> bool {
+        let paused = |k: &SharedKey| k.borrow().pause_until.is_some_and(|u| u > now);
+        self.host_key.as_ref().is_some_and(paused)
+            || self
+                .keys
+                .get(i)
+                .and_then(Option::as_ref)
+                .is_some_and(paused)
+    }
+
     /// Whether one of the exits `others` may send to this host before `until`: the host's
     /// budget is not paused past it, nor that exit's own key.
     pub(super) fn open_before(
