@@ -1,7 +1,8 @@
-//! Distributed mode: a pause stored in Redis outlives the changes stored after it, and a
-//! crawler that meets its key takes it whatever the rate beside it; crawlers with a fixed
-//! rate share their pauses (and nothing else); a pause a crawler took from the others
-//! holds its host against being forgotten. A real `redis-server`; the real clock (Redis's
+//! Distributed mode: a pause is stored and published whatever becomes of the rate beside
+//! it, it outlives the changes stored after it and its key outlives it, and a crawler
+//! that meets its key takes it whatever the rate beside it; crawlers with a fixed rate
+//! share their pauses (and nothing else), read those in force when they start; a pause a
+//! crawler took from the others holds its host against being forgotten. A real `redis-server`; the real clock (Redis's
 //! clock ends the pause, which no runtime can pause), with waits for events, never to see
 //! whether something happens.
 
@@ -9,9 +10,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use exitcrawl::aimd::fleet::{Publish, SharedKey};
 use exitcrawl::config::{Algorithm, Backend, Scope, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchResponse};
-use exitcrawl_redis::{Raised, RateMessage, Redis, RedisOptions, SharedRates};
+use exitcrawl_redis::{Raised, RateMessage, RateUpdate, Redis, RedisOptions, SharedRates};
 use exitcrawl_testsite::{RequestRecord, SiteConfig, TestSite};
 use support::{eventually, exits, ip, wall_clock_guard, RedisServer};
 
@@ -52,7 +54,7 @@ async fn a_pause_stored_is_kept_by_the_changes_stored_after_it() {
     a.set(other, 5.0, Some(Duration::from_millis(1)))
         .await
         .expect("stored");
-    let over = |u: &exitcrawl_redis::RateUpdate| u.pause_until_ms < u.server_now_ms;
+    let over = |u: &RateUpdate| u.pause_until_ms < u.server_now_ms;
     assert!(
         eventually(Duration::from_secs(5), || async {
             let u = a.get(other).await.expect("read").expect("stored");
@@ -62,6 +64,93 @@ async fn a_pause_stored_is_kept_by_the_changes_stored_after_it() {
     );
     let later = b.set(other, 6.0, None).await.expect("stored");
     assert_eq!(later.pause_until_ms, 0, "{later:?}");
+}
+
+#[actix_rt::test]
+async fn a_pause_given_with_a_refused_rise_is_stored_and_published_alone() {
+    let _serial = wall_clock_guard();
+    let redis = RedisServer::start();
+    let (a, b, c) = (rates(&redis), rates(&redis), rates(&redis));
+    let mut sub = c.subscribe().await.expect("subscribed");
+    let name = "*|joined.test";
+    // The fleet cut the host to 20; a joiner, cut to 50 with a pause by its first
+    // answer, publishes its first change as a rise from 50, which the cut refuses.
+    a.set(name, 20.0, None).await.expect("stored");
+    let first = tokio::time::timeout(Duration::from_secs(5), sub.recv()).await;
+    assert!(
+        matches!(first, Ok(Some(RateMessage::Update(_)))),
+        "{first:?}"
+    );
+    let refused = match b.raise(name, 50.0, Some(PAUSE), 50.0).await.expect("sent") {
+        Raised::Refused(u) => u,
+        Raised::Stored(u) => panic!("a rise over a lower rate is refused: {u:?}"),
+    };
+    assert_eq!(refused.rate(), Some(20.0), "{refused:?}");
+    assert!(about_the_pause(refused.pause_remaining()), "{refused:?}");
+    // The rate stays the cut; the pause is the site's word, stored with it.
+    let stored = a.get(name).await.expect("read").expect("stored");
+    assert_eq!(
+        (stored.rate(), stored.pause_until_ms),
+        (Some(20.0), refused.pause_until_ms)
+    );
+    // And told the others, without a rate.
+    let got = tokio::time::timeout(Duration::from_secs(5), sub.recv()).await;
+    match got.expect("published").expect("subscribed") {
+        RateMessage::Update(u) => {
+            assert_eq!(u.rate(), None, "{u:?}");
+            assert_eq!(u.pause_until_ms, refused.pause_until_ms);
+        }
+        m => panic!("not an update: {m:?}"),
+    }
+}
+
+#[actix_rt::test]
+async fn a_change_of_the_pause_alone_keeps_a_lower_stored_cut() {
+    let _serial = wall_clock_guard();
+    let redis = RedisServer::start();
+    let (a, b) = (rates(&redis), rates(&redis));
+    let name = "*|moved.test";
+    // B knows the key at 25; a peer has since cut it to 12, which B has not heard.
+    let mut known = SharedKey::default();
+    known.publish(25.0);
+    b.set(name, 25.0, None).await.expect("stored");
+    a.set(name, 12.0, None).await.expect("stored");
+    // B's controller moves the pause and keeps its rate: published as the core says.
+    let sent = match known.publish(25.0) {
+        Publish::Cut => b.set(name, 25.0, Some(PAUSE)).await,
+        Publish::Raise { from } => match b.raise(name, 25.0, Some(PAUSE), from).await {
+            Ok(Raised::Stored(u) | Raised::Refused(u)) => Ok(u),
+            Err(e) => Err(e),
+        },
+        Publish::Pause => b.pause(name, PAUSE).await,
+    };
+    sent.expect("sent");
+    let stored = a.get(name).await.expect("read").expect("stored");
+    assert_eq!(stored.rate(), Some(12.0), "the cut undone: {stored:?}");
+    assert!(about_the_pause(stored.pause_remaining()), "{stored:?}");
+}
+
+#[actix_rt::test]
+async fn a_stored_pause_outlives_the_keys_ttl() {
+    let _serial = wall_clock_guard();
+    let redis = RedisServer::start();
+    let long = Duration::from_secs(1_200);
+    let name = "*|long.test";
+    let a = rates(&redis);
+    let stored = a.set(name, 50.0, Some(long)).await.expect("stored");
+    let pttl = redis.int(&["PTTL", &SharedRates::redis_key(name)]);
+    assert!(
+        pttl >= (long - Duration::from_secs(10)).as_millis() as i64,
+        "the key expires in {pttl} ms, before its {long:?} pause ends"
+    );
+    // Listed with the pauses in force until it ends; a pause over is not.
+    a.set("*|short.test", 5.0, Some(Duration::from_millis(1)))
+        .await
+        .expect("stored");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let paused = a.paused().await.expect("read");
+    let listed: Vec<_> = paused.iter().map(|u| (&*u.key, u.pause_until_ms)).collect();
+    assert_eq!(listed, [(name, stored.pause_until_ms)]);
 }
 
 /// The seconds of pause the crawler ordered, over every key
@@ -255,6 +344,93 @@ async fn a_pause_from_the_fleet_holds_a_host_not_met_yet() {
     assert_eq!(first.status, 200);
     a.shutdown(Duration::ZERO).await;
     b.shutdown(Duration::ZERO).await;
+    sent_after_the_pause(&site, "/b/0");
+}
+
+/// The stored value of the site's host, once it carries a pause in force (10 s at most).
+async fn stored_pause(redis: &RedisServer) -> Option<RateUpdate> {
+    let r = rates(redis);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = r.get("*|127.0.0.1").await.ok().flatten();
+        if stored
+            .as_ref()
+            .and_then(RateUpdate::pause_remaining)
+            .is_some()
+        {
+            return stored;
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A crawler of a fixed rate started after a pause was stored reads it: its first request
+/// to the host waits for the pause's end.
+#[actix_rt::test]
+async fn a_fixed_rate_crawler_starting_later_takes_the_stored_pause() {
+    let _serial = wall_clock_guard();
+    let redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig::default());
+    let fixed = |s: &mut Settings| s.limiter.algorithm = Algorithm::Gcra;
+    let a = crawler(&redis, fixed);
+    let quick = Duration::from_secs(10);
+    let r = Fetch::get(site.fault_url(REFUSED)).throttle_waits(0);
+    assert_eq!(fetched(&a, r, quick).await.status, 429);
+    let stored = stored_pause(&redis).await;
+    assert!(stored.is_some(), "A's pause not stored: {stored:?}");
+    // Published before B was there: B can only read it.
+    let b = crawler(&redis, fixed);
+    let told = eventually(quick, || async { pause_seconds(&b) > 0.0 }).await;
+    let late = RETRY_AFTER + Duration::from_secs(30);
+    let first = fetched(&b, Fetch::get(site.fault_url("/b/0")), late).await;
+    assert_eq!(first.status, 200);
+    a.shutdown(Duration::ZERO).await;
+    b.shutdown(Duration::ZERO).await;
+    assert!(told, "B took no pause from the stored value");
+    sent_after_the_pause(&site, "/b/0");
+}
+
+/// A crawler joining a fleet that cut the host, whose first answer is a throttle with a
+/// `Retry-After`: its rise from its own cut is refused, the pause is stored and told the
+/// others all the same, and the fleet's cut stays.
+#[actix_rt::test]
+async fn a_joiners_retry_after_reaches_the_fleet_though_its_rise_is_refused() {
+    let _serial = wall_clock_guard();
+    let redis = RedisServer::start();
+    let site = TestSite::start(SiteConfig::default());
+    // A cut below where the joiner's throttle takes it (a `Retry-After: 6` with nothing
+    // accepted yet: about one request in 6 s).
+    let cut = 0.05;
+    rates(&redis)
+        .set("*|127.0.0.1", cut, None)
+        .await
+        .expect("stored");
+    let fixed = crawler(&redis, |s| s.limiter.algorithm = Algorithm::Gcra);
+    let joiner = crawler(&redis, |s| {
+        s.limiter.algorithm = Algorithm::Aimd;
+        s.limiter.scope = Scope::Auto;
+        s.limiter.initial_rps = 100.0;
+    });
+    let quick = Duration::from_secs(10);
+    let r = Fetch::get(site.fault_url(REFUSED)).throttle_waits(0);
+    assert_eq!(fetched(&joiner, r, quick).await.status, 429);
+    let told = eventually(quick, || async { pause_seconds(&fixed) > 0.0 }).await;
+    let stored = stored_pause(&redis).await;
+    let late = RETRY_AFTER + Duration::from_secs(30);
+    let next = fetched(&fixed, Fetch::get(site.fault_url("/b/0")), late).await;
+    assert_eq!(next.status, 200);
+    fixed.shutdown(Duration::ZERO).await;
+    joiner.shutdown(Duration::ZERO).await;
+    assert!(told, "the fixed crawler took no pause from the joiner");
+    let stored = stored.expect("the joiner's pause stored");
+    assert_eq!(
+        stored.rate(),
+        Some(cut),
+        "the fleet's cut lifted: {stored:?}"
+    );
     sent_after_the_pause(&site, "/b/0");
 }
 

@@ -5,12 +5,15 @@
 //! messages) and published on `exitcrawl:intervals` in the same atomic script. Last writer
 //! wins, but for a rise ([`SharedRates::raise`]): it is stored only if the stored rate is
 //! not below the rate it grew from, so a rise decided before a cut reached its writer does
-//! not undo the cut. A pause stored is kept until it ends: a change stored meanwhile (a
-//! pause of its own ending sooner, or none) carries it on, so a process that reads the key
-//! later still finds it. A process with a fixed rate stores and publishes a pause alone
-//! ([`SharedRates::pause`]): its rate is its configuration, not news for the others. Which
-//! received rates and pauses a process takes, and how its controller takes them, is
-//! decided in the core ([`exitcrawl::aimd::fleet`], `Controller::adopt`).
+//! not undo the cut. A pause is stored and published whatever becomes of the rate beside
+//! it: with a rise that is refused, the pause alone. A pause stored is kept until it ends:
+//! a change stored meanwhile (a pause of its own ending sooner, or none) carries it on,
+//! and the key lives past its end, so a process that reads the key later still finds it;
+//! the keys with a pause in force are listed in `exitcrawl:paused`
+//! ([`SharedRates::paused`]). A process with a fixed rate stores and publishes a pause
+//! alone ([`SharedRates::pause`]): its rate is its configuration, not news for the
+//! others. Which received rates and pauses a process takes, and how its controller takes
+//! them, is decided in the core ([`exitcrawl::aimd::fleet`], `Controller::adopt`).
 //!
 //! Message format (one line, fields separated by single spaces, the key last so it may
 //! contain spaces): `{origin} {rps} {pause_until_ms} {server_now_ms} {key}`. Times are the
@@ -31,11 +34,15 @@ use super::{eval_script, key, Redis, RedisError};
 /// The pub/sub channel of rate changes.
 pub const CHANNEL: &str = "exitcrawl:intervals";
 
-/// Store and publish. KEYS[1] rate key; ARGV: rps (string, stored as given; "0": no rate,
-/// the pause alone), pause in ms (0 = none), ttl ms, origin, limiter key, channel, floor
-/// (0 = none). With a floor, a stored rate below it is kept and nothing is published. A
-/// stored pause that ends later than the one given (none: now) is stored and published
-/// with the new rate. A pause alone keeps the stored rate and is published without one.
+/// Store and publish. KEYS[1] rate key, KEYS[2] the index of pauses in force; ARGV: rps
+/// (string, stored as given; "0": no rate, the pause alone), pause in ms (0 = none), ttl
+/// ms, origin, limiter key, channel, floor (0 = none). With a floor, a stored rate below
+/// it is kept and the rate given is not published; a pause given with it is stored with
+/// the stored rate and published alone all the same (it is the site's word, whatever
+/// becomes of the rate). A stored pause that ends later than the one given (none: now)
+/// is stored and published with the new rate. A pause alone keeps the stored rate and is
+/// published without one. The key lives `ttl` past its pause's end, and a key with a
+/// pause in force is in the index (score: the pause's end) until the pause ends.
 /// Returns `{1, pause_until_ms, now_ms, rps}` of what was published when stored,
 /// `{0, pause_until_ms, now_ms, rps}` of what is stored when not.
 const SET_SCRIPT: &str = r#"
@@ -51,24 +58,46 @@ if cur then
     cur_until = tonumber(string.sub(cur, sp + 1))
   end
 end
-local floor = tonumber(ARGV[7])
-if floor > 0 and cur_rps then
-  local stored = tonumber(cur_rps)
-  if stored and stored > 0 and stored < floor then
-    return {0, cur_until or 0, now, cur_rps}
-  end
-end
 local pause = tonumber(ARGV[2])
 local until_ms = 0
 if pause > 0 then until_ms = now + pause end
 if cur_until and cur_until > now and cur_until > until_ms then until_ms = cur_until end
 local u = string.format('%.0f', until_ms)
 local n = string.format('%.0f', now)
+local function store(rps, published)
+  local ttl = tonumber(ARGV[3])
+  if until_ms > now then
+    ttl = ttl + until_ms - now
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', n)
+    redis.call('ZADD', KEYS[2], u, ARGV[5])
+    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', tonumber(last[2]) + 1))
+  end
+  redis.call('SET', KEYS[1], rps .. ' ' .. u, 'PX', string.format('%.0f', ttl))
+  redis.call('PUBLISH', ARGV[6], ARGV[4] .. ' ' .. published .. ' ' .. u .. ' ' .. n .. ' ' .. ARGV[5])
+end
+local floor = tonumber(ARGV[7])
+if floor > 0 and cur_rps then
+  local stored = tonumber(cur_rps)
+  if stored and stored > 0 and stored < floor then
+    if until_ms > (cur_until or 0) then store(cur_rps, '0') end
+    return {0, until_ms, now, cur_rps}
+  end
+end
 local keep = ARGV[1]
 if tonumber(ARGV[1]) == 0 and cur_rps then keep = cur_rps end
-redis.call('SET', KEYS[1], keep .. ' ' .. u, 'PX', ARGV[3])
-redis.call('PUBLISH', ARGV[6], ARGV[4] .. ' ' .. ARGV[1] .. ' ' .. u .. ' ' .. n .. ' ' .. ARGV[5])
+store(keep, ARGV[1])
 return {1, until_ms, now, ARGV[1]}
+"#;
+
+/// The keys with a pause in force, the latest to end first. KEYS[1] the index; ARGV[1]
+/// how many at most. Returns `{{key, pause_until_ms, ...}, now_ms}`.
+const PAUSED_SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = string.format('%.0f', now)
+local r = redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', '(' .. n, 'WITHSCORES', 'LIMIT', 0, ARGV[1])
+return {r, now}
 "#;
 
 /// Read with the server time. Returns `{value or false, now_ms}`.
@@ -80,6 +109,10 @@ return {redis.call('GET', KEYS[1]), now}
 
 static SET: LazyLock<::redis::Script> = LazyLock::new(|| ::redis::Script::new(SET_SCRIPT));
 static GET: LazyLock<::redis::Script> = LazyLock::new(|| ::redis::Script::new(GET_SCRIPT));
+static PAUSED: LazyLock<::redis::Script> = LazyLock::new(|| ::redis::Script::new(PAUSED_SCRIPT));
+
+/// The most keys [`SharedRates::paused`] returns.
+pub const PAUSED_MAX: usize = 10_000;
 
 /// One key's shared rate, as stored or as broadcast.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,7 +166,8 @@ pub enum Raised {
     /// Stored and published.
     Stored(RateUpdate),
     /// Not stored: the stored rate (read back, so `origin` is empty) is below the rise's
-    /// `from`.
+    /// `from`. Its pause is the stored one, which the rise's own pause, stored and
+    /// published alone, joined.
     Refused(RateUpdate),
 }
 
@@ -175,7 +209,8 @@ pub struct SharedRates {
 }
 
 impl SharedRates {
-    /// Rates on `redis`, stored for 10 minutes after each change. Each instance gets its own
+    /// Rates on `redis`, stored for 10 minutes after each change (after the end of the
+    /// pause stored with it, if that is later). Each instance gets its own
     /// origin id (process id + a counter + the time), so its own messages are not echoed.
     pub fn new(redis: Redis) -> Self {
         static N: AtomicU64 = AtomicU64::new(0);
@@ -195,7 +230,8 @@ impl SharedRates {
         }
     }
 
-    /// The same, keeping stored rates for `ttl` (at least 1 ms) after each change.
+    /// The same, keeping stored rates for `ttl` (at least 1 ms) after each change, or
+    /// after the end of its pause.
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl.max(Duration::from_millis(1));
         self
@@ -240,7 +276,9 @@ impl SharedRates {
     /// Like [`set`](Self::set), for a rise from `from`: stored and published only if the
     /// stored rate is not below `from`. A lower one is a cut this process has not seen
     /// yet, and storing the rise over it would undo it for every process (see
-    /// [`exitcrawl::aimd::fleet`]).
+    /// [`exitcrawl::aimd::fleet`]). A `pause` is stored and published either way: refused,
+    /// with the stored rate kept, as a pause alone ([`pause`](Self::pause)), and the
+    /// [`Raised::Refused`] value carries it.
     pub async fn raise(
         &self,
         key: &str,
@@ -282,10 +320,11 @@ impl SharedRates {
         } else {
             0.0
         };
+        let index = paused_index();
         let (stored, pause_until_ms, server_now_ms, value): (u8, u64, u64, String) = eval_script(
             &self.redis,
             &SET,
-            &[&k],
+            &[&k, &index],
             &[
                 format!("{rps}"),
                 pause_ms.to_string(),
@@ -344,6 +383,39 @@ impl SharedRates {
             server_now_ms,
             origin: String::new(),
         }))
+    }
+
+    /// The keys with a pause in force, whoever stored it, the latest to end first (at
+    /// most [`PAUSED_MAX`]): each as a pause alone, the rate beside it not read
+    /// ([`get`](Self::get) reads it). What a process that pauses keys it has not met yet
+    /// reads when it starts or its subscription comes back: the pauses published
+    /// meanwhile never reached it.
+    pub async fn paused(&self) -> Result<Vec<RateUpdate>, RedisError> {
+        let index = paused_index();
+        let (found, server_now_ms): (Vec<String>, u64) =
+            eval_script(&self.redis, &PAUSED, &[&index], &[PAUSED_MAX.to_string()]).await?;
+        found
+            .chunks(2)
+            .map(|pair| {
+                let parsed = match pair {
+                    [key, until] => until
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|u| u.is_finite() && *u >= 0.0)
+                        .map(|u| (key, u)),
+                    _ => None,
+                };
+                let (key, until) = parsed
+                    .ok_or_else(|| RedisError::Reply(format!("bad pause {pair:?} at {index}")))?;
+                Ok(RateUpdate {
+                    key: key.clone(),
+                    rps: 0.0,
+                    pause_until_ms: until as u64,
+                    server_now_ms,
+                    origin: String::new(),
+                })
+            })
+            .collect()
     }
 
     /// Subscribes to `exitcrawl:intervals`. Returns once the subscription is confirmed
@@ -425,6 +497,11 @@ impl SharedRates {
 
 fn key_of(name: &str) -> String {
     key("rate", name)
+}
+
+/// The index of the keys with a pause in force: `exitcrawl:paused`.
+fn paused_index() -> String {
+    format!("{}:paused", super::PREFIX)
 }
 
 /// A rate as stored or published: positive, or 0 for none (a pause alone).

@@ -10,17 +10,19 @@
 //!   refused, and its writer takes the stored rate instead. A process's first change of a
 //!   key (it joined the fleet, or met the key again after forgetting it) counts as a rise
 //!   from the rate it moves to: its start is its own, not news of the site, and stored
-//!   over a lower rate it would lift the fleet out of a cut it has not seen.
+//!   over a lower rate it would lift the fleet out of a cut it has not seen. So does a
+//!   change that keeps the rate and moves only the pause: it is no cut.
 //! - A received rise older than our own last cut is not taken: while our cut is on its way
 //!   to Redis (its time there unknown yet), and after that when Redis stored the rise no
 //!   later than the cut (the server's clock, the same for every process). Lower rates are
 //!   always taken: slowing down on stale news costs a little pace, never the site's.
 //!
 //! A pause is the site's word (a Retry-After, a hold after a throttle), whoever heard it:
-//! stored, it is kept until it ends (Redis keeps it in the same script, whatever a change
-//! stored meanwhile says, so a peer that took the pause and moves its rate does not undo
-//! it), and a pause in force is taken from any value received or read, whatever the rate
-//! beside it and whether that rate is taken.
+//! it is stored and published whatever becomes of the rate beside it (with a rise the
+//! stored rate refuses, alone), it is kept until it ends (Redis keeps it in the same
+//! script, whatever a change stored meanwhile says, so a peer that took the pause and
+//! moves its rate does not undo it), and a pause in force is taken from any value
+//! received or read, whatever the rate beside it and whether that rate is taken.
 //!
 //! A process with a fixed rate (any algorithm but `aimd`) shares its pauses and nothing
 //! else ([`fixed_publish`], [`fixed_take`]): its rate is its configuration, and the
@@ -33,7 +35,8 @@
 pub enum Publish {
     /// Store it whatever is stored: a cut is news for every process.
     Cut,
-    /// Store it only if the stored rate is not below `from`.
+    /// Store it only if the stored rate is not below `from`. Its pause is stored either
+    /// way.
     Raise {
         /// The rate it grew from: the last one this process published or took.
         from: f64,
@@ -91,12 +94,14 @@ impl SharedKey {
         let from = self.known.replace(rps);
         match from {
             Some(from) if rps > from => Publish::Raise { from },
-            // Nothing known yet: stored unless a lower rate is, which is then taken.
-            None => Publish::Raise { from: rps },
-            Some(_) => {
+            Some(from) if rps < from => {
                 self.cuts_in_flight += 1;
                 Publish::Cut
             }
+            // Nothing known yet, or the rate kept (the pause moved): stored unless a lower
+            // rate is, which is then taken. Stored floorless, the same rate would undo a
+            // peer's cut not heard yet.
+            _ => Publish::Raise { from: rps },
         }
     }
 
@@ -200,6 +205,22 @@ mod tests {
         let mut k = SharedKey::default();
         k.refused(20.0);
         assert_eq!(k.publish(22.0), Publish::Raise { from: 20.0 });
+    }
+
+    #[test]
+    fn a_change_of_the_pause_alone_is_no_cut() {
+        let mut k = SharedKey::default();
+        k.publish(30.0);
+        assert_eq!(k.publish(25.0), Publish::Cut);
+        k.cut_stored(Some(100));
+        // The rate kept, the pause moved: floored at the rate, so a lower stored cut of a
+        // peer's stays (and is taken), and nothing goes in flight as a cut of ours.
+        assert_eq!(k.publish(25.0), Publish::Raise { from: 25.0 });
+        assert!(k.take(12.0, 200));
+        assert!(
+            k.take(14.0, 300),
+            "a rise stored after our last cut is taken"
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! Redis. Which changes are stored and which received rates are taken is the core's
 //! decision ([`exitcrawl::aimd::fleet`]); here are the calls and the messages. With a
 //! fixed algorithm only pauses are shared: a pause another process read is taken, never
-//! a rate, and no controller is made or moved for it.
+//! a rate, and no controller is made or moved for it; the pauses in force stored before
+//! the subscription was made (or came back) are read then.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,15 +69,40 @@ impl LimiterActor {
         });
     }
 
-    /// The subscription was lost and is back: the changes published meanwhile never came,
-    /// so the stored rate of every key this process shares is read again, and taken as
-    /// the core judges a read ([`SharedKey::read`](exitcrawl::aimd::fleet::SharedKey::read):
-    /// one below ours as a received cut, a pause in force whatever the rate). Without it a
-    /// process kept a rate the others had cut until that key's next change, which a site
-    /// that stays cut never brings.
+    /// The subscription was made, or lost and is back: the changes published before it
+    /// never came. An adaptive process reads again the stored rate of every key it
+    /// shares, taken as the core judges a read
+    /// ([`SharedKey::read`](exitcrawl::aimd::fleet::SharedKey::read): one below ours as a
+    /// received cut, a pause in force whatever the rate). Without it a process kept a
+    /// rate the others had cut until that key's next change, which a site that stays cut
+    /// never brings. A fixed rate takes pauses alone, for hosts met or not (their first
+    /// request waits for one in force), and it hears no answer that says nothing, which
+    /// is when an adaptive process reads a key new to it: it reads every pause in force
+    /// ([`SharedRates::paused`]).
     fn reread_shared(&mut self) {
-        let names = self.fleet.keys().map(LimitKey::redis_name).collect();
-        self.read_stored(names);
+        if self.adaptive() {
+            let names = self.fleet.keys().map(LimitKey::redis_name).collect();
+            self.read_stored(names);
+        } else {
+            self.read_paused();
+        }
+    }
+
+    /// Read every key's pause in force, each then judged as a [`SharedNews::Read`].
+    fn read_paused(&self) {
+        let (Some(shared), Some(me)) = (self.shared.clone(), self.me.clone()) else {
+            return;
+        };
+        actix_rt::spawn(async move {
+            match shared.paused().await {
+                Ok(paused) => {
+                    for u in paused {
+                        me.do_send(SharedNews::Read(u));
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "shared pauses not read"),
+            }
+        });
     }
 
     /// `exit`'s answer from `host` is about to give it controllers (met for the first
@@ -151,16 +177,17 @@ impl LimiterActor {
     }
 
     /// A key's stored value, read: take what the core judges worth taking, against the
-    /// rate this process paces the key at (none: the key is no longer in use here).
+    /// rate this process paces the key at (none: the key is no longer in use here). A
+    /// fixed rate takes a pause in force, whether it paces the key or not.
     fn read(&mut self, u: &RateUpdate) {
         let Some(key) = LimitKey::from_redis_name(&u.key) else {
             return;
         };
-        let Some(ours) = self.rate_of(&key) else {
-            return;
-        };
         let paused = u.pause_remaining().is_some();
         let take = if self.adaptive() {
+            let Some(ours) = self.rate_of(&key) else {
+                return;
+            };
             let fleet = self.fleet.entry(key.clone()).or_default();
             fleet.read(u.rate(), u.server_now_ms, ours, paused)
         } else {
@@ -296,6 +323,8 @@ pub(super) async fn follow_shared_rates(shared: SharedRates, me: Addr<LimiterAct
         match shared.subscribe().await {
             Ok(mut sub) => {
                 backoff.reset();
+                // What was published before is read (`reread_shared`).
+                me.do_send(SharedNews::Received(RateMessage::Resubscribed));
                 while let Some(msg) = sub.recv().await {
                     if me.try_send(SharedNews::Received(msg)).is_err() && !me.connected() {
                         return;
@@ -322,7 +351,7 @@ enum SharedNews {
     /// Our rise was refused: this is the stored rate, a cut we had not heard of yet.
     Refused(RateUpdate),
     /// A key's stored rate, read when the key came into use or again after the
-    /// subscription came back.
+    /// subscription was made or came back; a fixed rate's, a pause in force alone.
     Read(RateUpdate),
 }
 
