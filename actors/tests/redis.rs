@@ -239,8 +239,9 @@ async fn shared_rates_reach_other_subscribers() {
     let ttl = server
         .raw(&["PTTL", &SharedRates::redis_key("exit1|example.org")])
         .await;
+    // The key lives its ttl (ten minutes) past the pause's end.
     assert!(
-        matches!(ttl, redis::Value::Int(t) if t > 0 && t <= 600_000),
+        matches!(ttl, redis::Value::Int(t) if t > 0 && t <= 600_750),
         "{ttl:?}"
     );
 }
