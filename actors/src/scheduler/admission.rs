@@ -1,4 +1,4 @@
-use std::future::Future as _;
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
@@ -143,34 +143,45 @@ impl MessageResponse<SchedulerActor, Fetch> for Admission {
         // Boxed: tokio copies a task's future whole when it is spawned and again at each
         // change of its stage (running, finished), and a fetch's future is nearly 2 KB; a
         // boxed one is a pointer (`bench_raw --via addr`: about 900 instructions less per
-        // fetch under callgrind).
-        actix_rt::spawn(Box::pin(async move {
-            let work = async {
-                match robots {
-                    Some(gate) => gate.obey(fetch, |f| ingress.fetch(f)).await,
-                    None => ingress.fetch(fetch).await,
-                }
-            };
-            let Some(mut tx) = tx else {
-                // `do_send`: nobody waits for the reply, but the sender wants the fetch.
-                let _ = work.await;
-                return;
-            };
-            // A sender that stops waiting (`Request::timeout`, the request dropped)
-            // withdraws the fetch as a dropped `CrawlerHandle::fetch` does: dropping the
-            // way in's future gives back its slot, and a fetch still queued is not sent.
-            let mut work = std::pin::pin!(work);
-            let answered = std::future::poll_fn(|cx| {
-                if let Poll::Ready(r) = work.as_mut().poll(cx) {
-                    return Poll::Ready(Some(r));
-                }
-                tx.poll_closed(cx).map(|()| None)
-            })
-            .await;
-            if let Some(r) = answered {
-                let _ = tx.send(r);
-            }
-        }));
+        // fetch under callgrind). A future of its own for each way, not one that picks its
+        // way as it runs: that one would be as large as the robots.txt way's, which holds
+        // the other way's future and more, and a fetch that does not ask robots.txt would
+        // allocate and write all of it.
+        match robots {
+            Some(gate) => actix_rt::spawn(Box::pin(async move {
+                let work = std::pin::pin!(gate.obey(fetch, |f| ingress.fetch(f)));
+                reply(work, tx).await;
+            })),
+            None => actix_rt::spawn(Box::pin(async move {
+                let work = std::pin::pin!(ingress.fetch(fetch));
+                reply(work, tx).await;
+            })),
+        };
+    }
+}
+
+/// Run `work` and send its reply through `tx`, unless the sender stops waiting first.
+async fn reply<W: Future<Output = Reply>>(
+    mut work: std::pin::Pin<&mut W>,
+    tx: Option<oneshot::Sender<Reply>>,
+) {
+    let Some(mut tx) = tx else {
+        // `do_send`: nobody waits for the reply, but the sender wants the fetch.
+        let _ = work.await;
+        return;
+    };
+    // A sender that stops waiting (`Request::timeout`, the request dropped) withdraws the
+    // fetch as a dropped `CrawlerHandle::fetch` does: dropping the way in's future gives
+    // back its slot, and a fetch still queued is not sent.
+    let answered = std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        tx.poll_closed(cx).map(|()| None)
+    })
+    .await;
+    if let Some(r) = answered {
+        let _ = tx.send(r);
     }
 }
 
