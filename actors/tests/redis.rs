@@ -581,6 +581,8 @@ async fn frontier_created_again_refuses_what_an_older_handle_owes() {
     lost(old.pending().await.map(drop), "pending");
     lost(old.claim_dead("a").await.map(drop), "claim_dead");
     lost(old.enqueue(&urls).await.map(drop), "enqueue");
+    lost(old.next("a", 10, Duration::ZERO).await.map(drop), "next");
+    lost(old.own_pending("a", 10).await.map(drop), "own_pending");
     // Nothing of the lost crawl reached the new queue.
     assert_eq!(
         server.raw(&["XLEN", new.stream_key()]).await,
@@ -589,5 +591,14 @@ async fn frontier_created_again_refuses_what_an_older_handle_owes() {
     assert_eq!(new.done_count().await.unwrap(), 0);
     assert_eq!(new.pending().await.unwrap(), 0);
     assert_eq!(new.enqueue(&urls[..2]).await.unwrap(), 2);
+    lost(old.next("a", 10, Duration::ZERO).await.map(drop), "next");
     assert_eq!(new.next("b", 10, Duration::ZERO).await.unwrap().len(), 2);
+    // The old handle's reads made no consumer of the new queue's group.
+    let consumers = server
+        .raw(&["XINFO", "CONSUMERS", new.stream_key(), "exitcrawl"])
+        .await;
+    assert!(
+        matches!(&consumers, redis::Value::Array(c) if c.len() == 1),
+        "{consumers:?}"
+    );
 }

@@ -184,6 +184,17 @@ impl Archive {
         self.warc.as_ref().map(WarcWriter::current)
     }
 
+    /// With `--warc`: what is written to the WARC files is on the disk once this returns
+    /// (see [`WarcWriter::sync`]). The body files are not synced (see `bodies.rs`).
+    pub fn sync(&mut self) -> Result<(), String> {
+        match self.warc.as_mut() {
+            Some(w) => w
+                .sync()
+                .map_err(|e| format!("syncing --warc {}: {e}", w.current().display())),
+            None => Ok(()),
+        }
+    }
+
     /// Flush the WARC file (the body files are whole as soon as they are written).
     pub fn finish(&mut self) -> Result<(), String> {
         match self.warc.as_mut() {

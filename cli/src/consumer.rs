@@ -1,7 +1,8 @@
-//! The `--frontier` consumer: take entries, fetch, write the record (flushed), then
-//! complete the entry in Redis — or put it back for another consumer when the failure
-//! was this consumer's own. The decisions are the core's (`exitcrawl::shared_frontier`); this
-//! loop carries them out:
+//! The `--frontier` consumer: take entries, fetch, write the record (flushed), sync it to
+//! the disk ([`commit`]: one sync for many records), then complete the entry in Redis — or
+//! put it back for another consumer when the failure was this consumer's own
+//! ([`blame`]). The decisions are the core's (`exitcrawl::shared_frontier`); this loop
+//! carries them out:
 //!
 //! - a heartbeat key per consumer, refreshed every `claim_idle / 4` by a task of its own;
 //!   a claim pass as often takes over the whole pending list of every consumer whose
@@ -18,8 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use exitcrawl::shared_frontier::{Blame, Fate, Liveness, LocalJudge, Next, RedisFault, RedisWait};
-use exitcrawl_actors::FetchErrorKind;
+use exitcrawl::shared_frontier::{Fate, Liveness, LocalJudge, Next, RedisFault, RedisWait};
 use exitcrawl_net::clock;
 use exitcrawl_redis::{RedisError, SharedFrontier, SharedFrontierEntry};
 use futures_util::future::{FutureExt, LocalBoxFuture};
@@ -27,12 +27,18 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ended::Ended;
 use super::fetch::{fetch_one, settle, Ctx, Outcome};
-use super::output::{write_line, SharedOut};
-use super::record::{mask_text, Totals};
-use super::shared_frontier::{consumer_name, fatal_message, fault, open_frontier};
+use super::output::{write_line, OutSync, SharedOut};
+use super::record::Totals;
+use super::shared_frontier::{consumer_name, fatal_message, fault, open_frontier, waited};
 use super::signals::Stop;
 use super::source::FrontierUrl;
 use super::term::say;
+
+mod blame;
+mod commit;
+
+use blame::blame;
+use commit::{GroupCommit, Synced};
 
 /// Longest wait for new entries when nothing is in flight.
 const FRONTIER_BLOCK: Duration = Duration::from_millis(250);
@@ -58,8 +64,8 @@ type Done = (SharedFrontierEntry, Outcome, Duration);
 
 /// What Redis is owed for an entry whose fetch ended.
 enum Owed {
-    /// The record is written: mark the URL done and acknowledge the entry.
-    Complete(SharedFrontierEntry),
+    /// The record is on the disk: mark the URL done and acknowledge the entry.
+    Complete(Synced),
     /// Back to the queue with this many local failures counted.
     Requeue(SharedFrontierEntry, u32),
 }
@@ -67,7 +73,8 @@ enum Owed {
 impl Owed {
     fn entry(&self) -> &SharedFrontierEntry {
         match self {
-            Owed::Complete(e) | Owed::Requeue(e, _) => e,
+            Owed::Complete(s) => s.entry(),
+            Owed::Requeue(e, _) => e,
         }
     }
 }
@@ -80,6 +87,10 @@ struct Consumer<'a> {
     name: String,
     o: &'a FrontierOptions,
     out: &'a SharedOut,
+    /// Syncs `--out` to the disk (a regular file's; none for a pipe or a terminal).
+    out_sync: Option<&'a OutSync>,
+    /// Entries whose records are written, waiting for the sync that covers them.
+    commit: GroupCommit,
     totals: &'a Totals,
     in_flight: FuturesUnordered<LocalBoxFuture<'a, Done>>,
     /// The entries in flight, by id.
@@ -113,24 +124,26 @@ struct Consumer<'a> {
 
 /// `--frontier` consumer (see the module docs). Ends when nothing is in flight, held or
 /// pending for any consumer and nothing came for `idle_exit`; `Ended::Stopped` when Redis
-/// is lost or this consumer's failures are all its own.
+/// is lost or this consumer's failures are all its own. `out`: `--out`, and what syncs it
+/// to the disk.
 pub async fn frontier_crawl(
     ctx: &Ctx<'_>,
     f: &FrontierUrl,
     o: &FrontierOptions,
     mut stop: Stop,
-    out: &SharedOut,
+    (out, out_sync): (&SharedOut, Option<&OutSync>),
     totals: &Totals,
 ) -> Result<Ended, String> {
+    // A first sync before any page is written: from it on, the WARC writer also syncs
+    // each file it finishes (a rotation between two syncs would leave it unsynced).
+    ctx.archive.borrow_mut().sync()?;
     let mut wait = RedisWait::new(o.redis_wait);
     let frontier = open_frontier(f, &mut wait).await?;
     let name = consumer_name();
     let live = Liveness::new(o.claim_idle);
     // The first heartbeat before the first read: no consumer is ever seen without one.
-    frontier
-        .heartbeat(&name, live.ttl)
-        .await
-        .map_err(|e| fatal_message(f, &e, None, &wait))?;
+    // Redis may stop answering right after the open: waited for as the open was.
+    waited(f, &mut wait, || frontier.heartbeat(&name, live.ttl)).await?;
     say(&format!("frontier {} as consumer {name}", f.shown()));
     if frontier.created() {
         say(&format!(
@@ -149,6 +162,8 @@ pub async fn frontier_crawl(
         name,
         o,
         out,
+        out_sync,
+        commit: GroupCommit::default(),
         totals,
         in_flight: FuturesUnordered::new(),
         fetching: HashMap::new(),
@@ -196,54 +211,6 @@ fn spawn_heartbeat(
     })
 }
 
-/// Why `outcome` ended as it did, for the judge: `None` when the fetch never took place
-/// (stopped), with the error text when it failed.
-fn blame(outcome: &Outcome) -> Option<(Blame, String)> {
-    let e = match outcome {
-        Outcome::Answer(..) | Outcome::Robots(None) => {
-            return Some((Blame::Answered, String::new()))
-        }
-        Outcome::Robots(Some(why)) => return Some((robots_blame(why), why.clone())),
-        Outcome::Unreachable(kind, why) => return Some((kind_blame(*kind), why.clone())),
-        Outcome::Stopped => return None,
-        Outcome::Failed(e) => e,
-    };
-    let why = mask_text(&e.record_error(), &e.url);
-    let blame = match e.kind {
-        FetchErrorKind::Shutdown => return None,
-        kind => kind_blame(kind),
-    };
-    Some((blame, why))
-}
-
-fn kind_blame(kind: FetchErrorKind) -> Blame {
-    match kind {
-        FetchErrorKind::LocalConnect
-        | FetchErrorKind::Proxy
-        | FetchErrorKind::NoHealthyExit
-        | FetchErrorKind::AddressFamily => Blame::Local,
-        FetchErrorKind::Timeout | FetchErrorKind::Dns => Blame::Timeout,
-        _ => Blame::Remote,
-    }
-}
-
-/// A robots.txt that could not be fetched says why as `(kind: message)` (see
-/// `robots.rs`): a consumer that cannot fetch robots.txt for its own reasons must not
-/// record the site's URLs as skipped.
-fn robots_blame(why: &str) -> Blame {
-    [
-        FetchErrorKind::LocalConnect,
-        FetchErrorKind::Proxy,
-        FetchErrorKind::NoHealthyExit,
-        FetchErrorKind::AddressFamily,
-        FetchErrorKind::Timeout,
-        FetchErrorKind::Dns,
-    ]
-    .into_iter()
-    .find(|k| why.contains(&format!("({}: ", k.as_str())))
-    .map_or(Blame::Answered, kind_blame)
-}
-
 impl<'a> Consumer<'a> {
     /// Steps until the work is done, Redis is lost, or a stop signal comes.
     async fn run(
@@ -277,10 +244,12 @@ impl<'a> Consumer<'a> {
         self.retry_at.is_none_or(|t| clock::now() >= t)
     }
 
-    /// Whether this consumer holds entry `id` (in flight, waiting, or owed to Redis).
+    /// Whether this consumer holds entry `id` (in flight, waiting, recorded and not
+    /// synced yet, or owed to Redis).
     fn holds(&self, id: &str) -> bool {
         self.fetching.contains_key(id)
             || self.backlog.iter().any(|e| e.id == id)
+            || self.commit.holds(id)
             || self.owed.iter().any(|o| o.entry().id == id)
     }
 
@@ -339,6 +308,7 @@ impl<'a> Consumer<'a> {
     /// little for a completion. `Ok(false)`: done.
     async fn step(&mut self) -> Result<bool, String> {
         self.watch_heartbeat();
+        self.sync_if_due()?;
         self.settle_owed().await?;
         if self.may_call() && clock::now() >= self.next_pass {
             self.upkeep().await?;
@@ -373,7 +343,12 @@ impl<'a> Consumer<'a> {
         if self.in_flight.is_empty() {
             return self.idle(blocked).await;
         }
-        let next = actix_rt::time::timeout(FRONTIER_POLL, self.in_flight.next()).await;
+        // Awake when the records waiting for a sync make one due.
+        let poll = self
+            .commit
+            .due_in(clock::now())
+            .map_or(FRONTIER_POLL, |d| d.min(FRONTIER_POLL));
+        let next = actix_rt::time::timeout(poll, self.in_flight.next()).await;
         if let Ok(Some(done)) = next {
             self.finish(done).await?;
             self.last_activity = clock::now();
@@ -400,7 +375,7 @@ impl<'a> Consumer<'a> {
     /// Nothing in flight: done once nothing is held or owed and nothing is pending for
     /// any consumer (or, stopped, once nothing is held or owed); otherwise wait a little.
     async fn idle(&mut self, blocked: bool) -> Result<bool, String> {
-        let holding = !self.backlog.is_empty() || !self.owed.is_empty();
+        let holding = !self.backlog.is_empty() || !self.commit.is_empty() || !self.owed.is_empty();
         if self.stopped.is_some() && !holding {
             return Ok(false);
         }
@@ -511,19 +486,21 @@ impl<'a> Consumer<'a> {
         Ok(())
     }
 
-    /// A fetch ended: its record (flushed) and a completion, or back to the queue.
+    /// A fetch ended: its record (flushed), completed once a sync covers it, or back to
+    /// the queue.
     async fn finish(&mut self, (entry, outcome, waited): Done) -> Result<(), String> {
         self.fetching.remove(&entry.id);
-        let owed = match blame(&outcome) {
+        match blame(&outcome) {
             None => {
                 self.totals.released.set(self.totals.released.get() + 1);
-                Owed::Requeue(entry.clone(), entry.tries)
+                self.owed
+                    .push_back(Owed::Requeue(entry.clone(), entry.tries));
             }
             Some((blame, why)) => match self.judge.fate(blame, entry.tries) {
                 Fate::Requeue { tries } => {
                     self.last_local = why;
                     self.totals.requeued.set(self.totals.requeued.get() + 1);
-                    Owed::Requeue(entry, tries)
+                    self.owed.push_back(Owed::Requeue(entry, tries));
                 }
                 Fate::Record => {
                     let record = settle(self.ctx, &entry.url, outcome, waited, false)?;
@@ -533,17 +510,38 @@ impl<'a> Consumer<'a> {
                             .and_then(|()| w.flush())
                             .map_err(|e| format!("writing --out: {e}"))?;
                     }
-                    Owed::Complete(entry)
+                    self.commit.wrote(entry, clock::now());
                 }
             },
-        };
-        self.owed.push_back(owed);
+        }
         if self.stopped.is_none() {
             if let Some(n) = self.judge.verdict() {
                 self.stop_taking(n);
             }
         }
+        self.sync_if_due()?;
         self.settle_owed().await
+    }
+
+    /// Sync the records written when a sync is due (see [`commit`]).
+    fn sync_if_due(&mut self) -> Result<(), String> {
+        if self.commit.due(clock::now(), !self.in_flight.is_empty()) {
+            self.sync_records()?;
+        }
+        Ok(())
+    }
+
+    /// Bring every record written so far to the disk — the WARC file holding their pages,
+    /// then `--out` — and owe Redis their completions.
+    fn sync_records(&mut self) -> Result<(), String> {
+        let (archive, out) = (self.ctx.archive, self.out_sync);
+        let synced = self.commit.commit(|| {
+            archive.borrow_mut().sync()?;
+            out.map_or(Ok(()), OutSync::sync)
+                .map_err(|e| format!("syncing --out: {e}"))
+        })?;
+        self.owed.extend(synced.into_iter().map(Owed::Complete));
+        Ok(())
     }
 
     /// Every one of the last `n` URLs failed locally: take no more work, and give back
@@ -570,7 +568,7 @@ impl<'a> Consumer<'a> {
         while self.may_call() {
             let r = match self.owed.front() {
                 None => break,
-                Some(Owed::Complete(e)) => self.frontier.complete(e).await.map(drop),
+                Some(Owed::Complete(s)) => self.frontier.complete(s.entry()).await.map(drop),
                 Some(Owed::Requeue(e, tries)) => self.frontier.requeue(e, *tries).await,
             };
             if self.redis(r)?.is_none() {
@@ -604,6 +602,9 @@ impl<'a> Consumer<'a> {
             return Ok(Ended::Stopped(self.abandon(why)));
         }
         self.in_flight = FuturesUnordered::new();
+        if let Err(why) = self.sync_records() {
+            return Ok(Ended::Stopped(self.abandon(why)));
+        }
         let left: Vec<SharedFrontierEntry> = self
             .fetching
             .drain()
@@ -635,12 +636,13 @@ impl<'a> Consumer<'a> {
 
     /// Redis cannot be used any more: say what is true of the entries this consumer held.
     fn abandon(&mut self, why: String) -> String {
-        let unacked = self
+        let owed_done = self
             .owed
             .iter()
             .filter(|o| matches!(o, Owed::Complete(_)))
             .count();
-        let held = self.fetching.len() + self.backlog.len() + self.owed.len() - unacked;
+        let unacked = owed_done + self.commit.len();
+        let held = self.fetching.len() + self.backlog.len() + self.owed.len() - owed_done;
         let mut msg = why;
         if unacked + held > 0 {
             msg.push_str(&format!(
@@ -665,34 +667,5 @@ impl<'a> Consumer<'a> {
                 tracing::debug!(error = %e, "frontier: trimming the stream");
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use exitcrawl::discover::crawl::ROBOTS_UNAVAILABLE;
-
-    #[test]
-    fn robots_txt_that_failed_locally_is_blamed_on_the_consumer() {
-        let why = |inner: &str| format!("{ROBOTS_UNAVAILABLE} ({inner})");
-        assert_eq!(
-            robots_blame(&why("timeout: request timed out")),
-            Blame::Timeout
-        );
-        assert_eq!(
-            robots_blame(&why("local_connect: no exit could connect")),
-            Blame::Local
-        );
-        assert_eq!(
-            robots_blame(&why("dns: failed resolving a.test: Try again")),
-            Blame::Timeout
-        );
-        assert_eq!(kind_blame(FetchErrorKind::Dns), Blame::Timeout);
-        assert_eq!(robots_blame(&why("it answered 503")), Blame::Answered);
-        assert_eq!(
-            robots_blame(&why("connect_refused: refused")),
-            Blame::Answered
-        );
     }
 }

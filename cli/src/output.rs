@@ -7,7 +7,7 @@
 //! renamed over its name ([`write_atomic`]), so a crash or a second Ctrl-C leaves either
 //! the old summary or the new one, never half of one.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -72,6 +72,27 @@ impl PendingOut {
         }
     }
 
+    /// What syncs `--out` to the disk ([`OutSync`]): `None` for a pipe or a terminal,
+    /// which have no disk to reach.
+    pub fn sync_handle(&self) -> io::Result<Option<OutSync>> {
+        let file = match &self.file {
+            Some(f) => f.try_clone()?,
+            // A closed stdout has nothing to sync.
+            #[cfg(unix)]
+            None => match std::os::fd::AsFd::as_fd(&io::stdout()).try_clone_to_owned() {
+                Ok(fd) => File::from(fd),
+                Err(_) => return Ok(None),
+            },
+            #[cfg(not(unix))]
+            None => return Ok(None),
+        };
+        if !file.metadata()?.is_file() {
+            return Ok(None);
+        }
+        let new_in = Cell::new(self.created.then(|| self.path.clone()));
+        Ok(Some(OutSync { file, new_in }))
+    }
+
     /// The run does not go ahead: a file this run created is removed, any other is left
     /// as it was.
     pub fn abandon(self) {
@@ -79,6 +100,28 @@ impl PendingOut {
             drop(self.file);
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+/// Brings what is written to `--out` (and flushed) to the disk.
+pub struct OutSync {
+    file: File,
+    /// The file's path while its entry in its directory, made by this run, is not synced.
+    new_in: Cell<Option<PathBuf>>,
+}
+
+impl OutSync {
+    /// What was written and flushed to `--out` is on the disk once this returns: its data
+    /// (`sync_data`), and the first time, the directory entry of a file this run created.
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()?;
+        if let Some(p) = self.new_in.take() {
+            if let Err(e) = sync_dir(&p) {
+                self.new_in.set(Some(p));
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -261,9 +304,10 @@ impl Drop for Replacement {
     }
 }
 
-/// Sync the directory holding `path` (its entries: a rename into it). Where a directory
-/// cannot be opened as a file (not Unix), there is nothing to sync.
-fn sync_dir(path: &Path) -> io::Result<()> {
+/// Sync the directory holding `path` (its entries: a rename into it, a file created
+/// there). Where a directory cannot be opened as a file (not Unix), there is nothing to
+/// sync.
+pub fn sync_dir(path: &Path) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

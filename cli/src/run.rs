@@ -21,7 +21,7 @@ use super::consumer::{frontier_crawl, FrontierOptions};
 use super::ended::Ended;
 use super::fetch::Ctx;
 use super::follow::{follow_crawl, FollowWriter};
-use super::output::{probe_atomic, PendingOut, SharedOut};
+use super::output::{probe_atomic, OutSync, PendingOut, SharedOut};
 use super::paths::{check_distinct, Named};
 use super::progress::{spawn_progress, ProgressMode, Watched};
 use super::record::Totals;
@@ -158,6 +158,8 @@ fn shown_headers(s: &Settings) -> String {
 /// and the WARC and body stores.
 struct Outputs {
     out: SharedOut,
+    /// Syncs `--out` to the disk (the frontier consumer's records).
+    out_sync: Option<OutSync>,
     archive: RefCell<Archive>,
 }
 
@@ -260,12 +262,23 @@ fn open_outputs(
         }
     };
     let path = args.out.as_deref().unwrap_or(Path::new("-"));
+    // The frontier consumer syncs its records before Redis hears of them.
+    let frontier = matches!(args.urls, UrlSource::Frontier(_));
+    let out_sync = out
+        .as_ref()
+        .filter(|_| frontier)
+        .map(PendingOut::sync_handle);
+    let out_sync = out_sync
+        .transpose()
+        .map_err(|e| Failure::Usage(format!("--out {}: {e}", path.display())))?
+        .flatten();
     let out = out
         .map(PendingOut::commit)
         .transpose()
         .map_err(|e| Failure::Usage(format!("--out {}: {e}", path.display())))?;
     Ok(Outputs {
         out: Rc::new(RefCell::new(out)),
+        out_sync,
         archive: RefCell::new(archive),
     })
 }
@@ -557,7 +570,8 @@ async fn crawl_mode(
             concurrency,
             redis_wait: args.redis_wait,
         };
-        let ended = frontier_crawl(ctx, f, &opts, stop, &outputs.out, totals).await?;
+        let out = (&outputs.out, outputs.out_sync.as_ref());
+        let ended = frontier_crawl(ctx, f, &opts, stop, out, totals).await?;
         return Ok((ended, None));
     }
     if follow {

@@ -100,13 +100,27 @@ pub async fn open_frontier(
     };
     let redis =
         Redis::connect(&f.redis, opts).map_err(|e| format!("--frontier {}: {e}", f.redis))?;
+    waited(f, wait, || SharedFrontier::open(&redis, &f.queue)).await
+}
+
+/// `call` until it succeeds, retrying an unreachable or loading Redis as [`RedisWait`]
+/// says (the wait said once on stderr); `Err` says why the frontier cannot be used.
+pub async fn waited<T, F, Fut>(
+    f: &FrontierUrl,
+    wait: &mut RedisWait,
+    mut call: F,
+) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, RedisError>>,
+{
     let mut said = false;
     let mut cause: Option<String> = None;
     loop {
-        let e = match SharedFrontier::open(&redis, &f.queue).await {
-            Ok(fr) => {
+        let e = match call().await {
+            Ok(v) => {
                 wait.succeeded(clock::now());
-                return Ok(fr);
+                return Ok(v);
             }
             Err(e) => e,
         };

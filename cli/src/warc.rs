@@ -30,6 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 
 use super::date::warc_date;
+use super::output::sync_dir;
 use super::warc_series::{start_index, NamedEnds, SeriesLock};
 
 pub use super::warc_series::WarcName;
@@ -89,6 +90,10 @@ pub struct WarcWriter {
     /// Exchanges written, and [`HOLD_AFTER`]'s value.
     exchanges: u64,
     hold_after: Option<u64>,
+    /// [`WarcWriter::sync`] was called: the writer keeps its files on the disk.
+    syncs: bool,
+    /// The current file's directory entry is not synced yet.
+    new_file: bool,
     /// Held while the series is written.
     _lock: SeriesLock,
 }
@@ -143,6 +148,8 @@ impl WarcWriter {
             files: 1,
             exchanges: 0,
             hold_after: std::env::var(HOLD_AFTER).ok().and_then(|v| v.parse().ok()),
+            syncs: false,
+            new_file: true,
             _lock: lock,
         };
         w.write_warcinfo()?;
@@ -228,8 +235,12 @@ impl WarcWriter {
     /// Finish the current file, open the next, and start it with a warcinfo record.
     fn rotate(&mut self) -> io::Result<()> {
         self.out.flush()?;
+        if self.syncs {
+            self.sync()?;
+        }
         self.index += 1;
         self.out = open_new(&self.name, &mut self.index)?;
+        self.new_file = true;
         self.files += 1;
         self.write_warcinfo()
     }
@@ -261,6 +272,20 @@ impl WarcWriter {
     /// Flush what is buffered (at the end of a run).
     pub fn finish(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+
+    /// Bring what is written to the disk: the current file's data and, for a file begun
+    /// since the last sync, its directory entry. From the first sync on, a file finished by
+    /// a rotation is synced before the next one is begun.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.syncs = true;
+        self.out.flush()?;
+        self.out.inner.get_ref().sync_data()?;
+        if self.new_file {
+            sync_dir(&self.current())?;
+            self.new_file = false;
+        }
+        Ok(())
     }
 }
 

@@ -12,7 +12,7 @@ mod cli_support;
 #[path = "../../actors/tests/support/mod.rs"]
 mod support;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
@@ -84,7 +84,8 @@ fn enqueue(list: &Path, queue: &str, extra: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// A consumer writing `out` and `out`.json (its summary).
+/// A consumer writing `out` and `out`.json (its summary), with `--idle-exit 2` unless
+/// `extra` says otherwise.
 fn consumer(cfg: &Path, queue: &str, out: &Path, extra: &[&str]) -> Child {
     let summary = out.with_extension("json");
     let mut args = vec![
@@ -96,10 +97,11 @@ fn consumer(cfg: &Path, queue: &str, out: &Path, extra: &[&str]) -> Child {
         s(out),
         "--summary",
         s(&summary),
-        "--idle-exit",
-        "2",
         "--quiet",
     ];
+    if !extra.contains(&"--idle-exit") {
+        args.extend(["--idle-exit", "2"]);
+    }
     args.extend_from_slice(extra);
     spawn(&args)
 }
@@ -146,6 +148,19 @@ fn merged(dir: &TempDir, outs: &[&Path]) -> HashMap<String, usize> {
     per_url
 }
 
+/// Of the URLs recorded in `out`, how many the done-set of the queue `jobs` lacks; and
+/// how many of its URLs are done without a record in `out`.
+fn records_against_done(redis: &RedisServer, out: &Path) -> (usize, usize) {
+    let recorded: HashSet<String> = records(out)
+        .iter()
+        .map(|r| r["url"].as_str().unwrap().to_string())
+        .collect();
+    let done = |u: &str| redis.int(&["SISMEMBER", "exitcrawl:done:jobs", u]) == 1;
+    let not_done = recorded.iter().filter(|u| !done(u)).count();
+    let all_done = redis.int(&["SCARD", "exitcrawl:done:jobs"]) as usize;
+    (not_done, all_done - (recorded.len() - not_done))
+}
+
 fn assert_one_record_each(per_url: &HashMap<String, usize>, urls: &[String]) {
     for u in urls {
         assert_eq!(per_url.get(u), Some(&1), "{u}");
@@ -179,6 +194,8 @@ fn a_consumer_stopped_or_killed_goes_on_with_the_same_command() {
     assert!(err.contains("goes back to the queue"), "{err}");
     assert!(err.contains("run the same command again"), "{err}");
     let after_term = std::fs::read_to_string(&out).unwrap();
+    // Stopping, it synced its records and marked every one of their URLs done.
+    assert_eq!(records_against_done(&redis, &out), (0, 0));
 
     // The same command appends; SIGKILL it mid-crawl.
     let c = consumer(&cfg, &queue, &out, &same);
@@ -190,6 +207,12 @@ fn a_consumer_stopped_or_killed_goes_on_with_the_same_command() {
     wait_bounded(c, Duration::from_secs(10));
     let after_kill = std::fs::read_to_string(&out).unwrap();
     assert!(after_kill.starts_with(&after_term), "records were kept");
+    // Every URL marked done has its record. The records not marked done yet were
+    // waiting for the sync that comes at most 100 ms after a record (at 100 ms a page,
+    // at most two per fetch slot): their URLs are fetched again.
+    let (not_done, done_unrecorded) = records_against_done(&redis, &out);
+    assert_eq!(done_unrecorded, 0, "a URL done without a record");
+    assert!(not_done <= 16, "{not_done} records waiting for a sync");
 
     // Once more: the killed run's entries are claimed once its heartbeat expired.
     let o = wait_bounded(consumer(&cfg, &queue, &out, &same), Duration::from_secs(60));
@@ -204,12 +227,14 @@ fn a_consumer_stopped_or_killed_goes_on_with_the_same_command() {
     assert_eq!(asked.len(), URLS);
     let again: usize = asked.values().map(|n| n - 1).sum();
     println!(
-        "restart: {} records over 3 runs, {again} URLs fetched twice",
+        "restart: {} records over 3 runs, {again} URLs fetched twice ({not_done} recorded \
+         and not marked done at the kill)",
         last.lines().count()
     );
     assert!(
-        again <= 8,
-        "at most one concurrency's worth fetched again: {again}"
+        again <= 8 + not_done,
+        "at most the fetches in flight at the kill and the records not marked done \
+         fetched again: {again}, {not_done} not marked done"
     );
     assert_eq!(redis.int(&["SCARD", "exitcrawl:done:jobs"]), URLS as i64);
 }
@@ -389,6 +414,159 @@ fn a_queue_lost_and_created_again_ends_its_consumer_naming_it() {
         served <= recorded + held_in(&err),
         "{served} served, {recorded} recorded: {err}"
     );
+}
+
+#[test]
+fn an_idle_consumer_takes_nothing_from_a_queue_lost_and_created_again() {
+    let redis = RedisServer::start();
+    let site = site(Duration::ZERO);
+    let dir = TempDir::new("frontier-idle-recreated");
+    let cfg = dir.file("c.toml", &config("", NO_LIMIT));
+    let queue = format!("{}jobs", redis.url());
+    let (old, _) = url_file(&dir, &site, "old", 5);
+    enqueue(&old, &queue, &[]);
+    let out_a = dir.path("a.jsonl");
+    let a = consumer(&cfg, &queue, &out_a, &["--idle-exit", "60"]);
+    wait_until(Duration::from_secs(30), "A's 5 records", || {
+        lines(&out_a) == 5
+    });
+    // A is idle, reading the queue again and again. It is held while Redis loses the
+    // queue and `--enqueue` creates it again with new URLs (a new epoch); no read of A's
+    // is left waiting on the server, whose end the flush would decide.
+    signal(&a, "-STOP");
+    wait_until(Duration::from_secs(5), "no read waiting on Redis", || {
+        blocked_clients(&redis) == 0
+    });
+    assert_eq!(redis.cmd(&["FLUSHALL"]), "OK");
+    let (new, new_urls) = url_file(&dir, &site, "new", 20);
+    assert_eq!(enqueue(&new, &queue, &[]), "enqueued 20 skipped 0");
+    signal(&a, "-CONT");
+    let oa = wait_bounded(a, Duration::from_secs(30));
+    let err = stderr(&oa);
+    assert_eq!(oa.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("the queue is gone"), "{err}");
+    assert!(err.contains("created again"), "{err}");
+    // Nothing of A is in the new queue: it is no consumer of its group, nothing is
+    // pending, and it fetched and recorded none of the new URLs.
+    let stream = "exitcrawl:frontier:jobs";
+    assert_eq!(
+        redis.cmd(&["XINFO", "CONSUMERS", stream, "exitcrawl"]),
+        "*0"
+    );
+    assert_eq!(
+        redis.cmd(&["XPENDING", stream, "exitcrawl", "-", "+", "10"]),
+        "*0"
+    );
+    let recorded: Vec<String> = records(&out_a)
+        .iter()
+        .map(|r| r["url"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(recorded.len(), 5, "{recorded:?}");
+    assert!(
+        recorded.iter().all(|u| !new_urls.contains(u)),
+        "{recorded:?}"
+    );
+    assert!(
+        !fetches(&site).keys().any(|p| p.starts_with("/new/")),
+        "A fetched a URL of the new queue"
+    );
+    // The new queue is whole: a consumer of its own crawls every URL once.
+    let out_b = dir.path("b.jsonl");
+    assert_ok(&wait_bounded(
+        consumer(&cfg, &queue, &out_b, &[]),
+        Duration::from_secs(60),
+    ));
+    assert_one_record_each(&merged(&dir, &[&out_b]), &new_urls);
+}
+
+/// Clients of `redis` waiting in a blocking command (`INFO clients`).
+fn blocked_clients(redis: &RedisServer) -> i64 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", redis.port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"INFO clients\r\n").expect("send");
+    let mut r = BufReader::new(c);
+    let mut head = String::new();
+    r.read_line(&mut head).expect("reply");
+    let len: usize = head
+        .trim_end()
+        .trim_start_matches('$')
+        .parse()
+        .expect("a bulk reply");
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).expect("INFO's text");
+    let info = String::from_utf8_lossy(&body);
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no blocked_clients in {info:?}"))
+}
+
+#[test]
+fn a_first_heartbeat_redis_does_not_answer_is_waited_for() {
+    const URLS: usize = 10;
+    let redis = RedisServer::start();
+    let site = site(Duration::ZERO);
+    let dir = TempDir::new("frontier-first-beat");
+    let cfg = dir.file("c.toml", &config("", NO_LIMIT));
+    let (list, urls) = url_file(&dir, &site, "h", URLS);
+    enqueue(&list, &format!("{}jobs", redis.url()), &[]);
+    // The consumer's first heartbeat, right after it opened the queue, gets no answer
+    // for 1.5 s (three times the deadline of a call): Redis, as the consumer sees it,
+    // does not answer for a moment.
+    let relay = relay_holding_first_heartbeat(redis.port, Duration::from_millis(1500));
+    let queue = format!("redis://127.0.0.1:{relay}/jobs");
+    let out = dir.path("out.jsonl");
+    let o = wait_bounded(
+        consumer(&cfg, &queue, &out, &["--redis-wait", "10"]),
+        Duration::from_secs(60),
+    );
+    assert_ok(&o);
+    let err = stderr(&o);
+    assert!(err.contains("retrying"), "the wait is said: {err}");
+    assert!(!err.contains("did not answer for"), "{err}");
+    assert_one_record_each(&merged(&dir, &[&out]), &urls);
+}
+
+/// A TCP relay to `127.0.0.1:port` on a port of its own; the first command that names a
+/// heartbeat key is held for `hold` before it is passed on. Its threads live as long as
+/// the test binary.
+fn relay_holding_first_heartbeat(port: u16, hold: Duration) -> u16 {
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
+    let relay = listener.local_addr().unwrap().port();
+    let held = Arc::new(AtomicBool::new(false));
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(("127.0.0.1", port)) else {
+                continue;
+            };
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let held = Arc::clone(&held);
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = vec![0u8; 64 << 10];
+                while let Ok(n @ 1..) = c_in.read(&mut buf) {
+                    let names_beat = buf[..n].windows(16).any(|w| w == b"exitcrawl:alive:");
+                    if names_beat && !held.swap(true, Ordering::SeqCst) {
+                        std::thread::sleep(hold);
+                    }
+                    if s_out.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = s_out.shutdown(Shutdown::Write);
+            });
+            let (mut s_in, mut c_out) = (server, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s_in, &mut c_out);
+                let _ = c_out.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    relay
 }
 
 /// Heartbeat keys of the queue `jobs` (one per live consumer).

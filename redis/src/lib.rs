@@ -29,8 +29,7 @@
 //!
 //! # Outages: the contract for callers
 //!
-//! Every operation is bounded by a timeout ([`RedisOptions::op_timeout`], plus the block
-//! time for blocking reads) and returns a [`RedisError`]; nothing here panics or hangs when
+//! Every operation is bounded by a timeout ([`RedisOptions::op_timeout`]) and returns a [`RedisError`]; nothing here panics or hangs when
 //! Redis is gone. The first failure of a connection-level kind ([`RedisError::is_outage`])
 //! opens an outage: [`RedisStats::outages`] counts it once, a warning is logged, and until
 //! the [`Backoff`] delay has passed every call fails at once with
@@ -215,7 +214,7 @@ impl Default for Backoff {
 /// Timeouts and reconnect backoff.
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
-    /// Deadline for one operation (a blocking read adds its block time). Default 500 ms.
+    /// Deadline for one operation. Default 500 ms.
     pub op_timeout: Duration,
     /// Deadline for establishing a TCP connection. Default 250 ms.
     pub connect_timeout: Duration,
@@ -370,18 +369,6 @@ impl Redis {
             .set_connection_timeout(Some(opts.connect_timeout))
             .set_response_timeout(response_timeout);
         ConnectionManager::new_lazy_with_config(client.clone(), cfg).map_err(RedisError::Config)
-    }
-
-    /// A handle with a connection of its own (same server, same outage state), for
-    /// blocking commands: Redis runs one connection's commands in order, so a blocking
-    /// `XREADGROUP` on the shared connection would hold up every limiter check behind it.
-    pub fn dedicated(&self) -> Result<Self, RedisError> {
-        Ok(Self {
-            client: self.client.clone(),
-            conn: Self::manager(&self.client, &self.opts, None)?,
-            opts: self.opts.clone(),
-            health: self.health.clone(),
-        })
     }
 
     /// The options in use.

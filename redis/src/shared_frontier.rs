@@ -17,10 +17,11 @@
 //! consumers: their calls get `NOGROUP`. Another process's [`SharedFrontier::open`] may
 //! create it again, empty; so creating it also writes a new value to
 //! `exitcrawl:epoch:{queue}`, each handle keeps the value it opened with, and what a
-//! handle does for the work it took (acknowledge, complete, requeue, claim, enqueue, count
-//! what is pending) is refused with `NOGROUP` under another epoch, as if the queue were
-//! still gone: an entry put back into the new queue would otherwise vanish (its old id is
-//! not pending there), and a consumer finding nothing pending would end as done.
+//! handle does for the work it took (read, acknowledge, complete, requeue, claim, enqueue,
+//! count what is pending) is refused with `NOGROUP` under another epoch, as if the queue
+//! were still gone: an entry put back into the new queue would otherwise vanish (its old id
+//! is not pending there), a consumer finding nothing pending would end as done, and one
+//! reading would take the new queue's entries while what it owes for them is refused.
 //!
 //! At-least-once means a URL can be fetched twice (a consumer that died after its fetch
 //! and before the acknowledgement). The done-set `exitcrawl:done:{queue}` makes the
@@ -31,9 +32,9 @@
 //!    [`ack`](SharedFrontier::ack));
 //! 3. fetch, then [`complete`](SharedFrontier::complete) it — `SADD` to the done-set and `XACK`
 //!    in one transaction — or put it back for another consumer
-//!    ([`requeue`](SharedFrontier::requeue)). The CLI writes the record before completing, so a
-//!    crash in between leaves a record whose URL is fetched again: its `--dedupe` merge
-//!    keeps one.
+//!    ([`requeue`](SharedFrontier::requeue)). The CLI writes the record, and syncs it to the
+//!    disk, before completing, so a crash in between leaves a record whose URL is fetched
+//!    again: its `--dedupe` merge keeps one.
 
 use std::time::Duration;
 
@@ -46,6 +47,9 @@ pub const GROUP: &str = "exitcrawl";
 
 /// Most entries one `XADD` pipeline carries.
 const ENQUEUE_CHUNK: usize = 500;
+
+/// How often [`SharedFrontier::next`] reads the queue again while it waits for an entry.
+const READ_POLL: Duration = Duration::from_millis(50);
 
 /// The start of every script that acts for what a handle took since its
 /// [`SharedFrontier::open`] (`KEYS[1]` the stream, `KEYS[2]` the epoch key, `ARGV[1]` the
@@ -137,6 +141,18 @@ return redis.call('XACK', KEYS[1], ARGV[2], ARGV[3])
 "
 );
 
+/// Up to `ARGV[4]` entries of the group `ARGV[2]` for consumer `ARGV[3]`, read from
+/// `ARGV[5]` (`>`: new entries; `0`: the consumer's own pending ones); nil when there are
+/// none. Refused (`NOGROUP`) when the queue is gone or was created again: a read would
+/// make the consumer one of the new queue's group and its entries pending for it. Never
+/// blocks (a script cannot).
+const READ: &str = concat!(
+    same_queue!(),
+    r"
+return redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[3], 'COUNT', ARGV[4], 'STREAMS', KEYS[1], ARGV[5])
+"
+);
+
 /// How many entries of the group `ARGV[2]` are pending, all consumers together.
 const PENDING: &str = concat!(
     same_queue!(),
@@ -160,8 +176,6 @@ pub struct SharedFrontierEntry {
 #[derive(Debug, Clone)]
 pub struct SharedFrontier {
     pub(super) redis: Redis,
-    /// Own connection for `XREADGROUP … BLOCK`, which would stall other commands.
-    blocking: Redis,
     pub(super) queue: String,
     pub(super) stream: String,
     done: String,
@@ -177,9 +191,10 @@ pub struct SharedFrontier {
 impl SharedFrontier {
     /// The frontier `queue` on `redis`; creates the stream and the group when missing
     /// (the group starts at the beginning, so URLs enqueued earlier are delivered), with a
-    /// new epoch. What this handle does later for the work it took (acknowledgements,
-    /// requeues, claims, enqueues, the pending count) is refused with `NOGROUP` once the
-    /// queue is gone, or was lost and created again by another process's `open`.
+    /// new epoch. What this handle does later for the work it took (reads,
+    /// acknowledgements, requeues, claims, enqueues, the pending count) is refused with
+    /// `NOGROUP` once the queue is gone, or was lost and created again by another
+    /// process's `open`.
     pub async fn open(redis: &Redis, queue: &str) -> Result<Self, RedisError> {
         static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
         let script = SCRIPT.get_or_init(|| ::redis::Script::new(OPEN));
@@ -194,7 +209,6 @@ impl SharedFrontier {
         .await?;
         Ok(Self {
             redis: redis.clone(),
-            blocking: redis.dedicated()?,
             queue: queue.to_string(),
             stream,
             done: key("done", queue),
@@ -297,54 +311,56 @@ impl SharedFrontier {
 
     /// Up to `count` new entries for `consumer` (`XREADGROUP … >`), waiting up to `block`
     /// for the first one (`Duration::ZERO`: do not wait). The entries stay pending for this
-    /// consumer until acknowledged. Empty when nothing came.
+    /// consumer until acknowledged. Empty when nothing came. `NOGROUP` when the queue is
+    /// gone or was created again: nothing is read, and `consumer` is not made one of the
+    /// new queue's group.
+    ///
+    /// The read and the check of the queue's epoch are one script, which cannot block:
+    /// while nothing comes, the queue is read again every 50 ms until `block` has passed.
     pub async fn next(
         &self,
         consumer: &str,
         count: usize,
         block: Duration,
     ) -> Result<Vec<SharedFrontierEntry>, RedisError> {
-        self.read_group(consumer, count, block, ">").await
+        let until = tokio::time::Instant::now() + block;
+        loop {
+            let got = self.read_group(consumer, count, ">").await?;
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if !got.is_empty() || left.is_zero() {
+                return Ok(got);
+            }
+            tokio::time::sleep(left.min(READ_POLL)).await;
+        }
     }
 
     /// Up to `count` of the entries pending for `consumer` itself (`XREADGROUP … 0`): after
     /// Redis lost an acknowledgement (a restart from an AOF a second behind), entries the
     /// consumer finished can be pending for it again, and nobody else would take them.
+    /// `NOGROUP` when the queue is gone or was created again, as [`SharedFrontier::next`].
     pub async fn own_pending(
         &self,
         consumer: &str,
         count: usize,
     ) -> Result<Vec<SharedFrontierEntry>, RedisError> {
-        self.read_group(consumer, count, Duration::ZERO, "0").await
+        self.read_group(consumer, count, "0").await
     }
 
     async fn read_group(
         &self,
         consumer: &str,
         count: usize,
-        block: Duration,
         from: &str,
     ) -> Result<Vec<SharedFrontierEntry>, RedisError> {
-        let mut cmd = ::redis::cmd("XREADGROUP");
-        cmd.arg("GROUP")
-            .arg(GROUP)
-            .arg(consumer)
-            .arg("COUNT")
-            .arg(count.max(1));
-        if !block.is_zero() {
-            // BLOCK 0 would mean "forever": at least 1 ms.
-            cmd.arg("BLOCK").arg(block.as_millis().max(1) as u64);
-        }
-        cmd.arg("STREAMS").arg(&self.stream).arg(from);
-        let mut c = self.blocking.conn();
-        let reply: Option<StreamReadReply> = self
-            .blocking
-            .run(
-                "xreadgroup",
-                block,
-                async move { cmd.query_async(&mut c).await },
-            )
-            .await?;
+        static SCRIPT: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+        let script = SCRIPT.get_or_init(|| ::redis::Script::new(READ));
+        let args = [
+            GROUP.to_string(),
+            consumer.to_string(),
+            count.max(1).to_string(),
+            from.to_string(),
+        ];
+        let reply: Option<StreamReadReply> = self.guarded(script, &[], args).await?;
         Ok(reply
             .into_iter()
             .flat_map(|r| r.keys)
