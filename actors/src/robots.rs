@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use exitcrawl::config::Settings;
-use exitcrawl::discover::robots::{origin_key, robots_url, MAX_ROBOTS_BYTES};
+use exitcrawl::discover::robots::{origin_key, robots_url, MAX_ROBOTS_BYTES, MIN_REDIRECTS};
 use exitcrawl::discover::{RobotsCache, RobotsPolicy, RobotsState};
 use tokio::sync::{watch, OwnedMutexGuard};
 use url::{Position, Url};
@@ -337,7 +337,9 @@ impl RobotsGate {
         // counted as a failure, it failed the origin's fetches while the site only asked
         // for a pause. Only a host given up on (`give_up_after_ms` of nothing but
         // throttles) leaves it unavailable.
-        let fetch = Fetch::get(robots_url(url).to_string()).first_bytes(MAX_ROBOTS_BYTES as u64);
+        let fetch = Fetch::get(robots_url(url).to_string())
+            .first_bytes(MAX_ROBOTS_BYTES as u64)
+            .follow_at_least(MIN_REDIRECTS);
         let result = send(fetch).await;
         let now = clock::now();
         let mut inner = self.lock();

@@ -75,6 +75,35 @@ async fn a_disallowed_path_fails_unsent_and_an_allowed_one_is_fetched() {
     assert_eq!(paths(&site), ["/robots.txt", "/public"]);
 }
 
+/// A robots.txt that redirects is followed to its rules, however few redirects the crawl
+/// follows for its pages (RFC 9309 asks for five): with `max_redirects = 0` it read as
+/// no robots.txt, and everything was allowed.
+#[actix_rt::test]
+async fn a_redirected_robots_txt_is_followed_whatever_max_redirects_says() {
+    let pages = Pages::new(|_host: &str, pq: &str| match pq {
+        "/robots.txt" => Some(Page::redirect(301, "/a.txt")),
+        "/a.txt" => Some(Page::redirect(302, "/rules.txt")),
+        "/rules.txt" => Some(Page::text(RULES)),
+        _ => Some(Page::html("<p>page</p>")),
+    });
+    let site = paused_site(SiteConfig {
+        pages: Some(pages),
+        ..SiteConfig::default()
+    });
+    let mut s = settings();
+    s.crawler.max_redirects = 0;
+    let h = Crawler::start(s).expect("start");
+    assert_eq!(
+        fetch(&h, &site, "/private/x").await,
+        Err(FetchErrorKind::Robots)
+    );
+    assert_eq!(fetch(&h, &site, "/public").await, Ok(200));
+    assert_eq!(
+        paths(&site),
+        ["/robots.txt", "/a.txt", "/rules.txt", "/public"]
+    );
+}
+
 #[actix_rt::test]
 async fn many_concurrent_fetches_to_a_new_origin_fetch_robots_txt_once() {
     let site = site(200, RULES);

@@ -213,7 +213,8 @@ impl RobotsGate {
         let result = handle
             .fetch(
                 Fetch::get(robots.to_string())
-                    .first_bytes(exitcrawl::discover::robots::MAX_ROBOTS_BYTES as u64),
+                    .first_bytes(exitcrawl::discover::robots::MAX_ROBOTS_BYTES as u64)
+                    .follow_at_least(exitcrawl::discover::robots::MIN_REDIRECTS),
             )
             .await;
         let now = clock::now();

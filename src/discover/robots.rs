@@ -34,6 +34,10 @@ pub const MAX_CRAWL_DELAY: Duration = Duration::from_secs(60);
 /// Bytes of a robots.txt body that are parsed.
 pub const MAX_ROBOTS_BYTES: usize = 500 * 1024;
 
+/// Redirects a robots.txt fetch follows at least, whatever the crawl's own limit: RFC 9309
+/// §2.3.1.2 asks for five, and a robots.txt left at a redirect reads as none (allow all).
+pub const MIN_REDIRECTS: u8 = 5;
+
 /// Parsed rules for one user agent.
 #[derive(Debug)]
 pub struct Robots {

@@ -38,6 +38,8 @@ pub(crate) struct Hop {
     pub(super) truncate: bool,
     /// Redirects are followed (see [`crate::Fetch::follow_redirects`]).
     pub(super) follow_redirects: bool,
+    /// At least this many, whatever the exit's limit (see [`crate::Fetch::min_redirects`]).
+    pub(super) min_redirects: usize,
 }
 
 impl Hop {
@@ -53,6 +55,7 @@ impl Hop {
             body_limit: None,
             truncate: false,
             follow_redirects: true,
+            min_redirects: 0,
         }
     }
 
@@ -63,9 +66,11 @@ impl Hop {
         self
     }
 
-    /// Follow redirects from this hop (`true`), or answer with them.
-    pub(crate) fn redirects(mut self, follow: bool) -> Self {
+    /// Follow redirects from this hop (`true`), at least `at_least` of them, or answer
+    /// with them.
+    pub(crate) fn redirects(mut self, follow: bool, at_least: u8) -> Self {
         self.follow_redirects = follow;
+        self.min_redirects = usize::from(at_least);
         self
     }
 

@@ -191,13 +191,14 @@ impl ExitCore {
             max_body_bytes,
             truncate_body,
             follow_redirects,
+            min_redirects,
             left_origin,
             done,
         } = msg;
         let mut hop = Hop::new(url, method, body)
             .led_from_public(from_public)
             .body_limit(max_body_bytes, truncate_body)
-            .redirects(follow_redirects)
+            .redirects(follow_redirects, min_redirects)
             .off_origin(left_origin);
         let attempted = self.exchange(&mut hop, &headers, Instant::now()).await;
         self.count_end(&attempted);
@@ -292,9 +293,12 @@ impl ExitCore {
 
     /// Whether `resp`, the answer to `hop`, is a redirect this exit follows.
     fn is_followed(&self, hop: &Hop, resp: &awc::ClientResponse) -> bool {
-        hop.follow_redirects
-            && self.opts.client.max_redirects > 0
-            && location_header(resp).is_some()
+        hop.follow_redirects && self.max_redirects(hop) > 0 && location_header(resp).is_some()
+    }
+
+    /// The redirects `hop`'s chain may take: the exit's limit, or the fetch's own floor.
+    fn max_redirects(&self, hop: &Hop) -> usize {
+        self.opts.client.max_redirects.max(hop.min_redirects)
     }
 
     /// Follow redirects from `resp`, the answer to `hop` (at most `max_redirects`, each
@@ -308,7 +312,7 @@ impl ExitCore {
         deadline: Instant,
         mut resp: awc::ClientResponse,
     ) -> Result<(awc::ClientResponse, usize), AttemptFailure> {
-        let max_redirects = self.opts.client.max_redirects;
+        let max_redirects = self.max_redirects(hop);
         let mut redirects = 0;
         loop {
             let location = match redirect_location(&resp) {

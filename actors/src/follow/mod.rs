@@ -312,7 +312,8 @@ impl<'h> Driver<'h> {
                 // 500 KiB are read (RFC 9309 §2.5), however long it is.
                 let fetch = Fetch::get(url.to_string())
                     .found_on_public(from_public)
-                    .first_bytes(exitcrawl::discover::robots::MAX_ROBOTS_BYTES as u64);
+                    .first_bytes(exitcrawl::discover::robots::MAX_ROBOTS_BYTES as u64)
+                    .follow_at_least(exitcrawl::discover::robots::MIN_REDIRECTS);
                 async move {
                     Done::Robots {
                         result: handle.fetch(fetch).await,

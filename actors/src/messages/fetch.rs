@@ -51,6 +51,10 @@ pub struct Fetch {
     /// so that a redirect's target is asked of robots.txt, the scope and the dedupe as
     /// any link is.
     pub follow_redirects: bool,
+    /// Redirects this fetch follows at least, whatever `crawler.max_redirects` says (with
+    /// `follow_redirects`). Default 0. A robots.txt fetch sets 5: RFC 9309 asks crawlers
+    /// to follow at least five, and a robots.txt left at a redirect would read as none.
+    pub min_redirects: u8,
     /// This fetch is a hop of a redirect chain its caller follows, and the chain has
     /// left the origin it began at: the configured credentials (`Authorization`, `Cookie`,
     /// `Proxy-Authorization` of `[crawler] headers`) are not sent, as on a hop the exit
@@ -77,6 +81,7 @@ impl Fetch {
             max_body_bytes: None,
             truncate_body: false,
             follow_redirects: true,
+            min_redirects: 0,
             prefer_first_attempt: false,
             left_origin: false,
         }
@@ -85,6 +90,13 @@ impl Fetch {
     /// Do not follow redirects: a redirect is the answer (see [`Fetch::follow_redirects`]).
     pub fn no_redirects(mut self) -> Self {
         self.follow_redirects = false;
+        self
+    }
+
+    /// Follow at least `n` redirects, whatever `crawler.max_redirects` says (see
+    /// [`Fetch::min_redirects`]).
+    pub fn follow_at_least(mut self, n: u8) -> Self {
+        self.min_redirects = n;
         self
     }
 

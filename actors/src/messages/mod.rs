@@ -311,6 +311,8 @@ pub(crate) struct SendRequest {
     pub truncate_body: bool,
     /// See [`Fetch::follow_redirects`].
     pub follow_redirects: bool,
+    /// See [`Fetch::min_redirects`].
+    pub min_redirects: u8,
     /// See [`Fetch::left_origin`].
     pub left_origin: bool,
     pub done: AttemptReport,

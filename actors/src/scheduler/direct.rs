@@ -256,7 +256,7 @@ pub(super) fn run_direct(
         let mut hop = Hop::new(uri, fetch.method.clone(), fetch.body.clone())
             .led_from_public(fetch.from_public)
             .body_limit(fetch.max_body_bytes, fetch.truncate_body)
-            .redirects(fetch.follow_redirects)
+            .redirects(fetch.follow_redirects, fetch.min_redirects)
             .off_origin(fetch.left_origin);
         let attempted = {
             // Pinned where it is built: each move of a request future is a copy. Admission

@@ -315,6 +315,7 @@ impl Scheduler {
             max_body_bytes: p.fetch.max_body_bytes,
             truncate_body: p.fetch.truncate_body,
             follow_redirects: p.fetch.follow_redirects,
+            min_redirects: p.fetch.min_redirects,
             left_origin: p.fetch.left_origin,
             done: AttemptReport::new(id, reports),
         };
