@@ -83,6 +83,15 @@ pub fn is_secret_header(name: &str) -> bool {
     SECRET_HEADERS.iter().any(|h| h.eq_ignore_ascii_case(name)) || is_secret(name)
 }
 
+/// Whether a request header carries the client's credentials (`Authorization`,
+/// `Cookie`, `Proxy-Authorization`, in any case): such headers are not sent past a
+/// redirect to another origin, as browsers do not send them.
+pub fn is_credential(name: &str) -> bool {
+    ["authorization", "cookie", "proxy-authorization"]
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
 /// `value` as it may be shown for header `name`: `***` when the header looks secret
 /// ([`is_secret_header`]), else the value itself.
 pub fn mask_header<'a>(name: &str, value: &'a str) -> &'a str {

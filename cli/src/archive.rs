@@ -154,7 +154,12 @@ impl Archive {
             Some(ip) => format!("name={}; source-ip={ip}", r.exit),
             None => format!("name={}", r.exit),
         };
-        let request = request_head(target, &self.user_agent, &self.headers);
+        // Past a redirect off its origin the exit kept the configured credentials back.
+        let sent = self
+            .headers
+            .iter()
+            .filter(|(name, _)| !(r.left_origin && exitcrawl::redact::is_credential(name)));
+        let request = request_head(target, &self.user_agent, sent);
         let response_head = response_head(r);
         let ex = Exchange {
             target_uri: target,
@@ -229,9 +234,14 @@ fn exit_ips(s: &Settings) -> HashMap<String, IpAddr> {
 /// The request the exit sent for `target`. awc does not hand back the bytes it wrote, so
 /// this is rebuilt from what it sends for a `Fetch::get`: the request line, `host`,
 /// `user-agent` and `accept-encoding` (the client's default headers), the configured
-/// headers (secret-looking values as `***`): all it sends but the cookies of
+/// headers (secret-looking values as `***`; the credentials not, where the answer came
+/// off the fetch's origin and they stayed behind): all it sends but the cookies of
 /// `[crawler] cookies`, which the exit keeps to itself.
-fn request_head(target: &str, user_agent: &str, headers: &[(String, String)]) -> String {
+fn request_head<'a>(
+    target: &str,
+    user_agent: &str,
+    headers: impl IntoIterator<Item = &'a (String, String)>,
+) -> String {
     let (path, host) = match Url::parse(target) {
         Ok(u) => {
             let mut host = u.host_str().unwrap_or_default().to_string();

@@ -187,7 +187,8 @@ fn a_sitemap_seeds_every_listed_url_once_with_its_lastmod() {
 }
 
 /// A listed URL's redirect to another origin: the hop there goes without the `-H`
-/// credentials, as a redirect the exit follows itself.
+/// credentials, as a redirect the exit follows itself, and the archived request says
+/// so (it is what the site received).
 #[test]
 fn a_redirect_to_another_origin_leaves_h_credentials_behind() {
     let other = TestSite::start_at(
@@ -215,6 +216,7 @@ fn a_redirect_to_another_origin_leaves_h_credentials_behind() {
     let dir = TempDir::new("identity-redirect");
     let cfg = dir.file("c.toml", &config(""));
     let out = dir.path("o.jsonl");
+    let warc = dir.path("o.warc");
     let o = run(&[
         "--config",
         s(&cfg),
@@ -223,6 +225,8 @@ fn a_redirect_to_another_origin_leaves_h_credentials_behind() {
         "Authorization: Bearer s3cret",
         "--out",
         s(&out),
+        "--warc",
+        s(&warc),
         "--quiet",
     ]);
     assert_ok(&o);
@@ -244,4 +248,10 @@ fn a_redirect_to_another_origin_leaves_h_credentials_behind() {
         "{:?}",
         landing.headers
     );
+    let archived = std::fs::read_to_string(&warc).expect("warc");
+    let request = archived
+        .split("WARC/1.1\r\n")
+        .find(|r| r.contains("WARC-Type: request") && r.contains("GET /landing "))
+        .expect("the landing's request record");
+    assert!(!request.contains("authorization:"), "{request}");
 }

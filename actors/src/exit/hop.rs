@@ -173,9 +173,4 @@ pub(super) fn location_header<S>(resp: &awc::ClientResponse<S>) -> Option<&Heade
     resp.headers().get(awc::http::header::LOCATION)
 }
 
-/// Headers that carry credentials: not sent past a redirect to another origin.
-pub(crate) fn is_credential(name: &str) -> bool {
-    ["authorization", "cookie", "proxy-authorization"]
-        .iter()
-        .any(|c| name.eq_ignore_ascii_case(c))
-}
+pub(crate) use exitcrawl::redact::is_credential;

@@ -262,6 +262,7 @@ impl ExitCore {
                 };
                 answer.map(|mut a| {
                     a.peer_private = hop.private;
+                    a.left_origin = hop.cross_origin;
                     a
                 })
             }
@@ -435,6 +436,7 @@ fn answer(
         final_url,
         peer_private: None,
         truncated: body.truncated,
+        left_origin: false,
     })
 }
 

@@ -192,6 +192,11 @@ pub struct FetchResponse {
     /// (hand them on with [`Fetch::found_on_public`]`(false)`). `None` when the rule is
     /// lifted (`[crawl] allow_private`) and nothing was checked.
     pub peer_private: Option<bool>,
+    /// The final answer was asked for off the origin the fetch began at (a redirect the
+    /// exit followed left it, or the fetch was a hop [`Fetch::off_origin`]): the
+    /// configured credentials (`Authorization`, `Cookie`, `Proxy-Authorization` of
+    /// `[crawler] headers`) were not sent with it.
+    pub left_origin: bool,
     /// Name of the exit that got the final answer (shared with the scheduler: a copy
     /// of the name per fetch was a measurable share of its cost).
     pub exit: Arc<str>,
@@ -287,8 +292,9 @@ pub enum FetchErrorKind {
     PrivateAddress,
     /// The crawler is shutting down.
     Shutdown,
-    /// Its host refused every request for `crawler.give_up_after_ms`, or asked for a
-    /// pause longer than `crawler.max_retry_after_ms`: the URL was given up (its last
+    /// Its host refused every request for `crawler.give_up_after_ms`, or asked every exit
+    /// that may take the URL for a pause longer than `crawler.max_retry_after_ms`: the URL
+    /// was given up (its last
     /// answer, if any, was a throttle). The message says which, with the site's value.
     ThrottledOut,
     /// robots.txt of the URL's origin disallows it for our user agent, or is unavailable

@@ -432,6 +432,8 @@ pub(crate) struct Answer {
     pub peer_private: Option<bool>,
     /// See [`FetchResponse::truncated`].
     pub truncated: bool,
+    /// See [`FetchResponse::left_origin`].
+    pub left_origin: bool,
 }
 
 /// How a fetch went, beside its last answer: what its [`FetchResponse`] says of it.
@@ -458,6 +460,7 @@ impl Answer {
             content_encoding: self.content_encoding,
             peer_private: self.peer_private,
             truncated: self.truncated,
+            left_origin: self.left_origin,
             exit: d.exit,
             attempts: d.attempts,
             throttled: d.throttled,

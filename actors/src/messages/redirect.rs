@@ -179,6 +179,7 @@ mod tests {
             truncated: false,
             content_encoding: None,
             peer_private: Some(private),
+            left_origin: false,
             exit: Arc::from("e1"),
             attempts: 1,
             throttled: u32::from(status == 429),
