@@ -116,6 +116,12 @@ pub struct Throttle {
     /// How long the host has answered nothing but throttles, this one included (see
     /// [`Refusing`]).
     pub refusing_for: Duration,
+    /// For a fetch pinned to one exit (`preferred_exit`): how long the host has answered
+    /// nothing but throttles through that exit (its throttles then count there, not in
+    /// `refusing_for`). The host's own run ends with any answer through another exit, and
+    /// a pinned fetch would wait for ever; counted in the host's run, its throttles would
+    /// give up URLs the other exits serve.
+    pub pinned_for: Option<Duration>,
     /// The pause binds the exit that read it alone, and another exit may take the fetch
     /// within `max_retry_after`: a pause longer than that is then the exit's, not the
     /// URL's, and the fetch goes on through the others.
@@ -165,6 +171,10 @@ pub enum Verdict {
 pub enum GaveUp {
     /// The host answered nothing but throttles for this long, at least `give_up_after`.
     Refusing(Duration),
+    /// The fetch is pinned to an exit ([`Throttle::pinned_for`]) through which the host
+    /// answered nothing but throttles for this long, at least `give_up_after`, while it
+    /// may have answered others: this fetch alone is given up.
+    RefusingExit(Duration),
     /// The site asked for a pause this long (Retry-After or a quota's reset), longer
     /// than `max_retry_after`.
     RetryAfter(Duration),
@@ -176,6 +186,12 @@ impl fmt::Display for GaveUp {
             GaveUp::Refusing(d) => write!(
                 f,
                 "the host refused every request for {} s (crawler.give_up_after_ms)",
+                d.as_secs()
+            ),
+            GaveUp::RefusingExit(d) => write!(
+                f,
+                "the host refused every request through the fetch's preferred exit for {} s \
+                 (crawler.give_up_after_ms)",
                 d.as_secs()
             ),
             // Pauses are read up to a week (`headers::MAX_HINT`): one that long may have
@@ -249,6 +265,9 @@ pub fn decide(
             }
             _ if t.refusing_for >= bounds.give_up_after => {
                 Verdict::GaveUp(GaveUp::Refusing(t.refusing_for))
+            }
+            _ if t.pinned_for.is_some_and(|d| d >= bounds.give_up_after) => {
+                Verdict::GaveUp(GaveUp::RefusingExit(t.pinned_for.unwrap_or_default()))
             }
             _ if a.shutting_down => Verdict::Interrupted,
             _ => Verdict::Later,
@@ -399,6 +418,7 @@ mod tests {
         Ended::Throttled(Throttle {
             retry_after,
             refusing_for,
+            pinned_for: None,
             elsewhere: false,
         })
     }
@@ -523,6 +543,30 @@ mod tests {
     }
 
     #[test]
+    fn a_fetch_pinned_to_an_exit_the_host_refuses_is_given_up_alone() {
+        let clock = FakeClock::new();
+        let mut budget = roomy_budget();
+        let b = bounds();
+        let pinned = |for_: Duration| {
+            Ended::Throttled(Throttle {
+                retry_after: Some(SECS),
+                refusing_for: SECS,
+                pinned_for: Some(for_),
+                elsewhere: false,
+            })
+        };
+        let a = attempts(1);
+        assert_eq!(
+            decide(pinned(b.give_up_after - SECS), a, &b, &mut budget, clock.now()),
+            Verdict::Later
+        );
+        assert_eq!(
+            decide(pinned(b.give_up_after), a, &b, &mut budget, clock.now()),
+            Verdict::GaveUp(GaveUp::RefusingExit(b.give_up_after))
+        );
+    }
+
+    #[test]
     fn a_pause_too_long_that_binds_one_exit_of_several_is_that_exits() {
         let clock = FakeClock::new();
         let mut budget = roomy_budget();
@@ -531,6 +575,7 @@ mod tests {
         let bound_here = Ended::Throttled(Throttle {
             retry_after: long,
             refusing_for: SECS,
+            pinned_for: None,
             elsewhere: true,
         });
         assert_eq!(
@@ -551,6 +596,7 @@ mod tests {
         let refusing = Ended::Throttled(Throttle {
             retry_after: long,
             refusing_for: b.give_up_after,
+            pinned_for: None,
             elsewhere: true,
         });
         assert!(matches!(

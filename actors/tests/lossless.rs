@@ -305,6 +305,62 @@ async fn a_pause_too_long_for_one_exit_of_two_leaves_the_urls_to_the_other() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A fetch pinned to an exit (`preferred_exit`) the site refuses, while it serves the
+/// other exit: the host is not refusing everything, but the pinned fetch would wait for
+/// ever. It is given up alone after `give_up_after_ms` of refusals through its exit; the
+/// host's other URLs are fetched.
+#[actix_rt::test]
+async fn a_fetch_pinned_to_an_exit_the_site_refuses_is_given_up_alone() {
+    let banned: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+    let site = paused_site(SiteConfig {
+        limit: Limit::PerPeerExcept {
+            rate: Rate::per_second(1000, 1000),
+            peer: banned,
+            peer_rate: Rate::new(1, Duration::from_secs(100_000), 1),
+        },
+        retry_after: RetryAfter::Fixed(1),
+        ..SiteConfig::default()
+    });
+    let mut s = settings(exits(2, 4));
+    s.crawler.give_up_after_ms = 10_000;
+    let h = Crawler::start(s).expect("start");
+    // The banned address's one token goes first.
+    let mut first = Fetch::get(site.url("/first"));
+    first.preferred_exit = Some("e2".into());
+    assert_eq!(h.fetch(first).await.expect("its token").status, 200);
+    let mut pinned = Fetch::get(site.url("/pinned"));
+    pinned.preferred_exit = Some("e2".into());
+    let t0 = tokio::time::Instant::now();
+    let pinned = h.fetch(pinned);
+    // The host answers the other exit all along: one fetch a second for 30 s.
+    let others = async {
+        let mut replies = Vec::new();
+        for i in 0..30 {
+            replies.push(h.fetch(Fetch::get(site.url(&format!("/o/{i}")))).await);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        replies
+    };
+    let (pinned, others) = futures_util::future::join(
+        async {
+            let r = pinned.await;
+            (r, t0.elapsed())
+        },
+        others,
+    )
+    .await;
+    let (pinned, took) = pinned;
+    let e = pinned.expect_err("given up");
+    assert_eq!(e.kind, FetchErrorKind::ThrottledOut, "{e}");
+    assert!(e.message.contains("preferred exit"), "{e}");
+    assert!(took >= Duration::from_secs(10), "took {took:?}");
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    for r in &others {
+        assert_eq!(r.as_ref().map(|r| r.status).ok(), Some(200), "{r:?}");
+    }
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
 /// A throttle that comes back while the crawler shuts down is not the URL's answer: the
 /// fetch ends `Shutdown` (a program records it interrupted and a resumed crawl fetches it
 /// again), with its attempt and throttle counted.

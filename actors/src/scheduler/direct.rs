@@ -444,7 +444,7 @@ impl Scheduler {
         let outcome = match attempted.result {
             Ok(answer) if self.is_plain(answer.status) => {
                 let exit_name = Arc::clone(&self.exits[i].name);
-                self.refusing.answered(host);
+                self.answered_through(host, i);
                 // Noted before the host's count is given back: a quota the answer says is
                 // used up pauses the host's pacing, whose handle goes with its last count.
                 self.note_answer(

@@ -209,6 +209,9 @@ pub(crate) struct Scheduler {
     bounds: Bounds,
     /// Hosts answering nothing but throttles, and since when.
     refusing: Refusing<Arc<str>>,
+    /// The same through one exit, for fetches pinned to it (`preferred_exit`), whose
+    /// host may answer the others meanwhile.
+    refusing_pinned: Refusing<(Arc<str>, usize)>,
     /// Hosts already warned about a pause over `max_retry_after`.
     warned_pause: foldhash::HashSet<Arc<str>>,
     /// The dispatch's one timer: the runtime's, and the instant it is set for.
@@ -274,6 +277,7 @@ impl Scheduler {
             health: None,
             bounds,
             refusing: Refusing::default(),
+            refusing_pinned: Refusing::default(),
             warned_pause: foldhash::HashSet::default(),
             wake: None,
             alarm: None,

@@ -146,14 +146,25 @@ impl Scheduler {
             }
             tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
             let quiet = self.settings.crawler.max_retry_after();
-            let refusing_for = self.refusing.throttled(&p.host, now.into_std(), quiet);
+            // A fetch pinned to this exit counts its throttles against the exit alone: the
+            // host may answer the others, and its run would give up their URLs.
+            let pinned = p.fetch.preferred_exit.as_deref() == Some(&*exit_name);
+            let (refusing_for, pinned_for) = if pinned {
+                let key = (Arc::clone(&p.host), i);
+                let run = self.refusing_pinned.throttled(&key, now.into_std(), quiet);
+                (Duration::ZERO, Some(run))
+            } else {
+                let run = self.refusing.throttled(&p.host, now.into_std(), quiet);
+                (run, None)
+            };
             Ended::Throttled(Throttle {
                 retry_after: asked.or(hints.retry_after),
                 refusing_for,
+                pinned_for,
                 elsewhere,
             })
         } else {
-            self.refusing.answered(&p.host);
+            self.answered_through(&p.host, i);
             Ended::Answer {
                 status: answer.status,
             }
@@ -166,7 +177,9 @@ impl Scheduler {
             let host = Arc::clone(&p.host);
             p.last_exit = Some(i);
             self.give_up(p, why);
-            self.give_up_host(&host, why);
+            if !matches!(why, GaveUp::RefusingExit(_)) {
+                self.give_up_host(&host, why);
+            }
             return None;
         }
         if verdict == Verdict::Interrupted {
@@ -232,6 +245,15 @@ impl Scheduler {
         tracing::warn!(exit = %exit_name, host = %p.host, attempt = p.attempts, error = %mask_message(&f.message), "fetch failed");
         p.fail(f.error, f.message, &self.exits);
         None
+    }
+
+    /// `host` answered through exit `i` with anything but a throttle: it takes requests,
+    /// through that exit too.
+    pub(super) fn answered_through(&mut self, host: &Arc<str>, i: usize) {
+        self.refusing.answered(host);
+        if !self.refusing_pinned.is_empty() {
+            self.refusing_pinned.answered(&(Arc::clone(host), i));
+        }
     }
 
     /// End `p` interrupted: the crawler shuts down and its last attempt wanted another.
