@@ -75,6 +75,7 @@ async fn a_decompression_bomb_ends_as_too_large_not_as_memory() {
     let err = h.fetch(Fetch::get(url)).await.expect_err("too large");
     assert_eq!(err.kind, FetchErrorKind::BodyTooLarge, "{err}");
     assert!(err.message.contains("4194304"), "{err}");
+    assert!(err.message.contains("once decoded"), "{err}");
     // The process never held anything like the gigabyte (its peak resident size).
     let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
     let peak_kib: u64 = status
@@ -110,6 +111,62 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     e.write_all(data).unwrap();
     e.finish().unwrap()
+}
+
+/// Encoded answers that browsers and curl read: an empty body under an encoding's name,
+/// gzip with a stray newline after it, two gzip members one after the other (RFC 1952),
+/// and `deflate` sent as a bare deflate stream without zlib's header.
+#[actix_rt::test]
+async fn encoded_answers_that_browsers_read_are_decoded() {
+    let (a, b) = (b"<html>one ".repeat(200), b"two</html>".repeat(200));
+    let raw_deflate = {
+        let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&a).unwrap();
+        e.finish().unwrap()
+    };
+    let cases: Vec<(&str, &str, Vec<u8>, Vec<u8>)> = vec![
+        ("/empty-gzip", "gzip", vec![], vec![]),
+        ("/empty-deflate", "deflate", vec![], vec![]),
+        ("/empty-br", "br", vec![], vec![]),
+        ("/empty-zstd", "zstd", vec![], vec![]),
+        (
+            "/newline",
+            "gzip",
+            [gzip(&a), b"\n".to_vec()].concat(),
+            a.clone(),
+        ),
+        (
+            "/members",
+            "gzip",
+            [gzip(&a), gzip(&b)].concat(),
+            [a.clone(), b].concat(),
+        ),
+        ("/raw-deflate", "deflate", raw_deflate, a),
+    ];
+    let wire = cases.clone();
+    let site = Raw::start(move |_, line| {
+        let path = line.split(' ').nth(1).unwrap_or_default();
+        let (_, enc, body, _) = wire.iter().find(|c| c.0 == path).expect("a case");
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Encoding: {enc}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        (answer(&head, body), Then::KeepOpen)
+    })
+    .await;
+    let h = Crawler::start(settings()).expect("start");
+    for (path, enc, sent, want) in &cases {
+        let r = h
+            .fetch(Fetch::get(site.url(path)))
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(r.body, want[..], "{path}");
+        assert_eq!(r.wire_bytes, sent.len() as u64, "{path}");
+        assert_eq!(r.content_encoding.as_deref(), Some(*enc), "{path}");
+        assert_eq!(r.attempts, 1, "{path}");
+    }
+    h.shutdown(Duration::from_secs(1)).await;
 }
 
 /// Two `Content-Encoding` lines say the body was encoded twice; only one coding is
@@ -188,6 +245,7 @@ async fn an_endless_compressed_body_that_decodes_to_nothing_is_too_large() {
     let err = h.fetch(Fetch::get(url)).await.expect_err("too large");
     assert_eq!(err.kind, FetchErrorKind::BodyTooLarge, "{err}");
     assert!(err.message.contains("65536"), "{err}");
+    assert!(err.message.contains("on the wire"), "{err}");
     assert_eq!(err.attempts, 1, "too large is not retried");
     // An upper bound only, far under the timeout, for a busy machine.
     let took = started.elapsed();

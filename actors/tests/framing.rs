@@ -137,6 +137,37 @@ async fn bodyless_answers_end_at_the_head_and_keep_the_connection() {
     assert_eq!(seen.connections, 1, "{:?}", seen.requests);
 }
 
+/// A 304 may carry the `Content-Length` of the page it stands for (RFC 9110 §8.6), and a
+/// 204 or 304 that says `Transfer-Encoding: chunked` still has no body (RFC 9112 §6.3,
+/// rule 1): each ends at its head, and its connection is not reused, as the site may
+/// have sent bytes after it.
+#[actix_rt::test]
+async fn bodyless_answers_with_a_length_or_chunking_still_end_at_the_head() {
+    let site = Raw::start(|_, line| {
+        let head = match line.split(' ').nth(1).unwrap_or_default() {
+            "/304" => "HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\nETag: \"v1\"\r\n\r\n",
+            _ => "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+        };
+        (head.as_bytes().to_vec(), Then::KeepOpen)
+    })
+    .await;
+    let mut s = settings();
+    s.crawler.timeout_ms = 2000;
+    s.crawler.connect_timeout_ms = 1000;
+    let h = Crawler::start(s).unwrap();
+    for (path, status) in [("/304", 304), ("/204", 204)] {
+        let r = fetch(&h, site.url(path)).await.expect("an answer");
+        assert_eq!(
+            (r.status, r.body.len(), r.attempts),
+            (status, 0, 1),
+            "{path}"
+        );
+    }
+    let seen = site.seen();
+    assert_eq!(seen.lines(), ["GET /304 HTTP/1.1", "GET /204 HTTP/1.1"]);
+    assert_eq!(seen.connections, 2, "{:?}", seen.requests);
+}
+
 // ---------------------------------------------------------------------------------------
 // A body shorter than its framing
 // ---------------------------------------------------------------------------------------
@@ -198,6 +229,35 @@ async fn a_body_cut_short_once_comes_whole_on_the_retry() {
     assert_eq!((r.status, r.attempts), (200, 2));
     assert_eq!(r.body, body[..]);
     assert_eq!(site.seen().requests.len(), 2);
+}
+
+/// A compressed body read until the close, cut short: the close ended the framing, the
+/// decoder says the stream did not end. That is a body cut short, as one that does not
+/// reach its `Content-Length` is: `incomplete_body`, retried, and whole on the retry.
+#[actix_rt::test]
+async fn a_compressed_body_read_until_close_cut_short_once_comes_whole_on_the_retry() {
+    let body = page(20_000);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &body).unwrap();
+    let gz = gz.finish().unwrap();
+    let site = Raw::start(move |n, line| {
+        let head = "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\n";
+        // `/cut` always stops half-way, `/flaky` once.
+        let cut = line.contains("/cut") || n == 0;
+        let sent = if cut { &gz[..gz.len() / 2] } else { &gz[..] };
+        (answer(head, sent), Then::Close)
+    })
+    .await;
+    let h = Crawler::start(settings()).unwrap();
+    let r = fetch(&h, site.url("/flaky")).await.expect("an answer");
+    assert_eq!((r.status, r.attempts), (200, 2));
+    assert_eq!(r.body, body[..]);
+    let e = fetch(&h, site.url("/cut")).await.expect_err("never whole");
+    assert_eq!(e.kind, FetchErrorKind::IncompleteBody, "{e}");
+    assert!(e.record_error().starts_with("incomplete_body: "), "{e}");
+    assert!(e.message.contains("gzip"), "{e}");
+    assert_eq!(e.attempts, 1 + MAX_RETRIES);
+    assert_eq!(site.seen().requests.len(), 2 + 1 + MAX_RETRIES as usize);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -284,6 +344,27 @@ async fn a_garbage_chunk_size_is_malformed_and_not_retried() {
     .await;
     let h = Crawler::start(settings()).unwrap();
     let e = fetch(&h, site.url("/chunks")).await.expect_err("no answer");
+    assert_eq!(e.kind, FetchErrorKind::Malformed, "{e}");
+    assert!(e.record_error().starts_with("malformed: "), "{e}");
+    assert_eq!(e.attempts, 1);
+    assert_eq!(site.seen().requests.len(), 1);
+}
+
+/// An HTTP/1.0 answer has no chunked framing; one that says `Transfer-Encoding` has
+/// framing that cannot be trusted (RFC 9112 §6.1): `malformed`, not the chunks' bytes
+/// read to the close as the body.
+#[actix_rt::test]
+async fn an_http_1_0_answer_with_transfer_encoding_is_malformed() {
+    let site = Raw::start(|_, _| {
+        let bytes = answer(
+            "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"5\r\nhello\r\n0\r\n\r\n",
+        );
+        (bytes, Then::Close)
+    })
+    .await;
+    let h = Crawler::start(settings()).unwrap();
+    let e = fetch(&h, site.url("/te10")).await.expect_err("no answer");
     assert_eq!(e.kind, FetchErrorKind::Malformed, "{e}");
     assert!(e.record_error().starts_with("malformed: "), "{e}");
     assert_eq!(e.attempts, 1);

@@ -596,15 +596,18 @@ async fn read_rest(body: &mut Body, resp: &mut awc::ClientResponse) -> Result<()
 
 fn body_failure(err: &BodyError, limit: usize) -> AttemptFailure {
     let (kind, error) = match err {
-        // `Body::end` makes an answer of a full truncating body; never a failure.
-        BodyError::TooLarge | BodyError::Full => {
+        BodyError::TooLarge(over) => {
             return AttemptFailure {
                 kind: Failure::Other,
                 error: FetchErrorKind::BodyTooLarge,
-                message: format!("response body larger than the limit of {limit} bytes"),
+                message: format!("response body larger than the limit of {limit} bytes {over}"),
             }
         }
+        // `Body::end` makes an answer of a full truncating body; never a failure.
+        BodyError::Full => (Failure::Other, FetchErrorKind::BodyTooLarge),
         BodyError::Undecodable { .. } => (Failure::Other, FetchErrorKind::DecodeError),
+        // A body read until the close whose encoded stream had not ended: cut short.
+        BodyError::Cut { .. } => (Failure::Reset, FetchErrorKind::IncompleteBody),
         BodyError::Read(e) => read_failure(e),
     };
     AttemptFailure {

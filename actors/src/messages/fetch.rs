@@ -39,8 +39,8 @@ pub struct Fetch {
     /// is throttled, until the host has refused everything for `crawler.give_up_after_ms`.
     /// A robots.txt fetch sets it: a robots.txt that keeps answering 503 is unavailable.
     pub max_throttles: Option<u32>,
-    /// The largest body, decoded, in bytes, for this fetch; `None` (the default):
-    /// `crawler.max_body_bytes`. A sitemap fetch sets the protocol's 50 MB.
+    /// The largest body in bytes for this fetch, on the wire and once decoded; `None`
+    /// (the default): `crawler.max_body_bytes`. A sitemap fetch sets the protocol's 50 MB.
     pub max_body_bytes: Option<u64>,
     /// A body over that limit is cut there (the answer says [`FetchResponse::truncated`])
     /// instead of failing with `body_too_large`. A robots.txt fetch sets it: its first
@@ -115,7 +115,7 @@ impl Fetch {
         self
     }
 
-    /// Allow a body of up to `bytes` (decoded) for this fetch, instead of
+    /// Allow a body of up to `bytes` (on the wire and decoded) for this fetch, instead of
     /// `crawler.max_body_bytes`; see [`Fetch::max_body_bytes`].
     pub fn body_limit(mut self, bytes: u64) -> Self {
         self.max_body_bytes = Some(bytes);
@@ -174,7 +174,8 @@ pub struct FetchResponse {
     /// Response headers of the final attempt (names and values of the `http` crate; see
     /// [`Headers`] for why not an `http::HeaderMap`).
     pub headers: Headers,
-    /// Response body, decoded (at most `crawler.max_body_bytes` once decoded). When it came
+    /// Response body, decoded (at most `crawler.max_body_bytes`, on the wire and once
+    /// decoded). When it came
     /// encoded, `Content-Encoding` and `Content-Length` are taken off `headers` (they
     /// described the encoded body) and the encoding is in `content_encoding`.
     pub body: Bytes,
@@ -272,11 +273,13 @@ pub enum FetchErrorKind {
     /// No exit of the host's address family (IPv4 exits for an IPv6-only host, or the
     /// other way round).
     AddressFamily,
-    /// The response body was larger than `crawler.max_body_bytes`.
+    /// The response body was larger than `crawler.max_body_bytes` (the message says
+    /// whether on the wire, once decoded, or as its `Content-Length` announced).
     BodyTooLarge,
     /// The connection ended before the body its framing announced was all there
     /// (`Content-Length` not reached, a chunk cut short, no last chunk, a TLS stream cut
-    /// without its close): retried like a reset; the part that came is never handed on.
+    /// without its close, a compressed body read until the close whose stream stops
+    /// short): retried like a reset; the part that came is never handed on.
     IncompleteBody,
     /// The answer's HTTP framing does not parse (a garbage status line or head, a chunk
     /// size that is not hexadecimal): the site's doing, not retried.

@@ -430,6 +430,14 @@ impl MessageType for ResponseHead {
         // convert headers
         let mut length = msg.set_headers(&src.split_to(len).freeze(), &headers[..h_len], ver)?;
 
+        // exitcrawl patch: HTTP/1.0 has no transfer codings, so an HTTP/1.0 answer that
+        // names one has framing that cannot be trusted (RFC 9112 §6.1): an error, not a
+        // body read to the close with the chunks' framing in it.
+        if ver == Version::HTTP_10 && msg.headers.contains_key(header::TRANSFER_ENCODING) {
+            debug!("Transfer-Encoding in an HTTP/1.0 response");
+            return Err(ParseError::Header);
+        }
+
         // Remove CL value if 0 now that all headers and HTTP/1.0 special cases are processed.
         // Protects against some request smuggling attacks.
         // See https://github.com/actix/actix-web/issues/2767.
@@ -438,23 +446,29 @@ impl MessageType for ResponseHead {
             length = PayloadLength::None;
         }
 
+        // exitcrawl patch: 1xx (but 101), 204 and 304 answers end at their head whatever
+        // their headers say (RFC 9112 §6.3, rule 1): a 304 may carry the Content-Length of
+        // the page it stands for (RFC 9110 §8.6).
+        let bodyless_status = (status.is_informational()
+            && status != StatusCode::SWITCHING_PROTOCOLS)
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED;
+
         // message payload
-        let decoder = if let PayloadLength::Payload(pl) = length {
+        let decoder = if zero_length || bodyless_status {
+            // exitcrawl patch: no body, whatever the version. An HTTP/1.0 server still
+            // closes; and after a length or chunking that announced a body, the server may
+            // send one anyway, which would be read as the next answer: not reused.
+            let announced = matches!(length, PayloadLength::Payload(_));
+            if announced || msg.version == Version::HTTP_10 {
+                msg.set_connection_type(ConnectionType::Close);
+            }
+            PayloadType::None
+        } else if let PayloadLength::Payload(pl) = length {
             pl
         } else if status == StatusCode::SWITCHING_PROTOCOLS {
             // switching protocol or connect
             PayloadType::Stream(PayloadDecoder::eof())
-        } else if zero_length
-            || status.is_informational()
-            || status == StatusCode::NO_CONTENT
-            || status == StatusCode::NOT_MODIFIED
-        {
-            // exitcrawl patch: no body, whatever the version (`Content-Length: 0`, or
-            // RFC 9112 §6.3, rule 1); an HTTP/1.0 server still closes
-            if msg.version == Version::HTTP_10 {
-                msg.set_connection_type(ConnectionType::Close);
-            }
-            PayloadType::None
         } else {
             // exitcrawl patch: neither length nor chunking, so the body is what comes until
             // the server closes, in HTTP/1.1 as in HTTP/1.0 (RFC 9112 §6.3, rule 8); the
