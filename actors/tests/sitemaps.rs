@@ -2,11 +2,14 @@
 //! sitemap (served as application/gzip), each listed URL fetched once with its
 //! `<lastmod>` in its record, URLs of other hosts and out of scope left out, robots.txt
 //! obeyed, and the `Sitemap:` lines of robots.txt read with `[crawl] sitemaps = true`.
+//! Sitemap fetches themselves go through robots.txt and its Crawl-delay as pages do.
 
 mod support;
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use exitcrawl::config::{Algorithm, Settings};
@@ -225,4 +228,55 @@ async fn a_sitemap_larger_than_a_page_may_be_is_read_up_to_the_protocols_50_mb()
         .expect("crawl");
     assert_eq!(totals.sitemap_errors, 0, "{totals:?}");
     assert_eq!(totals.sitemap_urls, 50_000, "{totals:?}");
+}
+
+/// A `--sitemap` robots.txt disallows is not fetched, nor is a disallowed redirect
+/// target of one; robots.txt is asked first, and the Crawl-delay spaces the sitemaps.
+#[actix_rt::test]
+async fn sitemap_fetches_obey_robots_txt_and_its_crawl_delay() {
+    let log: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let l = Arc::clone(&log);
+    let site = TestSite::start(SiteConfig {
+        pages: Some(Pages::new(move |_, pq: &str| {
+            l.lock().unwrap().push((pq.to_owned(), Instant::now()));
+            Some(match pq {
+                "/robots.txt" => Page::text("User-agent: *\nCrawl-delay: 1\nDisallow: /private/\n"),
+                "/moved.xml" => Page::redirect(301, "/private/moved.xml"),
+                _ => Page {
+                    status: 200,
+                    content_type: "application/xml",
+                    body: Bytes::from(urlset("", &[])),
+                    location: None,
+                },
+            })
+        })),
+        ..SiteConfig::default()
+    });
+    let h = Crawler::start(settings()).expect("start");
+    let mut opts = FollowOptions::from_settings(h.settings());
+    opts.sitemaps = ["/private/s.xml", "/s1.xml", "/moved.xml", "/s2.xml"]
+        .map(|p| site.url(p))
+        .to_vec();
+    let totals = follow::crawl(&h, vec![], opts, |_, _| {})
+        .await
+        .expect("crawl");
+    let log = log.lock().unwrap().clone();
+    let paths: Vec<&str> = log.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths[0], "/robots.txt", "{paths:?}");
+    let mut rest = paths[1..].to_vec();
+    rest.sort_unstable();
+    assert_eq!(rest, ["/moved.xml", "/s1.xml", "/s2.xml"], "{paths:?}");
+    for w in log.windows(2) {
+        let gap = w[1].1 - w[0].1;
+        assert!(
+            gap >= Duration::from_secs(1),
+            "gap {gap:?} < Crawl-delay: {paths:?}"
+        );
+    }
+    assert_eq!(
+        (totals.sitemap_fetches, totals.sitemap_errors),
+        (3, 2),
+        "{totals:?}"
+    );
+    h.shutdown(Duration::from_secs(1)).await;
 }

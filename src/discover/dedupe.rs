@@ -110,6 +110,13 @@ impl Seen {
         self.set.insert(fp)
     }
 
+    /// [`Seen::insert`] for a URL handed in (a seed), not discovered: held whatever the
+    /// limit, which bounds what a crawl finds, not what it is given (the input bounds
+    /// that), so a seed is fetched and a repeated one is still seen.
+    pub fn insert_given(&mut self, url: &Url) -> bool {
+        self.set.insert(fingerprint(url))
+    }
+
     /// Was `url` seen?
     pub fn contains(&self, url: &Url) -> bool {
         self.set.contains(&fingerprint(url))
@@ -163,6 +170,9 @@ mod tests {
         assert!(!s.insert_fingerprint(3));
         assert!(!s.insert_fingerprint(1)); // already seen: not a refusal
         assert_eq!((s.len(), s.refused()), (2, 1));
+        let given = Url::parse("http://e.com/given").unwrap();
+        assert!(s.insert_given(&given) && !s.insert_given(&given));
+        assert_eq!((s.len(), s.refused()), (3, 1));
     }
 
     #[test]

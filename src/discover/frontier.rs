@@ -9,7 +9,8 @@
 //! Politeness per host: [`Frontier::set_interval`] (e.g. robots.txt Crawl-delay) spaces
 //! successive pops of one host; [`Frontier::set_next`] pushes the next pop out (e.g.
 //! Retry-After); [`Frontier::set_max_in_flight`] caps fetches in flight per host (the
-//! caller reports completions with [`Frontier::done`]).
+//! caller reports completions with [`Frontier::done`]); [`Frontier::block`] holds a host
+//! back until [`Frontier::unblock`] (e.g. while its robots.txt is fetched).
 //!
 //! A queued URL is kept as its text, not as a parsed [`Url`] (which holds its text and
 //! the offsets of every part), and the page it was found on is shared by all the links
@@ -39,6 +40,9 @@ pub struct Entry {
     /// Found on a page (or in a sitemap) that came from a public address: it may not lead
     /// to a private one (see `crate::address`). `false` for seeds, which are trusted.
     pub from_public: bool,
+    /// A sitemap file to read, not a page: it waits and is sent as a page is (robots.txt,
+    /// the per-host cap, Crawl-delay), but gets no record and takes no page budget.
+    pub sitemap: bool,
 }
 
 /// The answer of [`Frontier::pop`].
@@ -49,8 +53,8 @@ pub enum Pop {
     /// URLs are queued but no host is ready for this long (sooner if a fetch completes
     /// and its host was at its in-flight cap).
     Wait(Duration),
-    /// URLs are queued but every host with URLs is at its in-flight cap: pop again after
-    /// a [`Frontier::done`].
+    /// URLs are queued but every host with URLs is at its in-flight cap or blocked: pop
+    /// again after a [`Frontier::done`] or [`Frontier::unblock`].
     Busy,
     /// Nothing queued.
     Empty,
@@ -69,6 +73,7 @@ struct Queued {
     parent: Option<Arc<str>>,
     depth: u32,
     from_public: bool,
+    sitemap: bool,
 }
 
 impl Queued {
@@ -80,6 +85,7 @@ impl Queued {
             depth: self.depth,
             parent: self.parent.as_deref().map(parse),
             from_public: self.from_public,
+            sitemap: self.sitemap,
         }
     }
 }
@@ -91,6 +97,8 @@ struct Host {
     last_pop: Option<Instant>,
     interval: Duration,
     in_flight: u32,
+    /// Held back by [`Frontier::block`].
+    blocked: bool,
     /// `(next, last_pop)` before the latest pop, for [`Frontier::release`].
     undo: Option<(Option<Instant>, Option<Instant>)>,
 }
@@ -102,6 +110,8 @@ pub struct Frontier {
     /// Hosts with a non-empty queue, in serving order.
     ring: VecDeque<String>,
     len: usize,
+    /// Of those, sitemap files.
+    sitemaps: usize,
     max_in_flight: Option<u32>,
     /// The parent of the last entry pushed: the links of one page come together.
     last_parent: Option<Arc<str>>,
@@ -126,19 +136,34 @@ impl Frontier {
             depth,
             parent,
             from_public: false,
+            sitemap: false,
         });
     }
 
     /// Queue an entry (its URL already normalised, in scope and deduped) behind its
     /// host's URLs.
     pub fn push_entry(&mut self, entry: Entry) {
+        self.queue(entry, false);
+    }
+
+    /// Queue an entry ahead of its host's URLs (a sitemap, read before the pages).
+    pub fn push_first(&mut self, entry: Entry) {
+        self.queue(entry, true);
+    }
+
+    fn queue(&mut self, entry: Entry, first: bool) {
         let key = host_key(&entry.url).to_owned();
         let queued = self.compact(entry);
+        self.sitemaps += usize::from(queued.sitemap);
         let host = self.hosts.entry(key.clone()).or_default();
         if host.queue.is_empty() {
             self.ring.push_back(key);
         }
-        host.queue.push_back(queued);
+        if first {
+            host.queue.push_front(queued);
+        } else {
+            host.queue.push_back(queued);
+        }
         self.len += 1;
     }
 
@@ -157,6 +182,7 @@ impl Frontier {
             parent,
             depth: entry.depth,
             from_public: entry.from_public,
+            sitemap: entry.sitemap,
         }
     }
 
@@ -176,15 +202,22 @@ impl Frontier {
     /// Put back an entry that was popped but not fetched (robots.txt still unknown, host
     /// must wait): it goes to the front of its host's queue and its in-flight slot is freed.
     pub fn requeue(&mut self, entry: Entry) {
-        let key = host_key(&entry.url).to_owned();
-        let entry = self.compact(entry);
-        let host = self.hosts.entry(key.clone()).or_default();
-        if host.queue.is_empty() {
-            self.ring.push_back(key);
+        if let Some(h) = self.hosts.get_mut(host_key(&entry.url)) {
+            h.in_flight = h.in_flight.saturating_sub(1);
         }
-        host.in_flight = host.in_flight.saturating_sub(1);
-        host.queue.push_front(entry);
-        self.len += 1;
+        self.queue(entry, true);
+    }
+
+    /// Hand out nothing of `host` until [`Frontier::unblock`]: its URLs stay queued.
+    pub fn block(&mut self, host: &str) {
+        self.hosts.entry(host.to_owned()).or_default().blocked = true;
+    }
+
+    /// Let [`Frontier::pop`] hand out `host`'s URLs again.
+    pub fn unblock(&mut self, host: &str) {
+        if let Some(h) = self.hosts.get_mut(host) {
+            h.blocked = false;
+        }
     }
 
     /// No pop for `host` before `t` (keeps a later earliest time already set).
@@ -221,7 +254,7 @@ impl Frontier {
             let Some(h) = self.hosts.get_mut(&key) else {
                 continue; // not reached: ring hosts are in the map
             };
-            if self.max_in_flight.is_some_and(|c| h.in_flight >= c) {
+            if h.blocked || self.max_in_flight.is_some_and(|c| h.in_flight >= c) {
                 busy = true;
                 self.ring.push_back(key);
                 continue;
@@ -242,6 +275,7 @@ impl Frontier {
                 self.ring.push_back(key);
             }
             self.len -= 1;
+            self.sitemaps -= usize::from(entry.sitemap);
             return Pop::Ready(entry.into_entry());
         }
         match (earliest, busy) {
@@ -254,6 +288,11 @@ impl Frontier {
     /// URLs queued, all hosts.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Sitemap files queued ([`Entry::sitemap`]), all hosts.
+    pub fn sitemaps(&self) -> usize {
+        self.sitemaps
     }
 
     /// Nothing queued.
@@ -364,5 +403,27 @@ mod tests {
         f.requeue(e); // e.g. robots.txt not known yet: back to the front, slot freed
         assert_eq!(f.len(), 1);
         assert_eq!(ready(f.pop(t)).url.as_str(), "http://a.test/2");
+    }
+
+    #[test]
+    fn a_blocked_host_keeps_its_urls_and_a_sitemap_goes_first() {
+        let mut f = Frontier::new();
+        let t = Instant::now();
+        f.push(u("http://a.test/1"), 0, None);
+        f.push_first(Entry {
+            url: u("http://a.test/s.xml"),
+            depth: 0,
+            parent: None,
+            from_public: false,
+            sitemap: true,
+        });
+        assert_eq!((f.len(), f.sitemaps()), (2, 1));
+        f.block("a.test");
+        assert_eq!(f.pop(t), Pop::Busy);
+        f.unblock("a.test");
+        let first = ready(f.pop(t));
+        assert!(first.sitemap && first.url.path() == "/s.xml", "{first:?}");
+        assert_eq!((f.len(), f.sitemaps()), (1, 0));
+        assert!(!ready(f.pop(t)).sitemap);
     }
 }

@@ -138,9 +138,22 @@ pub fn origin_key(url: &Url) -> String {
 }
 
 impl Robots {
-    /// Parse `body` for `user_agent` (a full User-Agent value or just its token).
+    /// Parse `body` for `user_agent` (a full User-Agent value or just its token). Its
+    /// first [`MAX_ROBOTS_BYTES`] are read; a body that long may have been cut there
+    /// (fetches take no more), so its last line, which the cut may have split, is left
+    /// out: `Disallow: /private` cut to `Disallow: /` would shut the site, `Allow:
+    /// /a/b/public` cut to `Allow: /a/b/` open what a `Disallow: /a/b` closes.
     pub fn parse(body: &[u8], user_agent: &str) -> Robots {
-        let body = &body[..body.len().min(MAX_ROBOTS_BYTES)];
+        let body = if body.len() >= MAX_ROBOTS_BYTES {
+            let head = &body[..MAX_ROBOTS_BYTES];
+            let end = head
+                .iter()
+                .rposition(|b| matches!(b, b'\n' | b'\r'))
+                .map_or(0, |i| i + 1);
+            &head[..end]
+        } else {
+            body
+        };
         let body = rules_as_urls_are(body);
         match texting_robots::Robot::new(product_token(user_agent), &body) {
             Ok(r) => {
@@ -408,6 +421,46 @@ mod tests {
             "an encoded slash is not a slash"
         );
         assert!(r.allowed(&u("http://e.com/joe/x")));
+    }
+
+    /// A robots.txt whose `MAX_ROBOTS_BYTES` cut falls inside its last rule, leaving
+    /// `cut_to` of it.
+    fn cut_in_a_rule(head: &str, rule: &str, cut_to: &str) -> Vec<u8> {
+        let mut body = head.as_bytes().to_vec();
+        let room = MAX_ROBOTS_BYTES - body.len() - cut_to.len();
+        let filler = "# filler\n".repeat(room / 9 + 1);
+        body.extend_from_slice(&filler.as_bytes()[filler.len() - room..]);
+        assert!(body.ends_with(b"\n"));
+        body.extend_from_slice(rule.as_bytes());
+        assert_eq!(
+            &body[MAX_ROBOTS_BYTES - cut_to.len()..MAX_ROBOTS_BYTES],
+            cut_to.as_bytes()
+        );
+        body
+    }
+
+    #[test]
+    fn a_rule_the_size_limit_cuts_in_two_is_left_out() {
+        // `Allow: /a/b/c/public` cut to `Allow: /a/b/` would outweigh `Disallow: /a/b`.
+        let body = cut_in_a_rule(
+            "User-agent: *\nDisallow: /a/b\n",
+            "Allow: /a/b/c/public\n",
+            "Allow: /a/b/",
+        );
+        for (what, body) in [
+            ("cut here", &body[..MAX_ROBOTS_BYTES]),
+            ("longer", &body[..]),
+        ] {
+            let r = Robots::parse(body, "exitcrawl");
+            assert!(!r.allowed(&u("http://e.com/a/b/secret")), "{what}");
+        }
+        // `Disallow: /private` cut to `Disallow: /` would shut the whole site.
+        let body = cut_in_a_rule("User-agent: *\n", "Disallow: /private\n", "Disallow: /");
+        let r = Robots::parse(&body[..MAX_ROBOTS_BYTES], "exitcrawl");
+        assert!(r.allowed(&u("http://e.com/public")));
+        // A body within the limit keeps its last line, newline or not.
+        let r = Robots::parse(b"User-agent: *\nDisallow: /x", "exitcrawl");
+        assert!(!r.allowed(&u("http://e.com/x")));
     }
 
     #[test]

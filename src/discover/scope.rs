@@ -143,18 +143,11 @@ impl Scope {
         if self.max_depth.is_some_and(|m| depth > m) {
             return Verdict::TooDeep;
         }
-        match self.mode {
-            ScopeMode::SameHost => {
-                if !url.host_str().is_some_and(|h| self.hosts.contains(h)) {
-                    return Verdict::OutOfScope(OutOfScope::OtherHost);
-                }
-            }
-            ScopeMode::SameDomain => {
-                if !registrable_domain(url).is_some_and(|d| self.domains.contains(&d)) {
-                    return Verdict::OutOfScope(OutOfScope::OtherDomain);
-                }
-            }
-            ScopeMode::AnyHost => {}
+        if !self.host_in(url) {
+            return Verdict::OutOfScope(match self.mode {
+                ScopeMode::SameDomain => OutOfScope::OtherDomain,
+                _ => OutOfScope::OtherHost,
+            });
         }
         let s = url.as_str();
         if let Some(r) = self.deny.iter().find(|r| r.is_match(s)) {
@@ -164,6 +157,17 @@ impl Scope {
             return Verdict::OutOfScope(OutOfScope::NotAllowed);
         }
         Verdict::In
+    }
+
+    /// Is `url`'s host one of the crawl's (by `mode` alone: no rule, no depth)?
+    pub fn host_in(&self, url: &Url) -> bool {
+        match self.mode {
+            ScopeMode::SameHost => url.host_str().is_some_and(|h| self.hosts.contains(h)),
+            ScopeMode::SameDomain => {
+                registrable_domain(url).is_some_and(|d| self.domains.contains(&d))
+            }
+            ScopeMode::AnyHost => true,
+        }
     }
 
     /// Count one page against `max_pages`; `false` once the budget is spent.

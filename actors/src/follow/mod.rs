@@ -16,8 +16,8 @@
 //!
 //! - **Robots**: before a host's first page, `/robots.txt` of its origin is fetched through
 //!   the same [`CrawlerHandle::fetch`] (so the same exits, limiter and retries apply); the
-//!   host's popped URLs wait aside meanwhile. 4xx → allow all; 5xx, 429 and network errors
-//!   → nothing is fetched from the origin, the fetch is retried with the
+//!   host's URLs wait in the frontier meanwhile. 4xx → allow all; 5xx, 429 and network
+//!   errors → nothing is fetched from the origin, the fetch is retried with the
 //!   [`RobotsCache`](exitcrawl::discover::RobotsCache)'s doubling backoff, and after [`FollowOptions::max_robots_failures`]
 //!   failures in a row its URLs are recorded as skipped (`"robots"`, with an error saying
 //!   robots.txt was unreachable). Disallowed URLs become records with `skipped = "robots"`
@@ -34,7 +34,8 @@
 //!   through robots.txt, the scope and the dedupe like a link
 //!   (`exitcrawl::discover::crawl::Crawl::on_page`), fetched through the exit that read
 //!   the redirect and without the configured credentials once the chain has left its
-//!   first origin. A page that redirects to itself is asked again within its one fetch.
+//!   first origin. A page that redirects to itself is asked again within its one fetch,
+//!   once its host's Crawl-delay allows.
 //! - **Records**: one [`FollowRecord`] per URL that was fetched or skipped by robots.
 //!   Links that are out of scope, already seen, or past the page budget get no record;
 //!   they are only counted in [`FollowTotals`] (one count per link *occurrence* for
@@ -42,7 +43,11 @@
 //! - **Sitemaps** (`sitemaps.rs`): the sitemaps in [`FollowOptions::sitemaps`] and, with
 //!   `[crawl] sitemaps`, those named by the `Sitemap:` lines of each robots.txt fetched,
 //!   are read once each (indexes name further sitemaps; gzip'd ones are decompressed
-//!   within `crawler.max_body_bytes`); the URLs they list on their own host join the
+//!   within [`FollowOptions::max_sitemap_bytes`]). A sitemap fetch is handed out by the
+//!   core as a page is: after its origin's robots.txt (a disallowed one is logged,
+//!   counted in [`FollowTotals::sitemap_errors`] and not fetched), within the
+//!   concurrency, the per-host cap and the Crawl-delay; its redirects are hops the core
+//!   queues, each through robots.txt again. The URLs they list on their own host join the
 //!   frontier at depth 0 through scope and dedupe, like links, and keep their
 //!   `<lastmod>` for their record. Sitemap fetches get no record of their own: they are
 //!   counted ([`FollowTotals::sitemap_fetches`]) and a failure is logged.
@@ -92,7 +97,8 @@ pub const SITEMAP_MAX_BYTES: u64 = 52_428_800;
 pub struct FollowOptions {
     /// The `[crawl]` table (`follow = false`: fetch the seeds only, still obeying robots).
     pub crawl: CrawlSettings,
-    /// Fetches in flight at once, pages and robots.txt together (`crawler.concurrency`).
+    /// Fetches in flight at once, pages, robots.txt and sitemaps together
+    /// (`crawler.concurrency`).
     pub concurrency: usize,
     /// The name robots.txt groups are matched against.
     pub robots_token: String,
@@ -189,6 +195,7 @@ pub async fn crawl(
         crawl,
         in_flight: FuturesUnordered::new(),
         redirected_by: resumed_chains(&resume),
+        sitemap_chains: HashMap::new(),
     };
     if !opts.crawl.robots {
         tracing::warn!(
@@ -241,6 +248,9 @@ struct Driver<'h> {
     in_flight: FuturesUnordered<LocalBoxFuture<'h, Done>>,
     /// Redirect targets queued, and the chain that named them (see [`Chain`]).
     redirected_by: HashMap<String, Chain>,
+    /// The same for sitemaps' redirects (one entry at most for each sitemap read, of
+    /// which a crawl reads a bounded number).
+    sitemap_chains: HashMap<String, Chain>,
 }
 
 type OnRecord<'r> = dyn FnMut(FollowRecord, Option<FetchResponse>) + 'r;
@@ -288,7 +298,12 @@ impl<'h> Driver<'h> {
             Action::InvalidSeed { url, error } => {
                 on_record(FollowRecord::invalid_seed(url, error), None);
             }
-            Action::Notice(n) => log(&n),
+            Action::Notice(n) => {
+                if let Notice::SitemapSkipped { url, .. } = &n {
+                    self.sitemap_chains.remove(url.as_str());
+                }
+                log(&n);
+            }
         }
     }
 
@@ -324,13 +339,24 @@ impl<'h> Driver<'h> {
                 .boxed_local()
             }
             Request::Sitemap { url, from_public } => {
-                let fetch = Fetch::get(url.as_str())
+                // Its redirects are the crawl's to follow, each hop through robots.txt
+                // and the host's pacing, as a page's are.
+                let mut fetch = Fetch::get(url.as_str())
                     .found_on_public(from_public)
-                    .body_limit(self.opts.max_sitemap_bytes);
+                    .body_limit(self.opts.max_sitemap_bytes)
+                    .no_redirects();
+                let chain = self.sitemap_chains.remove(url.as_str());
+                if let Some(c) = &chain {
+                    fetch = fetch.off_origin(c.left_origin);
+                    if let Some(exit) = &c.exit {
+                        fetch = fetch.prefer(&**exit);
+                    }
+                }
                 async move {
                     Done::Sitemap {
                         result: handle.fetch(fetch).await,
                         url,
+                        chain,
                     }
                 }
                 .boxed_local()
@@ -374,7 +400,10 @@ impl<'h> Driver<'h> {
                 chain,
                 again,
             } => self.on_page(entry, (sent, chain, again), result, on_record),
-            Done::Sitemap { url, result } => {
+            Done::Sitemap { url, result, chain } => {
+                if let Ok(r) = &result {
+                    self.sitemap_hop(&url, r, chain);
+                }
                 for a in self.on_sitemap(&url, &result) {
                     self.act(a, None, on_record);
                 }
@@ -383,10 +412,11 @@ impl<'h> Driver<'h> {
     }
 
     /// A page's answer. One that redirects to the page itself (a cookie set, then the page
-    /// again) is asked again at once, through the exit that read it, up to
-    /// `max_redirects` times, within the page's one fetch and one record: the crawl, to
-    /// which it is seen already, would end it there. Otherwise the crawl hears of it; a
-    /// redirect's target is queued with its chain.
+    /// again) is asked again, through the exit that read it, up to `max_redirects` times,
+    /// within the page's one fetch and one record: the crawl, to which it is seen
+    /// already, would end it there. The host's Crawl-delay, if any, is waited out first
+    /// (the page still holds its host's one fetch, so nothing else goes there meanwhile).
+    /// Otherwise the crawl hears of it; a redirect's target is queued with its chain.
     fn on_page(
         &mut self,
         entry: exitcrawl::discover::Entry,
@@ -416,8 +446,14 @@ impl<'h> Driver<'h> {
                     exit: Some(exit),
                     left_origin: left,
                 };
+                let delay = self
+                    .crawl
+                    .crawl_delay(exitcrawl::discover::host_key(&entry.url));
                 let fut = page_fetch(self.handle, entry, sent, Some(chain), again);
-                self.in_flight.push(fut);
+                self.in_flight.push(match delay {
+                    Some(d) => tokio::time::sleep(d).then(|()| fut).boxed_local(),
+                    None => fut,
+                });
                 return;
             }
             error = Some(format!(
@@ -535,6 +571,9 @@ fn log(n: &Notice) {
         }
         Notice::SitemapMalformed { url, why, kept } => {
             tracing::warn!(sitemap = %Masked(url.as_str()), error = %why, kept = *kept, "sitemap: malformed; the entries before the fault are used");
+        }
+        Notice::SitemapSkipped { url, why } => {
+            tracing::warn!(sitemap = %Masked(url.as_str()), why = %why, "sitemap not fetched");
         }
         Notice::RobotsUnreachable { origin, failures } => {
             tracing::warn!(%origin, failures = *failures, "robots.txt unreachable; skipping the origin");

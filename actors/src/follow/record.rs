@@ -98,6 +98,7 @@ impl FollowRecord {
             depth: 0,
             parent: None,
             from_public: false,
+            sitemap: false,
         };
         FollowRecord::unfetched(url, &entry, Some(error))
     }

@@ -1,18 +1,40 @@
 //! Sitemaps in a crawl: the bodies come gzip'd without `Content-Encoding` (`.xml.gz`
 //! served as `application/gzip`, which the exit leaves as it is), so they are
 //! decompressed here, where the `flate2` dependency lives, before the core reads them.
+//! A sitemap's redirect is not followed in its fetch: the core queues the target as a
+//! sitemap of its own, and its hop goes through the exit that read the redirect, without
+//! the configured credentials once the chain has left its first origin, as a page's.
 
 use std::io::Read;
+use std::sync::Arc;
 
 use exitcrawl::discover::crawl::{Action, Failure};
-use exitcrawl::discover::sitemap;
+use exitcrawl::discover::{normalize, sitemap};
 use url::Url;
 
-use super::state::{answer, failure};
+use super::state::{answer, failure, Chain};
 use super::Driver;
 use crate::messages::{FetchError, FetchResponse};
 
 impl Driver<'_> {
+    /// The sitemap `url`, reached by `chain`, answered `r`: if that is a redirect, the
+    /// chain its target goes on with, should the core queue it.
+    pub(super) fn sitemap_hop(&mut self, url: &Url, r: &FetchResponse, chain: Option<Chain>) {
+        let Some(target) = r
+            .redirect_target()
+            .and_then(Result::ok)
+            .and_then(|t| normalize(t.as_str()).ok())
+        else {
+            return;
+        };
+        let left = chain.is_some_and(|c| c.left_origin) || target.origin() != url.origin();
+        let chain = Chain {
+            exit: Some(Arc::clone(&r.exit)),
+            left_origin: left,
+        };
+        self.sitemap_chains.insert(target.to_string(), chain);
+    }
+
     /// A sitemap fetch completed: the core reads it (a 2xx body decompressed first).
     pub(super) fn on_sitemap(
         &mut self,
@@ -37,7 +59,7 @@ impl Driver<'_> {
             }
             Ok(r) => Ok(answer(r, &r.body)),
         };
-        self.crawl.on_sitemap(url, read)
+        self.crawl.on_sitemap(url, read, crate::clock::now())
     }
 }
 

@@ -30,6 +30,8 @@ pub(super) enum Done {
     Sitemap {
         url: Url,
         result: Result<FetchResponse, FetchError>,
+        /// The redirect chain that led to it, if any.
+        chain: Option<Chain>,
     },
 }
 

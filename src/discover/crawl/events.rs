@@ -1,12 +1,13 @@
 //! What a completed fetch does to the crawl: a page's links join the frontier, a
 //! robots.txt answer lets its origin's pages go (or holds them back), a sitemap adds
-//! its URLs. Each method takes back the in-flight slot its request held.
+//! its URLs (or, redirecting, its next hop). Each method takes back the in-flight slot
+//! its request held.
 
 use std::time::Instant;
 
 use url::Url;
 
-use super::{Action, Answer, Crawl, Failure, Notice, PageDone};
+use super::{Action, Answer, Crawl, Failure, NotSent, Notice, PageDone, Redirected};
 use crate::discover::links::extract_links_counted;
 use crate::discover::sitemap::{self, may_list, SitemapKind};
 use crate::discover::{host_key, normalize, Entry, Frontier, RobotsState, Verdict};
@@ -19,15 +20,7 @@ impl Crawl {
         result: Result<Answer<'_>, Failure>,
         now: Instant,
     ) -> PageDone {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        let host = host_key(&entry.url).to_owned();
-        self.frontier.done(&host);
-        if let Some(n) = self.host_in_flight.get_mut(&host) {
-            *n = n.saturating_sub(1);
-        }
-        if let Some(d) = self.delays.get(&host) {
-            self.frontier.set_next(&host, now + *d);
-        }
+        self.answered(&entry.url, now);
         self.totals.fetched += 1;
         let lastmod = self.lastmods.remove(entry.url.as_str());
         let moved = self.redirected.remove(&entry.url);
@@ -62,6 +55,20 @@ impl Crawl {
         }
     }
 
+    /// A page or sitemap fetch of `url` completed at `now`: its slots are free, and a
+    /// Crawl-delay host's next send is timed from here.
+    fn answered(&mut self, url: &Url, now: Instant) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let host = host_key(url);
+        self.frontier.done(host);
+        if let Some(n) = self.host_in_flight.get_mut(host) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(d) = self.delays.get(host) {
+            self.frontier.set_next(host, now + *d);
+        }
+    }
+
     /// `page` answered with a redirect to `location` (relative to it) that its fetch did
     /// not follow. The target joins the frontier as the same page moved: at its depth,
     /// through the scope, the dedupe and robots.txt as any link, so a redirect into a
@@ -78,7 +85,7 @@ impl Crawl {
         page: &Entry,
         location: &[u8],
         from_public: bool,
-        moved: Option<super::Redirected>,
+        moved: Option<Redirected>,
     ) -> Result<Vec<String>, String> {
         let location = String::from_utf8_lossy(location);
         if self.max_redirects == 0 {
@@ -92,13 +99,7 @@ impl Crawl {
                 self.max_redirects
             ));
         }
-        let target = page
-            .url
-            .join(&location)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .and_then(|u| normalize(u.as_str()).ok())
-            .ok_or_else(|| format!("other: redirect to an unusable Location {location:?}"))?;
+        let target = hop(&page.url, &location)?;
         if from_seed {
             self.scope = std::mem::take(&mut self.scope).seed(&target);
         }
@@ -107,6 +108,7 @@ impl Crawl {
             depth: page.depth,
             parent: Some(page.url.clone()),
             from_public,
+            sitemap: false,
         };
         let url = entry.url.to_string();
         if !self.offer(entry) {
@@ -117,7 +119,7 @@ impl Crawl {
         }
         let hops = hops + 1;
         self.redirected
-            .insert(target, super::Redirected { hops, from_seed });
+            .insert(target, Redirected { hops, from_seed });
         Ok(vec![url])
     }
 
@@ -130,6 +132,7 @@ impl Crawl {
         now: Instant,
     ) -> Vec<Action> {
         self.in_flight = self.in_flight.saturating_sub(1);
+        self.frontier.unblock(host);
         let for_public = self.robots_in_flight.remove(origin).unwrap_or(false);
         let mut stashed = self.stash.remove(origin).unwrap_or_default();
         let mut out = Vec::new();
@@ -139,18 +142,13 @@ impl Crawl {
                 let public;
                 (public, stashed) = stashed.into_iter().partition(|e| e.from_public);
                 for entry in public {
-                    self.totals.fetched += 1;
-                    self.totals.failed += 1;
-                    self.redirected.remove(&entry.url);
-                    out.push(Action::Refused(entry));
+                    out.push(self.not_sent(entry, NotSent::Refused));
                 }
                 if for_public {
                     // Refused for the address alone, as asked for a link from a public
                     // page: the trusted entries ask again for robots.txt themselves.
                     self.robots.forget(origin);
-                    for entry in stashed {
-                        self.frontier.push_entry(entry);
-                    }
+                    self.put_back(stashed);
                     return out;
                 }
                 // Asked trusted, it was a redirect to a private address: the same each
@@ -186,15 +184,21 @@ impl Crawl {
             self.robots_failures.remove(origin);
             self.apply_robots_delay(origin, host, now);
         }
-        for e in stashed {
-            self.frontier.push_entry(e);
-        }
+        self.put_back(stashed);
         if let (false, true, Ok(a)) = (failed, self.robots_sitemaps, &result) {
-            for url in self.robots_sitemap_urls(origin, now) {
-                out.extend(self.fetch_sitemap(url, a.from_public));
-            }
+            let urls = self.robots_sitemap_urls(origin, now);
+            let named_by = Url::parse(&format!("{origin}/robots.txt")).ok();
+            self.queue_sitemaps(urls, named_by.as_ref(), a.from_public);
         }
         out
+    }
+
+    /// Entries set aside for a robots.txt answer, back at the head of their hosts'
+    /// queues, where they were.
+    fn put_back(&mut self, stashed: Vec<Entry>) {
+        for e in stashed.into_iter().rev() {
+            self.frontier.push_first(e);
+        }
     }
 
     /// The `Sitemap:` lines of `origin`'s robots.txt, as URLs.
@@ -212,6 +216,9 @@ impl Crawl {
     fn apply_robots_delay(&mut self, origin: &str, host: &str, now: Instant) {
         if let RobotsState::Known(r) = self.robots.lookup(origin, now) {
             if let Some(d) = r.crawl_delay().filter(|d| !d.is_zero()) {
+                // A host's origins (http, https, ports) share its queue: the longest of
+                // their delays holds.
+                let d = self.delays.get(host).map_or(d, |had| d.max(*had));
                 self.delays.insert(host.to_owned(), d);
                 self.frontier.set_interval(host, d);
                 self.frontier.set_next(host, now + d);
@@ -219,10 +226,18 @@ impl Crawl {
         }
     }
 
-    /// The sitemap fetch of `url` completed: the sitemaps an index names are fetched,
-    /// the pages a sitemap lists offered. `result` carries the body decompressed.
-    pub fn on_sitemap(&mut self, url: &Url, result: Result<Answer<'_>, Failure>) -> Vec<Action> {
-        self.in_flight = self.in_flight.saturating_sub(1);
+    /// The sitemap fetch of `url` completed at `now`: the sitemaps an index names are
+    /// queued, the pages a sitemap lists offered, a redirect's target queued as a sitemap
+    /// of its own (see [`Crawl::sitemap_redirect`]). `result` carries the body
+    /// decompressed.
+    pub fn on_sitemap(
+        &mut self,
+        url: &Url,
+        result: Result<Answer<'_>, Failure>,
+        now: Instant,
+    ) -> Vec<Action> {
+        self.answered(url, now);
+        let chain = self.sitemap_chains.remove(url);
         let a = match result {
             Ok(a) => a,
             Err(f) => {
@@ -231,6 +246,10 @@ impl Crawl {
             }
         };
         self.totals.requests += u64::from(a.attempts);
+        if let Some(location) = a.location.filter(|_| self.max_redirects > 0) {
+            let location = String::from_utf8_lossy(location);
+            return self.sitemap_redirect(url, &location, a.from_public, chain);
+        }
         if !(200..300).contains(&a.status) {
             return self.sitemap_failed(url, format!("answered {}", a.status));
         }
@@ -239,6 +258,7 @@ impl Crawl {
             Err(e) => return self.sitemap_failed(url, e.to_string()),
         };
         let mut out = Vec::new();
+        let mut children = Vec::new();
         if let Some(why) = map.error {
             let (url, kept) = (url.clone(), map.entries.len());
             out.push(Action::Notice(Notice::SitemapMalformed { url, why, kept }));
@@ -253,9 +273,7 @@ impl Crawl {
                 // Normalised as any URL, so that one file read once is one key however
                 // it is spelt (`s.xml#1`, `s.xml#2`, …).
                 match normalize(&e.loc) {
-                    Ok(child) if may_list(&base, &child) => {
-                        out.extend(self.fetch_sitemap(child, a.from_public));
-                    }
+                    Ok(child) if may_list(&base, &child) => children.push(child),
                     _ => self.totals.skipped_scope += 1,
                 }
                 continue;
@@ -273,6 +291,7 @@ impl Crawl {
                 depth: 0,
                 parent: Some(url.clone()),
                 from_public: a.from_public,
+                sitemap: false,
             };
             if self.offer(entry) {
                 self.totals.sitemap_urls += 1;
@@ -281,7 +300,51 @@ impl Crawl {
                 }
             }
         }
+        self.queue_sitemaps(children, Some(url), a.from_public);
         out
+    }
+
+    /// The sitemap `url` (reached by `chain`, if by a redirect) redirected to
+    /// `location`: the target is queued as a sitemap of its own, through robots.txt as
+    /// any sitemap, unless the chain is longer than `max_redirects`, the `Location` no
+    /// http(s) URL, or the target off the crawl's hosts (a sitemap lists its own host's
+    /// pages only, so nothing there would be in scope). A given sitemap's chain takes its
+    /// hosts into the scope as a seed's does.
+    fn sitemap_redirect(
+        &mut self,
+        url: &Url,
+        location: &str,
+        from_public: bool,
+        chain: Option<Redirected>,
+    ) -> Vec<Action> {
+        let hops = chain.map_or(0, |c| c.hops);
+        let from_seed = chain.is_some_and(|c| c.from_seed);
+        if hops >= self.max_redirects {
+            let why = format!(
+                "too_many_redirects: too many redirects: more than {}",
+                self.max_redirects
+            );
+            return self.sitemap_failed(url, why);
+        }
+        let target = match hop(url, location) {
+            Ok(t) => t,
+            Err(why) => return self.sitemap_failed(url, why),
+        };
+        if from_seed {
+            self.scope = std::mem::take(&mut self.scope).seed(&target);
+        } else if !self.scope.host_in(&target) {
+            return self.sitemap_failed(url, "redirected off the crawl's hosts".into());
+        }
+        if &target == url {
+            // Read once: a sitemap is not asked again (a page is, by the driver).
+            return self.sitemap_failed(url, "redirected to itself".into());
+        }
+        let hops = hops + 1;
+        for t in self.queue_sitemaps(vec![target], Some(url), from_public) {
+            self.sitemap_chains
+                .insert(t, Redirected { hops, from_seed });
+        }
+        Vec::new()
     }
 
     fn sitemap_failed(&mut self, url: &Url, why: String) -> Vec<Action> {
@@ -293,10 +356,13 @@ impl Crawl {
     /// Drop everything queued: the page budget is spent.
     pub(super) fn spend_budget(&mut self) {
         self.budget_spent = true;
-        let stashed: usize = self.stash.values().map(Vec::len).sum();
-        self.totals.skipped_budget += (self.frontier.len() + stashed) as u64;
+        // Sitemaps waiting are no pages: they are dropped uncounted.
+        let stashed = self.stash.values().flatten().filter(|e| !e.sitemap).count();
+        let pages = self.frontier.len() - self.frontier.sitemaps();
+        self.totals.skipped_budget += (pages + stashed) as u64;
         self.stash.clear();
         self.redirected.clear();
+        self.sitemap_chains.clear();
         // Nothing more is handed out; completions still report `done` harmlessly.
         self.frontier = Frontier::new();
     }
@@ -356,6 +422,7 @@ impl Crawl {
                 depth,
                 parent: Some(page.url.clone()),
                 from_public,
+                sitemap: false,
             };
             let url = entry.url.to_string();
             if self.offer(entry) {
@@ -364,4 +431,14 @@ impl Crawl {
         }
         new
     }
+}
+
+/// Where a redirect from `at` to `location` leads, normalised; or the record's error when
+/// it is no http(s) URL.
+fn hop(at: &Url, location: &str) -> Result<Url, String> {
+    at.join(location)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .and_then(|u| normalize(u.as_str()).ok())
+        .ok_or_else(|| format!("other: redirect to an unusable Location {location:?}"))
 }

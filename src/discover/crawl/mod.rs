@@ -20,19 +20,25 @@
 //! What it decides:
 //! - **Order**: URLs wait in the per-host [`Frontier`] (round-robin over hosts, FIFO
 //!   within one); at most `concurrency` fetches (pages, robots.txt and sitemaps together)
-//!   are in flight, at most `per_host_concurrency` pages per host.
+//!   are in flight, at most `per_host_concurrency` pages and sitemaps per host.
 //! - **Scope and dedupe**: seeds define the hosts in scope; every discovered URL goes
 //!   through [`Scope::check`] (host/domain, allow/deny, depth) and then [`Seen`]; the
 //!   page budget is taken when a page is handed out, so a spent budget drops what is
 //!   queued.
-//! - **Robots**: before a host's first page its origin's robots.txt is fetched (pages of
-//!   the origin wait aside meanwhile). 4xx allows all; 5xx, 429 and network errors hold
-//!   the origin back with the [`RobotsCache`]'s backoff, and after `max_robots_failures`
-//!   in a row its URLs are skipped. A Crawl-delay makes the host serial and spaces each
+//! - **Robots**: before a host's first page its origin's robots.txt is fetched (the host
+//!   waits in the frontier meanwhile, only the page that asked set aside, so a host with
+//!   millions of URLs waiting costs nothing more). 4xx allows all; 5xx, 429 and network
+//!   errors hold the origin back with the [`RobotsCache`]'s backoff, and after
+//!   `max_robots_failures` in a row its URLs are skipped. A Crawl-delay makes the host serial and spaces each
 //!   send from the previous *answer*, so the server never sees two requests closer than
 //!   the delay even when the sender queues one longer than the next.
-//! - **Sitemaps**: each file read once; the URLs they list on their own host join like
-//!   links at depth 0 and keep their `<lastmod>` for their record.
+//! - **Sitemaps**: each file read once, sent as a page is: it waits in the frontier (ahead
+//!   of its host's pages), asks its origin's robots.txt first (a disallowed one is not
+//!   fetched: a [`Notice`] and a `sitemap_errors`), and counts against the concurrency,
+//!   the per-host cap and the Crawl-delay; a redirect is a sitemap fetch of its own, at
+//!   most `max_redirects` of them, not off the crawl's hosts unless a given sitemap's.
+//!   The URLs they list on their own host join like links at depth 0 and keep their
+//!   `<lastmod>` for their record.
 //! - **Resume**: URLs an earlier run has records for count as seen (also by their masked
 //!   form, which is all a record keeps of a secret-looking query value), its pages count
 //!   against the budget, its pending links join after the seeds; with sitemaps from
@@ -118,6 +124,14 @@ pub enum Notice {
         why: String,
         /// Entries read before it.
         kept: usize,
+    },
+    /// A sitemap was not fetched: robots.txt disallows it or could not be read, or the
+    /// private-address rule refused it.
+    SitemapSkipped {
+        /// The sitemap file.
+        url: Url,
+        /// Why.
+        why: String,
     },
     /// robots.txt of `origin` failed `failures` times in a row: its URLs are skipped.
     RobotsUnreachable {
@@ -233,7 +247,9 @@ pub struct Crawl {
     robots: RobotsCache,
     /// Fetches handed out and not yet reported, all kinds.
     in_flight: usize,
-    /// Entries popped while their origin's robots.txt fetch is in flight.
+    /// Entries popped while their origin's robots.txt fetch is in flight: the one that
+    /// asked for it, and one more each time its host was let go while another origin's
+    /// robots.txt was still on its way (the host is blocked in the frontier meanwhile).
     stash: HashMap<String, Vec<Entry>>,
     /// Origins whose robots.txt fetch is in flight, and whether it was asked for a page
     /// found on a public one (the private-address rule then refuses it by the address
@@ -270,6 +286,8 @@ pub struct Crawl {
     max_redirects: u32,
     /// Redirect targets queued: the redirects that led there, and whether from a seed.
     redirected: HashMap<Url, Redirected>,
+    /// The same for sitemaps (`from_seed`: the chain began at a given sitemap).
+    sitemap_chains: HashMap<Url, Redirected>,
 }
 
 /// How a queued redirect target was reached.
@@ -279,6 +297,18 @@ struct Redirected {
     hops: u32,
     /// The chain began at a seed: its targets are in scope as the seed is.
     from_seed: bool,
+}
+
+/// Why a popped entry is not sent.
+enum NotSent {
+    /// robots.txt disallows it.
+    Disallowed,
+    /// Its robots.txt kept answering 5xx or 429.
+    Unavailable,
+    /// Its robots.txt got no answer: why.
+    Unreachable(String),
+    /// A public page led there, and its robots.txt fetch found a private address.
+    Refused,
 }
 
 /// What the robots.txt gate did with a popped entry.
@@ -321,6 +351,7 @@ impl Crawl {
             addresses: c.address_rule(),
             max_redirects: 10,
             redirected: HashMap::new(),
+            sitemap_chains: HashMap::new(),
             sitemap_robots: Vec::new(),
             masked_done: HashSet::new(),
         })
@@ -364,6 +395,11 @@ impl Crawl {
         self.in_flight
     }
 
+    /// The Crawl-delay of the frontier host `host` (the longest of its origins'), if any.
+    pub fn crawl_delay(&self, host: &str) -> Option<Duration> {
+        self.delays.get(host).copied()
+    }
+
     /// `max_pages` was reached: nothing more is handed out.
     pub fn budget_spent(&self) -> bool {
         self.budget_spent
@@ -378,6 +414,7 @@ impl Crawl {
     ) -> Vec<Action> {
         let mut out = Vec::new();
         let mut origins = self.resume_done(&resume.done);
+        let mut chains = resume::SeedChains::new(&resume.pending);
         // A spent budget shows at the first hand-out, as in a run that spends it.
         for _ in 0..resume.pages {
             self.scope.take_page();
@@ -387,7 +424,9 @@ impl Crawl {
                 Ok(u) => {
                     self.add_seed_host(&u);
                     origins.trust(&u);
-                    if self.see(&u) {
+                    chains.seed(&u);
+                    // Handed in, so held whatever the seen-set's limit.
+                    if !self.done_masked(&u) && self.seen.insert_given(&u) {
                         self.totals.discovered += 1;
                         origins.queue(&u);
                         self.frontier.push(u, 0, None);
@@ -402,11 +441,15 @@ impl Crawl {
                 }
             }
         }
+        let mut given = Vec::new();
         for s in sitemaps {
             match normalize(s) {
                 Ok(u) => {
+                    // Handed in: its host in scope, its origin trusted, as a seed's.
                     self.add_seed_host(&u);
-                    out.extend(self.fetch_sitemap(u, false));
+                    origins.trust(&u);
+                    origins.queue(&u);
+                    given.push(u);
                 }
                 Err(e) => {
                     self.totals.sitemap_errors += 1;
@@ -415,8 +458,15 @@ impl Crawl {
                 }
             }
         }
+        for u in self.queue_sitemaps(given, None, false) {
+            let chain = Redirected {
+                hops: 0,
+                from_seed: true,
+            };
+            self.sitemap_chains.insert(u, chain);
+        }
         for link in resume.pending {
-            self.resume_link(link, &mut origins);
+            self.resume_link(link, &mut origins, &chains);
         }
         self.ask_sitemap_robots(origins);
         out
@@ -460,15 +510,7 @@ impl Crawl {
             if self.obey_robots {
                 match self.robots_gate(entry, &host, now) {
                     Gate::Pass(e) => entry = e,
-                    Gate::Act(a) => {
-                        if let Action::Skipped { entry, .. } | Action::Unreachable { entry, .. } =
-                            &a
-                        {
-                            // Not fetched: its redirect chain ends here.
-                            self.redirected.remove(&entry.url);
-                        }
-                        return Next::Act(a);
-                    }
+                    Gate::Act(a) => return Next::Act(a),
                     Gate::Held => continue,
                 }
             }
@@ -478,7 +520,10 @@ impl Crawl {
                 self.frontier.requeue(entry);
                 continue;
             }
-            if !self.scope.take_page() {
+            if entry.sitemap {
+                // A sitemap is no page: it takes none of the budget.
+                self.totals.sitemap_fetches += 1;
+            } else if !self.scope.take_page() {
                 self.frontier.release(&host);
                 self.totals.skipped_budget += 1;
                 self.spend_budget();
@@ -486,7 +531,13 @@ impl Crawl {
             }
             *self.host_in_flight.entry(host).or_default() += 1;
             self.in_flight += 1;
-            return Next::Act(Action::Fetch(Request::Page(entry)));
+            let request = if entry.sitemap {
+                let (url, from_public) = (entry.url, entry.from_public);
+                Request::Sitemap { url, from_public }
+            } else {
+                Request::Page(entry)
+            };
+            return Next::Act(Action::Fetch(request));
         }
         if self.in_flight > 0 {
             Next::Idle
@@ -501,21 +552,19 @@ impl Crawl {
         let origin = origin_key(&entry.url);
         if let Some(no_answer) = self.robots_gave_up.get(&origin) {
             self.frontier.release(host);
-            if let Some(why) = no_answer {
-                // The network's fault, not the site's rule: the URL's error.
-                let error = format!("{why} (robots.txt got no answer; this URL was not sent)");
-                self.totals.fetched += 1;
-                self.totals.failed += 1;
-                return Gate::Act(Action::Unreachable { entry, error });
-            }
-            self.totals.skipped_robots += 1;
-            let error = Some(ROBOTS_UNAVAILABLE);
-            return Gate::Act(Action::Skipped { entry, error });
+            // No answer is the network's fault, not the site's rule: the URL's error.
+            let why = match no_answer {
+                Some(why) => NotSent::Unreachable(why.clone()),
+                None => NotSent::Unavailable,
+            };
+            return Gate::Act(self.not_sent(entry, why));
         }
         if self.robots_in_flight.contains_key(&origin) {
             // The fetch is queued, paced and retried like any other, so it can outlast
             // the cache's pending mark; asking again would only send a second request.
+            // The host waits in the frontier for the answer (see `on_robots`).
             self.frontier.release(host);
+            self.frontier.block(host);
             self.stash.entry(origin).or_default().push(entry);
             return Gate::Held;
         }
@@ -523,11 +572,13 @@ impl Crawl {
             RobotsState::Known(r) if r.allowed(&entry.url) => Gate::Pass(entry),
             RobotsState::Known(_) => {
                 self.frontier.release(host);
-                self.totals.skipped_robots += 1;
-                Gate::Act(Action::Skipped { entry, error: None })
+                Gate::Act(self.not_sent(entry, NotSent::Disallowed))
             }
             RobotsState::Fetch => {
+                // Only the entry that asked waits aside; the rest of the host waits in
+                // the frontier, however much of it there is.
                 self.frontier.release(host);
+                self.frontier.block(host);
                 self.robots_in_flight
                     .insert(origin.clone(), entry.from_public);
                 self.totals.robots_fetches += 1;
@@ -552,14 +603,72 @@ impl Crawl {
         }
     }
 
-    /// Fetch the sitemap at `url` unless it was read already or the crawl's limit of
-    /// sitemap files is reached.
-    fn fetch_sitemap(&mut self, url: Url, from_public: bool) -> Option<Action> {
-        if !matches!(url.scheme(), "http" | "https") || !self.sitemaps.admit(&url) {
-            return None;
+    /// Queue the sitemaps `urls` named by `parent` (`None`: given) ahead of their hosts'
+    /// pages, in their order, except those read already or past the crawl's limit of
+    /// sitemap files; returns those queued.
+    fn queue_sitemaps(
+        &mut self,
+        urls: Vec<Url>,
+        parent: Option<&Url>,
+        from_public: bool,
+    ) -> Vec<Url> {
+        if self.budget_spent {
+            return Vec::new();
         }
-        self.totals.sitemap_fetches += 1;
-        self.in_flight += 1;
-        Some(Action::Fetch(Request::Sitemap { url, from_public }))
+        let admitted: Vec<Url> = urls
+            .into_iter()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && self.sitemaps.admit(u))
+            .collect();
+        for url in admitted.iter().rev() {
+            self.frontier.push_first(Entry {
+                url: url.clone(),
+                depth: 0,
+                parent: parent.cloned(),
+                from_public,
+                sitemap: true,
+            });
+        }
+        admitted
+    }
+
+    /// A popped entry is not sent, for `why`: the record to make (a page's), or the
+    /// notice (a sitemap's, which gets no record).
+    fn not_sent(&mut self, entry: Entry, why: NotSent) -> Action {
+        if entry.sitemap {
+            self.sitemap_chains.remove(&entry.url);
+            self.totals.sitemap_errors += 1;
+            let why = match why {
+                NotSent::Disallowed => "robots.txt disallows it".to_owned(),
+                NotSent::Unavailable => ROBOTS_UNAVAILABLE.to_owned(),
+                NotSent::Unreachable(e) => format!("{e} (robots.txt got no answer)"),
+                NotSent::Refused => "private address refused".to_owned(),
+            };
+            let url = entry.url;
+            return Action::Notice(Notice::SitemapSkipped { url, why });
+        }
+        // Not fetched: its redirect chain ends here.
+        self.redirected.remove(&entry.url);
+        match why {
+            NotSent::Disallowed => {
+                self.totals.skipped_robots += 1;
+                Action::Skipped { entry, error: None }
+            }
+            NotSent::Unavailable => {
+                self.totals.skipped_robots += 1;
+                let error = Some(ROBOTS_UNAVAILABLE);
+                Action::Skipped { entry, error }
+            }
+            NotSent::Unreachable(why) => {
+                self.totals.fetched += 1;
+                self.totals.failed += 1;
+                let error = format!("{why} (robots.txt got no answer; this URL was not sent)");
+                Action::Unreachable { entry, error }
+            }
+            NotSent::Refused => {
+                self.totals.fetched += 1;
+                self.totals.failed += 1;
+                Action::Refused(entry)
+            }
+        }
     }
 }

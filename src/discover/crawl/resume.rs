@@ -11,12 +11,13 @@
 //! earlier run fetched from, and the sitemaps' URLs that have records are not fetched
 //! again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use url::Url;
 
 use super::{Action, Crawl, PendingLink, Redirected, Request};
+use crate::discover::dedupe::fingerprint;
 use crate::discover::robots::{origin_key, robots_url};
 use crate::discover::{host_key, normalize, Entry, RobotsState, Verdict};
 
@@ -63,6 +64,66 @@ impl DoneOrigins {
     }
 }
 
+/// Which redirect targets an earlier run left pending are where a seed's chain went:
+/// those are in scope as the seed is, the others (a sitemap-listed page's, say) as any
+/// link. A chain began at a seed when, going back from target to the page that
+/// redirected there (each a pending redirect link), it reaches a seed; a redirect of a
+/// seed's chain stays at depth 0, as the seed is.
+#[derive(Debug, Default)]
+pub(super) struct SeedChains {
+    /// The page each depth-0 redirect target was reached from (the first, as the crawl
+    /// queued it once), by [`fingerprint`].
+    redirected_from: HashMap<u64, u64>,
+    /// The seeds, by [`fingerprint`].
+    seeds: HashSet<u64>,
+}
+
+impl SeedChains {
+    /// For the pending links `pending`.
+    pub(super) fn new(pending: &[PendingLink]) -> SeedChains {
+        let mut redirected_from = HashMap::new();
+        for l in pending.iter().filter(|l| l.redirect && l.depth == 0) {
+            let target = normalize(&l.url).ok();
+            let page = l.parent.as_deref().and_then(|p| normalize(p).ok());
+            if let (Some(target), Some(page)) = (target, page) {
+                redirected_from
+                    .entry(fingerprint(&target))
+                    .or_insert(fingerprint(&page));
+            }
+        }
+        SeedChains {
+            redirected_from,
+            seeds: HashSet::new(),
+        }
+    }
+
+    /// `u` is a seed.
+    pub(super) fn seed(&mut self, u: &Url) {
+        if !self.redirected_from.is_empty() {
+            self.seeds.insert(fingerprint(u));
+        }
+    }
+
+    /// Whether `link` (normalised: `u`) is where a seed's chain went.
+    fn began_at_seed(&self, link: &PendingLink, u: &Url) -> bool {
+        if !(link.redirect && link.depth == 0) {
+            return false;
+        }
+        let mut at = fingerprint(u);
+        // Each step goes one redirect back; a loop ends when the steps run out.
+        for _ in 0..self.redirected_from.len() {
+            let Some(page) = self.redirected_from.get(&at) else {
+                return false;
+            };
+            if self.seeds.contains(page) {
+                return true;
+            }
+            at = *page;
+        }
+        false
+    }
+}
+
 impl Crawl {
     /// An earlier run's URLs into the seen-set; their origins, for their sitemaps.
     pub(super) fn resume_done(&mut self, done: &[String]) -> DoneOrigins {
@@ -87,11 +148,17 @@ impl Crawl {
     }
 
     /// A link an earlier run queued, back into the frontier unless done or out of scope.
-    pub(super) fn resume_link(&mut self, link: PendingLink, origins: &mut DoneOrigins) {
+    pub(super) fn resume_link(
+        &mut self,
+        link: PendingLink,
+        origins: &mut DoneOrigins,
+        chains: &SeedChains,
+    ) {
         let Ok(u) = normalize(&link.url) else {
             return;
         };
-        if link.redirect && link.depth == 0 {
+        let from_seed = chains.began_at_seed(&link, &u);
+        if from_seed {
             self.add_seed_host(&u);
         }
         if origins.trust_open(&u) {
@@ -112,10 +179,7 @@ impl Crawl {
         let from_public = self.resumed_from_public(parent.as_ref());
         if link.redirect {
             // Its chain goes on: bounded, and in scope with its seed, as it would have.
-            let chained = Redirected {
-                hops: 1,
-                from_seed: link.depth == 0,
-            };
+            let chained = Redirected { hops: 1, from_seed };
             self.redirected.insert(u.clone(), chained);
         }
         origins.queue(&u);
@@ -124,6 +188,7 @@ impl Crawl {
             depth: link.depth,
             parent,
             from_public,
+            sitemap: false,
         });
     }
 

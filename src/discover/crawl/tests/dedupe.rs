@@ -36,17 +36,42 @@ fn a_resumed_crawl_knows_done_urls_by_their_masked_form() {
 #[test]
 fn a_sitemap_index_naming_itself_under_a_fragment_is_read_once() {
     let mut c = crawl(&no_robots());
-    let acts = c.start(
-        Vec::new(),
-        &seeds(&["http://a.test/s.xml"]),
-        Resume::default(),
-    );
-    let Action::Fetch(Request::Sitemap { url, .. }) = &acts[0] else {
-        panic!("expected a sitemap fetch, got {acts:?}");
-    };
+    let now = Instant::now();
+    let given = seeds(&["http://a.test/s.xml"]);
+    c.start(Vec::new(), &given, Resume::default());
+    let (url, _) = sitemap(c.next(now));
     let index = r#"<sitemapindex><sitemap><loc>http://a.test/s.xml#1</loc></sitemap>
         <sitemap><loc>http://A.test/%73.xml</loc></sitemap></sitemapindex>"#;
-    let acts = c.on_sitemap(url, Ok(status(200, index)));
+    let acts = c.on_sitemap(&url, Ok(status(200, index)), now);
     assert!(acts.is_empty(), "{acts:?}");
+    assert_eq!(c.next(now), Next::Done);
     assert_eq!(c.totals().sitemap_fetches, 1);
+}
+
+#[test]
+fn seeds_are_fetched_whatever_the_seen_limit_and_a_repeated_one_once() {
+    let clock = FakeClock::new();
+    let mut c = crawl(&CrawlSettings {
+        seen_limit: 2,
+        ..no_robots()
+    });
+    let given = seeds(&[
+        "http://a.test/",
+        "http://b.test/",
+        "http://c.test/",
+        "http://c.test/",
+    ]);
+    c.start(given, &[], Resume::default());
+    let (got, then) = drain_pages(&mut c, clock.now());
+    assert_eq!(
+        urls(&got),
+        ["http://a.test/", "http://b.test/", "http://c.test/"]
+    );
+    assert_eq!(then, Next::Idle);
+    let t = c.totals();
+    assert_eq!((t.discovered, t.deduped, t.seen_full), (3, 1, 0));
+    // Links still find the set full.
+    let done = c.on_page(&got[0], Ok(html(r#"<a href="/x">x</a>"#)), clock.now());
+    assert!(done.links.is_empty());
+    assert_eq!(c.totals().seen_full, 1);
 }

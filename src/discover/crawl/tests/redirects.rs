@@ -122,3 +122,50 @@ fn a_redirects_target_seen_already_is_not_queued_again() {
     }
     assert_eq!(c.next(now), Next::Done);
 }
+
+/// Pending links of a resumed crawl: `url` where `parent` redirected, at depth 0.
+fn moved_to(url: &str, parent: &str) -> PendingLink {
+    PendingLink {
+        url: url.into(),
+        depth: 0,
+        parent: Some(parent.into()),
+        redirect: true,
+    }
+}
+
+#[test]
+fn a_resumed_chain_is_a_seeds_only_when_it_began_at_a_seed() {
+    let clock = FakeClock::new();
+    let now = clock.now();
+    // A sitemap listed /listed, which moved to /moved: no seed's chain, so its next hop
+    // off the site is out of scope, as it is in a crawl that was never stopped.
+    let mut c = crawl(&no_robots());
+    let resume = Resume {
+        done: seeds(&["http://a.test/", "http://a.test/listed"]),
+        pages: 2,
+        pending: vec![moved_to("http://a.test/moved", "http://a.test/listed")],
+    };
+    c.start(seeds(&["http://a.test/"]), &[], resume);
+    let landed = page(c.next(now));
+    assert_eq!(landed.url.as_str(), "http://a.test/moved");
+    let done = c.on_page(&landed, Ok(moved(301, "http://b.test/")), now);
+    assert!(done.links.is_empty(), "{:?}", done.links);
+    assert_eq!(c.totals().skipped_scope, 1);
+
+    // The seed moved twice before the stop (the first target recorded): the chain that
+    // goes on began at the seed, so its hosts are in scope, whatever the records' order.
+    let mut c = crawl(&no_robots());
+    let resume = Resume {
+        done: seeds(&["http://a.test/", "https://a.test/"]),
+        pages: 2,
+        pending: vec![
+            moved_to("https://www.a.test/", "https://a.test/"),
+            moved_to("https://a.test/", "http://a.test/"),
+        ],
+    };
+    c.start(seeds(&["http://a.test/"]), &[], resume);
+    let landed = page(c.next(now));
+    assert_eq!(landed.url.as_str(), "https://www.a.test/");
+    let done = c.on_page(&landed, Ok(moved(301, "https://www2.a.test/")), now);
+    assert_eq!(done.links, ["https://www2.a.test/"]);
+}
