@@ -260,11 +260,9 @@ async fn a_pause_over_max_retry_after_gives_the_url_up_and_the_crawl_goes_on() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
-/// A site that bans one exit's address with a pause far over `max_retry_after_ms`
-/// (`Retry-After: 3600`) and serves the other: where a Retry-After binds the exit that read
-/// it, the pause is that exit's, and the host's URLs go on through the other, none given up.
-#[actix_rt::test]
-async fn a_pause_too_long_for_one_exit_of_two_leaves_the_urls_to_the_other() {
+/// A site that serves 127.0.0.3 (e3) and bans 127.0.0.2 (e2) after one request, with
+/// `Retry-After: retry_after` on each 429; and the banned address.
+fn one_exit_banned(retry_after: u64) -> (TestSite, std::net::IpAddr) {
     let banned: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
     let site = paused_site(SiteConfig {
         limit: Limit::PerPeerExcept {
@@ -272,9 +270,18 @@ async fn a_pause_too_long_for_one_exit_of_two_leaves_the_urls_to_the_other() {
             peer: banned,
             peer_rate: Rate::new(1, Duration::from_secs(100_000), 1),
         },
-        retry_after: RetryAfter::Fixed(3600),
+        retry_after: RetryAfter::Fixed(retry_after),
         ..SiteConfig::default()
     });
+    (site, banned)
+}
+
+/// A site that bans one exit's address with a pause far over `max_retry_after_ms`
+/// (`Retry-After: 3600`) and serves the other: where a Retry-After binds the exit that read
+/// it, the pause is that exit's, and the host's URLs go on through the other, none given up.
+#[actix_rt::test]
+async fn a_pause_too_long_for_one_exit_of_two_leaves_the_urls_to_the_other() {
+    let (site, banned) = one_exit_banned(3600);
     let mut s = settings(exits(2, 4));
     s.limiter.scope = exitcrawl::config::Scope::ExitHost;
     s.crawler.max_retry_after_ms = 60_000;
@@ -311,16 +318,7 @@ async fn a_pause_too_long_for_one_exit_of_two_leaves_the_urls_to_the_other() {
 /// host's other URLs are fetched.
 #[actix_rt::test]
 async fn a_fetch_pinned_to_an_exit_the_site_refuses_is_given_up_alone() {
-    let banned: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
-    let site = paused_site(SiteConfig {
-        limit: Limit::PerPeerExcept {
-            rate: Rate::per_second(1000, 1000),
-            peer: banned,
-            peer_rate: Rate::new(1, Duration::from_secs(100_000), 1),
-        },
-        retry_after: RetryAfter::Fixed(1),
-        ..SiteConfig::default()
-    });
+    let (site, _) = one_exit_banned(1);
     let mut s = settings(exits(2, 4));
     s.crawler.give_up_after_ms = 10_000;
     let h = Crawler::start(s).expect("start");
