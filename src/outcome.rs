@@ -557,7 +557,13 @@ mod tests {
         };
         let a = attempts(1);
         assert_eq!(
-            decide(pinned(b.give_up_after - SECS), a, &b, &mut budget, clock.now()),
+            decide(
+                pinned(b.give_up_after - SECS),
+                a,
+                &b,
+                &mut budget,
+                clock.now()
+            ),
             Verdict::Later
         );
         assert_eq!(
