@@ -411,6 +411,8 @@ impl CrawlerHandle {
 
     /// What the adaptive limiter knows per host: the detected scope (scope `auto`: one
     /// budget for the host, or per-IP budgets), each budget's rate, lockouts and bans.
+    /// Empty unless `limiter.algorithm = "aimd"`: `none` has no limit, and a fixed
+    /// algorithm paces every key at its configured `initial_rps`, learning nothing.
     pub async fn limits(&self) -> Vec<HostLimits> {
         match &self.limiter {
             Some(l) => l.send(GetLimits).await.unwrap_or_default(),

@@ -105,7 +105,8 @@ pub struct Metrics {
     pub(crate) ejections: Family<ExitLabels, Counter>,
     /// Failures in a row per exit.
     pub(crate) consecutive_failures: Family<ExitLabels, Gauge>,
-    /// Current limiter rate, requests/s.
+    /// Current limiter rate, requests/s: a key of no host (`host="all"`), or of a host
+    /// with a label of its own (see [`Metrics::host_label_of`]).
     pub(crate) limiter_rate: Family<RateLabels, Gauge<f64, AtomicU64>>,
     /// Pauses the limiter ordered per key: a Retry-After or a used-up rate-limit quota, the
     /// hold after a throttle, a host refusing everything.
@@ -116,7 +117,8 @@ pub struct Metrics {
     /// for a key that names none): not exported (its cardinality is the crawl's hosts),
     /// read by the end-of-crawl summary.
     pub(crate) host_pause_seconds: Family<RateLabels, Counter<f64, AtomicU64>>,
-    /// Scope `auto`: 1 for what a host's answers say about its limit, 0 for the rest.
+    /// Scope `auto`: 1 for what a host's answers say about its limit, 0 for the rest; for
+    /// a host with a label of its own.
     pub(crate) limiter_scope: Family<ScopeLabels, Gauge>,
     /// Answer body bytes as they came over the wire (encoded, if they were).
     pub(crate) body_wire_bytes: Counter,
@@ -232,7 +234,8 @@ impl Metrics {
     fn register_limiter_series(&mut self) {
         self.registry.register(
             "limiter_rate",
-            "Current limiter rate per key, requests per second",
+            "Current limiter rate per key, requests per second (a host's keys only under a \
+             host label of its own)",
             self.limiter_rate.clone(),
         );
         self.registry.register(
@@ -249,7 +252,8 @@ impl Metrics {
         self.registry.register(
             "limiter_scope",
             "Scope auto: 1 for what a host's throttles say about its limit (host: one budget \
-             shared by the exits; per_ip: some exits have their own), 0 for the others",
+             shared by the exits; per_ip: some exits have their own), 0 for the others; only \
+             for a host with a label of its own",
             self.limiter_scope.clone(),
         );
     }
@@ -409,20 +413,28 @@ impl Metrics {
 
     /// The label for `host`: itself while under the cap, `other` beyond, `all` when off.
     pub(crate) fn host_label(&self, host: &str) -> String {
+        self.host_label_of(host).0
+    }
+
+    /// The label for `host` (see [`Self::host_label`]), and whether it is the host's own:
+    /// not `all` or `other`, which other hosts share. Counters fold into a shared label
+    /// (they add up); a gauge of one host's state is exported only under the host's own,
+    /// since folded, whichever host changed last would pass for all of them.
+    pub(crate) fn host_label_of(&self, host: &str) -> (String, bool) {
         if self.host_cap == 0 {
-            return "all".into();
+            return ("all".into(), false);
         }
         let Ok(mut seen) = self.hosts.lock() else {
-            return "other".into();
+            return ("other".into(), false);
         };
         if seen.contains(host) {
-            return host.to_owned();
+            return (host.to_owned(), true);
         }
         if seen.len() < self.host_cap {
             seen.insert(host.to_owned());
-            return host.to_owned();
+            return (host.to_owned(), true);
         }
-        "other".into()
+        ("other".into(), false)
     }
 
     /// The limiter ordered `key` (of `host`, by its own name) to send nothing until

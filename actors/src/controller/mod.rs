@@ -256,8 +256,11 @@ impl LimiterActor {
                 let after = policy.detected();
                 if before != after {
                     tracing::info!(%host, scope = after.as_str(), "limiter: host's limit detected");
-                    if let Some(m) = &self.metrics {
-                        let label = m.host_label(host);
+                    // Under a host's own label only: folded, two hosts' scopes would
+                    // both read 1.
+                    if let Some((m, (label, true))) =
+                        self.metrics.as_ref().map(|m| (m, m.host_label_of(host)))
+                    {
                         for d in [before, after] {
                             let l = ScopeLabels {
                                 host: label.clone(),
@@ -288,8 +291,14 @@ impl LimiterActor {
         }
     }
 
-    /// What the controllers know, per host (scope `auto`) or per key.
+    /// What the controllers learned, per host (scope `auto`) or per key; empty unless the
+    /// algorithm is the adaptive one. Without it no rate is learned: `none` paces nothing,
+    /// and a fixed algorithm paces at its configured rate (`initial_rps`); their
+    /// controllers only order pauses.
     fn limits(&self) -> Vec<HostLimits> {
+        if !self.adaptive() {
+            return Vec::new();
+        }
         let lane = |c: &Controller, exit: Option<String>| LaneLimits {
             exit,
             rps: c.rate(),

@@ -451,7 +451,8 @@ fn time_left(deadline: Instant) -> Result<Duration, AttemptFailure> {
 
 /// A request running on the caller's task (see [`ExitCore::start`]): dropped
 /// unfinished (a shutdown's grace period ran out), the counters are as if it had never
-/// started, apart from `total` (the scheduler releases its active count).
+/// started, apart from `total` (the scheduler releases its active count, and counts the
+/// request in `exitcrawl_requests_total` as one without an answer).
 pub(crate) struct Running<'a>(&'a ExitCore);
 
 impl Running<'_> {

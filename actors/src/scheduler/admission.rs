@@ -205,6 +205,7 @@ impl Scheduler {
             waited: false,
             backlog: 0,
             last_exit: None,
+            last_exit_name: None,
             avoid: None,
             span: None,
         };

@@ -13,7 +13,7 @@ use crate::cutoff::CutOff;
 use crate::exit::{ExitCore, Hop};
 use crate::messages::Delivery;
 use crate::messages::{Attempted, Fetch, FetchError, FetchErrorKind, Intake, Parsed};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Outcome};
 
 use super::pending::Pending;
 use super::{Reply, Scheduler, SchedulerActor};
@@ -168,8 +168,9 @@ impl StreamHandler<Withdrawn> for SchedulerActor {
 /// A direct fetch's hold on the scheduler's capacity (its exit's slot, its host's count,
 /// the crawler's concurrency), from admission until it is settled. Dropped before that —
 /// its caller gave up on the fetch (a timeout around `CrawlerHandle::fetch`), or the
-/// shutdown cut it off — it gives the capacity back and counts the fetch done: without
-/// it, each abandoned fetch kept a slot for good.
+/// shutdown cut it off — it gives the capacity back and counts the fetch done, and its
+/// attempt on its exit as a request without an answer: without it, each abandoned fetch
+/// kept a slot for good.
 pub(crate) struct Held {
     state: Rc<RefCell<Scheduler>>,
     exit: usize,
@@ -186,6 +187,12 @@ impl Held {
             host,
             armed: true,
         }
+    }
+
+    /// The name of the exit the attempt went out through.
+    fn exit_name(&self) -> Option<Arc<str>> {
+        let s = self.state.try_borrow().ok()?;
+        Some(Arc::clone(&s.exits.get(self.exit)?.name))
     }
 }
 
@@ -267,13 +274,15 @@ pub(super) fn run_direct(
         let Some(attempted) = attempted else {
             // The shutdown's grace period is over (the scheduler has let go of the fetch).
             // The scheduler's capacity is let go of as for any fetch that ends unsettled
-            // (the hold), and it counts as done.
+            // (the hold), and it counts as done; the attempt had left its exit, which the
+            // error names.
+            let exit = held.exit_name();
             drop(held);
             return Err(FetchError {
                 kind: FetchErrorKind::Shutdown,
                 message: "crawler shut down before this fetch finished".into(),
                 url: fetch.url,
-                exit: None,
+                exit,
                 attempts: 1,
                 throttled: 0,
             });
@@ -492,6 +501,7 @@ impl Scheduler {
                     waited: false,
                     backlog: 0,
                     last_exit: Some(i),
+                    last_exit_name: Some(Arc::clone(&self.exits[i].name)),
                     avoid: None,
                     span: None,
                 };
@@ -512,9 +522,11 @@ impl Scheduler {
         outcome
     }
 
-    /// A direct fetch that ended unsettled (see [`Held`]): its capacity back, counted done,
-    /// and queued fetches woken if they may now go.
+    /// A direct fetch that ended unsettled (see [`Held`]): its attempt had left exit `i`,
+    /// which counts it as a request that ended without an answer; its capacity back,
+    /// counted done, and queued fetches woken if they may now go.
     pub(super) fn abandon_direct(&mut self, i: usize, host: &Arc<str>) {
+        self.count(i, host, Outcome::Error, None);
         self.release(i, host);
         self.metrics.urls_done.inc();
         if self.queues.has_waiting() {

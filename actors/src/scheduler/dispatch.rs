@@ -293,6 +293,7 @@ impl Scheduler {
             self.in_flight.first_attempt(&p.host, now.into_std());
         }
         p.last_exit = Some(i);
+        p.last_exit_name = Some(Arc::clone(&self.exits[i].name));
         let id = self.in_flight.id();
         let Some(reports) = self.reports.clone() else {
             return; // not started: unreachable, `started` sets it

@@ -1,5 +1,6 @@
 use actix::clock::Instant;
 use actix::prelude::*;
+use exitcrawl::config::Algorithm;
 use tokio::sync::oneshot;
 
 use crate::controller::{ForgetHosts, LimitKey};
@@ -7,7 +8,7 @@ use crate::messages::{
     AllExitsDown, AttemptDone, ExitStats, Fetch, FetchError, FetchErrorKind, GetCounters, GetStats,
     HealthChanged, Intake, SetInterval, Shutdown,
 };
-use crate::metrics::RateLabels;
+use crate::metrics::{Outcome, RateLabels};
 
 use super::dispatch::serves;
 use super::{Enqueue, Scheduler, SchedulerActor};
@@ -127,17 +128,22 @@ impl Scheduler {
 
     pub(super) fn on_set_interval(&mut self, m: SetInterval, ctx: &mut Context<SchedulerActor>) {
         let now = crate::clock::now();
+        // A key of no host is every host's (scope `exit`, `global`): `all` is its own.
+        let (host, own) = m.host.as_deref().map_or_else(
+            || ("all".to_owned(), true),
+            |h| self.metrics.host_label_of(h),
+        );
         let rate = RateLabels {
             exit: m.exit.as_deref().unwrap_or("*").to_owned(),
-            host: m
-                .host
-                .as_deref()
-                .map_or_else(|| "all".to_owned(), |h| self.metrics.host_label(h)),
+            host,
         };
-        self.metrics
-            .limiter_rate
-            .get_or_create(&rate)
-            .set(1.0 / m.interval.as_secs_f64().max(1e-9));
+        // Without pacing (`none`) the interval is no rate in force, only a pause's carrier.
+        if own && self.settings.limiter.algorithm != Algorithm::None {
+            self.metrics
+                .limiter_rate
+                .get_or_create(&rate)
+                .set(1.0 / m.interval.as_secs_f64().max(1e-9));
+        }
         let key = LimitKey {
             exit: m.exit,
             host: m.host,
@@ -298,7 +304,7 @@ impl Scheduler {
                 ctx.cancel_future(h);
             }
             // Their reports, if they still come, find nothing and are ignored.
-            act.in_flight.forget_sent();
+            act.cut_off_sent();
             for e in &act.exits {
                 e.share.clear();
             }
@@ -308,5 +314,19 @@ impl Scheduler {
         Box::pin(async move {
             let _ = rx.await;
         })
+    }
+
+    /// The grace period is over: the attempts still out on the exits' workers end here.
+    /// Each left its exit, so the exit counts a request that ended without an answer, and
+    /// the fetch's `Shutdown` names that exit.
+    fn cut_off_sent(&mut self) {
+        for (i, p) in self.in_flight.forget_sent() {
+            self.count(i, &p.host, Outcome::Error, None);
+            p.fail(
+                FetchErrorKind::Shutdown,
+                "crawler shut down before this fetch finished",
+                &self.exits,
+            );
+        }
     }
 }

@@ -124,11 +124,11 @@ impl<P> InFlight<P> {
         self.sent.remove(&id)
     }
 
-    /// A shutdown's grace period is over: what was sent is dropped (which answers it)
-    /// and counts no more.
-    pub(super) fn forget_sent(&mut self) {
-        self.sent.clear();
+    /// A shutdown's grace period is over: what was sent counts no more, and is handed
+    /// back, each with its exit, to be answered (dropped, it answers itself).
+    pub(super) fn forget_sent(&mut self) -> Vec<(usize, P)> {
         self.attempts = 0;
+        self.sent.drain().map(|(_, sent)| sent).collect()
     }
 
     /// `p` waits for a retry timer; the timer carries the returned id.
@@ -249,7 +249,7 @@ mod tests {
         f.sent(b, 1, "b");
         assert_eq!(f.take_sent(a), Some((0, "a")));
         assert_eq!(f.take_sent(a), None);
-        f.forget_sent();
+        assert_eq!(f.forget_sent(), [(1, "b")], "handed back with its exit");
         assert_eq!(f.take_sent(b), None);
         assert!(f.is_idle());
     }

@@ -43,6 +43,9 @@ pub(super) struct Pending {
     /// faster rate would speed up (`exitcrawl::aimd::Response::backlog`).
     pub(super) backlog: u32,
     pub(super) last_exit: Option<usize>,
+    /// The name of that exit, once an attempt went out through it: the reply of a fetch
+    /// dropped unanswered (see `Drop`) says it, as [`Pending::fail`] does.
+    pub(super) last_exit_name: Option<Arc<str>>,
     /// The exit whose attempt failed, for the retry to go around (`select::Request::avoid`).
     pub(super) avoid: Option<usize>,
     /// One span per fetch: every event about it (attempts, throttles, retries) carries it.
@@ -131,7 +134,7 @@ impl Drop for Pending {
                 kind: FetchErrorKind::Shutdown,
                 message: "crawler shut down before this fetch finished".into(),
                 url: std::mem::take(&mut self.fetch.url),
-                exit: None,
+                exit: self.last_exit_name.take(),
                 attempts: self.attempts,
                 throttled: self.throttled,
             };

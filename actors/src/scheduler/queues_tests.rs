@@ -27,6 +27,7 @@ fn pending(host: &str, path: &str) -> Pending {
         waited: false,
         backlog: 0,
         last_exit: None,
+        last_exit_name: None,
         avoid: None,
         span: None,
     }
