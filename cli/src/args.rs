@@ -98,30 +98,19 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         return Ok(Command::Completions(shell));
     }
     let f = cli.flags;
-    let keeps = f.warc.is_some()
-        || f.bodies.is_some()
-        || f.warc_max_bytes.is_some()
-        || !f.header.is_empty()
-        || f.user_agent.is_some()
-        || !f.sitemap.is_empty();
     if !f.dedupe.is_empty() {
-        return dedupe_command(f, keeps);
+        return dedupe_command(f);
     }
-    if let Some(file) = f.enqueue {
-        let frontier = f
-            .frontier
-            .ok_or("--enqueue needs --frontier redis://HOST:PORT/QUEUE")?;
-        if f.demo
-            || f.config.is_some()
-            || f.urls.is_some()
-            || !f.given.is_empty()
-            || f.out.is_some()
-            || f.follow
-            || keeps
-            || f.redis_wait.is_some()
-        {
-            return Err("--enqueue only goes with --frontier and --recrawl".into());
+    if let Some(file) = f.enqueue.clone() {
+        if f.frontier.is_none() {
+            return Err("--enqueue needs --frontier redis://HOST:PORT/QUEUE".into());
         }
+        only(
+            &f,
+            &["--enqueue", "--frontier", "--recrawl"],
+            "--enqueue only goes with --frontier and --recrawl",
+        )?;
+        let frontier = f.frontier.expect("checked above");
         return Ok(Command::Enqueue {
             urls: UrlSource::from_arg(&file),
             frontier,
@@ -137,6 +126,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         return Err("--claim-idle/--idle-exit/--redis-wait only go with --frontier".into());
     }
     check_keep_flags(&f)?;
+    f.overrides().check()?;
     let headers = parse_headers(&f.header)?;
     if let Some(ua) = &f.user_agent {
         check_user_agent(ua)?;
@@ -146,6 +136,7 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
     if f.resume && f.out.as_deref().is_none_or(|p| p == Path::new("-")) {
         return Err("--resume needs --out FILE (the results of the earlier run)".into());
     }
+    let overrides = f.overrides();
     Ok(Command::Run(Box::new(RunArgs {
         config: f.config,
         urls,
@@ -171,31 +162,94 @@ pub fn validate(cli: Cli) -> Result<Command, String> {
         sitemaps: f.sitemap,
         no_dedupe: f.no_dedupe,
         exits,
-        overrides: Overrides {
-            concurrency: f.concurrency,
-            max_rps: f.max_rps,
-            initial_rps: f.initial_rps,
-            timeout: f.timeout,
-            retries: f.retries,
-            depth: f.depth,
-            max_pages: f.max_pages,
-            scope: f.scope,
-        },
+        overrides,
     })))
 }
 
-/// `--dedupe FILE... --out FILE`, alone.
-fn dedupe_command(f: Flags, keeps: bool) -> Result<Command, String> {
-    if f.demo
-        || f.config.is_some()
-        || f.urls.is_some()
-        || !f.given.is_empty()
-        || f.frontier.is_some()
-        || f.enqueue.is_some()
-        || keeps
-    {
-        return Err("--dedupe only goes with --out FILE".into());
+impl Flags {
+    /// The everyday settings given as flags.
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            concurrency: self.concurrency,
+            max_rps: self.max_rps,
+            initial_rps: self.initial_rps,
+            timeout: self.timeout,
+            retries: self.retries,
+            depth: self.depth,
+            max_pages: self.max_pages,
+            scope: self.scope,
+        }
     }
+
+    /// The flags given, by their long names, in `--help`'s order (the URL arguments are
+    /// not flags: see `given`).
+    fn named(&self) -> Vec<&'static str> {
+        [
+            ("--config", self.config.is_some()),
+            ("--urls", self.urls.is_some()),
+            ("--sitemap", !self.sitemap.is_empty()),
+            ("--no-dedupe", self.no_dedupe),
+            ("--out", self.out.is_some()),
+            ("--resume", self.resume),
+            ("--summary", self.summary.is_some()),
+            ("--report", self.report.is_some()),
+            ("--warc", self.warc.is_some()),
+            ("--warc-max-bytes", self.warc_max_bytes.is_some()),
+            ("--bodies", self.bodies.is_some()),
+            ("--dedupe", !self.dedupe.is_empty()),
+            ("--exit", !self.exits.is_empty()),
+            ("--proxy", !self.proxies.is_empty()),
+            ("--proxies", self.proxies_file.is_some()),
+            ("--header", !self.header.is_empty()),
+            ("--user-agent", self.user_agent.is_some()),
+            ("--concurrency", self.concurrency.is_some()),
+            ("--max-rps", self.max_rps.is_some()),
+            ("--initial-rps", self.initial_rps.is_some()),
+            ("--timeout", self.timeout.is_some()),
+            ("--retries", self.retries.is_some()),
+            ("--ignore-robots", self.ignore_robots),
+            ("--grace", self.grace.is_some()),
+            ("--follow", self.follow),
+            ("--depth", self.depth.is_some()),
+            ("--scope", self.scope.is_some()),
+            ("--max-pages", self.max_pages.is_some()),
+            ("--frontier", self.frontier.is_some()),
+            ("--enqueue", self.enqueue.is_some()),
+            ("--recrawl", self.recrawl),
+            ("--claim-idle", self.claim_idle.is_some()),
+            ("--idle-exit", self.idle_exit.is_some()),
+            ("--redis-wait", self.redis_wait.is_some()),
+            ("--quiet", self.quiet),
+            ("--metrics", self.metrics.is_some()),
+            ("--log-format", self.log_format.is_some()),
+            ("--demo", self.demo),
+            ("--demo-urls", self.demo_urls.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect()
+    }
+}
+
+/// A command that takes only the flags `takes` (no URL arguments): `Err` is `refusal`
+/// naming the first other one given, which would otherwise be ignored.
+fn only(f: &Flags, takes: &[&str], refusal: &str) -> Result<(), String> {
+    if !f.given.is_empty() {
+        return Err(format!("{refusal} (drop the URL arguments)"));
+    }
+    match f.named().into_iter().find(|name| !takes.contains(name)) {
+        Some(name) => Err(format!("{refusal} (drop {name})")),
+        None => Ok(()),
+    }
+}
+
+/// `--dedupe FILE... --out FILE`, alone.
+fn dedupe_command(f: Flags) -> Result<Command, String> {
+    only(
+        &f,
+        &["--dedupe", "--out"],
+        "--dedupe only goes with --out FILE",
+    )?;
     let out = f
         .out
         .ok_or("--dedupe needs --out FILE (the merged results)")?;
@@ -354,6 +408,68 @@ mod tests {
         assert!(e.contains("is not a number of seconds (0 to 86400)"), "{e}");
         let e = parse(&["--config", "c", "--urls="]).unwrap_err();
         assert!(e.contains("--urls"), "{e}");
+    }
+
+    /// A value each flag takes, for a command line that gives it.
+    fn sample(long: &str) -> &'static str {
+        match long {
+            "warc" => "x.warc.gz",
+            "warc-max-bytes" => "1M",
+            "sitemap" => "http://h/s.xml",
+            "exit" => "127.0.0.2",
+            "proxy" => "http://127.0.0.1:9",
+            "header" => "A: b",
+            "scope" => "any",
+            "frontier" => "redis://127.0.0.1:9/q",
+            "metrics" => "127.0.0.1:9",
+            "log-format" => "json",
+            "config" | "urls" | "out" | "summary" | "report" | "bodies" | "dedupe" | "enqueue"
+            | "proxies" | "user-agent" => "x",
+            _ => "1",
+        }
+    }
+
+    #[test]
+    fn dedupe_and_enqueue_refuse_every_flag_they_do_not_take() {
+        let cmd = Cli::command();
+        let longs: Vec<&str> = cmd
+            .get_arguments()
+            .filter_map(|a| Some((a.get_long()?, a.get_action().takes_values())))
+            .filter(|(long, _)| !["help", "version"].contains(long))
+            .map(|(long, _)| long)
+            .collect();
+        assert!(longs.len() > 30, "{longs:?}");
+        let base: [&[&str]; 2] = [
+            &["--dedupe", "a", "--out", "b"],
+            &["--enqueue", "u", "--frontier", "redis://127.0.0.1:9/q"],
+        ];
+        for long in longs {
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .expect("the flag");
+            let flag = format!("--{long}");
+            for base in base {
+                if base.contains(&flag.as_str()) || (long == "recrawl" && base[0] == "--enqueue") {
+                    continue;
+                }
+                let mut args = base.to_vec();
+                args.push(&flag);
+                if arg.get_action().takes_values() {
+                    args.push(sample(long));
+                }
+                let e = parse(&args).expect_err(&format!("{args:?} refused"));
+                // `--dedupe` given to `--enqueue` is the merge refusing `--enqueue`'s flags.
+                assert!(
+                    e.contains("only goes with") && e.contains(&flag),
+                    "{args:?}: {e}"
+                );
+            }
+        }
+        let e = parse(&["http://h/", "--dedupe", "a", "--out", "b"]).unwrap_err();
+        assert!(e.contains("drop the URL arguments"), "{e}");
+        assert!(parse(&["--dedupe", "a", "--dedupe", "b", "--out", "c"]).is_ok());
+        assert!(parse(&["--enqueue", "u", "--frontier", "redis://h:1/q", "--recrawl"]).is_ok());
     }
 
     #[test]

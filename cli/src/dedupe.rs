@@ -86,11 +86,16 @@ pub fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
     let mut picker: Picker<String> = Picker::default();
     let (mut read, mut dropped) = (0u64, 0u64);
     for path in inputs {
-        let f = File::open(path)
-            .map_err(|e| Failure::Usage(format!("--dedupe {}: {e}", path.display())))?;
+        // An input that cannot be opened is bad input (exit 2); one whose reading fails
+        // once open is an I/O failure (exit 1). Either way --out is not touched.
+        let f = open_input(path).map_err(Failure::Usage)?;
         for line in BufReader::new(f).split(b'\n') {
-            let line =
-                line.map_err(|e| Failure::Usage(format!("--dedupe {}: {e}", path.display())))?;
+            let line = line.map_err(|e| {
+                Failure::Output(format!(
+                    "--dedupe {}: reading it failed: {e} (--out was not changed)",
+                    path.display()
+                ))
+            })?;
             // A record is UTF-8 JSON: a line that is not (a last line cut inside a
             // character by a hard kill) is no record, dropped as any other.
             let Ok(mut line) = String::from_utf8(line) else {
@@ -134,6 +139,19 @@ pub fn dedupe(inputs: &[PathBuf], out: &Path) -> Result<(), Failure> {
         "--dedupe: {read} records, {urls} URLs written, {dropped} unreadable lines dropped"
     ));
     Ok(())
+}
+
+/// A `--dedupe` input, opened: `Err` says why it cannot be (a directory is refused here,
+/// where opening it would succeed and its reading fail).
+fn open_input(path: &Path) -> Result<File, String> {
+    let f = File::open(path).map_err(|e| format!("--dedupe {}: {e}", path.display()))?;
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(format!(
+            "--dedupe {}: is a directory (expected a results file, one JSON record a line)",
+            path.display()
+        ));
+    }
+    Ok(f)
 }
 
 /// Counts over the records a compacted `--out` keeps, one per URL: what the summary of a

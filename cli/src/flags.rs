@@ -13,7 +13,8 @@ use super::help::{AFTER_HELP, AFTER_SHORT_HELP};
 use super::overrides::source_ip;
 use super::source::FrontierUrl;
 use super::values::{
-    byte_size, crawl_scope, grace, number, path, positive_count, positive_secs, socket_addr, text,
+    byte_size, concurrency, crawl_scope, depth, grace, initial_rps, max_pages, max_rps, path,
+    positive_count, positive_secs, retries, socket_addr, text, timeout,
 };
 
 // `--help`'s headings; the fields below are in the order they are shown.
@@ -189,27 +190,27 @@ pub struct Flags {
     /// Most fetches in flight, all exits together
     ///
     /// Sets [crawler] concurrency
-    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true, help_heading = LIMITS)]
+    #[arg(long, value_name = "N", value_parser = concurrency, allow_hyphen_values = true, help_heading = LIMITS)]
     pub concurrency: Option<u32>,
     /// Ceiling of each host's rate, req/s
     ///
     /// Sets [limiter] max_rps
-    #[arg(long, value_name = "RPS", value_parser = number::<f64>, allow_hyphen_values = true, help_heading = LIMITS)]
+    #[arg(long, value_name = "RPS", value_parser = max_rps, allow_hyphen_values = true, help_heading = LIMITS)]
     pub max_rps: Option<f64>,
     /// Each host's starting rate, req/s
     ///
     /// Sets [limiter] initial_rps
-    #[arg(long, value_name = "RPS", value_parser = number::<f64>, allow_hyphen_values = true, help_heading = LIMITS)]
+    #[arg(long, value_name = "RPS", value_parser = initial_rps, allow_hyphen_values = true, help_heading = LIMITS)]
     pub initial_rps: Option<f64>,
     /// Whole-request deadline, seconds
     ///
     /// Sets [crawler] timeout_ms; the connect timeout is lowered to it when longer
-    #[arg(long, value_name = "SECS", value_parser = number::<f64>, allow_hyphen_values = true, help_heading = LIMITS)]
+    #[arg(long, value_name = "SECS", value_parser = timeout, allow_hyphen_values = true, help_heading = LIMITS)]
     pub timeout: Option<f64>,
     /// Further attempts per URL after an error
     ///
     /// Sets [crawler] max_retries
-    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true, help_heading = LIMITS)]
+    #[arg(long, value_name = "N", value_parser = retries, allow_hyphen_values = true, help_heading = LIMITS)]
     pub retries: Option<u32>,
     /// Do not fetch or obey robots.txt
     ///
@@ -233,7 +234,7 @@ pub struct Flags {
     /// Links followed from a seed, at most
     ///
     /// Sets [crawl] max_depth
-    #[arg(long, value_name = "N", value_parser = number::<u32>, allow_hyphen_values = true, help_heading = CRAWLING)]
+    #[arg(long, value_name = "N", value_parser = depth, allow_hyphen_values = true, help_heading = CRAWLING)]
     pub depth: Option<u32>,
     /// Hosts links may lead to: same_host, same_domain, any
     ///
@@ -244,7 +245,7 @@ pub struct Flags {
     /// Pages fetched, at most
     ///
     /// In a --follow crawl (sets [crawl] max_pages)
-    #[arg(long, value_name = "N", value_parser = number::<u64>, allow_hyphen_values = true, help_heading = CRAWLING)]
+    #[arg(long, value_name = "N", value_parser = max_pages, allow_hyphen_values = true, help_heading = CRAWLING)]
     pub max_pages: Option<u64>,
 
     /// A shared Redis frontier redis://HOST:PORT/QUEUE

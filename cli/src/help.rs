@@ -21,7 +21,8 @@ PROGRESS:
       120/3000            URLs done of the total: exact for the demo and for a regular \
                          --urls file up to 16 MiB (counted in a quick first pass); \
                          estimated from the bytes read for a larger file (shown with ~); \
-                         the URLs read so far for stdin
+                         the URLs read so far for stdin. URLs --resume skips count as \
+                         done, and in the total
       38 done, 120 found  with --follow: pages done, and URLs found so far (seeds \
                          included); no percentage or eta while links are still being found
       ok / failed         URLs answered 2xx / that ended otherwise (another status but \
@@ -75,7 +76,8 @@ PRIVATE ADDRESSES:
 
 EXIT STATUS:
     0 the crawl ran (even if some URLs failed); 1 an output could not be written, \
-    reading --urls failed, every exit was out of service for longer than the crawler \
+    reading --urls failed, reading a --dedupe input or the --out of --resume failed once \
+    open, every exit was out of service for longer than the crawler \
     waits for one (or, with --frontier/--enqueue, Redis failed or lost the queue, or a \
     consumer stopped because its fetches all failed on its own side); 2 bad arguments or \
     configuration; 130 interrupted

@@ -27,6 +27,30 @@ pub struct Overrides {
     pub scope: Option<exitcrawl::config::CrawlScope>,
 }
 
+/// The range of each whole-number key a flag sets, as `Settings::validate` checks it: what
+/// a flag's message says is allowed when its value is not a whole number of that range.
+pub const WHOLE: [(&str, u64, u64); 4] = [
+    ("crawler.concurrency", 1, 100_000),
+    ("crawler.max_retries", 0, 100),
+    ("crawl.max_depth", 0, 100_000),
+    ("crawl.max_pages", 1, 10_000_000_000),
+];
+
+/// Most requests a second `limiter.max_rps` and `limiter.initial_rps` take.
+pub const MAX_RATE: f64 = 1_000_000.0;
+
+/// What a rate flag allows, as its messages say it.
+pub const RATE_RANGE: &str = "more than 0, at most 1000000";
+
+/// The range of `key`, one of [`WHOLE`].
+pub fn whole_range(key: &str) -> (u64, u64) {
+    WHOLE
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|&(_, lo, hi)| (lo, hi))
+        .unwrap_or_else(|| unreachable!("{key} is not in WHOLE"))
+}
+
 impl Overrides {
     /// The flag that sets each config key, for messages.
     pub const FLAGS: [(&'static str, &'static str); 9] = [
@@ -56,6 +80,26 @@ impl Overrides {
             Some((key, flag)) => format!("{flag} (sets {key}): {e}"),
             None => format!("with the command line's flags: {e}"),
         }
+    }
+
+    /// The rate flags' own range, checked before [`Overrides::apply`] moves other keys to
+    /// agree with them: a refusal names the flag given and its value, not a key it moved.
+    pub fn check(&self) -> Result<(), String> {
+        for (flag, key, rps) in [
+            ("--max-rps", "limiter.max_rps", self.max_rps),
+            ("--initial-rps", "limiter.initial_rps", self.initial_rps),
+        ] {
+            match rps {
+                Some(v) if !(v > 0.0 && v <= MAX_RATE) => {
+                    return Err(format!(
+                        "{flag} {v}: {v} requests a second is out of range ({RATE_RANGE}; \
+                         sets {key})"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Put the flags' values into `s`. A key bounded by another moves to agree, as a
@@ -164,6 +208,87 @@ mod tests {
         assert_eq!(s.crawl.max_depth, Some(2));
         let keys: Vec<&str> = Overrides::FLAGS.iter().map(|f| f.0).collect();
         assert!(keys.contains(&"crawl.scope"), "{keys:?}");
+    }
+
+    /// Settings with `o` put in, checked: the key refused, if any.
+    fn refused(o: &Overrides) -> Option<String> {
+        let exit = exitcrawl::config::ExitSettings::new("e", "127.0.0.2".parse().unwrap());
+        let mut s = Settings::with_exits(vec![exit]);
+        o.apply(&mut s);
+        s.validate()
+            .err()
+            .map(|e| e.key().unwrap_or("?").to_owned())
+    }
+
+    /// An override of the whole-number key `key` to `n`.
+    fn whole(key: &str, n: u64) -> Overrides {
+        let small = || u32::try_from(n).expect("fits");
+        match key {
+            "crawler.concurrency" => Overrides {
+                concurrency: Some(small()),
+                ..Overrides::default()
+            },
+            "crawler.max_retries" => Overrides {
+                retries: Some(small()),
+                ..Overrides::default()
+            },
+            "crawl.max_depth" => Overrides {
+                depth: Some(small()),
+                ..Overrides::default()
+            },
+            "crawl.max_pages" => Overrides {
+                max_pages: Some(n),
+                ..Overrides::default()
+            },
+            _ => unreachable!("{key}"),
+        }
+    }
+
+    #[test]
+    fn the_ranges_the_flags_say_are_their_keys_ranges() {
+        for (key, lo, hi) in WHOLE {
+            assert_eq!(refused(&whole(key, lo)), None, "{key} = {lo}");
+            assert_eq!(refused(&whole(key, hi)), None, "{key} = {hi}");
+            assert_eq!(refused(&whole(key, hi + 1)).as_deref(), Some(key));
+            if lo > 0 {
+                assert_eq!(refused(&whole(key, lo - 1)).as_deref(), Some(key));
+            }
+        }
+        let rate = |max: f64| Overrides {
+            max_rps: Some(max),
+            ..Overrides::default()
+        };
+        assert_eq!(refused(&rate(MAX_RATE)), None);
+        assert_eq!(
+            refused(&rate(MAX_RATE * 1.001)).as_deref(),
+            Some("limiter.max_rps")
+        );
+        assert!(RATE_RANGE.ends_with(&format!("{MAX_RATE}")));
+    }
+
+    #[test]
+    fn a_rate_flag_out_of_range_is_named_with_its_value() {
+        let e = Overrides {
+            initial_rps: Some(0.0),
+            ..Overrides::default()
+        }
+        .check()
+        .unwrap_err();
+        assert!(e.starts_with("--initial-rps 0: "), "{e}");
+        let e = Overrides {
+            initial_rps: Some(2e6),
+            max_rps: Some(5.0),
+            ..Overrides::default()
+        }
+        .check()
+        .unwrap_err();
+        assert!(e.starts_with("--initial-rps 2000000: "), "{e}");
+        let ok = Overrides {
+            initial_rps: Some(MAX_RATE),
+            ..Overrides::default()
+        };
+        assert_eq!(ok.check(), Ok(()));
+        assert_eq!(refused(&ok), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::record::Totals;
 use super::source::ReadStats;
+use super::summary::sent_by;
 use super::term::BAR;
 
 /// How progress is shown.
@@ -39,15 +40,16 @@ pub struct Watched {
 }
 
 /// URLs done against what is known of the total: `done 120/3000`, `done 120/~3100`, or
-/// with `--follow` `38 done, 120 found`.
-fn done_of(w: &Watched, done: u64) -> String {
+/// with `--follow` `38 done, 120 found`. `done` counts the `skipped` URLs `--resume` found
+/// done, and so does a total counted as the URLs are read (stdin).
+fn done_of(w: &Watched, done: u64, skipped: u64) -> String {
     if w.follow {
         return follow_counts(done, w.totals.found.get());
     }
     match total_hint(&w.read) {
         Some((n, true)) => format!("done {done}/{n}"),
         Some((n, false)) => format!("done {done}/~{n}"),
-        None => format!("done {done}/{}", w.totals.read.get()),
+        None => format!("done {done}/{}", w.totals.read.get() + skipped),
     }
 }
 
@@ -72,15 +74,24 @@ fn total_hint(read: &ReadStats) -> Option<(u64, bool)> {
     Some((estimate.max(lines), bytes >= read.size))
 }
 
+/// The requests an exit sent so far: see [`sent_by`].
+type Sent<'a> = &'a dyn Fn(&ExitStats) -> u64;
+
 /// The per-exit part of the progress: the rate each exit's limiter allows (a ceiling:
 /// what is sent is lower whenever fewer URLs are ready), the requests it sent since the
-/// last call, and EJECTED when it is out; for more than 8 exits, one part with
-/// counts and the first ejected names. A disabled exit is not shown: it sends nothing.
+/// last call (`sent`: those that left it, as the summary's `requests`), and EJECTED when
+/// it is out; for more than 8 exits, one part with counts and the first ejected names. A
+/// disabled exit is not shown: it sends nothing.
 fn exit_parts(
     stats: &[ExitStats],
+    sent: Sent<'_>,
     last_sent: &mut HashMap<String, u64>,
     period: Duration,
 ) -> Vec<String> {
+    let mut since_last = |s: &ExitStats| {
+        let now = sent(s);
+        now.saturating_sub(last_sent.insert(s.name.clone(), now).unwrap_or(0))
+    };
     let stats: Vec<&ExitStats> = stats.iter().filter(|s| s.enabled).collect();
     let per_s = period.as_secs_f64().max(1e-3);
     if stats.len() > 8 {
@@ -91,10 +102,7 @@ fn exit_parts(
             .take(5)
             .map(|s| s.name.as_str())
             .collect();
-        let sent: u64 = stats
-            .iter()
-            .map(|s| s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0))
-            .sum();
+        let sent: u64 = stats.iter().map(|s| since_last(s)).sum();
         let mut line = format!(
             "exits healthy {healthy}/{} sent {:.0}/s",
             stats.len(),
@@ -108,7 +116,7 @@ fn exit_parts(
     stats
         .iter()
         .map(|s| {
-            let sent = s.total - last_sent.insert(s.name.clone(), s.total).unwrap_or(0);
+            let sent = since_last(s);
             format!(
                 "{} allowed {} sent {:.0}/s{}",
                 s.name,
@@ -154,6 +162,7 @@ async fn status_lines(period: Duration, w: Watched) {
     tick.tick().await; // the first tick is immediate
     let mut last_sent = HashMap::new();
     let mut last_done = 0;
+    let sent = |s: &ExitStats| sent_by(w.handle.metrics(), s);
     loop {
         tick.tick().await;
         let stats = w.handle.stats().await;
@@ -164,7 +173,7 @@ async fn status_lines(period: Duration, w: Watched) {
             std::io::stderr(),
             "[{:>6.1}s] {} ok {} throttled {} failed {}{} {:.1} URLs/s | {}",
             clock::since(started).as_secs_f64(),
-            done_of(&w, done + skipped),
+            done_of(&w, done + skipped, skipped),
             t.ok.get(),
             t.throttled.get(),
             failed(t, done),
@@ -174,7 +183,7 @@ async fn status_lines(period: Duration, w: Watched) {
                 String::new()
             },
             (done - last_done) as f64 / period.as_secs_f64(),
-            exit_parts(&stats, &mut last_sent, period).join(" |"),
+            exit_parts(&stats, &sent, &mut last_sent, period).join(" |"),
         );
         last_done = done;
     }
@@ -199,6 +208,7 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
     let mut last_sent = HashMap::new();
     let mut rate_from = (clock::now(), 0u64);
     let mut has_len = false;
+    let sent = |s: &ExitStats| sent_by(w.handle.metrics(), s);
     for n in 0u64.. {
         tick.tick().await;
         let done = w.totals.total.get();
@@ -226,7 +236,7 @@ async fn draw_bar(bar: ProgressBar, w: Watched) {
             rate_from = (clock::now(), done);
             let mut msg = bar_message(&w, done, skipped, rate);
             // Two exits a line, so each line fits an 80-column terminal.
-            for chunk in exit_parts(&stats, &mut last_sent, period).chunks(2) {
+            for chunk in exit_parts(&stats, &sent, &mut last_sent, period).chunks(2) {
                 msg.push('\n');
                 msg.push_str(&chunk.join(" · "));
             }
@@ -262,6 +272,11 @@ fn bar_message(w: &Watched, done: u64, skipped: u64, rate: f64) -> String {
 mod tests {
     use super::*;
 
+    /// Every attempt left the exit.
+    fn total(s: &ExitStats) -> u64 {
+        s.total
+    }
+
     fn exit(name: &str, enabled: bool, healthy: bool) -> ExitStats {
         let mut s = ExitStats::new(name, std::net::Ipv4Addr::LOCALHOST.into());
         s.enabled = enabled;
@@ -275,13 +290,13 @@ mod tests {
     #[test]
     fn a_disabled_exit_is_not_shown() {
         let stats = [exit("e2", true, true), exit("e5", false, true)];
-        let parts = exit_parts(&stats, &mut HashMap::new(), Duration::from_secs(5));
+        let parts = exit_parts(&stats, &total, &mut HashMap::new(), Duration::from_secs(5));
         assert_eq!(parts, ["e2 allowed - sent 1/s"]);
         let many: Vec<_> = (0..9)
             .map(|i| exit(&format!("x{i}"), true, i != 0))
             .chain([exit("off", false, false)])
             .collect();
-        let parts = exit_parts(&many, &mut HashMap::new(), Duration::from_secs(5));
+        let parts = exit_parts(&many, &total, &mut HashMap::new(), Duration::from_secs(5));
         assert_eq!(parts, ["exits healthy 8/9 sent 9/s ejected: x0"]);
     }
 
@@ -295,8 +310,23 @@ mod tests {
             ("idle".into(), Duration::ZERO),
         ];
         e.total = 240;
-        let parts = exit_parts(&[e], &mut HashMap::new(), Duration::from_secs(5));
+        let parts = exit_parts(&[e], &total, &mut HashMap::new(), Duration::from_secs(5));
         assert_eq!(parts, ["lo1 allowed 250.0/s sent 48/s"]);
+    }
+
+    #[test]
+    fn sent_counts_the_requests_that_left_the_exit_not_every_attempt() {
+        // 240 attempts began, 40 of them never left the exit (no connection could be
+        // opened from its address): 200 were sent.
+        let mut e = exit("lo1", true, true);
+        e.total = 240;
+        let left = |_: &ExitStats| 200;
+        let mut last = HashMap::new();
+        let parts = exit_parts(&[e.clone()], &left, &mut last, Duration::from_secs(5));
+        assert_eq!(parts, ["lo1 allowed - sent 40/s"]);
+        let more = |_: &ExitStats| 250;
+        let parts = exit_parts(&[e], &more, &mut last, Duration::from_secs(5));
+        assert_eq!(parts, ["lo1 allowed - sent 10/s"]);
     }
 
     #[test]

@@ -341,11 +341,11 @@ pub struct ExitTally {
     pub last_at: Option<SystemTime>,
 }
 
-/// The host of a record's URL, as the crawler keys its limits: the name, lowercase,
-/// without the port.
+/// The host of a record's URL, as the crawler keys its limits and pauses: the name,
+/// lowercase, without the port; an IPv6 address in its brackets (`[::1]`).
 fn host_of(url: &str) -> Option<String> {
     let u = url::Url::parse(url).ok()?;
-    Some(u.host_str()?.trim_matches(['[', ']']).to_ascii_lowercase())
+    Some(u.host_str()?.to_ascii_lowercase())
 }
 
 fn bump(c: &Cell<u64>, n: u64) {

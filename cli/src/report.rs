@@ -3,8 +3,11 @@
 //!
 //! Its figures are the summary's (the hosts, the exits, the totals) and the
 //! [`Breakdown`](super::breakdown::Breakdown) counted as records were written (the
-//! timeline, the busiest hosts' rates, status classes, error kinds, slowest URLs). Every row and chart carries its
-//! figures as `data-*` attributes, so a program can read the page back. Every string that
+//! timeline, the busiest hosts' rates, status classes, error kinds, slowest URLs). After
+//! `--resume` the totals count the compacted `--out` (the whole crawl) and the rest this
+//! run's records, as the summary's figures do: the page says which part covers what. Every
+//! row and chart carries its figures as `data-*` attributes, so a program can read the page
+//! back. Every string that
 //! came from outside (hosts, URLs, error kinds, exit names) is escaped.
 
 mod svg;
@@ -75,9 +78,13 @@ pub fn render(s: &Summary, t: &Totals, now: SystemTime) -> String {
          <title>exitcrawl report</title><style>{STYLE}</style></head><body>\n"
     );
     overview(&mut h, s, now);
+    let resumed = s.resumed;
+    if resumed {
+        this_run(&mut h, s, t);
+    }
     let breakdown = t.breakdown.borrow();
     let (width, buckets) = breakdown.timeline();
-    h.push_str("<h2>Timeline</h2>");
+    heading(&mut h, "Timeline", resumed);
     legend(
         &mut h,
         "records ok",
@@ -93,25 +100,42 @@ pub fn render(s: &Summary, t: &Totals, now: SystemTime) -> String {
     hosts(&mut h, s);
     host_rates(&mut h, s, &breakdown, width * buckets.len() as u64);
     exits(&mut h, s);
-    statuses(&mut h, &breakdown.classes().collect::<Vec<_>>());
-    errors(&mut h, &breakdown.errors());
-    slowest_hosts(&mut h, &t.hosts.borrow());
-    slowest_urls(&mut h, breakdown.slowest());
+    statuses(&mut h, &breakdown.classes().collect::<Vec<_>>(), resumed);
+    errors(&mut h, &breakdown.errors(), resumed);
+    slowest_hosts(&mut h, &t.hosts.borrow(), resumed);
+    slowest_urls(&mut h, breakdown.slowest(), resumed);
     h.push_str("</body></html>\n");
     h
+}
+
+/// A section's heading. After `--resume` the totals count the whole crawl and every
+/// section counts this run's records: it says so, in words and in `data-covers`.
+fn heading(h: &mut String, title: &str, resumed: bool) {
+    if resumed {
+        let _ = write!(h, "<h2 data-covers=\"this-run\">{title} — this run</h2>");
+    } else {
+        let _ = write!(h, "<h2>{title}</h2>");
+    }
 }
 
 fn overview(h: &mut String, s: &Summary, now: SystemTime) {
     let _ = write!(
         h,
-        "<h1>exitcrawl report</h1><p class=\"note\">Written {} after {:.1} s{}.</p>\
+        "<h1>exitcrawl report</h1><p class=\"note\">Written {} after {:.1} s{}.</p>{}\
          <dl id=\"totals\" data-total=\"{}\" data-ok=\"{}\" data-failed=\"{}\" \
          data-redirected=\"{}\" data-throttled=\"{}\" data-requests=\"{}\" \
-         data-interrupted=\"{}\" data-invalid=\"{}\">",
+         data-interrupted=\"{}\" data-invalid=\"{}\" data-resumed=\"{}\">",
         rfc3339_millis(now),
         s.elapsed_s,
         if s.interrupted > 0 {
             ", interrupted"
+        } else {
+            ""
+        },
+        if s.resumed {
+            "<p class=\"note\">Resumed: these totals count the records of the compacted \
+             --out, one per URL (the whole crawl, over every run); the requests sent, the \
+             hosts and every section below are this run's.</p>"
         } else {
             ""
         },
@@ -122,20 +146,51 @@ fn overview(h: &mut String, s: &Summary, now: SystemTime) {
         s.throttled,
         s.requests,
         s.interrupted,
-        s.invalid
+        s.invalid,
+        s.resumed
+    );
+    // After --resume the requests and the hosts are this run's, as in the summary.
+    let run = if s.resumed { " (this run)" } else { "" };
+    for (name, v, suffix) in [
+        ("URLs recorded", s.total, ""),
+        ("ok (2xx)", s.ok, ""),
+        ("failed", s.failed, ""),
+        ("redirected", s.redirected, ""),
+        ("interrupted", s.interrupted, ""),
+        ("skipped by robots.txt", s.skipped_robots, ""),
+        ("duplicates", s.skipped_duplicate, ""),
+        ("invalid lines", s.invalid, ""),
+        ("requests sent", s.requests, run),
+        ("answered 429/503", s.throttled, ""),
+        ("hosts", s.hosts.len() as u64 + s.hosts_omitted, run),
+    ] {
+        let _ = write!(h, "<dt>{name}{suffix}</dt><dd>{v}</dd>");
+    }
+    h.push_str("</dl>\n");
+}
+
+/// After `--resume`: the records this run wrote, which the sections below count, and the
+/// URLs it found done.
+fn this_run(h: &mut String, s: &Summary, t: &Totals) {
+    heading(h, "Records", true);
+    let (total, ok, failed) = (t.total.get(), t.ok.get(), t.failed.get());
+    let (redirected, interrupted) = (t.redirected.get(), t.interrupted.get());
+    let _ = write!(
+        h,
+        "<dl id=\"this-run\" data-total=\"{total}\" data-ok=\"{ok}\" data-failed=\"{failed}\" \
+         data-redirected=\"{redirected}\" data-throttled=\"{}\" \
+         data-interrupted=\"{interrupted}\" data-skipped=\"{}\">",
+        t.throttled.get(),
+        s.skipped
     );
     for (name, v) in [
-        ("URLs recorded", s.total),
-        ("ok (2xx)", s.ok),
-        ("failed", s.failed),
-        ("redirected", s.redirected),
-        ("interrupted", s.interrupted),
-        ("skipped by robots.txt", s.skipped_robots),
-        ("duplicates", s.skipped_duplicate),
-        ("invalid lines", s.invalid),
-        ("requests sent", s.requests),
-        ("answered 429/503", s.throttled),
-        ("hosts", s.hosts.len() as u64 + s.hosts_omitted),
+        ("URLs recorded", total),
+        ("ok (2xx)", ok),
+        ("failed", failed),
+        ("redirected", redirected),
+        ("interrupted", interrupted),
+        ("answered 429/503", t.throttled.get()),
+        ("found done in --out (skipped)", s.skipped),
     ] {
         let _ = write!(h, "<dt>{name}</dt><dd>{v}</dd>");
     }
@@ -158,7 +213,7 @@ fn opt_rate(r: Option<f64>) -> String {
 /// The busiest hosts: their requests split into ok, throttled and the rest, and where
 /// their rate settled.
 fn hosts(h: &mut String, s: &Summary) {
-    h.push_str("<h2>Busiest hosts</h2>");
+    heading(h, "Busiest hosts", s.resumed);
     if s.hosts.is_empty() {
         h.push_str("<p>No host was fetched.</p>\n");
         return;
@@ -213,7 +268,7 @@ fn host_rates(h: &mut String, s: &Summary, breakdown: &Breakdown, span_s: u64) {
     if busiest.is_empty() {
         return;
     }
-    h.push_str("<h2>Rate of the busiest hosts</h2>");
+    heading(h, "Rate of the busiest hosts", s.resumed);
     h.push_str(
         "<p class=\"legend\"><span><i class=\"plain\"></i>requests/s</span>\
          <span><i class=\"throttled\"></i>throttle answers (429/503)</span></p>",
@@ -237,7 +292,7 @@ fn host_rates(h: &mut String, s: &Summary, breakdown: &Breakdown, span_s: u64) {
 
 /// Each exit's share of the requests, and its health.
 fn exits(h: &mut String, s: &Summary) {
-    h.push_str("<h2>Exits</h2>");
+    heading(h, "Exits", s.resumed);
     let total = s.per_exit.iter().map(|e| e.requests).sum::<u64>().max(1);
     let rows: Vec<Bar<'_>> = s
         .per_exit
@@ -282,8 +337,8 @@ fn exits(h: &mut String, s: &Summary) {
 }
 
 /// The final answers' status classes of the fetched records.
-fn statuses(h: &mut String, classes: &[(&str, u64)]) {
-    h.push_str("<h2>Status classes</h2>");
+fn statuses(h: &mut String, classes: &[(&str, u64)], resumed: bool) {
+    heading(h, "Status classes", resumed);
     let rows: Vec<Bar<'_>> = classes
         .iter()
         .filter(|(c, n)| *n > 0 || *c != "1xx")
@@ -310,8 +365,8 @@ fn statuses(h: &mut String, classes: &[(&str, u64)]) {
 }
 
 /// The records' errors by kind.
-fn errors(h: &mut String, errors: &[(&str, u64)]) {
-    h.push_str("<h2>Error kinds</h2>");
+fn errors(h: &mut String, errors: &[(&str, u64)], resumed: bool) {
+    heading(h, "Error kinds", resumed);
     if errors.is_empty() {
         h.push_str("<p id=\"no-errors\">No record has an error.</p>\n");
         return;
@@ -330,8 +385,8 @@ fn errors(h: &mut String, errors: &[(&str, u64)]) {
 
 /// The hosts whose URLs took longest on average, with the time from their first record to
 /// their last.
-fn slowest_hosts(h: &mut String, tallies: &HashMap<String, HostTally>) {
-    h.push_str("<h2>Slowest hosts</h2>");
+fn slowest_hosts(h: &mut String, tallies: &HashMap<String, HostTally>, resumed: bool) {
+    heading(h, "Slowest hosts", resumed);
     let mut v: Vec<(&String, &HostTally, u64)> = tallies
         .iter()
         .map(|(host, t)| (host, t, t.elapsed_ms / t.urls.max(1)))
@@ -362,8 +417,8 @@ fn slowest_hosts(h: &mut String, tallies: &HashMap<String, HostTally>) {
 }
 
 /// The URLs whose records took longest (retries and waits for the host's turn included).
-fn slowest_urls(h: &mut String, slowest: &[super::breakdown::Slow]) {
-    h.push_str("<h2>Slowest URLs</h2>");
+fn slowest_urls(h: &mut String, slowest: &[super::breakdown::Slow], resumed: bool) {
+    heading(h, "Slowest URLs", resumed);
     if slowest.is_empty() {
         h.push_str("<p>No record.</p>\n");
         return;

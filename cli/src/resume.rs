@@ -377,18 +377,29 @@ struct Again {
 /// decides: final → skip it, interrupted or sent nowhere for want of an exit → fetch it
 /// again. An unfinished last line (no newline) is cut off so the appended records start
 /// on a line of their own.
-pub fn read_resume(path: &Path) -> io::Result<ResumeState> {
+pub fn read_resume(path: &Path) -> Result<ResumeState, ResumeFailure> {
     let mut file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ResumeState::default()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(ResumeFailure::Open(e)),
     };
-    let (state, complete_len) = read_records(BufReader::new(&mut file))?;
+    let (state, complete_len) =
+        read_records(BufReader::new(&mut file)).map_err(ResumeFailure::Read)?;
     if state.truncated > 0 {
-        file.set_len(complete_len)?;
-        file.seek(SeekFrom::End(0))?;
+        file.set_len(complete_len)
+            .and_then(|()| file.seek(SeekFrom::End(0)))
+            .map_err(ResumeFailure::Read)?;
     }
     Ok(state)
+}
+
+/// Why [`read_resume`] could not read `--out`.
+#[derive(Debug)]
+pub enum ResumeFailure {
+    /// It could not be opened to be read and appended to: a wrong argument.
+    Open(io::Error),
+    /// It was opened, and reading it (or cutting its unfinished last line) failed.
+    Read(io::Error),
 }
 
 /// What the records of `input` say, and the length of its complete lines (an unfinished
@@ -445,6 +456,26 @@ fn not_a_record(line: u64, e: &serde_json::Error) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_whose_reading_fails_is_told_from_one_that_cannot_be_opened() {
+        // A directory cannot be opened to be appended to: the argument is wrong.
+        let dir = std::env::temp_dir();
+        assert!(
+            matches!(read_resume(&dir), Err(ResumeFailure::Open(_))),
+            "a directory"
+        );
+        // Opened, then its first read fails (the first page of this process's memory is
+        // not mapped: EIO): the file is the argument asked for, its reading failed.
+        let mem = Path::new("/proc/self/mem");
+        let opens = OpenOptions::new().read(true).write(true).open(mem).is_ok();
+        if opens && std::fs::read(mem).is_err() {
+            assert!(
+                matches!(read_resume(mem), Err(ResumeFailure::Read(_))),
+                "/proc/self/mem"
+            );
+        }
+    }
 
     #[test]
     fn a_redirects_target_resumes_at_its_pages_depth() {

@@ -8,7 +8,7 @@ use exitcrawl_actors::follow::Resume;
 use super::args::RunArgs;
 use super::dedupe::{Compaction, RecordCounts};
 use super::output::cut_unfinished_line;
-use super::resume::read_resume;
+use super::resume::{read_resume, ResumeFailure};
 use super::source::UrlSource;
 use super::term::say;
 use super::warc_series::NamedEnds;
@@ -48,8 +48,15 @@ pub fn prepare_resume(args: &RunArgs, follow: bool) -> Result<Resuming, Failure>
     let (true, Some(path)) = (args.resume, &args.out) else {
         return Ok(none());
     };
-    let state = read_resume(path)
-        .map_err(|e| Failure::Usage(format!("--resume {}: {e}", path.display())))?;
+    // One that cannot be opened is bad input (exit 2); one whose reading fails once open
+    // is an I/O failure (exit 1). Nothing was fetched or written yet either way.
+    let state = read_resume(path).map_err(|e| match e {
+        ResumeFailure::Open(e) => Failure::Usage(format!("--resume {}: {e}", path.display())),
+        ResumeFailure::Read(e) => Failure::Output(format!(
+            "--resume {}: reading it failed: {e} (nothing was fetched)",
+            path.display()
+        )),
+    })?;
     if state.truncated > 0 {
         say(&format!(
             "--resume: cut an unfinished last line ({} bytes) off {}",

@@ -223,14 +223,32 @@ impl HostSummary {
 
 const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
 
+/// The requests exit `s` sent, of `outcome` (`ok`, `throttled`, `error`), from the
+/// counters behind `exitcrawl_requests_total`.
+fn sent_of(metrics: &Metrics, s: &ExitStats, outcome: &'static str) -> u64 {
+    CLASSES
+        .iter()
+        .map(|c| metrics.exit_requests(&s.name, s.source_ip, outcome, c))
+        .sum()
+}
+
+/// The requests exit `s` sent, answered or not: the attempts that left it (not those
+/// that could not, which `ExitStats::total` counts too). The summary's `requests`.
+pub fn sent_by(metrics: &Metrics, s: &ExitStats) -> u64 {
+    ["ok", "throttled", "error"]
+        .into_iter()
+        .map(|outcome| sent_of(metrics, s, outcome))
+        .sum()
+}
+
 impl ExitSummary {
     fn new(s: ExitStats, metrics: &Metrics) -> Self {
         let count = |outcome: &'static str, class: &'static str| {
             metrics.exit_requests(&s.name, s.source_ip, outcome, class)
         };
-        let sum = |outcome| CLASSES.iter().map(|c| count(outcome, c)).sum::<u64>();
-        let (answered, throttled, errors) = (sum("ok"), sum("throttled"), sum("error"));
-        let requests = answered + throttled + errors;
+        let throttled = sent_of(metrics, &s, "throttled");
+        let errors = sent_of(metrics, &s, "error");
+        let requests = sent_by(metrics, &s);
         ExitSummary {
             ok: count("ok", "2xx"),
             requests,
@@ -422,19 +440,24 @@ impl SummaryWriter {
         }
     }
 
-    /// Write `summary` to `--summary` (replaced in one step) and to stdout if asked.
+    /// Write `summary` to `--summary` (replaced in one step) and to stdout if asked; once
+    /// on stdout when `--summary -` puts it there already.
     pub fn write(&self, summary: &Summary) -> Result<(), Failure> {
         let mut json = serde_json::to_vec(summary).expect("summary serializes");
         json.push(b'\n');
         let to_stdout =
             |e: std::io::Error| Failure::Output(format!("writing the summary to stdout: {e}"));
+        let mut on_stdout = false;
         match &self.path {
-            Some(p) if p.as_os_str() == "-" => write_stdout(&json).map_err(to_stdout)?,
+            Some(p) if p.as_os_str() == "-" => {
+                write_stdout(&json).map_err(to_stdout)?;
+                on_stdout = true;
+            }
             Some(p) => write_atomic(p, &json)
                 .map_err(|e| Failure::Output(format!("writing --summary {}: {e}", p.display())))?,
             None => {}
         }
-        if self.stdout {
+        if self.stdout && !on_stdout {
             // A person reads the terminal; a script reads a pipe or a file.
             let out = if std::io::stdout().is_terminal() {
                 (self.for_terminal)(summary).into_bytes()

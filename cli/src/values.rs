@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::overrides::{whole_range, RATE_RANGE};
+
 /// Longest `--grace`, `--claim-idle`, `--idle-exit`.
 const MAX_SECS: f64 = 86_400.0;
 
@@ -43,10 +45,56 @@ pub fn positive_secs(v: &str) -> Result<Duration, String> {
     seconds(v, true, "more than 0, at most 86400")
 }
 
-/// A number; its range is checked with the settings, naming the flag.
-pub fn number<T: std::str::FromStr>(v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{v:?} is not a number of the kind this flag takes"))
+/// The value of a flag that sets the whole-number key `key`: one that is not a whole
+/// number its type holds (negative, a fraction, too large) is refused with the key's
+/// range; within the type, the range is checked with the settings, naming the flag.
+fn whole<T: TryFrom<u64>>(v: &str, key: &str) -> Result<T, String> {
+    v.parse::<u64>()
+        .ok()
+        .and_then(|n| T::try_from(n).ok())
+        .ok_or_else(|| {
+            let (lo, hi) = whole_range(key);
+            format!("{v:?} is not a whole number in {lo}..={hi} (sets {key})")
+        })
+}
+
+pub fn concurrency(v: &str) -> Result<u32, String> {
+    whole(v, "crawler.concurrency")
+}
+
+pub fn retries(v: &str) -> Result<u32, String> {
+    whole(v, "crawler.max_retries")
+}
+
+pub fn depth(v: &str) -> Result<u32, String> {
+    whole(v, "crawl.max_depth")
+}
+
+pub fn max_pages(v: &str) -> Result<u64, String> {
+    whole(v, "crawl.max_pages")
+}
+
+/// A rate flag's value: a number (its range is checked by `Overrides::check`).
+fn rate(v: &str, key: &str) -> Result<f64, String> {
+    v.parse().map_err(|_| {
+        format!("{v:?} is not a number of requests a second ({RATE_RANGE}; sets {key})")
+    })
+}
+
+pub fn max_rps(v: &str) -> Result<f64, String> {
+    rate(v, "limiter.max_rps")
+}
+
+pub fn initial_rps(v: &str) -> Result<f64, String> {
+    rate(v, "limiter.initial_rps")
+}
+
+/// `--timeout`: seconds (their range is checked with the settings, naming the flag).
+pub fn timeout(v: &str) -> Result<f64, String> {
+    let max = exitcrawl::config::HOUR_MS / 1000;
+    v.parse().map_err(|_| {
+        format!("{v:?} is not a number of seconds (0.001 to {max}; sets crawler.timeout_ms)")
+    })
 }
 
 pub fn positive_count(v: &str) -> Result<u64, String> {
@@ -102,5 +150,20 @@ mod tests {
         assert!(byte_size("0").is_err());
         assert!(byte_size("1T").is_err());
         assert!(byte_size("-1").unwrap_err().contains("K, M or G"));
+    }
+
+    #[test]
+    fn a_number_of_another_kind_is_told_its_keys_range() {
+        assert_eq!(concurrency("7"), Ok(7));
+        let e = concurrency("5000000000").unwrap_err();
+        assert!(
+            e.contains("a whole number in 1..=100000 (sets crawler.concurrency)"),
+            "{e}"
+        );
+        assert!(retries("1.5").unwrap_err().contains("0..=100"));
+        assert!(depth("-3").unwrap_err().contains("0..=100000"));
+        assert_eq!(max_pages("10000000000"), Ok(10_000_000_000));
+        assert!(max_rps("x").unwrap_err().contains("at most 1000000"));
+        assert!(timeout("x").unwrap_err().contains("0.001 to 3600"));
     }
 }

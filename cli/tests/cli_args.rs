@@ -312,8 +312,8 @@ fn everyday_flags_set_their_keys_and_name_themselves_when_out_of_range() {
         ),
         (
             &["--max-rps", "-1"][..],
-            "--max-rps (sets limiter.max_rps)",
-            "",
+            "--max-rps -1: -1 requests a second is out of range",
+            "(more than 0, at most 1000000; sets limiter.max_rps)",
         ),
         (
             &["--retries", "101"][..],
@@ -377,4 +377,116 @@ fn environment_overrides_count_without_a_config_file() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `--dedupe` and `--enqueue` take a few flags of their own: any other is refused (exit 2),
+/// named, rather than ignored, and nothing is written.
+#[test]
+fn dedupe_and_enqueue_refuse_the_flags_they_do_not_use() {
+    let dir = TempDir::new("alone");
+    let input = dir.file(
+        "a.jsonl",
+        "{\"url\":\"http://127.0.0.1:9/\",\"status\":200}\n",
+    );
+    let urls = dir.file("u.txt", "http://127.0.0.1:9/\n");
+    let merged = dir.path("b.jsonl");
+    let (summary, report) = (dir.path("s.json"), dir.path("r.html"));
+    let others: &[&[&str]] = &[
+        &["--summary", s(&summary)],
+        &["--report", s(&report)],
+        &["--resume"],
+        &["--follow"],
+        &["--concurrency", "5"],
+        &["--exit", "127.0.0.2"],
+        &["--proxy", "http://127.0.0.1:9"],
+        &["--retries", "1"],
+        &["--grace", "1"],
+        &["--metrics", "127.0.0.1:9"],
+        &["--quiet"],
+        &["--log-format", "json"],
+        &["--ignore-robots"],
+        &["--no-dedupe"],
+        &["--depth", "1"],
+    ];
+    for extra in others {
+        let mut args = vec!["--dedupe", s(&input), "--out", s(&merged)];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("--dedupe only goes with --out") && err.contains(extra[0]),
+            "{args:?}: {err}"
+        );
+        assert!(!merged.exists(), "{args:?}: --out written");
+        assert!(!summary.exists() && !report.exists(), "{args:?}");
+
+        let mut args = vec!["--enqueue", s(&urls), "--frontier", "redis://127.0.0.1:9/q"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("--enqueue only goes with --frontier") && err.contains(extra[0]),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// A rate flag out of range is named as given, with its value: not as a key it moved.
+#[test]
+fn a_rate_flag_out_of_range_names_itself_and_its_value() {
+    for (flag, value) in [
+        ("--initial-rps", "0"),
+        ("--initial-rps", "2000000"),
+        ("--max-rps", "0"),
+        ("--max-rps", "-1"),
+        ("--max-rps", "2000000"),
+    ] {
+        let o = run(&["--urls", "-", flag, value]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(
+            err.contains(&format!("{flag} {value}")),
+            "{flag} {value}: {err}"
+        );
+        assert!(err.contains("at most 1000000"), "{flag} {value}: {err}");
+        let other = if flag == "--max-rps" {
+            "initial"
+        } else {
+            "max"
+        };
+        assert!(
+            !err.contains("min_rps") && !err.contains(&format!("--{other}-rps")),
+            "{flag} {value}: another flag or key named: {err}"
+        );
+    }
+}
+
+/// A numeric flag whose value is not a number of its kind (negative, a fraction, too
+/// large for it) says what it takes: its key's range.
+#[test]
+fn a_numeric_flag_that_is_not_a_number_says_what_it_takes() {
+    for (flag, value, allowed) in [
+        (
+            "--concurrency",
+            "5000000000",
+            "a whole number in 1..=100000",
+        ),
+        ("--concurrency", "-1", "a whole number in 1..=100000"),
+        ("--retries", "1.5", "a whole number in 0..=100"),
+        ("--depth", "-3", "a whole number in 0..=100000"),
+        ("--max-pages", "x", "a whole number in 1..=10000000000"),
+        ("--max-rps", "fast", "more than 0, at most 1000000"),
+        ("--initial-rps", "", "more than 0, at most 1000000"),
+        ("--timeout", "soon", "0.001 to 3600"),
+    ] {
+        let o = run(&["--urls", "-", &format!("{flag}={value}")]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(
+            err.contains(flag) && err.contains(value) && err.contains(allowed),
+            "{flag} {value}: {err}"
+        );
+    }
 }

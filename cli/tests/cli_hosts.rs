@@ -4,7 +4,7 @@
 mod cli_support;
 
 use cli_support::{assert_ok, json, limited_and_open, records, run, s, TempDir};
-use exitcrawl_testsite::Rate;
+use exitcrawl_testsite::{Limit, Rate, RetryAfter, SiteConfig, TestSite};
 
 #[test]
 fn the_summary_accounts_for_each_host_as_its_server_counted() {
@@ -131,4 +131,58 @@ fn each_host_is_paused_for_at_least_the_retry_after_of_each_throttle_it_sent() {
     let last = hosts.iter().filter_map(|h| h["last_at"].as_str()).max();
     assert_eq!(e["first_at"].as_str(), first, "{sum}");
     assert_eq!(e["last_at"].as_str(), last, "{sum}");
+}
+
+/// A host given as an IPv6 literal is accounted for under the name the limiter keys it by
+/// (`[::1]`, brackets kept): its settled rate, its scope and its pauses are found.
+#[test]
+fn an_ipv6_host_keeps_its_rate_scope_and_pauses() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("::1 cannot be bound on this machine: nothing to test");
+        return;
+    }
+    let ip: std::net::IpAddr = "::1".parse().expect("an address");
+    let site = TestSite::start_at(
+        SiteConfig {
+            limit: Limit::Global(Rate::per_second(2, 1)),
+            retry_after: RetryAfter::Fixed(1),
+            ..SiteConfig::default()
+        },
+        ip,
+    );
+    let dir = TempDir::new("hosts-v6");
+    let list: String = (0..6)
+        .map(|i| site.url(&format!("/p/{i}")) + "\n")
+        .collect();
+    assert!(list.starts_with("http://[::1]:"), "{list}");
+    let urls = dir.file("urls.txt", &list);
+    let (out, summary) = (dir.path("out.jsonl"), dir.path("summary.json"));
+    let o = run(&[
+        "--urls",
+        s(&urls),
+        "--out",
+        s(&out),
+        "--summary",
+        s(&summary),
+        "--ignore-robots",
+        "--initial-rps",
+        "20",
+        "--exit",
+        "::1",
+    ]);
+    assert_ok(&o);
+    assert_eq!(records(&out).len(), 6);
+    let sum = json(&summary);
+    let hosts = sum["hosts"].as_array().expect("hosts");
+    assert_eq!(hosts.len(), 1, "{sum}");
+    let h = &hosts[0];
+    assert_eq!(h["host"], "[::1]", "{h}");
+    assert_eq!(h["urls"], 6, "{h}");
+    assert!(h["rate_rps"].as_f64().is_some_and(|r| r > 0.0), "{h}");
+    assert!(h["scope"].is_string(), "{h}");
+    let seen = site.stats();
+    assert!(seen.limited > 0, "the site throttled: {seen:?}");
+    assert_eq!(h["throttled"], seen.limited, "{h}");
+    let paused = h["paused_ms"].as_u64().expect("paused_ms");
+    assert!(paused >= 1000 * seen.limited, "paused {paused} ms: {sum}");
 }

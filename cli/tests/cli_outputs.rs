@@ -326,3 +326,42 @@ fn a_read_error_on_the_url_list_keeps_the_records_and_the_summary_and_is_exit_1(
         .count();
     assert_eq!(responses, 3, "the archive agrees with the records");
 }
+
+/// `--summary -` with the demo, which prints its summary anyway: one JSON line on stdout.
+#[test]
+fn the_demo_with_the_summary_on_stdout_prints_it_once() {
+    let o = run(&["--demo", "--demo-urls", "5", "--summary", "-", "--quiet"]);
+    assert_ok(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one summary: {stdout}");
+    let sum: serde_json::Value = serde_json::from_str(lines[0]).expect("the summary is JSON");
+    assert_eq!(sum["total"], 5, "{sum}");
+}
+
+/// `--dedupe` inputs: one that cannot be opened, or a directory, is bad input (exit 2);
+/// one whose reading fails once open (here `/proc/self/mem`, whose first page is not
+/// mapped: EIO) is an I/O failure (exit 1). `--out` is left as it was either way.
+#[test]
+fn a_dedupe_input_that_fails_while_read_is_exit_1_and_a_bad_one_exit_2() {
+    let dir = TempDir::new("dedupe-read-error");
+    let good = dir.file(
+        "a.jsonl",
+        "{\"url\":\"http://127.0.0.1:9/\",\"status\":200}\n",
+    );
+    let out = dir.file("merged.jsonl", "kept\n");
+    let mem = std::path::Path::new("/proc/self/mem");
+    if std::fs::read(mem).is_ok() {
+        eprintln!("/proc/self/mem reads here: no read error to test with");
+        return;
+    }
+    for (input, code, needle) in [
+        (mem, 1, "--dedupe /proc/self/mem: reading it failed"),
+        (dir.0.as_path(), 2, "is a directory"),
+        (dir.path("missing.jsonl").as_path(), 2, "missing.jsonl"),
+    ] {
+        let o = run(&["--dedupe", s(&good), "--dedupe", s(input), "--out", s(&out)]);
+        assert_refused(&o, code, &[needle]);
+        assert_eq!(bytes(&out), b"kept\n", "{input:?}: --out kept");
+    }
+}

@@ -349,3 +349,66 @@ fn ctrl_c_writes_the_report_of_what_was_recorded() {
     assert_eq!(num(&html, "id", "timeline", "data-ok"), ok);
     assert!(html.contains("interrupted"), "the page says so");
 }
+
+/// After `--resume` the totals count the compacted `--out` (the whole crawl) while the
+/// sections below them count this run's records: the page says which part covers what,
+/// and each part agrees with what it says it covers.
+#[test]
+fn after_resume_each_part_of_the_report_says_what_it_covers() {
+    let site = TestSite::start(SiteConfig::default());
+    let dir = TempDir::new("report-resume");
+    let first: String = (0..3)
+        .map(|i| site.url(&format!("/r/{i}")) + "\n")
+        .collect();
+    let more: String = (3..5)
+        .map(|i| site.url(&format!("/r/{i}")) + "\n")
+        .collect();
+    let (out, summary, report) = (
+        dir.path("out.jsonl"),
+        dir.path("summary.json"),
+        dir.path("report.html"),
+    );
+    let crawl = |list: &str, extra: &[&str]| {
+        let urls = dir.file("urls.txt", list);
+        let mut args = vec![
+            "--urls",
+            s(&urls),
+            "--out",
+            s(&out),
+            "--summary",
+            s(&summary),
+            "--ignore-robots",
+            "--exit",
+            "127.0.0.2",
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_ok(&o);
+    };
+    crawl(&first, &[]);
+    crawl(
+        &(first.clone() + &more),
+        &["--resume", "--report", s(&report)],
+    );
+    assert_eq!(records(&out).len(), 5);
+    let html = std::fs::read_to_string(&report).expect("the report");
+    // The whole crawl.
+    assert_eq!(
+        attr(&html, "id", "totals", "data-resumed").as_deref(),
+        Some("true")
+    );
+    assert_eq!(num(&html, "id", "totals", "data-total"), 5);
+    assert_eq!(num(&html, "id", "totals", "data-ok"), 5);
+    // This run: the two URLs it fetched, in its own figures and in every section.
+    assert_eq!(num(&html, "id", "this-run", "data-total"), 2);
+    assert_eq!(num(&html, "id", "this-run", "data-ok"), 2);
+    assert_eq!(num(&html, "id", "this-run", "data-skipped"), 3);
+    assert_eq!(num(&html, "id", "timeline", "data-ok"), 2);
+    assert_eq!(num(&html, "data-class", "2xx", "data-count"), 2);
+    assert_eq!(num(&html, "data-host", "127.0.0.1", "data-urls"), 2);
+    let sections = html.matches("<h2").count();
+    let this_run = html.matches("<h2 data-covers=\"this-run\">").count();
+    assert!(sections >= 8, "{html}");
+    assert_eq!(this_run, sections, "every section below the totals: {html}");
+    assert!(html.contains("— this run</h2>"), "{html}");
+}

@@ -362,3 +362,62 @@ fn resume_skips_a_line_too_long_to_be_a_url_as_done() {
     assert_eq!(records(&out).len(), 3);
     assert_eq!(site.requests().len(), 2, "{:?}", site.requests());
 }
+
+/// The status line's `done X/Y` of a resumed list read from stdin: the URLs found done count
+/// in both, so X never passes Y.
+#[test]
+fn the_status_line_of_a_resumed_stdin_list_counts_the_skipped_urls_in_its_total() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    // 1 s an answer, one at a time: six URLs outlast the first status line (5 s).
+    let site = TestSite::start(SiteConfig {
+        latency: Duration::from_millis(1000),
+        ..SiteConfig::default()
+    });
+    let dir = TempDir::new("resume-status");
+    let cfg = dir.file(
+        "c.toml",
+        &CONFIG.replace("concurrency = 4", "concurrency = 1"),
+    );
+    let out = dir.path("out.jsonl");
+    let done: String = (0..3)
+        .map(|i| site.url(&format!("/d/{i}")) + "\n")
+        .collect();
+    let more: String = (0..6)
+        .map(|i| site.url(&format!("/m/{i}")) + "\n")
+        .collect();
+    let crawl = |list: &str, extra: &[&str]| {
+        let mut args = vec!["--config", s(&cfg), "--urls", "-", "--out", s(&out)];
+        args.extend_from_slice(extra);
+        let mut child = cli_support::cmd(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(list.as_bytes()).expect("write the list");
+        drop(stdin);
+        let o = wait_bounded(child, Duration::from_secs(60));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stderr(&o)
+    };
+    crawl(&done, &["--quiet"]);
+    let err = crawl(&(done.clone() + &more), &["--resume"]);
+    let shown: Vec<(u64, u64)> = err
+        .lines()
+        .filter_map(|l| {
+            let rest = &l[l.find("] done ")? + 7..];
+            let (x, y) = rest[..rest.find(' ')?].split_once('/')?;
+            Some((x.parse().ok()?, y.trim_start_matches('~').parse().ok()?))
+        })
+        .collect();
+    assert!(!shown.is_empty(), "a status line: {err}");
+    for (x, y) in &shown {
+        assert!(x <= y, "done {x}/{y}: {err}");
+        assert!(*x >= 3, "the skipped URLs are done: {err}");
+    }
+    assert_eq!(shown.last().map(|s| s.1), Some(9), "{err}");
+    assert_eq!(records(&out).len(), 9);
+}
