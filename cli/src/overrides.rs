@@ -27,28 +27,26 @@ pub struct Overrides {
     pub scope: Option<exitcrawl::config::CrawlScope>,
 }
 
-/// The range of each whole-number key a flag sets, as `Settings::validate` checks it: what
-/// a flag's message says is allowed when its value is not a whole number of that range.
-pub const WHOLE: [(&str, u64, u64); 4] = [
-    ("crawler.concurrency", 1, 100_000),
-    ("crawler.max_retries", 0, 100),
-    ("crawl.max_depth", 0, 100_000),
-    ("crawl.max_pages", 1, 10_000_000_000),
+/// The whole-number keys the flags set: a flag's message says the key's range (the one
+/// `Settings::validate` checks) when its value is not a whole number of it.
+#[cfg(test)]
+const WHOLE: [&str; 4] = [
+    "crawler.concurrency",
+    "crawler.max_retries",
+    "crawl.max_depth",
+    "crawl.max_pages",
 ];
 
 /// Most requests a second `limiter.max_rps` and `limiter.initial_rps` take.
-pub const MAX_RATE: f64 = 1_000_000.0;
+pub use exitcrawl::config::MAX_RATE;
 
 /// What a rate flag allows, as its messages say it.
 pub const RATE_RANGE: &str = "more than 0, at most 1000000";
 
-/// The range of `key`, one of [`WHOLE`].
+/// The range of the whole-number key `key` a flag sets.
 pub fn whole_range(key: &str) -> (u64, u64) {
-    WHOLE
-        .iter()
-        .find(|(k, _, _)| *k == key)
-        .map(|&(_, lo, hi)| (lo, hi))
-        .unwrap_or_else(|| unreachable!("{key} is not in WHOLE"))
+    exitcrawl::config::whole_range(key)
+        .unwrap_or_else(|| unreachable!("{key} is not a whole-number key"))
 }
 
 impl Overrides {
@@ -246,7 +244,8 @@ mod tests {
 
     #[test]
     fn the_ranges_the_flags_say_are_their_keys_ranges() {
-        for (key, lo, hi) in WHOLE {
+        for key in WHOLE {
+            let (lo, hi) = whole_range(key);
             assert_eq!(refused(&whole(key, lo)), None, "{key} = {lo}");
             assert_eq!(refused(&whole(key, hi)), None, "{key} = {hi}");
             assert_eq!(refused(&whole(key, hi + 1)).as_deref(), Some(key));

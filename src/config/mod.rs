@@ -52,4 +52,4 @@ pub use schema::{
     default_user_agent, Algorithm, Arbiters, Backend, CrawlerSettings, ExitSettings,
     HealthSettings, LimiterSettings, MetricsSettings, RedisSettings, Scope, Settings,
 };
-pub use validate::{check_header, HOUR_MS, MAX_HEADERS};
+pub use validate::{check_header, whole_range, HOUR_MS, MAX_HEADERS, MAX_RATE};

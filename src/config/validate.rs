@@ -22,7 +22,7 @@ pub const HOUR_MS: u64 = 3_600_000;
 /// One day, in ms.
 pub(super) const DAY_MS: u64 = 86_400_000;
 /// The highest rate accepted anywhere, requests/s.
-pub(super) const MAX_RATE: f64 = 1_000_000.0;
+pub const MAX_RATE: f64 = 1_000_000.0;
 
 impl Settings {
     /// Check every range and every relation between keys; see the field docs for what is
@@ -568,7 +568,7 @@ const WHOLE_RANGES: &[(&str, u64, u64)] = &[
 
 /// The allowed range of the whole-number key `key` (`exits[3].burst` as `exits[].burst`),
 /// if it is one.
-pub(super) fn whole_range(key: &str) -> Option<(u64, u64)> {
+pub fn whole_range(key: &str) -> Option<(u64, u64)> {
     let mut plain = String::with_capacity(key.len());
     let mut in_index = false;
     for c in key.chars() {
