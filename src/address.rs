@@ -6,7 +6,8 @@
 //! redirects are not: one that leads from a public address to a private one is refused
 //! (`[crawl] allow_private = true` lifts the rule). The check runs on the *resolved*
 //! address at connect time (the exit's connector), so DNS rebinding cannot slip past;
-//! this module only says what counts as private.
+//! this module only says what counts as private — and which addresses no TCP connection
+//! can be made to at all ([`unconnectable_kind`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -106,7 +107,7 @@ impl AddressRule {
     /// "public" and one on `127.0.0.9` "private"). Not a configuration key.
     #[doc(hidden)]
     pub fn with_private_only(mut self, ips: &[IpAddr]) -> Self {
-        self.only = Some(ips.iter().map(|ip| canonical(*ip)).collect());
+        self.only = Some(ips.iter().map(|ip| unmapped(*ip)).collect());
         self
     }
 
@@ -118,7 +119,7 @@ impl AddressRule {
     /// What kind of non-public address `ip` is under this rule, or `None` when public.
     pub fn private_kind(&self, ip: IpAddr) -> Option<&'static str> {
         match &self.only {
-            Some(only) => only.contains(&canonical(ip)).then_some("private (test)"),
+            Some(only) => only.contains(&unmapped(ip)).then_some("private (test)"),
             None => private_kind(ip),
         }
     }
@@ -129,11 +130,29 @@ impl AddressRule {
     }
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is.
-fn canonical(ip: IpAddr) -> IpAddr {
+/// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) as the IPv4 address it is; any other
+/// address as it is. A socket of the exit's family connects to the IPv4 address, never to
+/// its mapped form (an IPv6 socket bound to an IPv6 source refuses a mapped target).
+pub fn unmapped(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
+    }
+}
+
+/// What kind of address `ip` is when no TCP connection can be made to it, or `None` for
+/// a unicast address: IPv4 multicast `224.0.0.0/4`, the limited broadcast
+/// `255.255.255.255`, the reserved `240.0.0.0/4`; IPv6 multicast `ff00::/8`. Linux refuses
+/// a connect to any of them at once (`ENETUNREACH` or `EINVAL`), from every source; a
+/// host that resolves to them is the site's doing. A subnet's broadcast address is one
+/// too, but only the host's routes say which address that is.
+pub fn unconnectable_kind(ip: IpAddr) -> Option<&'static str> {
+    match unmapped(ip) {
+        IpAddr::V4(v4) if v4.is_broadcast() => Some("broadcast"),
+        IpAddr::V4(v4) if v4.is_multicast() => Some("multicast"),
+        IpAddr::V4(v4) if v4.octets()[0] >= 240 => Some("reserved"),
+        IpAddr::V6(v6) if v6.is_multicast() => Some("multicast"),
+        _ => None,
     }
 }
 
@@ -205,6 +224,39 @@ mod tests {
         ] {
             assert_eq!(kind(ip), None, "{ip}");
         }
+    }
+
+    #[test]
+    fn unconnectable_addresses_and_mapped_ones() {
+        let kind = |s: &str| unconnectable_kind(s.parse().unwrap());
+        for (ip, k) in [
+            ("224.0.0.1", "multicast"),
+            ("239.255.255.250", "multicast"),
+            ("255.255.255.255", "broadcast"),
+            ("240.0.0.1", "reserved"),
+            ("ff02::1", "multicast"),
+            ("ff05::2", "multicast"),
+            ("::ffff:224.0.0.1", "multicast"),
+        ] {
+            assert_eq!(kind(ip), Some(k), "{ip}");
+        }
+        for ip in [
+            "127.0.0.1",
+            "223.255.255.255",
+            "8.8.8.8",
+            "0.0.0.0",
+            "::1",
+            "fe80::1",
+            "2001:db8::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert_eq!(kind(ip), None, "{ip}");
+        }
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(unmapped(ip("::ffff:127.0.0.1")), ip("127.0.0.1"));
+        assert_eq!(unmapped(ip("::1")), ip("::1"));
+        assert_eq!(unmapped(ip("64:ff9b::a9fe:a9fe")), ip("64:ff9b::a9fe:a9fe"));
+        assert_eq!(unmapped(ip("10.0.0.1")), ip("10.0.0.1"));
     }
 
     #[test]

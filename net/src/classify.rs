@@ -10,6 +10,7 @@ use awc::error::{ConnectError, SendRequestError};
 use exitcrawl::outcome::Failure;
 
 use super::connector::SocketError;
+use super::dns::out_of_files;
 
 /// The refusal of the private-address rule inside a failed request (the connector's
 /// [`Stage::Refused`](super::Stage::Refused) or [`Stage::Changed`](super::Stage::Changed)),
@@ -47,8 +48,12 @@ pub fn classify_connect(err: &ConnectError) -> Failure {
         ConnectError::Io(e) => {
             // Our connector wraps its failures in SocketError, which knows the failed step.
             if let Some(se) = e.get_ref().and_then(|r| r.downcast_ref::<SocketError>()) {
-                if se.stage == super::connector::Stage::AddressFamily {
-                    return Failure::WrongFamily;
+                match se.stage {
+                    super::connector::Stage::AddressFamily => return Failure::WrongFamily,
+                    // No connection can be made to the site's addresses: ending the same
+                    // way through every exit, every time.
+                    super::connector::Stage::Unconnectable => return Failure::Other,
+                    _ => {}
                 }
                 if out_of_files(&se.error) {
                     return Failure::OutOfFiles;
@@ -79,20 +84,18 @@ pub fn classify_connect(err: &ConnectError) -> Failure {
     }
 }
 
-/// A resolver's error as the core's [`Failure`]: [`Failure::Unresolved`] when it may
-/// pass (a temporary failure, `EAI_AGAIN`, or a timeout), else [`Failure::Other`] (a name
-/// that does not exist).
+/// A resolver's error as the core's [`Failure`]: [`Failure::OutOfFiles`] when the
+/// process had no descriptor to resolve with (the system resolver checks, see
+/// `dns::system_lookup`), [`Failure::Unresolved`] when it may pass (a temporary failure,
+/// `EAI_AGAIN`, or a timeout), else [`Failure::Other`] (a name that does not exist).
 pub fn resolver_failure(e: &io::Error) -> Failure {
-    if super::dns::temporary(e) {
+    if out_of_files(e) {
+        Failure::OutOfFiles
+    } else if super::dns::temporary(e) {
         Failure::Unresolved
     } else {
         Failure::Other
     }
-}
-
-/// `EMFILE` (this process's limit) or `ENFILE` (the system's).
-fn out_of_files(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 fn classify_io(e: &io::Error) -> Failure {
@@ -138,11 +141,41 @@ mod tests {
         classify_connect(&ConnectError::Io(io::Error::other(se)))
     }
 
+    fn at(stage: Stage, errno: i32) -> Failure {
+        let se = SocketError {
+            stage,
+            source_ip: "127.0.0.2".parse().unwrap(),
+            target: Some("224.0.0.1:80".parse().unwrap()),
+            error: io::Error::from_raw_os_error(errno),
+        };
+        classify_connect(&ConnectError::Io(io::Error::other(se)))
+    }
+
     #[test]
-    fn an_unreachable_network_is_the_exits_and_an_unreachable_host_passes() {
-        // The exit's route is gone: the fetch moves, and the exit answers for it.
-        assert_eq!(at_connect(libc::ENETUNREACH), Failure::LocalConnect);
+    fn a_resolver_out_of_descriptors_waits_and_a_missing_name_is_final() {
+        for errno in [libc::EMFILE, libc::ENFILE] {
+            let e = io::Error::from_raw_os_error(errno);
+            assert_eq!(resolver_failure(&e), Failure::OutOfFiles);
+        }
+        let gone =
+            io::Error::other("failed to lookup address information: Name or service not known");
+        assert_eq!(resolver_failure(&gone), Failure::Other);
+    }
+
+    #[test]
+    fn an_unreachable_network_is_the_exits_only_when_its_routes_are_gone() {
+        // connect() said so for the site's address: the kernel says it of a multicast or
+        // broadcast address too, so it is the site's (and passes, as a refusal may).
+        let network = at_connect(libc::ENETUNREACH);
+        assert_eq!(network, Failure::ConnectRefused);
+        assert!(!network.is_exit_fault() && !network.is_local());
+        // The connector found the source without a route to anything of that family.
+        assert_eq!(at(Stage::Route, libc::ENETUNREACH), Failure::LocalConnect);
         assert!(Failure::LocalConnect.is_exit_fault());
+        // An address no connection can be made to: the site's, for good.
+        let group = at(Stage::Unconnectable, libc::ENETUNREACH);
+        assert_eq!(group, Failure::Other);
+        assert!(!group.is_local() && !group.is_transient());
         // Something on the path said the host is out of reach: worth another try.
         let host = at_connect(libc::EHOSTUNREACH);
         assert_eq!(host, Failure::ConnectRefused);

@@ -9,7 +9,10 @@
 //! - set `TCP_NODELAY` (awc never does on client sockets; small requests otherwise wait on
 //!   Nagle + delayed ACK) and TCP keepalive (pooled connections can sit idle for a long time;
 //!   keepalive lets the kernel notice a dead peer);
-//! - resolve through the shared [`DnsCache`] and keep only addresses of the exit's family;
+//! - resolve through the shared [`DnsCache`], take an IPv4-mapped address as the IPv4
+//!   address it carries, drop the addresses no connection can be made to (multicast,
+//!   broadcast: the site's doing, see `targets.rs`) and keep only those of the exit's
+//!   family;
 //! - keep only the addresses its [`Reach`] allows: the private-address rule is checked on
 //!   the address actually connected to, after resolving, so DNS rebinding cannot slip past
 //!   (a name that resolved to a public address when a link was found, and to
@@ -40,6 +43,7 @@ use exitcrawl::proxy::ProxyUrl;
 
 use super::dns::DnsCache;
 
+mod targets;
 mod tunnel;
 
 /// Which addresses a connector may connect to (see `exitcrawl::address`).
@@ -79,6 +83,13 @@ pub enum Stage {
     Bind,
     /// `connect(2)`, including running out of the connect timeout.
     Connect,
+    /// Not connected: every address of the target is one no TCP connection can be made
+    /// to (multicast, broadcast, reserved): the site's, and final.
+    Unconnectable,
+    /// `connect(2)` found no route from the source to any address of the target, and the
+    /// source has none to any other address of that family either: its link or routes
+    /// are gone, the exit's fault.
+    Route,
     /// Not connected: the target's addresses are private and the connector reaches public
     /// ones only ([`Reach::Public`]). The fetch is refused, not failed.
     Refused,
@@ -109,6 +120,8 @@ impl fmt::Display for Stage {
             Stage::SetOption => "setsockopt",
             Stage::Bind => "bind",
             Stage::Connect => "connect",
+            Stage::Unconnectable => "unconnectable address",
+            Stage::Route => "route",
             Stage::Refused => "private address refused",
             Stage::Changed => "address changed",
             Stage::ProxyConnect => "connect to proxy",
@@ -152,23 +165,26 @@ impl SocketError {
     /// the exit's fault, so another exit may succeed.
     pub fn is_local(&self) -> bool {
         match self.stage {
-            Stage::AddressFamily | Stage::Socket | Stage::SetOption | Stage::Bind => true,
+            Stage::AddressFamily
+            | Stage::Socket
+            | Stage::SetOption
+            | Stage::Bind
+            | Stage::Route => true,
             // Nothing reached the site, and another exit (another proxy) may do better.
             Stage::ProxyConnect | Stage::Proxy => true,
             // Every exit would refuse the same target: not the exit's fault, and not one
             // another exit can do better on.
-            Stage::Refused | Stage::Changed => false,
+            Stage::Refused | Stage::Changed | Stage::Unconnectable => false,
             // The site failed behind the proxy.
             Stage::Tunnel => false,
             // With IP_BIND_ADDRESS_NO_PORT the port is chosen at connect(): running out of
             // ephemeral ports shows up here as EADDRNOTAVAIL (or EADDRINUSE without it).
-            // ENETUNREACH at connect() is this host's routing for the exit's address (its
-            // link or route gone): another exit may have one.
+            // ENETUNREACH at connect() is not: the kernel says it for a multicast or
+            // broadcast target too, the site's doing; the connector tells the exit's dead
+            // route apart ([`Stage::Route`]).
             Stage::Connect => matches!(
                 self.error.kind(),
-                io::ErrorKind::AddrNotAvailable
-                    | io::ErrorKind::AddrInUse
-                    | io::ErrorKind::NetworkUnreachable
+                io::ErrorKind::AddrNotAvailable | io::ErrorKind::AddrInUse
             ),
         }
     }
@@ -182,7 +198,9 @@ impl fmt::Display for SocketError {
             format!("source {}", self.source_ip)
         };
         match (self.stage, self.target) {
-            (Stage::Refused | Stage::Changed, _) => write!(f, "{}", self.error)?,
+            (Stage::Refused | Stage::Changed | Stage::Unconnectable | Stage::Route, _) => {
+                write!(f, "{}", self.error)?;
+            }
             (Stage::Proxy | Stage::Tunnel, _) => write!(f, "{}", self.error)?,
             (Stage::Bind, _) => write!(
                 f,
@@ -278,6 +296,8 @@ impl ExitConnector {
             targets = ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
         }
 
+        targets::keep_connectable(&mut targets, self.source_ip, req.hostname())
+            .map_err(|e| ConnectError::Io(e.into_io()))?;
         let all = targets.clone();
         if !self.source_ip.is_unspecified() {
             targets.retain(|t| t.is_ipv4() == self.source_ip.is_ipv4());
@@ -311,6 +331,7 @@ impl ExitConnector {
         // report the last failure.
         let count = targets.len();
         let mut last = None;
+        let mut unreachable = 0;
         for (i, target) in targets.into_iter().enumerate() {
             let timeout = deadline.share(count - i).remaining();
             match connect_from(self.source_ip, target, timeout).await {
@@ -318,6 +339,9 @@ impl ExitConnector {
                 Err(e) => {
                     tracing::debug!(source = %self.source_ip, %target, error = %e, "connect failed");
                     let local = e.is_local();
+                    if e.error.raw_os_error() == Some(libc::ENETUNREACH) {
+                        unreachable += 1;
+                    }
                     last = Some(e);
                     // A local failure (bad source IP) will repeat for every address.
                     if local {
@@ -326,7 +350,12 @@ impl ExitConnector {
                 }
             }
         }
-        let err = last.expect("targets is non-empty, so at least one attempt was made");
+        let mut err = last.expect("targets is non-empty, so at least one attempt was made");
+        // No address reachable: a broadcast address, one outside this host's routes, or
+        // the source's routes gone; only the last is the exit's.
+        if unreachable == count {
+            err = targets::blame_unreachable(err, targets::route);
+        }
         Err(ConnectError::Io(err.into_io()))
     }
 }

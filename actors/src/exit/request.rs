@@ -121,8 +121,11 @@ impl Clients {
     }
 
     /// [`Self::resolve`] before `deadline`, the request's: a resolver slower than what is
-    /// left of the request's timeout ends the attempt as a timeout then, as a site that
-    /// does not answer does.
+    /// left of the request's timeout ends the attempt then, as a name not resolved this
+    /// time ([`Failure::Unresolved`](exitcrawl::outcome::Failure::Unresolved), `dns`):
+    /// the resolver's failure, retried, and not the site's, as the same slow resolver
+    /// inside the connector is (the limiter does not hear of it). The resolution goes on
+    /// in the DNS cache, for the retry to find.
     pub(super) async fn resolve_by(
         &self,
         hop: &mut Hop,
@@ -131,10 +134,10 @@ impl Clients {
         match tokio::time::timeout_at(deadline, self.resolve(hop)).await {
             Ok(resolved) => resolved,
             Err(_) => Err(AttemptFailure {
-                kind: exitcrawl::outcome::Failure::Timeout,
-                error: FetchErrorKind::Timeout,
+                kind: exitcrawl::outcome::Failure::Unresolved,
+                error: FetchErrorKind::Dns,
                 message: format!(
-                    "resolving {} took longer than what was left of the request's timeout",
+                    "failed resolving {}: the resolver took longer than what was left of the request's timeout",
                     host_of(&hop.uri).unwrap_or("")
                 ),
             }),
@@ -161,12 +164,22 @@ impl Clients {
 }
 
 /// The failure of a hop whose `host` did not resolve: retried when the resolver's
-/// `error` may pass ([`crate::net::resolver_failure`]).
+/// `error` may pass, waited out when the process had no descriptor to resolve with
+/// ([`crate::net::resolver_failure`]).
 fn unresolved(host: &str, error: &std::io::Error) -> AttemptFailure {
+    let kind = crate::net::resolver_failure(error);
+    let message = if kind == exitcrawl::outcome::Failure::OutOfFiles {
+        format!(
+            "failed resolving {host}: {error}: this process is out of file descriptors \
+             (raise `ulimit -n`, or lower crawler.pool_hosts or crawler.concurrency)"
+        )
+    } else {
+        format!("failed resolving {host}: {error}")
+    };
     AttemptFailure {
-        kind: crate::net::resolver_failure(error),
+        kind,
         error: FetchErrorKind::Dns,
-        message: format!("failed resolving {host}: {error}"),
+        message,
     }
 }
 

@@ -98,6 +98,8 @@ impl ExitConnector {
                 Err(ConnectError::Resolver(Box::new(e)))
             }
             (_, Some(Ok(mut addrs))) => {
+                super::targets::keep_connectable(&mut addrs, self.source_ip, host)
+                    .map_err(|e| ConnectError::Io(e.into_io()))?;
                 if let Some(err) = self.keep_reachable(&mut addrs, host) {
                     return Err(ConnectError::Io(err.into_io()));
                 }
