@@ -4,7 +4,8 @@
 //! for the bound, not one fetch per bound, that bound counted per region and address
 //! family; an ejected exit is probed when its ejection ends; a fetch that reached the
 //! site tries again an exit that failed it locally; a site that holds every connection of
-//! an exit does not hold up its checks. Asserted from what the site saw and from the
+//! an exit does not hold up its checks; a site at an address no connection can be made to
+//! (multicast, broadcast) ejects no exit. Asserted from what the site saw and from the
 //! replies; every wait is bounded.
 
 mod support;
@@ -487,4 +488,39 @@ async fn an_idle_exit_passes_its_checks() {
     let (exit, checks) = in_service_with_fetches_hung(0).await;
     assert!(exit.healthy, "an idle exit was ejected: {exit:?}");
     assert!(checks >= 3, "the site answered {checks} checks");
+}
+
+/// URLs at multicast and broadcast addresses (the kernel refuses a connect there at
+/// once): each ends for good after one attempt, as the site's, and no exit is ejected for
+/// them however many come, with passive health only as with a health URL.
+#[actix_rt::test]
+async fn a_site_no_connection_can_be_made_to_ejects_no_exit() {
+    let site = paused_site(SiteConfig::default());
+    let mut s = settings(exits(2, 8));
+    s.health.url = Some(site.url(HEALTH_PATH));
+    let h = Crawler::start(s).expect("start");
+    let urls: Vec<String> = ["224.0.0.1", "255.255.255.255", "127.255.255.255"]
+        .iter()
+        .flat_map(|a| (0..4).map(move |i| format!("http://{a}/{i}")))
+        .collect();
+    for round in 0..3 {
+        let replies = join_all(urls.iter().map(|u| h.fetch(Fetch::get(u.clone())))).await;
+        for (u, r) in urls.iter().zip(&replies) {
+            let e = r.as_ref().expect_err(u);
+            assert_eq!(e.attempts, 1, "round {round}, {u}: {e}");
+            assert!(
+                !matches!(
+                    e.kind,
+                    FetchErrorKind::LocalConnect | FetchErrorKind::NoHealthyExit
+                ),
+                "round {round}, {u}: {e}"
+            );
+        }
+        assert!(all_healthy(&h).await, "{:?}", h.stats().await);
+    }
+    let r = h
+        .fetch(Fetch::get(site.url("/after")))
+        .await
+        .expect("served");
+    assert_eq!(r.status, 200);
 }
