@@ -312,6 +312,40 @@ async fn a_pause_too_long_for_one_exit_of_two_leaves_the_urls_to_the_other() {
     h.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A pause over `max_retry_after_ms` bound to the only exit of the fetch's region: the
+/// URL is given up at once (no exit it may use will do better), and alone; the host's
+/// other URLs go on through the other region's exit.
+#[actix_rt::test]
+async fn a_pause_too_long_for_the_only_exit_a_fetch_may_use_gives_up_that_fetch_alone() {
+    let (site, _) = one_exit_banned(3600);
+    let mut ex = exits(2, 4);
+    ex[0].region = Some("a".into());
+    ex[1].region = Some("b".into());
+    let mut s = settings(ex);
+    s.limiter.scope = exitcrawl::config::Scope::ExitHost;
+    s.crawler.max_retry_after_ms = 60_000;
+    let h = Crawler::start(s).expect("start");
+    // The banned address's one token goes first.
+    let first = h.fetch(Fetch::get(site.url("/first")).in_region("a")).await;
+    assert_eq!(first.expect("its token").status, 200);
+    let t0 = tokio::time::Instant::now();
+    let pinned = h.fetch(Fetch::get(site.url("/a-only")).in_region("a"));
+    let others = join_all((0..10).map(|i| h.fetch(Fetch::get(site.url(&format!("/o/{i}"))))));
+    let (e, others) = tokio::time::timeout(
+        Duration::from_secs(120),
+        futures_util::future::join(pinned, others),
+    )
+    .await
+    .expect("every fetch ends");
+    let e = e.expect_err("given up");
+    assert_eq!(e.kind, FetchErrorKind::ThrottledOut, "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    for r in &others {
+        assert_eq!(r.as_ref().map(|r| r.status).ok(), Some(200), "{r:?}");
+    }
+    h.shutdown(Duration::from_secs(1)).await;
+}
+
 /// A fetch pinned to an exit (`preferred_exit`) the site refuses, while it serves the
 /// other exit: the host is not refusing everything, but the pinned fetch would wait for
 /// ever. It is given up alone after `give_up_after_ms` of refusals through its exit; the

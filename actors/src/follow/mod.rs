@@ -349,7 +349,7 @@ impl<'h> Driver<'h> {
                 if let Some(c) = &chain {
                     fetch = fetch.off_origin(c.left_origin);
                     if let Some(exit) = &c.exit {
-                        fetch = fetch.prefer(&**exit);
+                        fetch = fetch.prefer_first(&**exit);
                     }
                 }
                 async move {
@@ -544,7 +544,7 @@ fn page_fetch<'h>(
     if let Some(c) = &chain {
         fetch = fetch.off_origin(c.left_origin);
         if let Some(exit) = &c.exit {
-            fetch = fetch.prefer(&**exit);
+            fetch = fetch.prefer_first(&**exit);
         }
     }
     async move {

@@ -142,6 +142,15 @@ impl Fetch {
         self
     }
 
+    /// Send the first attempt through exit `name` (a redirect hop, through the exit that
+    /// read the redirect: one client's session); an attempt that does not end the fetch
+    /// (a refused connection, a throttle of that address) lets the next go through any.
+    pub(crate) fn prefer_first(mut self, name: impl Into<String>) -> Self {
+        self.preferred_exit = Some(name.into());
+        self.prefer_first_attempt = true;
+        self
+    }
+
     /// Only exits in `region`.
     pub fn in_region(mut self, region: impl Into<String>) -> Self {
         self.region = Some(region.into());

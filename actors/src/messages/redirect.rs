@@ -63,13 +63,11 @@ impl RedirectHop {
     /// the exit that read the redirect; if that attempt does not end it (a refused
     /// connection, a throttle of that address), the next go through any exit.
     pub fn fetch(&self) -> Fetch {
-        let mut f = Fetch::get(self.url.as_str())
+        Fetch::get(self.url.as_str())
             .no_redirects()
             .found_on_public(self.from_public)
             .off_origin(self.left_origin)
-            .prefer(&*self.exit);
-        f.prefer_first_attempt = true;
-        f
+            .prefer_first(&*self.exit)
     }
 }
 

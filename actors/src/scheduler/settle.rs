@@ -129,45 +129,14 @@ impl Scheduler {
             &answer,
         );
         let latency_ms = latency.as_secs_f64() * 1e3;
-        // The fetch's wait before it goes back to its host's queue: the pause, unless the
-        // pause is the exit's alone and longer than the fetch may wait (then the others
-        // take it, and the queue's pacing keeps it from the paused exit).
-        let mut wait = hints.retry_after;
-        let ended = if throttle {
-            p.throttled += 1;
-            let mut elsewhere = false;
-            if let Some(ra) = hints.retry_after {
-                let until = now.into_std() + ra;
-                let on_exit = self.honour_pause(&p.host, i, until, false);
-                elsewhere = asked.is_some() && on_exit && self.open_elsewhere(&p.host, i, until);
-            }
-            if elsewhere {
-                wait = None;
-            }
+        let (ended, wait, bound_here) = if throttle {
             tracing::info!(exit = %exit_name, host = %p.host, status = answer.status, attempt = p.attempts, latency_ms, "throttled");
-            let quiet = self.settings.crawler.max_retry_after();
-            // A fetch pinned to this exit counts its throttles against the exit alone: the
-            // host may answer the others, and its run would give up their URLs.
-            let pinned = p.fetch.preferred_exit.as_deref() == Some(&*exit_name);
-            let (refusing_for, pinned_for) = if pinned {
-                let key = (Arc::clone(&p.host), i);
-                let run = self.refusing_pinned.throttled(&key, now.into_std(), quiet);
-                (Duration::ZERO, Some(run))
-            } else {
-                let run = self.refusing.throttled(&p.host, now.into_std(), quiet);
-                (run, None)
-            };
-            Ended::Throttled(Throttle {
-                retry_after: asked.or(hints.retry_after),
-                refusing_for,
-                pinned_for,
-                elsewhere,
-            })
+            self.throttled(&mut p, (i, &exit_name), hints.retry_after, asked, now)
         } else {
             self.answered_through(&p.host, i);
-            Ended::Answer {
-                status: answer.status,
-            }
+            let status = answer.status;
+            // A 5xx's Retry-After still spaces its retry.
+            (Ended::Answer { status }, hints.retry_after, false)
         };
         let verdict = self.decide(&p, ended, now);
         if let Some(delay) = self.wait_for(&mut p, verdict, wait) {
@@ -177,7 +146,11 @@ impl Scheduler {
             let host = Arc::clone(&p.host);
             p.last_exit = Some(i);
             self.give_up(p, why);
-            if !matches!(why, GaveUp::RefusingExit(_)) {
+            // A pause bound to this exit, or a pinned fetch's refusals, say nothing of the
+            // host's other URLs, which other exits may take.
+            let this_exits = matches!(why, GaveUp::RefusingExit(_))
+                || (matches!(why, GaveUp::RetryAfter(_)) && bound_here);
+            if !this_exits {
                 self.give_up_host(&host, why);
             }
             return None;
@@ -200,6 +173,48 @@ impl Scheduler {
         });
         p.answer(Ok(resp));
         None
+    }
+
+    /// A throttle through exit `i` (named `exit_name`): its `Retry-After` (cut to
+    /// `max_retry_after`; `asked` the longer one the site gave) honoured, its run counted.
+    /// Returns the outcome, the fetch's wait before it goes back to its host's queue (the
+    /// pause, unless the pause is the exit's alone and longer than the fetch may wait: then
+    /// another exit takes it, and the queue's pacing keeps it from the paused one), and
+    /// whether the pause went on the exit's own key.
+    fn throttled(
+        &mut self,
+        p: &mut Pending,
+        (i, exit_name): (usize, &Arc<str>),
+        retry_after: Option<Duration>,
+        asked: Option<Duration>,
+        now: Instant,
+    ) -> (Ended, Option<Duration>, bool) {
+        p.throttled += 1;
+        let (mut elsewhere, mut on_exit) = (false, false);
+        if let Some(ra) = retry_after {
+            let until = now.into_std() + ra;
+            on_exit = self.honour_pause(&p.host, i, until, false);
+            elsewhere = asked.is_some() && on_exit && self.open_elsewhere(p, i, until);
+        }
+        let quiet = self.settings.crawler.max_retry_after();
+        // A fetch pinned to this exit counts its throttles against the exit alone: the
+        // host may answer the others, and its run would give up their URLs.
+        let pinned = p.fetch.preferred_exit.as_deref() == Some(&**exit_name);
+        let (refusing_for, pinned_for) = if pinned {
+            let key = (Arc::clone(&p.host), i);
+            let run = self.refusing_pinned.throttled(&key, now.into_std(), quiet);
+            (Duration::ZERO, Some(run))
+        } else {
+            let run = self.refusing.throttled(&p.host, now.into_std(), quiet);
+            (run, None)
+        };
+        let ended = Ended::Throttled(Throttle {
+            retry_after: asked.or(retry_after),
+            refusing_for,
+            pinned_for,
+            elsewhere,
+        });
+        (ended, retry_after.filter(|_| !elsewhere), on_exit)
     }
 
     /// No answer through exit `i`: a local failure moves the fetch to another exit;
@@ -403,19 +418,31 @@ impl Scheduler {
         on_exit
     }
 
-    /// Whether an exit in service other than `i` may send to `host` before `until`:
-    /// neither its own key nor the host's budget is paused past it.
-    fn open_elsewhere(&self, host: &Arc<str>, i: usize, until: std::time::Instant) -> bool {
-        let Some(pacing) = self.queues.host(host).map(|h| &h.pacing) else {
+    /// Whether an exit other than `i` that may take `p` (in service, of its region and its
+    /// host's family, not one that failed it; none for a fetch pinned to its exit) may
+    /// send to its host before `until`: neither its own key nor the host's budget is
+    /// paused past it.
+    fn open_elsewhere(&self, p: &Pending, i: usize, until: std::time::Instant) -> bool {
+        if p.fetch.preferred_exit.is_some() && !p.fetch.prefer_first_attempt {
+            return false;
+        }
+        let Some(state) = self.queues.host(&p.host) else {
             return false;
         };
-        let in_service = self
+        let key = (p.fetch.region.clone(), state.family);
+        let may_take = self
             .exits
             .iter()
             .enumerate()
-            .filter(|(j, e)| *j != i && e.enabled && e.healthy)
+            .filter(|(j, e)| {
+                *j != i
+                    && e.enabled
+                    && e.healthy
+                    && !p.excluded.contains(j)
+                    && super::dispatch::serves(e, &key)
+            })
             .map(|(j, _)| j);
-        pacing.open_before(in_service, until)
+        state.pacing.open_before(may_take, until)
     }
 
     /// Cut the pauses `hints` ask for to `crawler.max_retry_after_ms`; a longer one is
