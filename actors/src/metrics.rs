@@ -24,6 +24,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 mod endpoint;
+mod host_labels;
 
 pub(crate) use endpoint::{serve, LagActor};
 
@@ -409,32 +410,6 @@ impl Metrics {
                 scope: scope.to_owned(),
             });
         }
-    }
-
-    /// The label for `host`: itself while under the cap, `other` beyond, `all` when off.
-    pub(crate) fn host_label(&self, host: &str) -> String {
-        self.host_label_of(host).0
-    }
-
-    /// The label for `host` (see [`Self::host_label`]), and whether it is the host's own:
-    /// not `all` or `other`, which other hosts share. Counters fold into a shared label
-    /// (they add up); a gauge of one host's state is exported only under the host's own,
-    /// since folded, whichever host changed last would pass for all of them.
-    pub(crate) fn host_label_of(&self, host: &str) -> (String, bool) {
-        if self.host_cap == 0 {
-            return ("all".into(), false);
-        }
-        let Ok(mut seen) = self.hosts.lock() else {
-            return ("other".into(), false);
-        };
-        if seen.contains(host) {
-            return (host.to_owned(), true);
-        }
-        if seen.len() < self.host_cap {
-            seen.insert(host.to_owned());
-            return (host.to_owned(), true);
-        }
-        ("other".into(), false)
     }
 
     /// The limiter ordered `key` (of `host`, by its own name) to send nothing until

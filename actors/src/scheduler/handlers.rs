@@ -128,11 +128,13 @@ impl Scheduler {
 
     pub(super) fn on_set_interval(&mut self, m: SetInterval, ctx: &mut Context<SchedulerActor>) {
         let now = crate::clock::now();
-        // A key of no host is every host's (scope `exit`, `global`): `all` is its own.
-        let (host, own) = m.host.as_deref().map_or_else(
-            || ("all".to_owned(), true),
-            |h| self.metrics.host_label_of(h),
-        );
+        // A key of no host is every host's (scope `exit`, `global`): `all` is its own. A
+        // host with nothing queued here (a pause the fleet heard) takes no named label.
+        let (host, own) = match m.host.as_deref() {
+            None => ("all".to_owned(), true),
+            Some(h) if self.queues.host(h).is_some() => self.metrics.host_label_of(h),
+            Some(h) => self.metrics.host_label_now(h),
+        };
         let rate = RateLabels {
             exit: m.exit.as_deref().unwrap_or("*").to_owned(),
             host,
