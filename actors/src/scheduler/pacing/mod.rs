@@ -32,6 +32,10 @@ pub(super) type SharedKey = Rc<RefCell<KeyState>>;
 pub(super) struct KeyState {
     pub(super) limiter: Option<Box<dyn RateLimiter>>,
     pub(super) pause_until: Option<std::time::Instant>,
+    /// Distributed mode: the shared budget said wait until then. Kept apart from
+    /// `pause_until`, the site's word: a fetch Redis allowed meanwhile is no send into a
+    /// pause, only into this key's share of the budget, which Redis has counted.
+    pub(super) budget_wait: Option<std::time::Instant>,
     /// Distributed mode while Redis is unreachable: the shared rate this key had; the
     /// local limiter runs at a share of it meanwhile.
     pub(super) fallback_from: Option<f64>,
@@ -72,6 +76,7 @@ impl KeyState {
     pub(super) fn ready_in(&mut self, now: std::time::Instant) -> Duration {
         let pause = self
             .pause_until
+            .max(self.budget_wait)
             .map_or(Duration::ZERO, |p| p.saturating_duration_since(now));
         let pace = self
             .limiter
@@ -139,6 +144,7 @@ pub(super) fn key_state(
         Rc::new(RefCell::new(KeyState {
             limiter,
             pause_until: None,
+            budget_wait: None,
             fallback_from: None,
             retry_after_binds_exit: false,
         }))
@@ -474,7 +480,7 @@ impl Pacing {
         if let Some(state) = self.keys.get(key) {
             let mut state = state.borrow_mut();
             state.leave_fallback(now);
-            state.pause_until = Some(state.pause_until.map_or(until, |q| q.max(until)));
+            state.budget_wait = Some(state.budget_wait.map_or(until, |q| q.max(until)));
         }
     }
 

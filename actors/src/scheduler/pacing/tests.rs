@@ -306,7 +306,9 @@ async fn redis_away_paces_a_share_and_the_shared_budget_still_sees_the_whole() {
     p.shared_wait(&key, until, now);
     let local = state.borrow().limiter.as_ref().map(|l| l.quota().rps);
     assert_eq!(local, Some(20.0));
-    assert_eq!(state.borrow().pause_until, Some(until));
+    assert_eq!(state.borrow_mut().ready_in(now), Duration::from_secs(2));
+    // A wait of the budget's, not a pause of the site's (see `paused_for`).
+    assert_eq!(state.borrow().pause_until, None);
     assert!(
         p.shared_down(&key, now),
         "a new outage starts a new fallback"
