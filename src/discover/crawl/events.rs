@@ -214,14 +214,28 @@ impl Crawl {
     }
 
     fn apply_robots_delay(&mut self, origin: &str, host: &str, now: Instant) {
-        if let RobotsState::Known(r) = self.robots.lookup(origin, now) {
-            if let Some(d) = r.crawl_delay().filter(|d| !d.is_zero()) {
-                // A host's origins (http, https, ports) share its queue: the longest of
-                // their delays holds.
-                let d = self.delays.get(host).map_or(d, |had| d.max(*had));
+        let RobotsState::Known(r) = self.robots.lookup(origin, now) else {
+            return;
+        };
+        let delay = r.crawl_delay().filter(|d| !d.is_zero());
+        // A host's origins (http, https, ports) share its queue: the longest of their
+        // delays holds, each origin's as its robots.txt last said.
+        let origins = self.origin_delays.entry(host.to_owned()).or_default();
+        origins.retain(|(o, _)| o != origin);
+        if let Some(d) = delay {
+            origins.push((origin.to_owned(), d));
+        }
+        match origins.iter().map(|(_, d)| *d).max() {
+            Some(d) => {
                 self.delays.insert(host.to_owned(), d);
                 self.frontier.set_interval(host, d);
                 self.frontier.set_next(host, now + d);
+            }
+            None => {
+                self.origin_delays.remove(host);
+                if self.delays.remove(host).is_some() {
+                    self.frontier.set_interval(host, std::time::Duration::ZERO);
+                }
             }
         }
     }

@@ -261,8 +261,12 @@ pub struct Crawl {
     /// last failure's text when it got no answer (the URLs then fail with it; after a
     /// 5xx or 429 they are robots skips).
     robots_gave_up: HashMap<String, Option<String>>,
-    /// Frontier hosts with a Crawl-delay: serial, spaced from the previous answer.
+    /// Frontier hosts with a Crawl-delay: serial, spaced from the previous answer by the
+    /// longest of their origins' delays.
     delays: HashMap<String, Duration>,
+    /// Each origin's Crawl-delay, by its host: a robots.txt read again replaces its
+    /// origin's, and the host's is the longest left.
+    origin_delays: HashMap<String, Vec<(String, Duration)>>,
     host_in_flight: HashMap<String, u32>,
     budget_spent: bool,
     totals: CrawlTotals,
@@ -343,6 +347,7 @@ impl Crawl {
             robots_failures: HashMap::new(),
             robots_gave_up: HashMap::new(),
             delays: HashMap::new(),
+            origin_delays: HashMap::new(),
             host_in_flight: HashMap::new(),
             budget_spent: false,
             totals: CrawlTotals::default(),

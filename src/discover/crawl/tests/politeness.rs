@@ -1,5 +1,6 @@
 //! robots.txt and Crawl-delay per host: a host whose robots.txt is on its way waits in
-//! the frontier, and a host with two origins keeps the longer of their delays.
+//! the frontier, a host with two origins keeps the longer of their delays, and a
+//! robots.txt read again replaces its origin's.
 
 use super::*;
 
@@ -48,4 +49,46 @@ fn a_host_with_two_origins_keeps_the_longer_crawl_delay() {
     assert_eq!(second.url.as_str(), "https://a.test/2");
     c.on_page(&second, Ok(html("")), clock.now());
     assert_eq!(c.next(clock.now()), wait, "not the https one's 1 s");
+}
+
+/// A robots.txt read again (its rules expired) that asks for a shorter Crawl-delay, or
+/// none, is what holds from then on: the longest of a host's origins is of their last
+/// word, not of every word in the crawl.
+#[test]
+fn a_robots_txt_read_again_with_a_shorter_crawl_delay_lowers_it() {
+    let clock = FakeClock::new();
+    let robots = RobotsCache::new(
+        "testbot",
+        RobotsPolicy {
+            ttl: Duration::from_secs(60),
+            ..RobotsPolicy::default()
+        },
+    );
+    let mut c = Crawl::new(&settings(), robots).unwrap().with_concurrency(8);
+    let urls: Vec<String> = (0..6).map(|i| format!("http://a.test/{i}")).collect();
+    c.start(urls, &[], Resume::default());
+    let (origin, host, _) = robots_fetch(c.next(clock.now()));
+    c.on_robots(
+        &origin,
+        &host,
+        Ok(status(200, "User-agent: *\nCrawl-delay: 10\n")),
+        clock.now(),
+    );
+    clock.advance(Duration::from_secs(10));
+    let p = page(c.next(clock.now()));
+    c.on_page(&p, Ok(html("")), clock.now());
+    assert_eq!(c.next(clock.now()), Next::Wait(Duration::from_secs(10)));
+    // Past the rules' minute, the next page asks robots.txt again: 1 s now.
+    clock.advance(Duration::from_secs(61));
+    let (origin, host, _) = robots_fetch(c.next(clock.now()));
+    c.on_robots(
+        &origin,
+        &host,
+        Ok(status(200, "User-agent: *\nCrawl-delay: 1\n")),
+        clock.now(),
+    );
+    clock.advance(Duration::from_secs(1));
+    let p = page(c.next(clock.now()));
+    c.on_page(&p, Ok(html("")), clock.now());
+    assert_eq!(c.next(clock.now()), Next::Wait(Duration::from_secs(1)));
 }
