@@ -197,7 +197,7 @@ impl Scheduler {
             attempts: 0,
             throttled: 0,
             awaits_budget: false,
-            excluded: Vec::new(),
+            excluded: Default::default(),
             arrived: m.arrived,
             local_failure: None,
             local: None,

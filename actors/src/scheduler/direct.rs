@@ -493,7 +493,7 @@ impl Scheduler {
                     attempts: 1,
                     throttled: 0,
                     awaits_budget: false,
-                    excluded: Vec::new(),
+                    excluded: Default::default(),
                     arrived,
                     local_failure: None,
                     local: None,

@@ -64,6 +64,7 @@ pub(crate) fn start_exits(settings: &Settings, metrics: &Metrics) -> (Vec<ExitSl
             share,
             report_next: false,
             answer_reported: None,
+            returns: 0,
         });
     }
     (slots, arbiters)

@@ -186,6 +186,10 @@ impl Scheduler {
         ctx: &mut Context<SchedulerActor>,
     ) {
         if let Some(e) = self.exits.get_mut(m.exit) {
+            // Back from an ejection: the fetches it failed locally may use it again.
+            if m.available && !e.healthy {
+                e.returns += 1;
+            }
             e.healthy = m.available;
             e.report_next = true;
             if !m.available && m.error.is_some() {
@@ -193,9 +197,13 @@ impl Scheduler {
             }
         }
         let available = self.exits.iter().filter(|e| e.enabled && e.healthy).count();
-        // A probing exit takes fetches but has not shown it works: only an exit that
-        // recovered ends the stretch in which every exit is down, for the fetches it may
-        // serve (their region and their host's family).
+        // An exit that recovered ends the stretch in which no exit takes the fetches it
+        // may serve (their region and their host's family). A probing exit takes fetches
+        // but has not shown it works: it ends the stretch only once an attempt through it
+        // reaches a site (`reached_site_through`). One that fails again at once, or is
+        // ejected again before anything it was sent got that far, leaves the stretch
+        // running, so that a fleet whose exits come back only to fail ends its waiting
+        // fetches at the bound, not a probe's worth at a time.
         let recovered = m.available && !m.probing;
         if let Some(e) = self.exits.get(m.exit).filter(|_| recovered) {
             self.all_down_since.retain(|key, _| !serves(e, key));
@@ -205,12 +213,6 @@ impl Scheduler {
         self.metrics
             .exits_available_ratio
             .set(available as f64 / enabled.max(1) as f64);
-        if m.available {
-            // An exit that failed locally for a fetch may work now.
-            for p in self.queues.queued_mut() {
-                p.excluded.retain(|x| *x != m.exit);
-            }
-        }
         self.dispatch(ctx);
     }
 

@@ -82,7 +82,9 @@
 //!   fetch whose caller gives up leaves the queue with its slot at once
 //!   ([`direct::Withdrawn`]);
 //! - a fetch whose exit cannot even connect (the source address is gone, nothing was
-//!   sent) moves to another exit without counting an attempt or telling the limiter;
+//!   sent) moves to another exit without counting an attempt or telling the limiter, and
+//!   may go through that exit again once it is back from an ejection, wherever the fetch
+//!   is then;
 //! - a shutdown cuts off what is still in flight when its grace period ends, direct
 //!   attempts included.
 
@@ -159,6 +161,9 @@ pub(crate) struct ExitSlot {
     pub report_next: bool,
     /// When an answer through this exit was last reported to the health actor.
     pub answer_reported: Option<std::time::Instant>,
+    /// How many times the exit came back into service after an ejection: a fetch it
+    /// failed locally excludes it until its next return (see [`pending::Excluded`]).
+    pub returns: u64,
 }
 
 /// Distributed mode: the shared GCRA every request must pass.
@@ -219,12 +224,14 @@ pub(crate) struct Scheduler {
     /// A finer timer for the earliest wait of a host paced fast enough to need it (see
     /// `alarm.rs`); made in `attach`.
     alarm: Option<alarm::Alarm>,
-    /// Since when no exit in service has been available (each ejected), by the region
-    /// the waiting fetches ask for and the family of their host's address (`None`: any
-    /// exit; a host name): one clock for all of them, so that once the bound is past
-    /// every waiting fetch ends at once, not one per bound. A region's and a family's
-    /// own, so that the exits of one being down since long ago does not end at once the
-    /// fetches of another whose exits have just gone down.
+    /// Since when no exit in service has taken the fetches waiting for one (each was
+    /// ejected, or came back only probing and nothing it was sent reached a site; see
+    /// `Scheduler::reached_site_through`), by the region the waiting fetches ask for and
+    /// the family of their host's address (`None`: any exit; a host name): one clock for
+    /// all of them, so that once the bound is past every waiting fetch ends at once, not
+    /// one per bound. A region's and a family's own, so that the exits of one being down
+    /// since long ago does not end at once the fetches of another whose exits have just
+    /// gone down.
     all_down_since: foldhash::HashMap<dispatch::AllDownKey, Instant>,
     shutting_down: bool,
     drained: Vec<oneshot::Sender<()>>,

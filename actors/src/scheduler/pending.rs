@@ -23,7 +23,8 @@ pub(super) struct Pending {
     pub(super) throttled: u32,
     /// The retry budget deferred this fetch's retry: ask it again before the retry.
     pub(super) awaits_budget: bool,
-    pub(super) excluded: Vec<usize>,
+    /// The exits that failed this fetch on our side, until they come back.
+    pub(super) excluded: Excluded,
     pub(super) arrived: Instant,
     /// The URL as sent, parsed at admission: it differs from the one requested for an IDN
     /// host (punycode) or a non-ASCII path (percent-encoded); replies carry the URL as
@@ -52,6 +53,58 @@ pub(super) struct Pending {
     /// Made on the first event (see [`Pending::span`]): most fetches have none, and a span
     /// costs a few hundred instructions to make and drop even when nothing records it.
     pub(super) span: Option<tracing::Span>,
+}
+
+/// The exits that failed a fetch on our side (nothing sent), each until it comes back
+/// from an ejection: an exit back in service may work now, wherever the fetch is when it
+/// comes back (queued, in flight at another exit, waiting for the shared budget's word,
+/// on its way back from the direct path). So nothing walks the fetches when an exit
+/// returns: each entry keeps the exit's count of returns at the failure
+/// ([`ExitSlot::returns`]), and an entry whose exit has returned since is void where the
+/// list is read.
+#[derive(Debug, Default)]
+pub(super) struct Excluded {
+    exits: Vec<usize>,
+    /// Per entry of `exits`: that exit's returns when it failed the fetch.
+    returns: Vec<u64>,
+}
+
+impl Excluded {
+    /// Exit `i`, whose returns are `returns` now, failed the fetch.
+    pub(super) fn push(&mut self, i: usize, returns: u64) {
+        self.exits.push(i);
+        self.returns.push(returns);
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.exits.clear();
+        self.returns.clear();
+    }
+
+    /// The exits still excluded, those that came back since they failed the fetch dropped;
+    /// `returns` gives an exit's returns now.
+    pub(super) fn current(&mut self, returns: impl Fn(usize) -> u64) -> &[usize] {
+        let mut kept = 0;
+        for k in 0..self.exits.len() {
+            let (x, r) = (self.exits[k], self.returns[k]);
+            if returns(x) == r {
+                self.exits[kept] = x;
+                self.returns[kept] = r;
+                kept += 1;
+            }
+        }
+        self.exits.truncate(kept);
+        self.returns.truncate(kept);
+        &self.exits
+    }
+
+    /// Exit `i` failed the fetch and has not come back since.
+    pub(super) fn holds(&self, i: usize, returns: impl Fn(usize) -> u64) -> bool {
+        self.exits
+            .iter()
+            .zip(&self.returns)
+            .any(|(&x, &r)| x == i && returns(x) == r)
+    }
 }
 
 impl Pending {
@@ -140,5 +193,30 @@ impl Drop for Pending {
             };
             self.answer(Err(err));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Excluded;
+
+    #[test]
+    fn an_exclusion_holds_until_its_exit_comes_back() {
+        let mut returns = [0u64, 3, 1];
+        let mut ex = Excluded::default();
+        ex.push(0, returns[0]);
+        ex.push(1, returns[1]);
+        ex.push(2, returns[2]);
+        assert_eq!(ex.current(|x| returns[x]), [0, 1, 2]);
+        returns[1] += 1;
+        assert!(ex.holds(0, |x| returns[x]));
+        assert!(!ex.holds(1, |x| returns[x]), "exit 1 came back");
+        assert_eq!(ex.current(|x| returns[x]), [0, 2]);
+        // Failed again after its return: excluded again, until its next.
+        ex.push(1, returns[1]);
+        returns[0] += 1;
+        assert_eq!(ex.current(|x| returns[x]), [2, 1]);
+        ex.clear();
+        assert!(ex.current(|x| returns[x]).is_empty());
     }
 }

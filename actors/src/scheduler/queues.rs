@@ -256,11 +256,6 @@ impl Queues {
         self.hosts.clear();
     }
 
-    /// Every queued fetch, to update in place.
-    pub(super) fn queued_mut(&mut self) -> impl Iterator<Item = &mut Pending> {
-        self.hosts.values_mut().flat_map(|s| s.queue.iter_mut())
-    }
-
     /// The host's count for exit `i` undone (the counterpart of [`Self::pop`]'s); the
     /// host forgotten when idle.
     pub(super) fn release(&mut self, i: usize, host: &str) {

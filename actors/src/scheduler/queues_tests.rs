@@ -18,7 +18,7 @@ fn pending(host: &str, path: &str) -> Pending {
         attempts: 0,
         throttled: 0,
         awaits_budget: false,
-        excluded: Vec::new(),
+        excluded: Default::default(),
         arrived: Instant::now(),
         uri: None,
         local_failure: None,

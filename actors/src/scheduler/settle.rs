@@ -77,7 +77,7 @@ impl Scheduler {
             Err(e) => {
                 // The exit actor is gone: nothing was sent through it.
                 p.attempts -= 1;
-                p.excluded.push(i);
+                p.excluded.push(i, self.exits[i].returns);
                 self.observe(i, Some(format!("exit actor unavailable: {e}")));
                 self.requeue_front(p);
                 return None;
@@ -95,7 +95,7 @@ impl Scheduler {
     /// not the exit's fault either.
     fn move_to_another_exit(&mut self, i: usize, mut p: Pending, f: AttemptFailure) {
         p.attempts -= 1;
-        p.excluded.push(i);
+        p.excluded.push(i, self.exits[i].returns);
         tracing::warn!(exit = %self.exits[i].name, error = %mask_message(&f.message), "exit failed locally; moving the fetch");
         if f.kind.is_exit_fault() {
             self.observe(i, Some(f.message.clone()));
@@ -235,6 +235,7 @@ impl Scheduler {
             return None;
         }
         p.reached_site();
+        self.reached_site_through(i);
         let exit_name = self.exits[i].name.clone();
         self.count(i, &p.host, Outcome::Error, None);
         if let Some(l) = &self.limiter {
@@ -322,6 +323,7 @@ impl Scheduler {
         answer: &Answer,
     ) -> (bool, ServerHints, Option<Duration>) {
         self.observe(i, None);
+        self.reached_site_through(i);
         self.handles[i].duration.observe(latency.as_secs_f64());
         // Every hint header is named retry-after or [x-]ratelimit…, and names arrive
         // lowercase: most answers have none, and skip the parse.
@@ -438,7 +440,7 @@ impl Scheduler {
                 *j != i
                     && e.enabled
                     && e.healthy
-                    && !p.excluded.contains(j)
+                    && !p.excluded.holds(*j, |x| self.exits[x].returns)
                     && super::dispatch::serves(e, &key)
             })
             .map(|(j, _)| j);
