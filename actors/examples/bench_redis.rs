@@ -9,7 +9,9 @@
 //! 3. `--adaptive`: instead, 1, 2 and 3 processes with the adaptive limiter (`aimd`,
 //!    default settings, rates shared through Redis) against a site that allows 300 req/s
 //!    in all (one token bucket, burst 30): goodput and refused share, counted by the
-//!    site, over the whole crawl and after a 5 s warm-up.
+//!    site, over the whole crawl and after a 5 s warm-up. `--processes N`: only the run
+//!    of N processes through Redis; `--trace`: each second's 200s and refusals per
+//!    process, as the site saw them.
 //!
 //! Every loop is bounded; all traffic stays on 127.0.0.0/8.
 
@@ -177,19 +179,57 @@ fn adaptive(url: Option<&str>, processes: usize) -> (f64, f64, f64) {
         n as f64 / end.duration_since(from).as_secs_f64() / CAPACITY
     };
     let refused = log.iter().filter(|r| r.status != 200).count() as f64 / log.len() as f64;
+    if std::env::args().any(|a| a == "--trace") {
+        print_seconds(&log, start, processes);
+    }
     (ok_rate(start), ok_rate(start + WARM_UP), refused)
+}
+
+/// `--trace`: each second of the crawl, each process's 200s and refusals as the site saw
+/// them (process `p` sends from 127.0.0.{2+p}).
+fn print_seconds(log: &[exitcrawl_testsite::RequestRecord], start: Instant, processes: usize) {
+    let secs = log
+        .iter()
+        .map(|r| r.arrived.duration_since(start).as_secs() as usize)
+        .max()
+        .unwrap_or(0);
+    for s in 0..=secs {
+        let cells: Vec<String> = (0..processes)
+            .map(|p| {
+                let ip: IpAddr = format!("127.0.0.{}", 2 + p).parse().expect("ip");
+                let of = |ok: bool| {
+                    log.iter()
+                        .filter(|r| {
+                            r.peer == ip
+                                && r.arrived.duration_since(start).as_secs() as usize == s
+                                && (r.status == 200) == ok
+                        })
+                        .count()
+                };
+                format!("p{p} {:>4} ok {:>3} refused", of(true), of(false))
+            })
+            .collect();
+        println!("  {s:>3} s  {}", cells.join("   "));
+    }
 }
 
 fn main() {
     let server = start_redis();
     let url = format!("redis://127.0.0.1:{}/", server.1);
     if std::env::args().any(|a| a == "--adaptive") {
+        let only: Option<usize> = std::env::args()
+            .skip_while(|a| a != "--processes")
+            .nth(1)
+            .map(|v| v.parse().expect("--processes: a number"));
         let runs = [
             (None, 1),
             (Some(url.as_str()), 1),
             (Some(&url), 2),
             (Some(&url), 3),
         ];
+        let runs = runs
+            .into_iter()
+            .filter(|(r, p)| only.is_none_or(|n| r.is_some() && *p == n));
         for (redis, p) in runs {
             let (whole, warm, refused) = adaptive(redis, p);
             let how = if redis.is_some() {

@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::{eventually, exits, ip, paused_site, timeouts_for_paused_time};
+use support::{eventually, exits, ip, paused_site, read_connect, timeouts_for_paused_time};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,8 +18,8 @@ use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, Fetch, FetchErrorKind};
 use exitcrawl_testsite::{SiteConfig, HEALTH_PATH};
 use futures_util::future::join_all;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpSocket};
 
 fn settings(exits: Vec<ExitSettings>) -> Settings {
     let mut s = Settings::with_exits(exits);
@@ -156,24 +156,6 @@ async fn proxy(script: Vec<Connect>) -> (SocketAddr, Arc<AtomicUsize>) {
         }
     });
     (addr, asked)
-}
-
-/// The target of a `CONNECT` head, read a byte at a time: nothing after the head is read.
-async fn read_connect(client: &mut TcpStream) -> Option<SocketAddr> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if client.read(&mut byte).await.ok()? == 0 {
-            return None;
-        }
-        head.push(byte[0]);
-    }
-    let line = std::str::from_utf8(&head).ok()?.lines().next()?;
-    line.strip_prefix("CONNECT ")?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()
 }
 
 fn proxy_exit(name: &str, addr: SocketAddr) -> ExitSettings {

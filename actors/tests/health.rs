@@ -10,7 +10,7 @@
 
 mod support;
 
-use support::{eventually, exits, ip, paused_site, timeouts_for_paused_time};
+use support::{eventually, exits, ip, paused_site, read_connect, timeouts_for_paused_time};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -19,8 +19,8 @@ use exitcrawl::config::{Algorithm, ExitSettings, Settings};
 use exitcrawl_actors::{Crawler, CrawlerHandle, ExitStats, Fetch, FetchErrorKind};
 use exitcrawl_testsite::{SiteConfig, TestSite, HEALTH_PATH};
 use futures_util::future::join_all;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpSocket};
 
 /// Nothing listens on the discard port on loopback: a check there is refused at once.
 const CLOSED: &str = "http://127.0.0.1:9/health";
@@ -351,24 +351,6 @@ async fn proxy_refusing_once() -> SocketAddr {
         }
     });
     addr
-}
-
-/// The target of a `CONNECT` head, read a byte at a time: nothing after the head is read.
-async fn read_connect(client: &mut TcpStream) -> Option<SocketAddr> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if client.read(&mut byte).await.ok()? == 0 {
-            return None;
-        }
-        head.push(byte[0]);
-    }
-    let line = std::str::from_utf8(&head).ok()?.lines().next()?;
-    line.strip_prefix("CONNECT ")?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// An attempt that reached the site starts a new round of exits for the fetch: an exit

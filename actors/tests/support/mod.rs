@@ -249,3 +249,22 @@ impl Drop for RedisServer {
         }
     }
 }
+
+/// The target of a `CONNECT` head, read a byte at a time: nothing after the head is read.
+pub async fn read_connect(client: &mut tokio::net::TcpStream) -> Option<std::net::SocketAddr> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if client.read(&mut byte).await.ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let line = std::str::from_utf8(&head).ok()?.lines().next()?;
+    line.strip_prefix("CONNECT ")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}
