@@ -31,27 +31,6 @@ pub(super) fn serves(exit: &ExitSlot, (region, family): &AllDownKey) -> bool {
     region_ok && family_ok
 }
 
-impl Scheduler {
-    /// An attempt through exit `i` reached a site (an answer, or a failure that counts
-    /// as an attempt): an exit in service, probing or not, takes fetches, and the stretch
-    /// in which no exit did ends for the fetches it may serve. Why an attempt and not the
-    /// exit's return: a probing exit that fails at once, nothing sent, would otherwise
-    /// start the fleet's wait again at each return. Why not only a recovery: a probing
-    /// exit whose fetches reach sites without an answer (refused, timed out) stays
-    /// probing however long it serves, and ejected again it would leave the fetches then
-    /// waiting a clock from the outage before it, which ends them at once. Each attempt
-    /// counts against its fetch's retries, so a fleet that comes back this way still ends
-    /// what it cannot fetch.
-    pub(super) fn reached_site_through(&mut self, i: usize) {
-        if self.all_down_since.is_empty() {
-            return;
-        }
-        if let Some(e) = self.exits.get(i).filter(|e| e.enabled && e.healthy) {
-            self.all_down_since.retain(|key, _| !serves(e, key));
-        }
-    }
-}
-
 /// Lanes paced at this interval or longer are woken by the runtime's timer alone: its
 /// lateness (1.1 ms at the median, `examples/bench_timers.rs`) is then about 2 % of
 /// their rate or less.
@@ -288,6 +267,25 @@ impl Scheduler {
             p.fail(kind, message, &self.exits);
         }
         Step::Sent
+    }
+
+    /// An attempt through exit `i` reached a site (an answer, or a failure that counts
+    /// as an attempt): an exit in service, probing or not, takes fetches, and the stretch
+    /// in which no exit did ends for the fetches it may serve. Why an attempt and not the
+    /// exit's return: a probing exit that fails at once, nothing sent, would otherwise
+    /// start the fleet's wait again at each return. Why not only a recovery: a probing
+    /// exit whose fetches reach sites without an answer (refused, timed out) stays
+    /// probing however long it serves, and ejected again it would leave the fetches then
+    /// waiting a clock from the outage before it, which ends them at once. Each attempt
+    /// counts against its fetch's retries, so a fleet that comes back this way still ends
+    /// what it cannot fetch.
+    pub(super) fn reached_site_through(&mut self, i: usize) {
+        if self.all_down_since.is_empty() {
+            return;
+        }
+        if let Some(e) = self.exits.get(i).filter(|e| e.enabled && e.healthy) {
+            self.all_down_since.retain(|key, _| !serves(e, key));
+        }
     }
 
     /// Send `p` through exit `i`; the host's count for the exit is already taken.
